@@ -1,0 +1,21 @@
+"""Exceptions pgmemory raises: each names the problem and, where there is one, the fix."""
+
+
+class PgMemoryError(Exception):
+    """Base class of every error pgmemory raises on purpose."""
+
+
+class DatabaseUnavailable(PgMemoryError):
+    """The configured Postgres did not answer, or refused the connection."""
+
+
+class SetupError(PgMemoryError):
+    """The server lacks something pgmemory needs (version, extension, init)."""
+
+
+class MigrationError(PgMemoryError):
+    """A migration could not be applied, or an applied one was edited."""
+
+
+class InvalidInput(PgMemoryError, ValueError):
+    """Input rejected before anything was written."""

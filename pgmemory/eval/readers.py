@@ -1,0 +1,320 @@
+"""Readers that turn LoCoMo and LongMemEval files into one shared shape.
+
+Both benchmarks become a list of :class:`Conversation`: the turns to ingest, in
+chronological order, and the questions asked about them, with gold evidence
+given as turn ids.  Turn and session ids are unique within one Conversation
+(LoCoMo ``dia_id`` such as ``"D1:3"``; LongMemEval ``"<session_id>:<index>"``),
+not across conversations.  Every structural problem raises
+:class:`EvalFormatError` naming the file, the item, and the offending field.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+LOCOMO_CATEGORIES: dict[int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+
+_SESSION_KEY = re.compile(r"session_(\d+)")
+_DIA_ID = re.compile(r"D:?(\d+):(\d+)")
+_LOCOMO_TIME_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %B %Y")
+_HAYSTACK_KEYS = ("haystack_session_ids", "haystack_dates", "haystack_sessions")
+_LME_DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\(\w+\))?\s*(\d{1,2}):(\d{2})")
+
+
+class EvalFormatError(ValueError):
+    """A benchmark file does not have the structure its reader expects."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One utterance to ingest; ``time`` is the session's start time, tz-aware UTC."""
+
+    turn_id: str
+    speaker: str
+    text: str
+    time: datetime
+    session_id: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """A benchmark question with its gold answer and gold evidence turn ids.
+
+    ``adversarial`` marks questions whose correct response is to abstain
+    (LoCoMo category 5, LongMemEval ids ending in ``_abs``).
+    """
+
+    question_id: str
+    question: str
+    answer: str
+    category: str
+    evidence: list[str]
+    question_time: datetime | None
+    adversarial: bool
+
+
+@dataclass
+class Conversation:
+    """Turns in chronological order plus the questions asked about them."""
+
+    conversation_id: str
+    turns: list[Turn] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+
+
+def _fail(where: str, message: str) -> EvalFormatError:
+    return EvalFormatError(f"{where}: {message}")
+
+
+def _get(obj: dict[str, Any], key: str, kinds: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise _fail(where, f"missing '{key}'")
+    value = obj[key]
+    allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        expected = "/".join(k.__name__ for k in allowed)
+        raise _fail(where, f"'{key}' must be {expected}, got {type(value).__name__}")
+    return value
+
+
+def _load(path: str | Path) -> tuple[str, Any]:
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return path.name, json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise EvalFormatError(f"{path.name}: not valid JSON: {exc}") from exc
+
+
+def _items(name: str, data: Any, what: str) -> list[dict[str, Any]]:
+    if not isinstance(data, list):
+        raise EvalFormatError(
+            f"{name}: top level must be a list of {what}, got {type(data).__name__}"
+        )
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise EvalFormatError(f"{name}: item {i} must be an object, got {type(item).__name__}")
+    return data
+
+
+def detect_format(path: str | Path) -> str:
+    """Return ``"locomo"`` or ``"longmemeval"`` so callers can pick a reader without guessing."""
+    name, data = _load(path)
+    return _detect(name, data)
+
+
+def _detect(name: str, data: Any) -> str:
+    items = _items(name, data, "conversations or questions")
+    if not items:
+        raise EvalFormatError(f"{name}: empty list, cannot tell LoCoMo from LongMemEval")
+    first = items[0]
+    if "conversation" in first and "qa" in first:
+        return "locomo"
+    if "haystack_sessions" in first and "question_id" in first:
+        return "longmemeval"
+    raise EvalFormatError(
+        f"{name}: item 0: neither LoCoMo ('conversation' and 'qa') "
+        f"nor LongMemEval ('question_id' and 'haystack_sessions')"
+    )
+
+
+def read(path: str | Path) -> list[Conversation]:
+    """Read a LoCoMo or LongMemEval file, detecting which one it is."""
+    name, data = _load(path)
+    fmt = _detect(name, data)
+    return _read_locomo(name, data) if fmt == "locomo" else _read_longmemeval(name, data)
+
+
+# LoCoMo -------------------------------------------------------------------
+
+
+def read_locomo(path: str | Path) -> list[Conversation]:
+    """Read a LoCoMo file (e.g. locomo10.json), normalising its known irregularities."""
+    name, data = _load(path)
+    return _read_locomo(name, data)
+
+
+def _read_locomo(name: str, data: Any) -> list[Conversation]:
+    items = _items(name, data, "conversations")
+    return [_locomo_conversation(f"{name}: conversation {i}", c) for i, c in enumerate(items)]
+
+
+def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
+    sample_id = _get(item, "sample_id", str, where)
+    where = f"{where} (sample_id {sample_id})"
+    conv = _get(item, "conversation", dict, where)
+    qa = _get(item, "qa", list, where)
+    sessions = sorted(
+        (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key))
+    )
+    turns: list[Turn] = []
+    for _, key in sessions:
+        raw_time = _get(conv, f"{key}_date_time", str, where)
+        time = parse_locomo_time(raw_time, f"{where}: {key}_date_time")
+        for j, raw in enumerate(_get(conv, key, list, where)):
+            turns.append(_locomo_turn(f"{where}: {key} turn {j}", raw, key, time))
+    questions = [
+        _locomo_question(f"{where}: qa {k}", q, f"{sample_id}:q{k}") for k, q in enumerate(qa)
+    ]
+    return Conversation(conversation_id=sample_id, turns=turns, questions=questions)
+
+
+def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
+    if not isinstance(raw, dict):
+        raise _fail(where, f"must be an object, got {type(raw).__name__}")
+    speaker = _get(raw, "speaker", str, where)
+    dia_id = normalize_dia_id(_get(raw, "dia_id", str, where), f"{where}: dia_id")
+    text = _get(raw, "text", str, where)
+    caption = raw.get("blip_caption")
+    if isinstance(caption, str) and caption.strip():
+        text = f"{text} [shares a photo: {caption.strip()}]"
+    return Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
+
+
+def _locomo_question(where: str, raw: Any, question_id: str) -> Question:
+    if not isinstance(raw, dict):
+        raise _fail(where, f"must be an object, got {type(raw).__name__}")
+    question = _get(raw, "question", str, where)
+    category = _get(raw, "category", int, where)
+    if category not in LOCOMO_CATEGORIES:
+        raise _fail(where, f"'category' must be one of 1-5, got {category}")
+    adversarial = category == 5
+    key = "answer" if "answer" in raw or not adversarial else "adversarial_answer"
+    answer = _get(raw, key, (str, int, float), where)
+    evidence: list[str] = []
+    for e, entry in enumerate(_get(raw, "evidence", list, where)):
+        if not isinstance(entry, str):
+            raise _fail(where, f"evidence {e} must be str, got {type(entry).__name__}")
+        for part in re.split(r"[;,\s]+", entry.strip()):
+            if part:
+                dia_id = normalize_dia_id(part, f"{where}: evidence {e}")
+                if dia_id not in evidence:
+                    evidence.append(dia_id)
+    return Question(
+        question_id=question_id,
+        question=question,
+        answer=str(answer),
+        category=LOCOMO_CATEGORIES[category],
+        evidence=evidence,
+        question_time=None,
+        adversarial=adversarial,
+    )
+
+
+def normalize_dia_id(raw: str, where: str = "dia_id") -> str:
+    """Canonicalise a LoCoMo turn id ("D:11:26" -> "D11:26") so evidence matches turns."""
+    m = _DIA_ID.fullmatch(raw.strip())
+    if not m:
+        raise _fail(where, f"malformed dialogue id {raw!r}")
+    return f"D{int(m.group(1))}:{int(m.group(2))}"
+
+
+def parse_locomo_time(raw: str, where: str = "date_time") -> datetime:
+    """Parse "1:56 pm on 8 May, 2023" as UTC (LoCoMo gives no zone)."""
+    text = " ".join(raw.split())
+    for fmt in _LOCOMO_TIME_FORMATS:
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    raise _fail(where, f"unparseable date {raw!r} (expected like '1:56 pm on 8 May, 2023')")
+
+
+# LongMemEval --------------------------------------------------------------
+
+
+def read_longmemeval(path: str | Path) -> list[Conversation]:
+    """Read a LongMemEval file (longmemeval_s/m/oracle.json): one Conversation per question.
+
+    Evidence is the turns flagged ``has_answer``; a question with no flagged
+    turn falls back to every turn of its ``answer_session_ids`` sessions.
+    Sessions are ordered by date (stable), since the oracle file is unsorted.
+    """
+    name, data = _load(path)
+    return _read_longmemeval(name, data)
+
+
+def _read_longmemeval(name: str, data: Any) -> list[Conversation]:
+    items = _items(name, data, "questions")
+    return [_lme_item(f"{name}: item {i}", item) for i, item in enumerate(items)]
+
+
+def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
+    qid = _get(item, "question_id", str, where)
+    where = f"{where} (question_id {qid})"
+    qtype = _get(item, "question_type", str, where)
+    question = _get(item, "question", str, where)
+    answer = _get(item, "answer", (str, int, float), where)
+    raw_qtime = _get(item, "question_date", str, where)
+    qtime = parse_longmemeval_date(raw_qtime, f"{where}: question_date")
+    session_ids = _get(item, "haystack_session_ids", list, where)
+    dates = _get(item, "haystack_dates", list, where)
+    sessions = _get(item, "haystack_sessions", list, where)
+    answer_sessions = _get(item, "answer_session_ids", list, where)
+    if not len(session_ids) == len(dates) == len(sessions):
+        raise _fail(
+            where,
+            f"'haystack_session_ids' ({len(session_ids)}), 'haystack_dates' ({len(dates)}) and "
+            f"'haystack_sessions' ({len(sessions)}) must have the same length",
+        )
+    dated: list[tuple[datetime, int, str, list[Any]]] = []
+    for s, entries in enumerate(zip(session_ids, dates, sessions)):
+        swhere = f"{where}: haystack session {s}"
+        for key, value, kind in zip(_HAYSTACK_KEYS, entries, (str, str, list)):
+            if not isinstance(value, kind):
+                got = type(value).__name__
+                raise _fail(swhere, f"'{key}' entry must be {kind.__name__}, got {got}")
+        sid, date, session = entries
+        dated.append((parse_longmemeval_date(date, f"{swhere}: haystack_dates"), s, sid, session))
+    dated.sort(key=lambda d: (d[0], d[1]))
+    turns: list[Turn] = []
+    flagged: list[str] = []
+    by_session: dict[str, list[str]] = {}
+    for time, s, sid, session in dated:
+        for j, raw in enumerate(session):
+            twhere = f"{where}: haystack session {s} ({sid}) turn {j}"
+            if not isinstance(raw, dict):
+                raise _fail(twhere, f"must be an object, got {type(raw).__name__}")
+            turn = Turn(
+                turn_id=f"{sid}:{j}",
+                speaker=_get(raw, "role", str, twhere),
+                text=_get(raw, "content", str, twhere),
+                time=time,
+                session_id=sid,
+            )
+            turns.append(turn)
+            by_session.setdefault(sid, []).append(turn.turn_id)
+            if raw.get("has_answer") is True:
+                flagged.append(turn.turn_id)
+    evidence = flagged or [t for sid in answer_sessions for t in by_session.get(str(sid), [])]
+    q = Question(
+        question_id=qid,
+        question=question,
+        answer=str(answer),
+        category=qtype,
+        evidence=evidence,
+        question_time=qtime,
+        adversarial=qid.endswith("_abs"),
+    )
+    return Conversation(conversation_id=qid, turns=turns, questions=[q])
+
+
+def parse_longmemeval_date(raw: str, where: str = "date") -> datetime:
+    """Parse "2023/05/30 (Tue) 23:40" as UTC (LongMemEval gives no zone; the weekday is ignored)."""
+    m = _LME_DATE.fullmatch(raw.strip())
+    if not m:
+        raise _fail(where, f"unparseable date {raw!r} (expected like '2023/05/30 (Tue) 23:40')")
+    try:
+        return datetime(*(int(g) for g in m.groups()), tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise _fail(where, f"invalid date {raw!r}: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Extractors: turn one episode (plus recent context) into entities and facts."""

@@ -1,0 +1,1 @@
+"""Provider clients: the LLM (any OpenAI-compatible endpoint), embedders and token counting."""

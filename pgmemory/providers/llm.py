@@ -1,0 +1,261 @@
+"""Structured-output LLM client for any OpenAI-compatible endpoint, with one shared retry policy.
+
+``with_retries`` is the only retry loop in pgmemory's providers: the embedders reuse it.
+The openai client's own retries are switched off so attempts are counted exactly once.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+import pydantic
+
+T = TypeVar("T")
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+DEFAULT_LLM_MODEL = "gpt-4o-mini"
+# The openai client refuses to start without a key; local servers (Ollama, vLLM,
+# llama.cpp) ignore it, so a placeholder is sent when only a base URL is configured.
+PLACEHOLDER_API_KEY = "not-needed"
+_RETRYABLE_STATUS = frozenset({408, 429})
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+class ProviderError(RuntimeError):
+    """A provider call failed for good: not retryable, or retries exhausted."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.attempts = attempts
+
+
+class LLMError(ProviderError):
+    """An LLM completion failed; the message names the endpoint, model and last failure."""
+
+
+class InvalidReply(Exception):
+    """The endpoint answered, but not with JSON matching the requested schema (retryable)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to retry: exponential backoff with jitter, capped."""
+
+    max_retries: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+    def delay(self, retry_index: int, exc: BaseException) -> float:
+        """Seconds to wait before retry number ``retry_index`` (0-based); honours Retry-After."""
+        ceiling = min(self.max_delay, self.base_delay * (2**retry_index))
+        wait = ceiling / 2 + random.uniform(0, ceiling / 2)
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_delay))
+        return wait
+
+
+@dataclass
+class Usage:
+    """LLM cost counters: every HTTP attempt is a call; tokens from every reply that reported them."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Usage) -> None:
+        """Fold another counter into this one (e.g. per-episode into per-run)."""
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for rate limits, server errors, timeouts, connection errors and invalid replies."""
+    if isinstance(exc, (InvalidReply, openai.APIConnectionError)):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
+    return False
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short human description of one failed attempt, for error messages."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection error: {exc.__cause__ or exc}"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    if isinstance(exc, InvalidReply):
+        return f"invalid reply: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    error: type[ProviderError],
+) -> T:
+    """Run ``attempt`` until it succeeds, retrying retryable failures; raise ``error`` otherwise.
+
+    ``what`` names the call (endpoint and model) so the final error says where it failed.
+    Only openai API errors and ``InvalidReply`` are handled; anything else is a bug and propagates.
+    """
+    tries = policy.max_retries + 1
+    for index in range(tries):
+        try:
+            return await attempt()
+        except (openai.APIError, InvalidReply) as exc:
+            status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+            if not is_retryable(exc):
+                raise error(
+                    f"{what} failed (not retryable): {describe_failure(exc)}",
+                    status_code=status,
+                    attempts=index + 1,
+                ) from exc
+            if index == tries - 1:
+                raise error(
+                    f"{what} failed after {tries} attempts; last failure: {describe_failure(exc)}",
+                    status_code=status,
+                    attempts=tries,
+                ) from exc
+            await asyncio.sleep(policy.delay(index, exc))
+    raise AssertionError("unreachable")
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The server's Retry-After hint in seconds, if it sent a numeric one."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    try:
+        return float(exc.response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+
+
+def _schema_name(schema: type[pydantic.BaseModel]) -> str:
+    """A response_format name from the model class: letters, digits, _ and - only, <= 64 chars."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", schema.__name__)[:64] or "reply"
+
+
+def parse_reply(content: str | None, schema: type[M]) -> M:
+    """Validate a completion's text against ``schema``; tolerate a ```json fence around it."""
+    if not content or not content.strip():
+        raise InvalidReply("empty content")
+    fenced = _FENCE.match(content)
+    text = fenced.group(1) if fenced else content
+    try:
+        return schema.model_validate_json(text)
+    except pydantic.ValidationError as exc:
+        raise InvalidReply(f"does not match {schema.__name__}: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    """The first validation problem, short enough for a log line."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "<root>"
+    return f"{where}: {err['msg']} ({exc.error_count()} error(s))"
+
+
+class LLMClient:
+    """Structured completions against an OpenAI-compatible chat endpoint, retried and rate-bounded."""
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_LLM_MODEL,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        base_delay: float = 0.5,
+        max_concurrency: int = 8,
+    ) -> None:
+        if max_retries < 0 or max_concurrency < 1 or timeout <= 0 or base_delay < 0:
+            raise ValueError(
+                "LLMClient needs max_retries >= 0, max_concurrency >= 1, timeout > 0, base_delay >= 0"
+            )
+        self.model = model
+        self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=timeout,
+            max_retries=0,
+        )
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> LLMClient | None:
+        """Build a client from PGMEMORY_LLM_* / OPENAI_API_KEY, or None when no endpoint is configured."""
+        env = os.environ if environ is None else environ
+        base_url = env.get("PGMEMORY_LLM_BASE_URL") or None
+        api_key = env.get("PGMEMORY_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None
+        if base_url is None and api_key is None:
+            return None
+        model = env.get("PGMEMORY_LLM_MODEL") or DEFAULT_LLM_MODEL
+        return cls(model=model, base_url=base_url, api_key=api_key, **options)
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to (for messages and logs)."""
+        return str(self._client.base_url)
+
+    async def complete(
+        self, messages: list[dict[str, Any]], schema: type[M], *, usage: Usage | None = None
+    ) -> M:
+        """Ask for a reply matching ``schema`` (JSON-schema structured output) and validate it."""
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": _schema_name(schema),
+                "schema": schema.model_json_schema(),
+                "strict": False,
+            },
+        }
+
+        async def attempt() -> M:
+            async with self._semaphore:
+                if usage is not None:
+                    usage.calls += 1
+                reply = await self._client.chat.completions.create(
+                    model=self.model, messages=messages, response_format=response_format
+                )
+            if usage is not None and reply.usage is not None:
+                usage.prompt_tokens += reply.usage.prompt_tokens or 0
+                usage.completion_tokens += reply.usage.completion_tokens or 0
+            if not reply.choices:
+                raise InvalidReply("no choices in the completion")
+            return parse_reply(reply.choices[0].message.content, schema)
+
+        return await with_retries(
+            attempt,
+            policy=self.policy,
+            what=f"LLM request to {self.endpoint} (model {self.model})",
+            error=LLMError,
+        )
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP connection pool."""
+        await self._client.close()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

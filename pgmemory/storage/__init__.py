@@ -1,0 +1,1 @@
+"""Storage: the Postgres server, connections, migrations, init and health checks."""

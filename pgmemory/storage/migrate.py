@@ -1,0 +1,115 @@
+"""Forward-only migrations (migrations/NNNN_name.sql) and idempotent stored SQL (sql/).
+
+Everything runs in the caller's transaction under an advisory lock, so two
+concurrent runs serialise: the second finds the work done and applies nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from pgmemory.errors import MigrationError
+
+ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = ROOT / "migrations"
+SQL_DIR = ROOT / "sql"
+LOCK_KEY = 0x70676D656D  # "pgmem": one advisory lock for all schema work
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file: its version, name, text and checksum."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def load_migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """Read migrations in version order; a badly named file or duplicate version is an error."""
+    if not directory.is_dir():
+        raise MigrationError(f"migrations directory not found: {directory}")
+    found: dict[int, Migration] = {}
+    for path in sorted(directory.glob("*.sql")):
+        match = _NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"migration file {path.name} is not named NNNN_name.sql")
+        version = int(match.group(1))
+        if version in found:
+            raise MigrationError(f"two migrations share version {version}: {found[version].name}, {path.name}")
+        found[version] = Migration(version, path.name, path.read_text())
+    return [found[v] for v in sorted(found)]
+
+
+def lock(conn: psycopg.Connection) -> None:
+    """Take the schema advisory lock for the rest of the current transaction."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+
+
+def applied_migrations(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
+    """Applied versions -> (name, checksum); empty when the schema does not exist yet."""
+    exists = conn.execute("SELECT to_regclass('pgmemory.schema_migrations')").fetchone()[0]
+    if exists is None:
+        return {}
+    rows = conn.execute("SELECT version, name, checksum FROM pgmemory.schema_migrations").fetchall()
+    return {v: (n, c) for v, n, c in rows}
+
+
+def pending_migrations(conn: psycopg.Connection, migrations: list[Migration]) -> list[Migration]:
+    """Migrations not yet applied; an applied one whose file changed is refused."""
+    applied = applied_migrations(conn)
+    pending = []
+    for m in migrations:
+        if m.version not in applied:
+            pending.append(m)
+            continue
+        name, checksum = applied[m.version]
+        if checksum != m.checksum:
+            raise MigrationError(
+                f"migration {m.name} was edited after it was applied "
+                f"(recorded checksum {checksum[:12]}, file now {m.checksum[:12]}); "
+                "migrations are forward-only: restore the file and add a new migration instead")
+    return pending
+
+
+def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | None = None) -> list[str]:
+    """Apply pending migrations inside the current transaction; returns the names applied."""
+    migrations = load_migrations() if migrations is None else migrations
+    lock(conn)
+    conn.execute("CREATE SCHEMA IF NOT EXISTS pgmemory")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS pgmemory.schema_migrations ("
+        " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())")
+    done = []
+    for m in pending_migrations(conn, migrations):
+        try:
+            conn.execute(m.sql)
+        except psycopg.Error as exc:
+            raise MigrationError(f"migration {m.name} failed: {exc}") from exc
+        conn.execute(
+            "INSERT INTO pgmemory.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+            (m.version, m.name, m.checksum))
+        done.append(m.name)
+    return done
+
+
+def apply_sql_dir(conn: psycopg.Connection, directory: Path) -> list[str]:
+    """Re-apply the stored functions and views of one sql/ directory (CREATE OR REPLACE)."""
+    applied = []
+    for path in sorted(directory.glob("*.sql")):
+        try:
+            conn.execute(path.read_text())
+        except psycopg.Error as exc:
+            raise MigrationError(f"{path.relative_to(ROOT)} failed: {exc}") from exc
+        applied.append(path.name)
+    return applied

@@ -1,0 +1,155 @@
+-- Bi-temporal primitives. A fact is a sequence of immutable versions sharing
+-- one id; the believed version has an open `recorded` range. Corrections
+-- close that range at the transaction time and write a new version.
+
+-- Build a valid-time range; NULL bounds mean "unknown", +-infinity "forever".
+CREATE OR REPLACE FUNCTION pgmemory.valid_range(p_from timestamptz, p_to timestamptz)
+RETURNS tstzrange LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_from IS NOT NULL AND p_to IS NOT NULL AND p_from >= p_to THEN
+        RAISE EXCEPTION 'valid range is empty: valid_from % is not before valid_to %', p_from, p_to
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN tstzrange(p_from, p_to, '[)');
+END
+$$;
+
+-- Record the first version of fact p_id (optionally citing an episode).
+CREATE OR REPLACE FUNCTION pgmemory.record_fact(
+    p_id uuid, p_group text, p_source uuid, p_target uuid, p_relation text, p_fact text,
+    p_valid_from timestamptz, p_valid_to timestamptz,
+    p_embedding vector DEFAULT NULL, p_attributes jsonb DEFAULT '{}', p_episode uuid DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    new_version bigint;
+BEGIN
+    IF EXISTS (SELECT 1 FROM pgmemory.facts WHERE id = p_id AND upper_inf(recorded)) THEN
+        RAISE EXCEPTION 'fact % already has a current version; use pgmemory.correct_fact', p_id
+            USING ERRCODE = '23505';
+    END IF;
+    INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
+                                attributes, embedding, valid)
+    VALUES (p_id, p_group, p_source, p_target, p_relation, p_fact,
+            coalesce(p_attributes, '{}'), p_embedding, pgmemory.valid_range(p_valid_from, p_valid_to))
+    RETURNING version_id INTO new_version;
+    IF p_episode IS NOT NULL THEN
+        INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+        VALUES (p_id, p_episode, p_group) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN new_version;
+END
+$$;
+
+-- The correction primitive: close the believed version of fact p_id at the
+-- transaction time and write a new version with the corrected valid range
+-- (and optionally a corrected sentence). A version written earlier in the
+-- same transaction was never visible to anyone, so it is corrected in place.
+CREATE OR REPLACE FUNCTION pgmemory.correct_fact(
+    p_id uuid, p_valid_from timestamptz, p_valid_to timestamptz,
+    p_episode uuid DEFAULT NULL, p_fact text DEFAULT NULL, p_embedding vector DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    cur pgmemory.facts;
+    new_version bigint;
+    new_valid tstzrange := pgmemory.valid_range(p_valid_from, p_valid_to);
+BEGIN
+    SELECT * INTO cur FROM pgmemory.facts
+     WHERE id = p_id AND upper_inf(recorded) FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fact % has no current version to correct', p_id USING ERRCODE = 'P0002';
+    END IF;
+    IF lower(cur.recorded) = now() THEN
+        UPDATE pgmemory.facts
+           SET valid = new_valid,
+               fact = coalesce(p_fact, fact),
+               embedding = CASE WHEN p_fact IS NULL THEN embedding ELSE p_embedding END
+         WHERE version_id = cur.version_id;
+        new_version := cur.version_id;
+    ELSE
+        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
+         WHERE version_id = cur.version_id;
+        INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
+                                    attributes, embedding, valid)
+        VALUES (cur.id, cur.group_id, cur.source_id, cur.target_id, cur.relation,
+                coalesce(p_fact, cur.fact), cur.attributes,
+                CASE WHEN p_fact IS NULL THEN cur.embedding ELSE p_embedding END, new_valid)
+        RETURNING version_id INTO new_version;
+    END IF;
+    IF p_episode IS NOT NULL THEN
+        INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+        VALUES (p_id, p_episode, cur.group_id) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN new_version;
+END
+$$;
+
+-- Invalidation: the fact stopped being true at p_invalid_at (valid start kept).
+CREATE OR REPLACE FUNCTION pgmemory.invalidate_fact(
+    p_id uuid, p_invalid_at timestamptz, p_episode uuid DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    cur_valid tstzrange;
+BEGIN
+    SELECT valid INTO cur_valid FROM pgmemory.facts WHERE id = p_id AND upper_inf(recorded);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fact % has no current version to invalidate', p_id USING ERRCODE = 'P0002';
+    END IF;
+    RETURN pgmemory.correct_fact(p_id, lower(cur_valid), p_invalid_at, p_episode);
+END
+$$;
+
+-- Retraction: we no longer believe fact p_id at all (its history is kept).
+CREATE OR REPLACE FUNCTION pgmemory.retract_fact(p_id uuid)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgmemory.facts
+     WHERE id = p_id AND upper_inf(recorded) AND lower(recorded) = now();
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
+     WHERE id = p_id AND upper_inf(recorded);
+    RETURN FOUND;
+END
+$$;
+
+-- The four query shapes.
+
+-- What is true now, as we know it now.
+CREATE OR REPLACE FUNCTION pgmemory.facts_current(p_group text)
+RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.facts
+     WHERE group_id = p_group AND valid @> now() AND upper_inf(recorded)
+$$;
+
+-- What was true at p_valid_at, as we know it now.
+CREATE OR REPLACE FUNCTION pgmemory.facts_valid_at(p_group text, p_valid_at timestamptz)
+RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.facts
+     WHERE group_id = p_group AND valid @> p_valid_at AND upper_inf(recorded)
+$$;
+
+-- What we believed at p_known_at about p_valid_at.
+CREATE OR REPLACE FUNCTION pgmemory.facts_as_of(
+    p_group text, p_valid_at timestamptz, p_known_at timestamptz)
+RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.facts
+     WHERE group_id = p_group AND valid @> p_valid_at AND recorded @> p_known_at
+$$;
+
+-- Every version of fact p_id, oldest belief first.
+CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_id uuid)
+RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.facts WHERE id = p_id ORDER BY lower(recorded), version_id
+$$;
+
+-- Readable view of what is believed now, with entity names and bound status.
+CREATE OR REPLACE VIEW pgmemory.current_facts AS
+SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to,
+       lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_at, f.attributes
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.id = f.source_id
+  JOIN pgmemory.entities t ON t.id = f.target_id
+ WHERE upper_inf(f.recorded);
