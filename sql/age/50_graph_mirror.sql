@@ -15,7 +15,7 @@ BEGIN
         INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (p_node, vid);
     ELSE
         EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1::text::ag_catalog.agtype
-                        WHERE id = $2::text::ag_catalog.graphid', p_label)
+                        WHERE id OPERATOR(ag_catalog.=) $2::text::ag_catalog.graphid', p_label)
            USING p_props, vid;
     END IF;
 END
@@ -28,7 +28,7 @@ DECLARE
 BEGIN
     DELETE FROM pgmemory.graph_vertices WHERE node_id = p_node RETURNING vertex_id INTO vid;
     IF vid IS NOT NULL THEN
-        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id = $1::text::ag_catalog.graphid', p_label)
+        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1::text::ag_catalog.graphid', p_label)
           USING vid;
     END IF;
 END
@@ -54,7 +54,7 @@ BEGIN
         INSERT INTO pgmemory.graph_edges (edge_key, edge_id) VALUES (p_key, eid);
     ELSE
         EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1::text::ag_catalog.agtype
-                        WHERE id = $2::text::ag_catalog.graphid', p_label)
+                        WHERE id OPERATOR(ag_catalog.=) $2::text::ag_catalog.graphid', p_label)
            USING p_props, eid;
     END IF;
 END
@@ -67,7 +67,7 @@ DECLARE
 BEGIN
     DELETE FROM pgmemory.graph_edges WHERE edge_key = p_key RETURNING edge_id INTO eid;
     IF eid IS NOT NULL THEN
-        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id = $1::text::ag_catalog.graphid', p_label)
+        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1::text::ag_catalog.graphid', p_label)
           USING eid;
     END IF;
 END

@@ -1,0 +1,1 @@
+"""Surfaces: how people and programs reach pgmemory (CLI for now)."""

@@ -1,0 +1,76 @@
+"""The `pgmemory` command line: init, doctor, demo."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pgmemory.errors import PgMemoryError
+from pgmemory.storage.connect import connect, describe_target, resolve_dsn
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from pgmemory.providers.embedder import embedder_from_env
+    from pgmemory.storage.setup import init_database
+
+    dim = args.dim or embedder_from_env().dim
+    dsn = resolve_dsn()
+    with connect(dsn) as conn:
+        report = init_database(conn, dim)
+    print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
+    print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
+    print(f"  full text:       {'BM25 (pg_textsearch)' if report.text_search == 'bm25' else 'tsvector ranking'}")
+    print(f"  embedding dim:   {report.embedding_dim}")
+    applied = ", ".join(report.migrations_applied) or "none (up to date)"
+    print(f"  migrations:      {applied}")
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from pgmemory.storage.doctor import healthy, run_checks
+
+    dsn = resolve_dsn()
+    with connect(dsn) as conn:
+        checks = run_checks(conn)
+    print(f"pgmemory doctor: {describe_target(dsn)}")
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    for c in checks:
+        print(f"  [{marks[c.status]}] {c.name:<26} {c.detail}")
+        if c.fix:
+            print(f"         fix: {c.fix}")
+    ok = healthy(checks)
+    print("healthy" if ok else "problems found")
+    return 0 if ok else 1
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pgmemory.demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="pgmemory", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
+    p.add_argument("--dim", type=int, help="embedding dimension (default: the configured embedder's)")
+    p.set_defaults(func=_cmd_init)
+    p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
+    p.set_defaults(func=_cmd_doctor)
+    p = sub.add_parser("demo", help="init, doctor and a bi-temporal round trip on the configured database")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script: errors print one clear line, no traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PgMemoryError as exc:
+        print(f"pgmemory: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
