@@ -116,7 +116,7 @@ class FakeOpenAI:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer((self.host, 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
@@ -147,7 +147,7 @@ class FakeOpenAI:
 def _vector(text: str, dim: int) -> list[float]:
     """A deterministic pseudo-embedding (not normalised, so clients must normalise)."""
     seed = hashlib.sha256(text.encode()).digest()
-    return [(seed[i % len(seed)] - 127.5) / 64 + i % 3 for i in range(dim)]
+    return [(seed[i % len(seed)] - 127.5) / 64 for i in range(dim)]
 
 
 def _chat_body(content: str, request: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
@@ -174,6 +174,7 @@ def _chat_body(content: str, request: dict[str, Any], prompt: int, completion: i
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAI
     protocol_version = "HTTP/1.1"
+    _in_flight = False
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
@@ -186,6 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         self.fake._enter(Recorded(self.path, dict(self.headers), body))
+        self._in_flight = True
         try:
             if self.path.endswith("/chat/completions"):
                 item = self.fake._next("chat")
@@ -198,6 +200,12 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout) before we answered
         finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Leave the in-flight count once, before the reply is written (the client may go on at once)."""
+        if self._in_flight:
+            self._in_flight = False
             self.fake._leave()
 
     def _answer(self, item: Item | None, request: dict[str, Any]) -> None:
@@ -230,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
+        self._release()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
