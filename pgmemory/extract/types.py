@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,86 @@ class Extraction:
 
     entities: list[ExtractedEntity] = field(default_factory=list)
     facts: list[ExtractedFact] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EntityCandidate:
+    """An existing entity that a new one might be (found by name, embedding or full text)."""
+
+    id: str
+    name: str
+    summary: str = ""
+    labels: tuple[str, ...] = ()
+
+
+@dataclass
+class EntityQuestion:
+    """Is extracted entity ``index`` one of ``candidates``? (Asked only when no exact match.)"""
+
+    index: int
+    entity: ExtractedEntity
+    candidates: list[EntityCandidate]
+
+
+@dataclass(frozen=True)
+class EntityDecision:
+    """Answer to an EntityQuestion: the duplicate's id (or None) and the fullest name to keep."""
+
+    index: int
+    duplicate_of: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class FactCandidate:
+    """A believed fact that a new one may duplicate or contradict."""
+
+    id: str
+    source: str
+    target: str
+    relation: str
+    fact: str
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+@dataclass
+class FactQuestion:
+    """For new fact ``index``: is it one of ``duplicates`` (same entity pair), and which of
+    ``contradictions`` (facts touching the same entities) does it contradict?"""
+
+    index: int
+    fact: ExtractedFact
+    duplicates: list[FactCandidate]
+    contradictions: list[FactCandidate]
+
+
+@dataclass(frozen=True)
+class FactDecision:
+    """Answer to a FactQuestion."""
+
+    index: int
+    duplicate_of: str | None = None
+    contradicts: tuple[str, ...] = ()
+
+
+class Extractor(Protocol):
+    """What the ingest pipeline needs from an extractor (offline rules or an LLM).
+
+    ``extract`` reads one episode; ``resolve_entities`` and ``judge_facts`` are
+    asked only when Postgres found candidates whose answer is not already known.
+    ``writes_summaries``: True when extracted entities carry real summaries; otherwise
+    summaries are derived in SQL from each entity's latest facts.
+    """
+
+    writes_summaries: bool
+
+    async def extract(self, episode: EpisodeInput, previous: list[EpisodeInput], usage: Any, *,
+                      entity_types: dict[str, type] | None = None,
+                      edge_types: dict[str, type] | None = None) -> Extraction: ...
+
+    async def resolve_entities(self, episode: EpisodeInput, previous: list[EpisodeInput],
+                               questions: list[EntityQuestion], usage: Any) -> list[EntityDecision]: ...
+
+    async def judge_facts(self, episode: EpisodeInput, questions: list[FactQuestion],
+                          usage: Any) -> list[FactDecision]: ...

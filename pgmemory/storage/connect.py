@@ -57,13 +57,17 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
         raise _unavailable(dsn, exc) from None
 
 
+def _json_dumps(value: object) -> str:
+    return json.dumps(value, default=str)
+
+
 async def _init_async_connection(conn: asyncpg.Connection) -> None:
     schema = await conn.fetchval(
         "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
         " WHERE t.typname = 'vector'")
     if schema:
         await register_vector(conn, schema=schema)
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("jsonb", encoder=_json_dumps, decoder=json.loads, schema="pg_catalog")
 
 
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:

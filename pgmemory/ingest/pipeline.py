@@ -1,0 +1,201 @@
+"""One episode end to end: store the raw episode, extract, resolve, judge, apply in ONE transaction.
+
+The raw episode is committed first (status pending): it is the lossless record
+and survives a failure. Everything derived from it commits together with its
+status 'done', or not at all; a failure records the error and can be retried.
+A per-group advisory lock serialises writers of one group, so concurrent
+writers never create duplicate entities or facts; other groups run in parallel.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import asyncpg
+
+from pgmemory.extract.types import EpisodeInput, Extractor
+from pgmemory.ingest.episode import Episode
+from pgmemory.ingest.invalidation import FactPlan, plan_facts
+from pgmemory.ingest.resolve_entities import ResolvedEntity, resolve_entities
+from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
+from pgmemory.providers.embedder import Embedder
+from pgmemory.providers.llm import Usage
+
+CONTEXT_EPISODES = 4
+EPISODE_EMBED_CHARS = 2000
+
+
+@dataclass
+class EpisodeResult:
+    """What ingesting one episode did, and what it cost."""
+
+    episode_id: uuid.UUID
+    group_id: str
+    status: str  # "done" | "skipped" (already ingested)
+    entities_created: list[str] = field(default_factory=list)
+    entities_merged: list[str] = field(default_factory=list)
+    facts_created: list[str] = field(default_factory=list)
+    facts_duplicate: int = 0
+    facts_invalidated: int = 0
+    facts_retracted: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    db_seconds: float = 0.0
+
+
+class IngestError(Exception):
+    """Processing an episode failed; the raw episode is kept with status 'failed'."""
+
+    def __init__(self, episode_id: uuid.UUID, cause: BaseException) -> None:
+        super().__init__(f"episode {episode_id} failed: {type(cause).__name__}: {cause}")
+        self.episode_id = episode_id
+        self.cause = cause
+
+
+@dataclass
+class Ingestor:
+    """Runs the pipeline with one pool, embedder and extractor."""
+
+    pool: asyncpg.Pool
+    embedder: Embedder
+    extractor: Extractor
+    derive_summaries: bool
+
+    async def ingest(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
+        """Ingest one validated episode; re-ingesting a done episode id is a no-op."""
+        started = time.perf_counter()
+        async with self.pool.acquire() as conn:
+            status = await _store_raw(conn, ep)
+            if status == "done":
+                return EpisodeResult(ep.id, ep.group_id, "skipped")
+            previous = await _previous(conn, ep)
+        db_time = time.perf_counter() - started
+        usage = Usage()
+        try:
+            return await self._process(ep, previous, usage, db_time, entity_types, edge_types)
+        except Exception as exc:
+            async with self.pool.acquire() as conn:
+                await conn.execute(
+                    "UPDATE pgmemory.episodes SET status = 'failed', attempts = attempts + 1, error = $2,"
+                    " llm_calls = llm_calls + $3, prompt_tokens = prompt_tokens + $4,"
+                    " completion_tokens = completion_tokens + $5 WHERE id = $1 AND status <> 'done'",
+                    ep.id, f"{type(exc).__name__}: {exc}"[:2000], usage.calls, usage.prompt_tokens,
+                    usage.completion_tokens)
+            raise IngestError(ep.id, exc) from exc
+
+    async def _process(self, ep: Episode, previous: list[EpisodeInput], usage: Usage, db_time: float,
+                       entity_types, edge_types) -> EpisodeResult:
+        episode = ep.as_input()
+        extraction = await self.extractor.extract(episode, previous, usage,
+                                                  entity_types=entity_types, edge_types=edge_types)
+        names = [e.name for e in extraction.entities]
+        sentences = [f.fact for f in extraction.facts]
+        vectors = await self.embedder.embed(names + sentences + [ep.content[:EPISODE_EMBED_CHARS]])
+        name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
+        result = EpisodeResult(ep.id, ep.group_id, "done")
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                t0 = time.perf_counter()
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
+                status = await conn.fetchval(
+                    "SELECT status FROM pgmemory.episodes WHERE id = $1 FOR UPDATE", ep.id)
+                if status == "done":
+                    return EpisodeResult(ep.id, ep.group_id, "skipped")
+                t_llm = time.perf_counter()
+                calls_before = usage.calls
+                resolved = await resolve_entities(conn, ep.group_id, extraction.entities, name_vecs,
+                                                  self.extractor, episode, previous, usage)
+                facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
+                judged = await judge_facts(conn, ep.group_id, facts, self.extractor, episode, usage)
+                plan = plan_facts(judged, ep.reference_time)
+                llm_inside = (time.perf_counter() - t_llm) if usage.calls > calls_before else 0.0
+                payload = _payload(ep, resolved, plan, usage, episode_vec, self.derive_summaries)
+                await conn.execute("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
+                _fill(result, resolved, plan, usage)
+                result.db_seconds = db_time + (time.perf_counter() - t0) - llm_inside
+        return result
+
+
+async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
+    """Insert the raw episode (pending) unless its id exists; return the stored status."""
+    row = await conn.fetchrow(
+        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING status",
+        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time)
+    if row is not None:
+        return row["status"]
+    stored = await conn.fetchrow("SELECT group_id, content, status FROM pgmemory.episodes WHERE id = $1", ep.id)
+    if stored["group_id"] != ep.group_id or stored["content"] != ep.content:
+        from pgmemory.errors import InvalidInput
+
+        raise InvalidInput(f"episode id {ep.id} is already used by a different episode")
+    return stored["status"]
+
+
+async def _previous(conn: asyncpg.Connection, ep: Episode) -> list[EpisodeInput]:
+    """The episodes just before this one in its group (by reference time): the extractor's context."""
+    rows = await conn.fetch(
+        "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
+        " WHERE group_id = $1 AND id <> $2 AND valid_at <= $3"
+        " ORDER BY valid_at DESC, recorded_at DESC LIMIT $4",
+        ep.group_id, ep.id, ep.reference_time, CONTEXT_EPISODES)
+    return [EpisodeInput(r["content"], r["kind"], r["valid_at"], r["actor"], r["source_description"])
+            for r in reversed(rows)]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _vec(values) -> list[float] | None:
+    return None if values is None else [float(x) for x in values]
+
+
+def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
+             episode_vec, derive_summaries: bool) -> dict:
+    unique = {r.id: r for r in resolved}.values()
+    new_entities = [{
+        "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,
+        "attributes": r.entity.attributes, "embedding": _vec(r.embedding)} for r in unique if r.is_new]
+    updates = [{
+        "id": str(r.id), "name": r.name if r.renamed else None,
+        "summary": r.entity.summary or None if not derive_summaries else None,
+        "labels": r.new_labels, "attributes": r.entity.attributes}
+        for r in unique if not r.is_new and (r.renamed or r.new_labels or r.entity.attributes
+                                             or (r.entity.summary and not derive_summaries))]
+    new_facts = [{
+        "id": str(n.id), "source": str(n.judged.source.id), "target": str(n.judged.target.id),
+        "relation": n.judged.fact.relation, "fact": n.judged.fact.fact,
+        "valid_from": _iso(n.valid_from), "valid_to": _iso(n.valid_to),
+        "embedding": _vec(n.judged.embedding), "attributes": n.judged.fact.attributes}
+        for n in plan.new_facts]
+    return {
+        "group": ep.group_id,
+        "new_entities": new_entities,
+        "entity_updates": updates,
+        "mentions": [str(r.id) for r in unique],
+        "new_facts": new_facts,
+        "provenance": sorted(plan.provenance),
+        "invalidations": [{"id": k, "at": v.isoformat()} for k, v in plan.invalidations.items()],
+        "retractions": sorted(plan.retractions),
+        "derive_summaries": derive_summaries,
+        "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
+                  "completion_tokens": usage.completion_tokens},
+        "embedding": _vec(episode_vec),
+    }
+
+
+def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage) -> None:
+    unique = {r.id: r for r in resolved}.values()
+    result.entities_created = [r.name for r in unique if r.is_new]
+    result.entities_merged = [r.name for r in unique if not r.is_new]
+    result.facts_created = [n.judged.fact.fact for n in plan.new_facts]
+    result.facts_duplicate = plan.duplicates
+    result.facts_invalidated = len(plan.invalidations)
+    result.facts_retracted = len(plan.retractions)
+    result.llm_calls = usage.calls
+    result.prompt_tokens = usage.prompt_tokens
+    result.completion_tokens = usage.completion_tokens

@@ -1,0 +1,224 @@
+"""The Python API: `Memory` (async core) and `SyncMemory` (a thin wrapper for scripts)."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from pgmemory.errors import InvalidInput, SetupError
+from pgmemory.extract.types import Extractor
+from pgmemory.ingest.episode import Episode, validate_episode, validate_group_id
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
+from pgmemory.providers.embedder import Embedder, embedder_from_env
+from pgmemory.providers.llm import LLMClient
+from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+
+EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
+                  "episode_id")
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What deleting an episode did."""
+
+    facts_retracted: int
+    facts_removed: int
+    entities_removed: int
+
+
+def default_extractor(llm: LLMClient | None = None) -> Extractor:
+    """The LLM extractor when an endpoint is configured, else the offline rules."""
+    llm = llm or LLMClient.from_env()
+    if llm is not None:
+        from pgmemory.extract.llm import LLMExtractor
+
+        return LLMExtractor(llm)
+    from pgmemory.extract.rules import RuleExtractor
+
+    return RuleExtractor()
+
+
+def ensure_initialised(dsn: str, dim: int) -> None:
+    """Run `init` when the database has no pgmemory schema; refuse a different embedding dimension."""
+    from pgmemory.storage.setup import init_database
+
+    with connect(dsn) as conn:
+        exists = conn.execute("SELECT to_regclass('pgmemory.settings')").fetchone()[0]
+        stored = None
+        if exists is not None:
+            row = conn.execute("SELECT value FROM pgmemory.settings WHERE key = 'embedding_dim'").fetchone()
+            stored = row[0] if row else None
+        if stored is None:
+            init_database(conn, dim)
+        elif stored != dim:
+            raise SetupError(f"embedding dimension mismatch: this database stores {stored}-d embeddings, "
+                             f"the embedder produces {dim}-d")
+
+
+class Memory:
+    """Bi-temporal knowledge-graph memory on Postgres. Open with `await Memory.open()`."""
+
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, extractor: Extractor) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.extractor = extractor
+        derive = not getattr(extractor, "writes_summaries", False)
+        self._ingestor = Ingestor(pool, embedder, extractor, derive_summaries=derive)
+
+    @classmethod
+    async def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
+                   extractor: Extractor | None = None, pool_size: int = 10) -> "Memory":
+        """Connect (starting the embedded server if no DSN), initialise if needed, build the pool."""
+        dsn = dsn or await asyncio.to_thread(resolve_dsn)
+        embedder = embedder or embedder_from_env()
+        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim)
+        pool = await create_pool(dsn, max_size=pool_size)
+        return cls(pool, embedder, extractor or default_extractor())
+
+    async def close(self) -> None:
+        """Close the pool (and the LLM client, if any)."""
+        await self.pool.close()
+        client = getattr(self.extractor, "client", None)
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> "Memory":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def add_episode(self, group_id: str, content: str, *, kind: str = "message",
+                          actor: str | None = None, reference_time: Any,
+                          source_description: str = "", episode_id: Any = None,
+                          entity_types: dict[str, type] | None = None,
+                          edge_types: dict[str, type] | None = None) -> EpisodeResult:
+        """Ingest one episode: entities, facts and invalidations in one transaction.
+
+        Raises InvalidInput (nothing written) or IngestError (raw episode kept as 'failed').
+        """
+        ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
+                              source_description=source_description, episode_id=episode_id)
+        return await self._ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
+
+    async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
+                           on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
+                           entity_types: dict[str, type] | None = None,
+                           edge_types: dict[str, type] | None = None) -> list[EpisodeResult | IngestError]:
+        """Bulk ingest: all episodes validated first (nothing written if any is malformed),
+        then ordered within each group and parallel across groups. Failures are returned, not raised."""
+        validated = validate_batch(episodes)
+        by_group: dict[str, list[tuple[int, Episode]]] = {}
+        for i, ep in enumerate(validated):
+            by_group.setdefault(ep.group_id, []).append((i, ep))
+        results: list[EpisodeResult | IngestError | None] = [None] * len(validated)
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def run_group(items: list[tuple[int, Episode]]) -> None:
+            async with gate:
+                for i, ep in items:
+                    try:
+                        results[i] = await self._ingestor.ingest(ep, entity_types=entity_types,
+                                                                 edge_types=edge_types)
+                    except IngestError as exc:
+                        results[i] = exc
+                    if on_done is not None:
+                        on_done(results[i])
+
+        await asyncio.gather(*(run_group(items) for items in by_group.values()))
+        return results  # type: ignore[return-value]
+
+    async def retry(self, group_id: str | None = None, *,
+                    on_done: Callable[[EpisodeResult | IngestError], None] | None = None
+                    ) -> list[EpisodeResult | IngestError]:
+        """Re-run failed or unfinished (pending) episodes, oldest first within each group."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT id, group_id, content, kind, actor, valid_at, source_description"
+                " FROM pgmemory.episodes WHERE status IN ('failed', 'pending')"
+                " AND ($1::text IS NULL OR group_id = $1) ORDER BY group_id, valid_at, recorded_at",
+                group_id)
+        batch = [{"group_id": r["group_id"], "content": r["content"], "kind": r["kind"],
+                  "actor": r["actor"], "reference_time": r["valid_at"],
+                  "source_description": r["source_description"], "episode_id": r["id"]} for r in rows]
+        return await self.add_episodes(batch, on_done=on_done)
+
+    async def episode_status(self, episode_id: Any, group_id: str | None = None) -> dict[str, Any] | None:
+        """Status, attempts, error and LLM cost of one episode (None if unknown)."""
+        from pgmemory.ingest.episode import episode_uuid
+
+        eid = episode_uuid(group_id or "", episode_id)
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT id, group_id, status, attempts, error, llm_calls, prompt_tokens, completion_tokens"
+                " FROM pgmemory.episodes WHERE id = $1", eid)
+        return dict(row) if row else None
+
+    async def delete_episode(self, episode_id: Any, group_id: str | None = None) -> DeleteResult:
+        """Delete an episode; facts only it supported are retracted (or removed with orphan entities)."""
+        from pgmemory.ingest.episode import episode_uuid
+
+        eid = episode_uuid(group_id or "", episode_id)
+        async with self.pool.acquire() as conn:
+            try:
+                out = await conn.fetchval("SELECT pgmemory.delete_episode($1)", eid)
+            except asyncpg.NoDataFoundError:
+                raise InvalidInput(f"episode {episode_id} does not exist") from None
+        return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"])
+
+    async def erase_group(self, group_id: str) -> int:
+        """Erase every episode, entity, fact and community of a group; returns episodes erased."""
+        validate_group_id(group_id)
+        async with self.pool.acquire() as conn:
+            return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+
+
+def validate_batch(episodes: Iterable[Mapping[str, Any]]) -> list[Episode]:
+    """Validate every episode of a batch; the first malformed one is named by its position."""
+    out = []
+    for n, item in enumerate(episodes, start=1):
+        if not isinstance(item, Mapping):
+            raise InvalidInput(f"episode {n}: expected an object, got {type(item).__name__}")
+        unknown = set(item) - set(EPISODE_FIELDS)
+        if unknown:
+            raise InvalidInput(f"episode {n}: unknown field(s) {', '.join(sorted(unknown))}; "
+                               f"allowed: {', '.join(EPISODE_FIELDS)}")
+        try:
+            out.append(validate_episode(
+                item.get("group_id"), item.get("content"), kind=item.get("kind", "message"),
+                actor=item.get("actor"), reference_time=item.get("reference_time"),
+                source_description=item.get("source_description", ""), episode_id=item.get("episode_id")))
+        except InvalidInput as exc:
+            raise InvalidInput(f"episode {n}: {exc}") from None
+    return out
+
+
+class SyncMemory:
+    """Blocking wrapper around Memory for scripts and notebooks-free tooling."""
+
+    def __init__(self, dsn: str | None = None, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._memory = self._loop.run_until_complete(Memory.open(dsn, **options))
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._memory, name)
+        if not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run_until_complete(attr(*args, **kwargs))
+        return call
+
+    def close(self) -> None:
+        """Close the pool and the private event loop."""
+        self._loop.run_until_complete(self._memory.close())
+        self._loop.close()
+
+    def __enter__(self) -> "SyncMemory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

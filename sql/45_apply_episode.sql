@@ -1,0 +1,83 @@
+-- The single write of one episode: every decision the pipeline made, applied
+-- in one call inside the caller's transaction (so all of it commits or none).
+
+CREATE OR REPLACE FUNCTION pgmemory.apply_episode(p_episode uuid, p_plan jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    g text := p_plan->>'group';
+    item jsonb;
+BEGIN
+    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
+    SELECT (e->>'id')::uuid, g, e->>'name',
+           ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
+           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}'),
+           (e->>'embedding')::vector
+      FROM jsonb_array_elements(p_plan->'new_entities') e;
+
+    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
+        UPDATE pgmemory.entities
+           SET name = coalesce(item->>'name', name),
+               summary = coalesce(item->>'summary', summary),
+               labels = ARRAY(SELECT DISTINCT unnest(labels || ARRAY(
+                            SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]'))))),
+               attributes = attributes || coalesce(item->'attributes', '{}')
+         WHERE id = (item->>'id')::uuid AND group_id = g;
+    END LOOP;
+
+    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id)
+    SELECT p_episode, m::uuid, g FROM jsonb_array_elements_text(p_plan->'mentions') m
+    ON CONFLICT DO NOTHING;
+
+    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'invalidations') LOOP
+        PERFORM pgmemory.invalidate_fact((item->>'id')::uuid, (item->>'at')::timestamptz, p_episode);
+    END LOOP;
+
+    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'retractions') LOOP
+        PERFORM pgmemory.retract_fact((item #>> '{}')::uuid);
+    END LOOP;
+
+    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'new_facts') LOOP
+        PERFORM pgmemory.record_fact(
+            (item->>'id')::uuid, g, (item->>'source')::uuid, (item->>'target')::uuid,
+            item->>'relation', item->>'fact',
+            (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
+            (item->>'embedding')::vector, coalesce(item->'attributes', '{}'), p_episode);
+    END LOOP;
+
+    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+    SELECT f::uuid, p_episode, g FROM jsonb_array_elements_text(p_plan->'provenance') f
+    ON CONFLICT DO NOTHING;
+
+    IF (p_plan->>'derive_summaries')::boolean THEN
+        PERFORM pgmemory.derive_summaries(
+            ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m));
+    END IF;
+
+    UPDATE pgmemory.episodes
+       SET status = 'done', error = NULL, attempts = attempts + 1,
+           llm_calls = (p_plan #>> '{usage,calls}')::integer,
+           prompt_tokens = (p_plan #>> '{usage,prompt_tokens}')::integer,
+           completion_tokens = (p_plan #>> '{usage,completion_tokens}')::integer,
+           embedding = (p_plan->>'embedding')::vector
+     WHERE id = p_episode;
+END
+$$;
+
+-- Summaries without an LLM: an entity is described by its latest believed facts.
+CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
+RETURNS void LANGUAGE sql AS $$
+    UPDATE pgmemory.entities e
+       SET summary = s.summary
+      FROM (
+        SELECT ent.id, coalesce(string_agg(f.fact, ' ' ORDER BY f.rank), '') AS summary
+          FROM unnest(p_entities) AS ent(id)
+          LEFT JOIN LATERAL (
+                SELECT fa.fact, row_number() OVER (ORDER BY lower(fa.recorded) DESC, fa.version_id DESC) AS rank
+                  FROM pgmemory.facts fa
+                 WHERE (fa.source_id = ent.id OR fa.target_id = ent.id)
+                   AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                 ORDER BY lower(fa.recorded) DESC, fa.version_id DESC
+                 LIMIT 5) f ON true
+         GROUP BY ent.id) s
+     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary
+$$;
