@@ -23,7 +23,18 @@ def create_database(admin_dsn: str) -> str:
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
-    return psycopg.conninfo.make_conninfo(admin_dsn, dbname=name)
+    return with_database(admin_dsn, name)
+
+
+def with_database(dsn: str, name: str) -> str:
+    """The URL-form DSN of another database on the same server (asyncpg needs URLs)."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    user = info.get("user", "postgres")
+    password = f":{info['password']}" if info.get("password") else ""
+    host, port = info.get("host", "localhost"), info.get("port")
+    if str(host).startswith("/"):
+        return f"postgresql://{user}{password}@/{name}?host={host}" + (f"&port={port}" if port else "")
+    return f"postgresql://{user}{password}@{host}:{port or 5432}/{name}"
 
 
 def drop_database(admin_dsn: str, dsn: str) -> None:

@@ -1,7 +1,8 @@
-"""The `pgmemory` command line: init, doctor, demo."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from pgmemory.errors import PgMemoryError
@@ -48,6 +49,41 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.ingest_file import ingest_file
+
+    return asyncio.run(ingest_file(args.file, concurrency=args.concurrency))
+
+
+def _cmd_retry(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.ingest_file import retry
+
+    return asyncio.run(retry(args.group))
+
+
+def _cmd_delete_episode(args: argparse.Namespace) -> int:
+    from pgmemory.memory import Memory
+
+    async def run() -> int:
+        async with await Memory.open() as memory:
+            out = await memory.delete_episode(args.episode_id, args.group)
+        print(f"deleted episode {args.episode_id}: {out.facts_retracted} facts retracted, "
+              f"{out.facts_removed} removed, {out.entities_removed} entities removed")
+        return 0
+    return asyncio.run(run())
+
+
+def _cmd_erase_group(args: argparse.Namespace) -> int:
+    from pgmemory.memory import Memory
+
+    async def run() -> int:
+        async with await Memory.open() as memory:
+            n = await memory.erase_group(args.group)
+        print(f"erased group {args.group!r}: {n} episodes and everything derived from them")
+        return 0
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="pgmemory", description=__doc__)
@@ -59,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_doctor)
     p = sub.add_parser("demo", help="init, doctor and a bi-temporal round trip on the configured database")
     p.set_defaults(func=_cmd_demo)
+    p = sub.add_parser("ingest", help="ingest a JSON Lines file of episodes (one object per line)")
+    p.add_argument("file", help="path to a .jsonl file, or - for standard input")
+    p.add_argument("--concurrency", type=int, default=4, help="groups ingested in parallel (default 4)")
+    p.set_defaults(func=_cmd_ingest)
+    p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
+    p.add_argument("--group", help="only this group")
+    p.set_defaults(func=_cmd_retry)
+    p = sub.add_parser("delete-episode", help="delete one episode and what only it supported")
+    p.add_argument("episode_id")
+    p.add_argument("--group", help="the group, when the episode id is not a UUID")
+    p.set_defaults(func=_cmd_delete_episode)
+    p = sub.add_parser("erase-group", help="erase everything of one group")
+    p.add_argument("group")
+    p.set_defaults(func=_cmd_erase_group)
     return parser
 
 

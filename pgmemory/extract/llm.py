@@ -1,0 +1,287 @@
+"""The LLM extractor: one structured call per pipeline step, replies validated and mapped back.
+
+extract        -> one call: entities (speaker first, reflexion inside the same reply), facts, dates
+resolve_entities -> one call for all entity questions
+judge_facts    -> one call for all fact questions
+Everything the model returns is checked in Python: names must match extracted entities, ids must
+be candidates of the question they answer, relation types are normalised, datetimes parsed to UTC.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from pgmemory.extract import prompts
+from pgmemory.extract.prompts import EntityOut, ExtractionReply, FactOut
+from pgmemory.extract.types import (
+    EntityDecision,
+    EntityQuestion,
+    EpisodeInput,
+    ExtractedEntity,
+    ExtractedFact,
+    Extraction,
+    FactDecision,
+    FactQuestion,
+)
+from pgmemory.providers.llm import LLMClient, Usage
+
+DEFAULT_RELATION = "RELATES_TO"
+_NO_DATE = {"", "null", "none", "unknown", "n/a", "present", "now", "ongoing"}
+_YEAR = re.compile(r"^(\d{4})$")
+_YEAR_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SHORT_ID = re.compile(r"^\s*([A-Za-z])\s*-?\s*(\d+)")
+K = TypeVar("K")
+
+
+def parse_datetime(value: str | None) -> datetime | None:
+    """An LLM's ISO 8601 string as a tz-aware UTC datetime; None for null or unparseable text.
+
+    Accepts a trailing Z, offsets, date-only (midnight), year-month (the 1st) and year-only
+    (January 1st); naive values are taken as UTC.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.lower() in _NO_DATE:
+        return None
+    try:
+        if m := _YEAR.match(text):
+            moment = datetime(int(m[1]), 1, 1)
+        elif m := _YEAR_MONTH.match(text):
+            moment = datetime(int(m[1]), int(m[2]), 1)
+        else:
+            moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def normalize_relation(text: str) -> str:
+    """A relation type in SCREAMING_SNAKE_CASE ("works for", "worksFor" -> WORKS_FOR).
+
+    Falls back to RELATES_TO when nothing usable is left, since the facts table only
+    accepts ^[A-Z][A-Z0-9_]*$.
+    """
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    words = re.split(r"[^A-Za-z0-9]+", _CAMEL.sub(" ", ascii_text))
+    relation = "_".join(w.upper() for w in words if w)
+    return relation if re.match(r"^[A-Z][A-Z0-9_]*$", relation) else DEFAULT_RELATION
+
+
+def typed_fields(model: type[BaseModel], raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``model`` present in ``raw`` that validate, JSON-ready; others are dropped."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        key = name if name in raw else info.alias
+        if key is None or raw.get(key) is None:
+            continue
+        adapter: TypeAdapter[Any] = TypeAdapter(info.rebuild_annotation())
+        try:
+            out[name] = adapter.dump_python(adapter.validate_python(raw[key]), mode="json")
+        except ValidationError:
+            continue
+    return out
+
+
+def _key(name: str) -> str:
+    """How names are compared: case-insensitive, whitespace collapsed."""
+    return " ".join(name.split()).casefold()
+
+
+def _short_id(text: str | None) -> str | None:
+    """A model's id answer ("e1", " E1: Alice") as its canonical form "E1"."""
+    m = _SHORT_ID.match(text or "")
+    return f"{m[1].upper()}{int(m[2])}" if m else None
+
+
+def _short_ids(prefix: str, items: list[tuple[str, K]]) -> tuple[dict[str, str], list[tuple[str, K]]]:
+    """Give each distinct real id a short one: (real -> short, [(short, item)]) in first-seen order."""
+    to_short: dict[str, str] = {}
+    listed: list[tuple[str, K]] = []
+    for real, item in items:
+        if real not in to_short:
+            to_short[real] = f"{prefix}{len(to_short)}"
+            listed.append((to_short[real], item))
+    return to_short, listed
+
+
+def _by_new_id(answers: list[Any]) -> dict[str, Any]:
+    """Replies keyed by their canonical new id ("N0"); the first answer for an id wins."""
+    keyed: dict[str, Any] = {}
+    for answer in answers:
+        new_id = _short_id(answer.new_id)
+        if new_id is not None:
+            keyed.setdefault(new_id, answer)
+    return keyed
+
+
+class LLMExtractor:
+    """Extracts, resolves and judges with an LLM: exactly one request per method call."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
+
+    async def extract(
+        self,
+        episode: EpisodeInput,
+        previous: list[EpisodeInput],
+        usage: Usage,
+        *,
+        entity_types: dict[str, type[BaseModel]] | None = None,
+        edge_types: dict[str, type[BaseModel]] | None = None,
+    ) -> Extraction:
+        """Entities (speaker first, reflexion merged) and dated facts of one episode, in one call."""
+        entity_types = entity_types or {}
+        fact_types = {normalize_relation(name): model for name, model in (edge_types or {}).items()}
+        messages = prompts.extraction_messages(episode, previous, entity_types, fact_types)
+        reply = await self.client.complete(messages, ExtractionReply, usage=usage)
+        entities = _entities(reply, episode, entity_types)
+        names = {_key(e.name): e.name for e in entities}
+        facts: list[ExtractedFact] = []
+        seen: set[tuple[Any, ...]] = set()
+        for out in reply.facts:
+            fact = _fact(out, names, fact_types)
+            if fact is None:
+                continue
+            identity = (fact.source, fact.target, fact.relation, fact.negated, fact.valid_at, fact.invalid_at)
+            if identity not in seen:
+                seen.add(identity)
+                facts.append(fact)
+        return Extraction(entities=entities, facts=facts)
+
+    async def resolve_entities(
+        self,
+        episode: EpisodeInput,
+        previous: list[EpisodeInput],
+        questions: list[EntityQuestion],
+        usage: Usage,
+    ) -> list[EntityDecision]:
+        """One decision per question: the duplicate's id (a candidate of that question) or None."""
+        to_short, existing = _short_ids("E", [(c.id, c) for q in questions for c in q.candidates])
+        if not existing:
+            return [EntityDecision(q.index, None, q.entity.name) for q in questions]
+        new = [
+            (f"N{pos}", q.entity, [to_short[c.id] for c in q.candidates]) for pos, q in enumerate(questions)
+        ]
+        messages = prompts.resolution_messages(episode, previous, existing, new)
+        reply = await self.client.complete(messages, prompts.EntityResolutionReply, usage=usage)
+        answers = _by_new_id(reply.resolutions)
+        decisions = []
+        for pos, q in enumerate(questions):
+            answer = answers.get(f"N{pos}")
+            allowed = {to_short[c.id]: c for c in q.candidates}
+            match = allowed.get(_short_id(answer.duplicate_of) or "") if answer else None
+            if answer is None or match is None:
+                decisions.append(EntityDecision(q.index, None, q.entity.name))
+            else:
+                decisions.append(EntityDecision(q.index, match.id, answer.name.strip() or match.name))
+        return decisions
+
+    async def judge_facts(
+        self, episode: EpisodeInput, questions: list[FactQuestion], usage: Usage
+    ) -> list[FactDecision]:
+        """One decision per question: which same-pair fact it repeats, which related facts it ends."""
+        to_short, existing = _short_ids(
+            "F", [(c.id, c) for q in questions for c in q.duplicates + q.contradictions]
+        )
+        if not existing:
+            return [FactDecision(q.index) for q in questions]
+        new = [
+            (
+                f"N{pos}",
+                q.fact,
+                [to_short[c.id] for c in q.duplicates],
+                [to_short[c.id] for c in q.contradictions],
+            )
+            for pos, q in enumerate(questions)
+        ]
+        messages = prompts.judge_messages(episode, existing, new)
+        reply = await self.client.complete(messages, prompts.FactJudgementReply, usage=usage)
+        answers = _by_new_id(reply.judgements)
+        decisions = []
+        for pos, q in enumerate(questions):
+            answer = answers.get(f"N{pos}")
+            if answer is None:
+                decisions.append(FactDecision(q.index))
+                continue
+            same_pair = {to_short[c.id]: c.id for c in q.duplicates}
+            related = {to_short[c.id]: c.id for c in q.contradictions}
+            duplicate = same_pair.get(_short_id(answer.duplicate_of) or "")
+            ended: list[str] = []
+            for short in answer.contradicts:
+                real = related.get(_short_id(short) or "")
+                if real is not None and real != duplicate and real not in ended:
+                    ended.append(real)
+            decisions.append(FactDecision(q.index, duplicate, tuple(ended)))
+        return decisions
+
+
+def _entity(out: EntityOut, entity_types: dict[str, type[BaseModel]]) -> ExtractedEntity:
+    """An extracted entity; a known type adds its label and its validated fields."""
+    type_name = next((t for t in entity_types if out.type and _key(t) == _key(out.type)), None)
+    if type_name is None or type_name == "Entity":
+        return ExtractedEntity(name=" ".join(out.name.split()), summary=out.summary.strip())
+    return ExtractedEntity(
+        name=" ".join(out.name.split()),
+        labels=["Entity", type_name],
+        summary=out.summary.strip(),
+        attributes=typed_fields(entity_types[type_name], out.attributes),
+    )
+
+
+def _entities(
+    reply: ExtractionReply, episode: EpisodeInput, entity_types: dict[str, type[BaseModel]]
+) -> list[ExtractedEntity]:
+    """First list plus reflexion's missed ones, minus reflexion's rejects, merged by name, speaker first."""
+    speaker = episode.actor if episode.kind == "message" and episode.actor else None
+    rejected = {_key(name) for name in reply.invalid_entities} - {_key(speaker or "")}
+    merged: dict[str, ExtractedEntity] = {}
+    for out in reply.entities + reply.missed_entities:
+        key = _key(out.name)
+        if not key or key in rejected:
+            continue
+        entity = _entity(out, entity_types)
+        if key not in merged:
+            merged[key] = entity
+            continue
+        kept = merged[key]
+        kept.summary = kept.summary or entity.summary
+        if len(kept.labels) < len(entity.labels):
+            kept.labels = entity.labels
+        kept.attributes = {**entity.attributes, **kept.attributes}
+    if speaker is None:
+        return list(merged.values())
+    first = merged.pop(_key(speaker), None) or ExtractedEntity(name=speaker)
+    first.name = " ".join(speaker.split())
+    return [first, *merged.values()]
+
+
+def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseModel]]) -> ExtractedFact | None:
+    """A validated fact, or None when an endpoint is unknown or both endpoints are the same."""
+    source, target = names.get(_key(out.source)), names.get(_key(out.target))
+    if source is None or target is None or source == target:
+        return None
+    relation = normalize_relation(out.relation_type)
+    model = fact_types.get(relation)
+    valid_at, invalid_at = parse_datetime(out.valid_at), parse_datetime(out.invalid_at)
+    if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
+        invalid_at = None
+    sentence = " ".join(out.fact.split()) or f"{source} {relation.lower().replace('_', ' ')} {target}"
+    return ExtractedFact(
+        source=source,
+        target=target,
+        relation=relation,
+        fact=sentence,
+        valid_at=valid_at,
+        invalid_at=invalid_at,
+        functional=out.functional,
+        negated=out.negated,
+        attributes=typed_fields(model, out.attributes) if model else {},
+    )

@@ -1,0 +1,220 @@
+"""Ingestion end to end with the offline extractor: a user changes jobs and cities over sessions."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import pytest
+
+from pgmemory import InvalidInput, Memory
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.providers.embedder import HashEmbedder
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+@pytest.fixture
+async def memory(db_dsn):
+    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield m
+    await m.close()
+
+
+async def now(memory) -> datetime:
+    async with memory.pool.acquire() as conn:
+        t = await conn.fetchval("SELECT clock_timestamp()")
+    await asyncio.sleep(0.002)
+    return t
+
+
+async def facts(memory, sql: str, *args) -> set[tuple[str, str, str]]:
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch(
+            f"SELECT s.name, f.relation, t.name FROM {sql} f"
+            " JOIN pgmemory.entities s ON s.id = f.source_id JOIN pgmemory.entities t ON t.id = f.target_id",
+            *args)
+    return {tuple(r) for r in rows}
+
+
+SESSIONS = [
+    ("e1", "2023-01-10", "I work at Acme Corp and I live in Boston."),
+    ("e2", "2023-06-05", "I left Acme Corp last week and now work at Globex."),
+    ("e3", "2024-02-01", "I moved to Denver two weeks ago."),
+    ("e4", "2022-03-01", "I work at Initech."),  # arrives late, about the past
+    ("e5", "2024-03-01", "I work at Globex."),  # a duplicate
+]
+
+
+@pytest.fixture
+async def history(memory, group):
+    known = {}
+    for eid, day, text in SESSIONS:
+        result = await memory.add_episode(group, text, actor="Alice", reference_time=utc(day), episode_id=eid)
+        assert result.status == "done"
+        known[eid] = await now(memory)
+    return known
+
+
+async def test_current_facts(memory, group, history):
+    assert await facts(memory, "pgmemory.facts_current($1)", group) == {
+        ("Alice", "WORKS_FOR", "Globex"), ("Alice", "LIVES_IN", "Denver")}
+
+
+@pytest.mark.parametrize("when, expected", [
+    ("2022-06-01", {("Alice", "WORKS_FOR", "Initech")}),
+    ("2023-03-01", {("Alice", "WORKS_FOR", "Acme Corp"), ("Alice", "LIVES_IN", "Boston")}),
+    ("2023-12-01", {("Alice", "WORKS_FOR", "Globex"), ("Alice", "LIVES_IN", "Boston")}),
+    ("2024-06-01", {("Alice", "WORKS_FOR", "Globex"), ("Alice", "LIVES_IN", "Denver")}),
+])
+async def test_valid_at_as_known_now(memory, group, history, when, expected):
+    assert await facts(memory, "pgmemory.facts_valid_at($1, $2)", group, utc(when)) == expected
+
+
+@pytest.mark.parametrize("when, known_after, expected", [
+    # After session 1 we believed Acme and Boston, open-ended: true "in 2024" as believed then.
+    ("2024-01-01", "e1", {("Alice", "WORKS_FOR", "Acme Corp"), ("Alice", "LIVES_IN", "Boston")}),
+    ("2024-01-01", "e2", {("Alice", "WORKS_FOR", "Globex"), ("Alice", "LIVES_IN", "Boston")}),
+    ("2024-01-01", "e5", {("Alice", "WORKS_FOR", "Globex"), ("Alice", "LIVES_IN", "Boston")}),
+    # Before the late message arrived we knew nothing about 2022.
+    ("2022-06-01", "e3", set()),
+    ("2022-06-01", "e4", {("Alice", "WORKS_FOR", "Initech")}),
+])
+async def test_believed_at(memory, group, history, when, known_after, expected):
+    assert await facts(memory, "pgmemory.facts_as_of($1, $2, $3)", group, utc(when),
+                       history[known_after]) == expected
+
+
+async def test_late_message_does_not_invalidate_the_present(memory, group, history):
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT t.name, lower(f.valid) AS vf, upper(f.valid) AS vt FROM pgmemory.facts f"
+            " JOIN pgmemory.entities t ON t.id = f.target_id"
+            " WHERE f.group_id = $1 AND f.relation = 'WORKS_FOR' AND upper_inf(f.recorded)", group)
+    ranges = {r["name"]: (r["vf"], r["vt"]) for r in rows}
+    assert ranges["Globex"][1] is None
+    assert ranges["Initech"] == (utc("2022-03-01"), utc("2023-01-10"))
+    assert ranges["Acme Corp"] == (utc("2023-01-10"), utc("2023-05-29"))
+
+
+async def test_duplicates_merge_and_provenance_points_at_episodes(memory, group, history):
+    async with memory.pool.acquire() as conn:
+        entities = await conn.fetch("SELECT name FROM pgmemory.entities WHERE group_id = $1", group)
+        globex = await conn.fetch(
+            "SELECT DISTINCT f.id FROM pgmemory.facts f JOIN pgmemory.entities t ON t.id = f.target_id"
+            " WHERE f.group_id = $1 AND t.name = 'Globex'", group)
+        sources = await conn.fetch(
+            "SELECT e.content FROM pgmemory.fact_episodes fe JOIN pgmemory.episodes e ON e.id = fe.episode_id"
+            " WHERE fe.fact_id = $1 ORDER BY e.valid_at", globex[0]["id"])
+    names = sorted(r["name"] for r in entities)
+    assert names.count("Alice") == 1 and names.count("Globex") == 1
+    assert len(globex) == 1
+    assert [r["content"] for r in sources] == [SESSIONS[1][2], SESSIONS[4][2]]
+
+
+async def test_same_episode_id_twice_is_a_no_op(memory, group):
+    first = await memory.add_episode(group, "I live in Paris.", actor="Bob", reference_time=utc("2024-01-01"),
+                                     episode_id="same")
+    second = await memory.add_episode(group, "I live in Paris.", actor="Bob", reference_time=utc("2024-01-01"),
+                                      episode_id="same")
+    assert (first.status, second.status) == ("done", "skipped")
+    assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Bob", "LIVES_IN", "Paris")}
+    with pytest.raises(InvalidInput, match="already used by a different episode"):
+        await memory.add_episode(group, "I live in Rome.", actor="Bob", reference_time=utc("2024-01-01"),
+                                 episode_id="same")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(content="   "), "content is empty"),
+    (dict(reference_time=datetime(2024, 1, 1)), "has no time zone"),
+    (dict(kind="email"), "unknown episode kind 'email'"),
+    (dict(kind="json", content="{not json"), "not valid JSON"),
+    (dict(content="x" * 50_001), "the limit is 50000"),
+    (dict(reference_time="yesterday"), "not an ISO 8601 datetime"),
+])
+async def test_malformed_input_is_refused_before_writing(memory, group, kwargs, message):
+    args = {"content": "I live in Paris.", "actor": "Bob", "reference_time": utc("2024-01-01"),
+            "kind": "message", **kwargs}
+    with pytest.raises(InvalidInput, match=message):
+        await memory.add_episode(group, **args)
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.episodes WHERE group_id = $1", group) == 0
+
+
+async def test_bulk_batch_with_one_bad_episode_writes_nothing(memory, group):
+    batch = [{"group_id": group, "content": "I live in Oslo.", "actor": "Eve", "reference_time": "2024-01-01T00:00:00Z"},
+             {"group_id": group, "content": "I live in Rome.", "actor": "Eve", "reference_time": "2024-01-02T00:00:00"}]
+    with pytest.raises(InvalidInput, match="episode 2: reference_time .* has no time zone"):
+        await memory.add_episodes(batch)
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.episodes WHERE group_id = $1", group) == 0
+
+
+async def test_eight_writers_one_group_no_duplicates(memory, group):
+    texts = [f"I work at Acme Corp and I like {hobby}." for hobby in
+             ("chess", "tennis", "hiking", "jazz", "chess", "tennis", "hiking", "jazz")]
+    await asyncio.gather(*(memory.add_episode(group, t, actor="Carol", reference_time=utc("2024-01-01"))
+                           for t in texts))
+    async with memory.pool.acquire() as conn:
+        names = [r["name"] for r in await conn.fetch(
+            "SELECT name FROM pgmemory.entities WHERE group_id = $1", group)]
+        works = await conn.fetchval(
+            "SELECT count(DISTINCT id) FROM pgmemory.facts WHERE group_id = $1 AND relation = 'WORKS_FOR'", group)
+        provenance = await conn.fetchval(
+            "SELECT count(*) FROM pgmemory.fact_episodes fe JOIN pgmemory.facts f ON f.id = fe.fact_id"
+            " WHERE f.group_id = $1 AND f.relation = 'WORKS_FOR'", group)
+    assert len(names) == len(set(names))
+    assert set(names) >= {"Carol", "Acme Corp"}
+    assert works == 1 and provenance == 8
+
+
+async def test_groups_ingest_in_parallel_and_stay_apart(memory, group):
+    batch = [{"group_id": f"{group}-{i}", "content": f"I live in City{i}.", "actor": "Dan",
+              "reference_time": "2024-01-01T00:00:00+00:00"} for i in range(4)]
+    results = await memory.add_episodes(batch, concurrency=4)
+    assert [r.status for r in results] == ["done"] * 4
+    for i in range(4):
+        assert await facts(memory, "pgmemory.facts_current($1)", f"{group}-{i}") == {("Dan", "LIVES_IN", f"City{i}")}
+
+
+async def test_delete_episode_cascades(memory, group):
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Fay", reference_time=utc("2024-01-01"),
+                             episode_id="a")
+    await memory.add_episode(group, "I work at Acme Corp. I live in Lima.", actor="Fay",
+                             reference_time=utc("2024-02-01"), episode_id="b")
+    out = await memory.delete_episode("b", group)
+    # WORKS_FOR is still supported by episode a; LIVES_IN Lima only by b, and Lima is orphaned.
+    assert (out.facts_retracted, out.facts_removed, out.entities_removed) == (0, 1, 1)
+    assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Fay", "WORKS_FOR", "Acme Corp")}
+    out = await memory.delete_episode("a", group)
+    assert out.entities_removed == 2
+    async with memory.pool.acquire() as conn:
+        for table in ("episodes", "entities", "facts", "episode_mentions", "fact_episodes"):
+            assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0
+        assert await conn.fetchval(
+            "SELECT count(*) FROM pgmemory.graph_vertices v WHERE NOT EXISTS"
+            " (SELECT 1 FROM pgmemory.entities WHERE id = v.node_id) AND NOT EXISTS"
+            " (SELECT 1 FROM pgmemory.episodes WHERE id = v.node_id) AND NOT EXISTS"
+            " (SELECT 1 FROM pgmemory.communities WHERE id = v.node_id)") == 0
+
+
+async def test_delete_keeps_history_when_entities_remain(memory, group):
+    await memory.add_episode(group, "I live in Lima.", actor="Gus", reference_time=utc("2024-01-01"),
+                             episode_id="a")
+    await memory.add_episode(group, "I like Lima.", actor="Gus", reference_time=utc("2024-01-02"),
+                             episode_id="b")
+    out = await memory.delete_episode("b", group)
+    assert (out.facts_retracted, out.facts_removed, out.entities_removed) == (1, 0, 0)
+    assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Gus", "LIVES_IN", "Lima")}
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval(
+            "SELECT count(*) FROM pgmemory.facts WHERE group_id = $1 AND relation = 'LIKES'", group) == 1
+
+
+async def test_erase_group(memory, group):
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Hal", reference_time=utc("2024-01-01"))
+    assert await memory.erase_group(group) == 1
+    async with memory.pool.acquire() as conn:
+        for table in ("episodes", "entities", "facts", "entity_versions"):
+            assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0
