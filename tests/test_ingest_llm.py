@@ -1,0 +1,132 @@
+"""Ingestion through the real openai client against a local fake OpenAI-compatible server."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from pgmemory import IngestError, Memory
+from pgmemory.extract.llm import LLMExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.providers.llm import LLMClient
+from tests.fake_openai import BrokenJSON, Delay, Status, fake_openai  # noqa: F401  (fixture)
+
+REF = datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
+TEXT = "I left Tencent last week and now work at OpenAI."
+
+
+def extraction_reply() -> dict:
+    return {
+        "entities": [
+            {"name": "Alice", "type": None, "summary": "Alice is the speaker.", "attributes": {}},
+            {"name": "Tencent", "type": None, "summary": "A company Alice left.", "attributes": {}},
+        ],
+        "missed_entities": [{"name": "OpenAI", "type": None, "summary": "Alice's employer.", "attributes": {}}],
+        "invalid_entities": [],
+        "facts": [
+            {"source": "Alice", "target": "Tencent", "relation_type": "WORKS_FOR",
+             "fact": "Alice worked for Tencent.", "valid_at": None, "invalid_at": "2024-01-08T00:00:00Z",
+             "negated": True, "functional": True},
+            {"source": "Alice", "target": "OpenAI", "relation_type": "works for",
+             "fact": "Alice works for OpenAI.", "valid_at": "2024-01-08", "invalid_at": None,
+             "negated": False, "functional": True},
+        ],
+    }
+
+
+@pytest.fixture
+async def llm_memory(db_dsn, fake_openai):  # noqa: F811
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=0.5,
+                       max_retries=2, base_delay=0.01)
+    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    yield m
+    await m.close()
+
+
+async def current(memory, group):
+    async with memory.pool.acquire() as conn:
+        return {tuple(r) for r in await conn.fetch(
+            "SELECT source, relation, target, valid_from, valid_to FROM pgmemory.current_facts"
+            " WHERE group_id = $1", group)}
+
+
+async def counts(memory, group):
+    async with memory.pool.acquire() as conn:
+        return {t: await conn.fetchval(f"SELECT count(*) FROM pgmemory.{t} WHERE group_id = $1", group)
+                for t in ("entities", "facts", "episode_mentions", "fact_episodes")}
+
+
+async def test_normal_episode_one_call(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(extraction_reply())
+    result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
+    assert result.llm_calls == 1 and result.prompt_tokens == 10 and result.completion_tokens == 5
+    assert sorted(result.entities_created) == ["Alice", "OpenAI", "Tencent"]
+    facts = await current(llm_memory, group)
+    assert ("Alice", "WORKS_FOR", "OpenAI", datetime(2024, 1, 8, tzinfo=timezone.utc), None) in facts
+    assert ("Alice", "WORKS_FOR", "Tencent", None, datetime(2024, 1, 8, tzinfo=timezone.utc)) in facts
+    body = fake_openai.requests[0].body
+    assert TEXT in str(body["messages"]) and "2024-01-15T10:00:00Z" in str(body["messages"])
+    status = await llm_memory.episode_status(result.episode_id)
+    assert (status["status"], status["llm_calls"]) == ("done", 1)
+    async with llm_memory.pool.acquire() as conn:
+        summary = await conn.fetchval(
+            "SELECT summary FROM pgmemory.entities WHERE group_id = $1 AND name = 'OpenAI'", group)
+    assert summary == "Alice's employer."
+
+
+async def test_second_episode_judges_facts_in_one_call(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(extraction_reply())
+    await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
+    later = {"entities": [{"name": "Alice"}, {"name": "Anthropic"}], "facts": [
+        {"source": "Alice", "target": "Anthropic", "relation_type": "WORKS_FOR",
+         "fact": "Alice works for Anthropic.", "valid_at": "2024-03-01T00:00:00Z", "functional": True}]}
+    fake_openai.script(later, {"judgements": [{"new_id": "N0", "duplicate_of": None, "contradicts": ["F0"]}]})
+    result = await llm_memory.add_episode(group, "I joined Anthropic on March 1st.", actor="Alice",
+                                          reference_time=datetime(2024, 3, 5, tzinfo=timezone.utc))
+    assert result.llm_calls == 2  # extract + judge; Alice resolves by exact name without a call
+    assert result.facts_invalidated == 1
+    facts = await current(llm_memory, group)
+    assert ("Alice", "WORKS_FOR", "OpenAI", datetime(2024, 1, 8, tzinfo=timezone.utc),
+            datetime(2024, 3, 1, tzinfo=timezone.utc)) in facts
+
+
+async def test_429_then_success(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(Status(429), extraction_reply())
+    result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
+    assert result.llm_calls == 2 and len(result.facts_created) == 2
+
+
+async def test_broken_json_then_success(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(BrokenJSON(), extraction_reply())
+    result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
+    assert result.llm_calls == 2 and result.prompt_tokens == 20 and len(result.facts_created) == 2
+
+
+async def test_timeouts_exhaust_retries_then_retry_succeeds(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(*[Delay(2.0, extraction_reply()) for _ in range(3)])
+    with pytest.raises(IngestError, match="failed after 3 attempts") as info:
+        await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="ep-1")
+    status = await llm_memory.episode_status(info.value.episode_id)
+    assert status["status"] == "failed" and status["attempts"] == 1 and "timed out" in status["error"].lower()
+    assert await counts(llm_memory, group) == {"entities": 0, "facts": 0, "episode_mentions": 0,
+                                               "fact_episodes": 0}
+    fake_openai.script(extraction_reply())
+    results = await llm_memory.retry(group)
+    assert [r.status for r in results] == ["done"]
+    status = await llm_memory.episode_status("ep-1", group)
+    assert status["status"] == "done" and status["attempts"] == 2 and status["error"] is None
+    assert (await counts(llm_memory, group))["facts"] == 2
+
+
+async def test_failure_inside_the_transaction_leaves_nothing(llm_memory, fake_openai, group):  # noqa: F811
+    fake_openai.script(extraction_reply())
+    await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
+    before = await counts(llm_memory, group)
+    reply = extraction_reply()
+    reply["entities"].append({"name": "Tencent Holdings"})
+    # Entity resolution for "Tencent Holdings" is asked and answered with a server error every time.
+    fake_openai.script(reply, Status(500), Status(500), Status(500))
+    with pytest.raises(IngestError, match="HTTP 500"):
+        await llm_memory.add_episode(group, "Tencent Holdings called me.", actor="Alice",
+                                     reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    assert await counts(llm_memory, group) == before
