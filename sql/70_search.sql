@@ -1,0 +1,270 @@
+-- φ search: candidates from cosine (pgvector HNSW), full text (BM25 via
+-- pg_textsearch, or tsvector ranking) and BFS over facts, entities,
+-- communities and episodes, with every filter applied, in one call.
+-- Returns one row per (kind, item) with its rank in each method and the
+-- details the caller needs, so a search is one round trip.
+
+-- An OR query of the query's lexemes (plainto_tsquery would AND them).
+CREATE OR REPLACE FUNCTION pgmemory.or_tsquery(p_query text)
+RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
+      FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
+$$;
+
+-- Entities within p_depth hops of p_seeds over believed facts visible at the
+-- given time point(s), with their distance (recursive SQL; no AGE needed).
+CREATE OR REPLACE FUNCTION pgmemory.bfs_entities(
+    p_groups text[], p_seeds uuid[], p_depth integer,
+    p_as_of timestamptz DEFAULT NULL, p_known_at timestamptz DEFAULT NULL)
+RETURNS TABLE (entity_id uuid, distance integer)
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE edges AS (
+        SELECT f.source_id AS a, f.target_id AS b FROM pgmemory.facts f
+         WHERE f.group_id = ANY (p_groups)
+           AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
+           AND (p_as_of IS NULL OR f.valid @> p_as_of)
+    ), walk (entity_id, distance) AS (
+        SELECT s, 0 FROM unnest(p_seeds) AS s
+        UNION
+        SELECT CASE WHEN e.a = w.entity_id THEN e.b ELSE e.a END, w.distance + 1
+          FROM walk w JOIN edges e ON w.entity_id IN (e.a, e.b)
+         WHERE w.distance < p_depth
+    )
+    SELECT entity_id, min(distance)::integer FROM walk GROUP BY entity_id
+$$;
+
+-- Is a fact version in view: believed at p_known_at (now when NULL, or any time
+-- when superseded versions are wanted), valid at p_point (any time when NULL),
+-- of one of p_relations (any when empty), with its four time fields inside
+-- p_bounds (see search_candidates). Inlined by the planner.
+CREATE OR REPLACE FUNCTION pgmemory.fact_in_view(
+    p_valid tstzrange, p_recorded tstzrange, p_relation text, p_point timestamptz,
+    p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[])
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT (CASE WHEN p_known_at IS NOT NULL THEN p_recorded @> p_known_at
+                 ELSE p_superseded OR upper_inf(p_recorded) END)
+       AND (p_point IS NULL OR p_valid @> p_point)
+       AND (cardinality(p_relations) = 0 OR p_relation = ANY (p_relations))
+       AND (p_bounds[1] IS NULL OR lower(p_valid) >= p_bounds[1])
+       AND (p_bounds[2] IS NULL OR lower(p_valid) <= p_bounds[2])
+       AND (p_bounds[3] IS NULL OR upper(p_valid) >= p_bounds[3])
+       AND (p_bounds[4] IS NULL OR upper(p_valid) <= p_bounds[4])
+       AND (p_bounds[5] IS NULL OR lower(p_recorded) >= p_bounds[5])
+       AND (p_bounds[6] IS NULL OR lower(p_recorded) <= p_bounds[6])
+       AND (p_bounds[7] IS NULL OR upper(p_recorded) >= p_bounds[7])
+       AND (p_bounds[8] IS NULL OR upper(p_recorded) <= p_bounds[8])
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
+    p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
+RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
+LANGUAGE plpgsql STABLE
+SET hnsw.iterative_scan = 'relaxed_order'
+AS $$
+#variable_conflict use_column
+DECLARE
+    k integer := coalesce((p_opts->>'candidates')::integer, 30);
+    kinds text[] := coalesce(NULLIF(ARRAY(SELECT jsonb_array_elements_text(p_opts->'kinds')), '{}'),
+                             ARRAY['facts', 'entities', 'communities', 'episodes']);
+    methods text[] := coalesce(NULLIF(ARRAY(SELECT jsonb_array_elements_text(p_opts->'methods')), '{}'),
+                               ARRAY['cosine', 'fulltext']);
+    bm25 boolean := pgmemory.setting('text_search') #>> '{}' = 'bm25';
+    as_of timestamptz := (p_opts->>'as_of')::timestamptz;
+    known_at timestamptz := (p_opts->>'known_at')::timestamptz;
+    include_invalid boolean := coalesce((p_opts->>'include_invalidated')::boolean, false);
+    include_superseded boolean := coalesce((p_opts->>'include_superseded')::boolean, false);
+    relations text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'relation_types'));
+    labels text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'labels'));
+    -- valid_at, invalid_at, created_at, expired_at ranges: [from, to] each (NULL = open)
+    bounds timestamptz[] := ARRAY[
+        (p_opts->>'valid_at_from')::timestamptz, (p_opts->>'valid_at_to')::timestamptz,
+        (p_opts->>'invalid_at_from')::timestamptz, (p_opts->>'invalid_at_to')::timestamptz,
+        (p_opts->>'created_at_from')::timestamptz, (p_opts->>'created_at_to')::timestamptz,
+        (p_opts->>'expired_at_from')::timestamptz, (p_opts->>'expired_at_to')::timestamptz];
+    bfs_depth integer := coalesce((p_opts->>'bfs_depth')::integer, 2);
+    bfs_recent integer := coalesce((p_opts->>'bfs_recent_episodes')::integer, 3);
+    seeds uuid[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seeds')::uuid);
+    center uuid := (p_opts->>'center')::uuid;
+    point timestamptz;
+    tq tsquery := pgmemory.or_tsquery(p_query);
+BEGIN
+    -- Without an explicit valid-time point, "now" unless ended facts are wanted.
+    point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
+    IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
+        seeds := ARRAY(
+            SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
+             WHERE m.episode_id IN (SELECT e.id FROM pgmemory.episodes e
+                                     WHERE e.group_id = ANY (p_groups) AND e.status = 'done'
+                                       AND (known_at IS NULL OR e.recorded_at <= known_at)
+                                     ORDER BY e.valid_at DESC LIMIT bfs_recent));
+    END IF;
+
+    RETURN QUERY
+    WITH fact_cos AS (
+        SELECT c.version_id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
+            SELECT f.version_id, f.embedding <=> p_embedding AS d
+              FROM pgmemory.facts f
+             WHERE 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
+               AND f.group_id = ANY (p_groups)
+               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+                                         include_superseded, relations, bounds)
+             ORDER BY f.embedding <=> p_embedding
+             LIMIT k) c
+    ),
+    fact_text AS (
+        SELECT c.version_id, row_number() OVER (ORDER BY c.s DESC)::integer AS r FROM (
+            SELECT f.version_id,
+                   CASE WHEN bm25 THEN -(f.fact <@> to_bm25query(p_query, 'pgmemory.facts_bm25'))
+                        ELSE ts_rank_cd(f.tsv, tq) END AS s
+              FROM pgmemory.facts f
+             WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods)
+               AND f.group_id = ANY (p_groups)
+               AND (bm25 OR f.tsv @@ tq)
+               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+                                         include_superseded, relations, bounds)
+             ORDER BY 2 DESC
+             LIMIT k) c
+         WHERE c.s > 0
+    ),
+    reach AS MATERIALIZED (
+        SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at) b
+         WHERE 'bfs' = ANY (methods) AND cardinality(seeds) > 0
+    ),
+    fact_bfs AS (
+        SELECT c.version_id, row_number() OVER (ORDER BY c.dist, c.rec DESC)::integer AS r FROM (
+            SELECT f.version_id, least(rs.distance, rt.distance) AS dist, lower(f.recorded) AS rec
+              FROM pgmemory.facts f
+              JOIN reach rs ON rs.entity_id = f.source_id
+              JOIN reach rt ON rt.entity_id = f.target_id
+             WHERE 'facts' = ANY (kinds) AND f.group_id = ANY (p_groups)
+               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+                                         include_superseded, relations, bounds)
+             ORDER BY 2, 3 DESC
+             LIMIT k) c
+    ),
+    fact_hits AS (
+        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+            SELECT version_id, 'cosine' AS method, r FROM fact_cos
+            UNION ALL SELECT version_id, 'fulltext', r FROM fact_text
+            UNION ALL SELECT version_id, 'bfs', r FROM fact_bfs) h
+         GROUP BY h.version_id
+    ),
+    ent_cos AS (
+        SELECT c.id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
+            SELECT e.id, e.name_embedding <=> p_embedding AS d FROM pgmemory.entities e
+             WHERE 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
+               AND e.group_id = ANY (p_groups)
+               AND (known_at IS NULL OR e.created_at <= known_at)
+               AND (cardinality(labels) = 0 OR e.labels && labels)
+             ORDER BY e.name_embedding <=> p_embedding
+             LIMIT k) c
+    ),
+    ent_text AS (
+        SELECT c.id, row_number() OVER (ORDER BY c.s DESC)::integer AS r FROM (
+            SELECT e.id,
+                   CASE WHEN bm25 THEN -(e.name <@> to_bm25query(p_query, 'pgmemory.entities_bm25'))
+                        ELSE ts_rank_cd(e.tsv, tq) END AS s
+              FROM pgmemory.entities e
+             WHERE 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods)
+               AND e.group_id = ANY (p_groups) AND (bm25 OR e.tsv @@ tq)
+               AND (known_at IS NULL OR e.created_at <= known_at)
+               AND (cardinality(labels) = 0 OR e.labels && labels)
+             ORDER BY 2 DESC
+             LIMIT k) c
+         WHERE c.s > 0
+    ),
+    ent_bfs AS (
+        SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
+          FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
+         WHERE 'entities' = ANY (kinds)
+           AND (known_at IS NULL OR e.created_at <= known_at)
+           AND (cardinality(labels) = 0 OR e.labels && labels)
+         LIMIT k
+    ),
+    ent_hits AS (
+        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+            SELECT ent_cos.id, 'cosine' AS method, r FROM ent_cos
+            UNION ALL SELECT ent_text.id, 'fulltext', r FROM ent_text
+            UNION ALL SELECT ent_bfs.id, 'bfs', r FROM ent_bfs) h
+         GROUP BY h.id
+    ),
+    com_hits AS (
+        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+            SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
+                SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
+                 WHERE 'communities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
+                   AND cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
+                 ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
+            UNION ALL
+            SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
+                SELECT cm.id, ts_rank_cd(cm.tsv, tq) AS s FROM pgmemory.communities cm
+                 WHERE 'communities' = ANY (kinds) AND 'fulltext' = ANY (methods)
+                   AND cm.group_id = ANY (p_groups) AND cm.tsv @@ tq
+                   AND (known_at IS NULL OR cm.created_at <= known_at)
+                 ORDER BY 2 DESC LIMIT k) c) h
+         GROUP BY h.id
+    ),
+    epi_hits AS (
+        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+            SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
+                SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
+                 WHERE 'episodes' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
+                   AND ep.group_id = ANY (p_groups)
+                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (as_of IS NULL OR ep.valid_at <= as_of)
+                 ORDER BY ep.embedding <=> p_embedding LIMIT k) c
+            UNION ALL
+            SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
+                SELECT ep.id,
+                       CASE WHEN bm25 THEN -(ep.content <@> to_bm25query(p_query, 'pgmemory.episodes_bm25'))
+                            ELSE ts_rank_cd(ep.tsv, tq) END AS s
+                  FROM pgmemory.episodes ep
+                 WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods)
+                   AND ep.group_id = ANY (p_groups) AND (bm25 OR ep.tsv @@ tq)
+                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (as_of IS NULL OR ep.valid_at <= as_of)
+                 ORDER BY 2 DESC LIMIT k) c
+             WHERE c.s > 0) h
+         GROUP BY h.id
+    )
+    SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
+               'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
+               'source_id', f.source_id, 'source', s.name, 'target_id', f.target_id, 'target', t.name,
+               'valid_from', lower(f.valid), 'valid_to', upper(f.valid),
+               'valid_from_unknown', lower_inf(f.valid),
+               'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
+               'attributes', f.attributes,
+               'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
+                              FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id),
+               'distance', (SELECT least(min(b.distance) FILTER (WHERE b.entity_id = f.source_id),
+                                         min(b.distance) FILTER (WHERE b.entity_id = f.target_id))
+                              FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
+                             WHERE center IS NOT NULL),
+               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
+      FROM fact_hits fh
+      JOIN pgmemory.facts f ON f.version_id = fh.version_id
+      JOIN pgmemory.entities s ON s.id = f.source_id
+      JOIN pgmemory.entities t ON t.id = f.target_id
+    UNION ALL
+    SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
+               'group_id', e.group_id, 'name', e.name, 'summary', e.summary, 'labels', e.labels,
+               'attributes', e.attributes,
+               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
+               'distance', (SELECT b.distance FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
+                             WHERE center IS NOT NULL AND b.entity_id = e.id),
+               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
+      FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
+    UNION ALL
+    SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
+               'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
+               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
+      FROM com_hits ch JOIN pgmemory.communities cm ON cm.id = ch.id
+    UNION ALL
+    SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
+               'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
+               'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
+               'source_description', ep.source_description,
+               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
+      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id;
+END
+$$;
