@@ -14,6 +14,11 @@ from pgmemory.ingest.episode import Episode, validate_episode, validate_group_id
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
+from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
+from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
+from pgmemory.search.context import build_context
+from pgmemory.search.engine import check_request, run_search
+from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
@@ -65,6 +70,7 @@ class Memory:
         self.pool = pool
         self.embedder = embedder
         self.extractor = extractor
+        self.cross_encoder: CrossEncoder | None = None
         derive = not getattr(extractor, "writes_summaries", False)
         self._ingestor = Ingestor(pool, embedder, extractor, derive_summaries=derive)
 
@@ -130,6 +136,28 @@ class Memory:
 
         await asyncio.gather(*(run_group(items) for items in by_group.values()))
         return results  # type: ignore[return-value]
+
+    async def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
+                     config: SearchConfig | str | None = None,
+                     filters: SearchFilters | None = None) -> SearchResults:
+        """Hybrid search (cosine, full text, BFS) over facts, entities, communities and episodes,
+        reranked; `config` is a recipe name or SearchConfig, `filters` fixes both time axes."""
+        groups = check_request(query, group_ids, limit)
+        cfg = resolve_config(config)
+        if cfg.reranker == "cross_encoder" and self.cross_encoder is None:
+            self.cross_encoder = cross_encoder_from_env()
+        return await run_search(self.pool, self.embedder, self.cross_encoder, query, groups, limit,
+                                cfg, filters or SearchFilters())
+
+    async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
+                      config: SearchConfig | str | None = None, filters: SearchFilters | None = None,
+                      max_chars: int = 8000, communities: bool = False, episodes: bool = False) -> str:
+        """The paper's context string for a query: facts with date ranges, entities with
+        summaries (and community summaries / raw episodes on request), at most max_chars."""
+        if not isinstance(max_chars, int) or max_chars < 200:
+            raise InvalidInput(f"max_chars must be an integer of at least 200, got {max_chars!r}")
+        results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)
+        return build_context(results, max_chars=max_chars, communities=communities, episodes=episodes)
 
     async def retry(self, group_id: str | None = None, *,
                     on_done: Callable[[EpisodeResult | IngestError], None] | None = None

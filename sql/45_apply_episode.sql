@@ -49,8 +49,12 @@ BEGIN
     ON CONFLICT DO NOTHING;
 
     IF (p_plan->>'derive_summaries')::boolean THEN
-        PERFORM pgmemory.derive_summaries(
-            ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m));
+        PERFORM pgmemory.derive_summaries(ARRAY(
+            SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m
+            UNION
+            SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+             WHERE f.id IN (SELECT (i->>'id')::uuid FROM jsonb_array_elements(p_plan->'invalidations') i
+                            UNION SELECT (r #>> '{}')::uuid FROM jsonb_array_elements(p_plan->'retractions') r)));
     END IF;
 
     UPDATE pgmemory.episodes

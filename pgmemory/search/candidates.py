@@ -1,0 +1,78 @@
+"""φ: one call to pgmemory.search_candidates, parsed into typed hits."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from pgmemory.search.config import SearchConfig, SearchFilters
+from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
+from pgmemory.storage.vectors import vector_literals
+
+
+def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bool) -> dict[str, Any]:
+    """The jsonb options of one search call."""
+    return {
+        **filters.to_options(),
+        "kinds": list(config.kinds),
+        "methods": list(config.methods),
+        "candidates": config.candidates,
+        "bfs_depth": config.bfs_depth,
+        "bfs_recent_episodes": config.bfs_recent_episodes,
+        "bfs_seeds": [str(s) for s in config.bfs_seeds],
+        "center": str(config.center) if config.center else None,
+        "with_embeddings": with_embeddings,
+    }
+
+
+async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,
+                           embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
+    """All candidates of every kind and method, in one round trip."""
+    vec = vector_literals([embedding])[0] if embedding is not None else None
+    rows = await conn.fetch(
+        "SELECT kind, id, version_id, ranks, detail"
+        " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
+        group_ids, query, vec, opts)
+    results = SearchResults()
+    for row in rows:
+        hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])
+        getattr(results, _LISTS[row["kind"]]).append(hit)
+    return results
+
+
+_LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _embedding(detail: dict[str, Any]) -> list[float] | None:
+    raw = detail.get("embedding")
+    return json.loads(raw) if raw else None
+
+
+def _hit(kind: str, id_: uuid.UUID, version_id: int | None, ranks: dict[str, int],
+         d: dict[str, Any]) -> Hit:
+    base = dict(id=id_, group_id=d["group_id"], ranks=ranks, embedding=_embedding(d))
+    if kind == "fact":
+        return FactHit(
+            **base, version_id=version_id, relation=d["relation"], fact=d["fact"],
+            source_id=uuid.UUID(d["source_id"]), source=d["source"],
+            target_id=uuid.UUID(d["target_id"]), target=d["target"],
+            valid_from=_time(d["valid_from"]), valid_to=_time(d["valid_to"]),
+            valid_from_unknown=d["valid_from_unknown"],
+            recorded_from=_time(d["recorded_from"]), recorded_to=_time(d["recorded_to"]),
+            episodes=[uuid.UUID(e) for e in d["episodes"]], attributes=d["attributes"],
+            distance=d.get("distance"))
+    if kind == "entity":
+        return EntityHit(**base, name=d["name"], summary=d["summary"], labels=d["labels"],
+                         attributes=d["attributes"], mentions=d["mentions"], distance=d.get("distance"))
+    if kind == "community":
+        return CommunityHit(**base, name=d["name"], summary=d["summary"])
+    return EpisodeHit(**base, content=d["content"], kind=d["kind"], actor=d["actor"],
+                      valid_at=_time(d["valid_at"]), recorded_at=_time(d["recorded_at"]),
+                      source_description=d["source_description"])

@@ -1,0 +1,67 @@
+"""ρ: rerankers. RRF fuses the methods' ranks; the others reorder the fused list."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TypeVar
+
+from pgmemory.search.types import EntityHit, FactHit, Hit
+
+H = TypeVar("H", bound=Hit)
+
+
+def rrf(hits: Sequence[H], k: int = 60) -> list[H]:
+    """Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the methods that found the hit."""
+    for h in hits:
+        h.scores["rrf"] = sum(1.0 / (k + r) for r in h.ranks.values())
+        h.score = h.scores["rrf"]
+    return sorted(hits, key=lambda h: (-h.score, str(h.id)))
+
+
+def _cos(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def mmr(hits: Sequence[H], query: Sequence[float], lam: float = 0.5, limit: int | None = None) -> list[H]:
+    """Maximal Marginal Relevance: greedily pick λ·sim(query, d) − (1−λ)·max sim(d, picked)."""
+    pool = [h for h in hits if h.embedding is not None]
+    relevance = {id(h): _cos(query, h.embedding) for h in pool}
+    picked: list[H] = []
+    while pool and (limit is None or len(picked) < limit):
+        def gain(h: H) -> float:
+            redundancy = max((_cos(h.embedding, p.embedding) for p in picked), default=0.0)
+            return lam * relevance[id(h)] - (1 - lam) * redundancy
+        best = max(pool, key=lambda h: (gain(h), -hits.index(h)))
+        best.scores["mmr"] = gain(best)
+        best.score = best.scores["mmr"]
+        picked.append(best)
+        pool.remove(best)
+    return picked
+
+
+def episode_mentions(hits: Sequence[H]) -> list[H]:
+    """More often mentioned first (entities: episodes mentioning them; facts: source episodes);
+    ties keep the fused order."""
+    def count(h: Hit) -> int:
+        if isinstance(h, EntityHit):
+            return h.mentions
+        if isinstance(h, FactHit):
+            return len(h.episodes)
+        return 0
+    ranked = sorted(enumerate(hits), key=lambda p: (-count(p[1]), p[0]))
+    for _, h in ranked:
+        h.scores["episode_mentions"] = float(count(h))
+    return [h for _, h in ranked]
+
+
+def node_distance(hits: Sequence[H]) -> list[H]:
+    """Closer to the centre entity first (unreachable last); ties keep the fused order."""
+    def dist(h: Hit) -> float:
+        d = getattr(h, "distance", None)
+        return math.inf if d is None else float(d)
+    ranked = sorted(enumerate(hits), key=lambda p: (dist(p[1]), p[0]))
+    for _, h in ranked:
+        h.scores["node_distance"] = 1.0 / (1.0 + dist(h))
+    return [h for _, h in ranked]

@@ -1,0 +1,109 @@
+"""Typed search results: facts, entities, communities and episodes with per-method scores."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class Hit:
+    """What every result has: its id, group, rank per search method and final score."""
+
+    id: uuid.UUID
+    group_id: str
+    ranks: dict[str, int]
+    score: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict)
+    embedding: list[float] | None = field(default=None, repr=False)
+
+    def text(self) -> str:
+        """The text a reranker reads."""
+        raise NotImplementedError
+
+
+@dataclass
+class FactHit(Hit):
+    """A fact version with its two time ranges, endpoints and provenance."""
+
+    version_id: int = 0
+    relation: str = ""
+    fact: str = ""
+    source_id: uuid.UUID | None = None
+    source: str = ""
+    target_id: uuid.UUID | None = None
+    target: str = ""
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    valid_from_unknown: bool = False
+    recorded_from: datetime | None = None
+    recorded_to: datetime | None = None
+    episodes: list[uuid.UUID] = field(default_factory=list)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    distance: int | None = None
+
+    def text(self) -> str:
+        return self.fact
+
+
+@dataclass
+class EntityHit(Hit):
+    """An entity with its summary, labels and how often episodes mention it."""
+
+    name: str = ""
+    summary: str = ""
+    labels: list[str] = field(default_factory=list)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    mentions: int = 0
+    distance: int | None = None
+
+    def text(self) -> str:
+        return f"{self.name}: {self.summary}" if self.summary else self.name
+
+
+@dataclass
+class CommunityHit(Hit):
+    """A community of entities with its summary."""
+
+    name: str = ""
+    summary: str = ""
+
+    def text(self) -> str:
+        return f"{self.name}: {self.summary}" if self.summary else self.name
+
+
+@dataclass
+class EpisodeHit(Hit):
+    """A raw episode: the lossless record, searchable for details extraction dropped."""
+
+    content: str = ""
+    kind: str = ""
+    actor: str | None = None
+    valid_at: datetime | None = None
+    recorded_at: datetime | None = None
+    source_description: str = ""
+
+    def text(self) -> str:
+        return f"{self.actor}: {self.content}" if self.actor else self.content
+
+
+@dataclass
+class SearchResults:
+    """The four result lists, each best first."""
+
+    facts: list[FactHit] = field(default_factory=list)
+    entities: list[EntityHit] = field(default_factory=list)
+    communities: list[CommunityHit] = field(default_factory=list)
+    episodes: list[EpisodeHit] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """JSON-ready form: one list per kind, embeddings left out."""
+        from dataclasses import asdict
+
+        def clean(hit: Hit) -> dict[str, Any]:
+            d = asdict(hit)
+            d.pop("embedding", None)
+            return d
+        return {kind: [clean(h) for h in getattr(self, kind)]
+                for kind in ("facts", "entities", "communities", "episodes")}
