@@ -1,4 +1,4 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, search, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
@@ -55,6 +55,14 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return asyncio.run(ingest_file(args.file, concurrency=args.concurrency))
 
 
+def _cmd_search(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.search_cli import search_command
+
+    return asyncio.run(search_command(
+        args.query, args.group, limit=args.limit, recipe=args.recipe, as_of=args.as_of,
+        known_at=args.known_at, include_invalidated=args.include_invalidated, as_json=args.json))
+
+
 def _cmd_retry(args: argparse.Namespace) -> int:
     from pgmemory.surfaces.ingest_file import retry
 
@@ -99,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="path to a .jsonl file, or - for standard input")
     p.add_argument("--concurrency", type=int, default=4, help="groups ingested in parallel (default 4)")
     p.set_defaults(func=_cmd_ingest)
+    p = sub.add_parser("search", help="hybrid search over facts, entities, communities and episodes")
+    p.add_argument("query")
+    p.add_argument("--group", required=True, help="group id to search")
+    p.add_argument("--limit", type=int, default=10, help="results per kind (default 10)")
+    p.add_argument("--recipe", default="combined_hybrid_rrf", help="search recipe (default combined_hybrid_rrf)")
+    p.add_argument("--as-of", help="valid time T (ISO 8601 with zone): what was true then")
+    p.add_argument("--known-at", help="transaction time T' (ISO 8601 with zone): as believed then")
+    p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_search)
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)

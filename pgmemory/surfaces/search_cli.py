@@ -1,0 +1,57 @@
+"""`pgmemory search`: results as readable tables, or one JSON object with --json."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from pgmemory.ingest.episode import parse_time
+from pgmemory.memory import Memory
+from pgmemory.search.config import SearchFilters
+from pgmemory.search.types import SearchResults
+
+
+def _day(value: datetime | None, missing: str) -> str:
+    return value.strftime("%Y-%m-%d") if value else missing
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def render(results: SearchResults) -> str:
+    """Readable tables of the four result lists."""
+    out = [f"FACTS ({len(results.facts)})",
+           f"  {'score':>6}  {'valid from':<10}  {'valid to':<10}  {'known since':<11}  fact"]
+    for f in results.facts:
+        start = "unknown" if f.valid_from_unknown else _day(f.valid_from, "")
+        out.append(f"  {f.score:6.4f}  {start:<10}  {_day(f.valid_to, 'present'):<10}  "
+                   f"{_day(f.recorded_from, ''):<11}  {_cut(f.fact, 80)}")
+    out.append(f"ENTITIES ({len(results.entities)})")
+    for e in results.entities:
+        out.append(f"  {e.score:6.4f}  {_cut(e.name, 30):<30}  {_cut(e.summary, 70)}")
+    if results.communities:
+        out.append(f"COMMUNITIES ({len(results.communities)})")
+        for c in results.communities:
+            out.append(f"  {c.score:6.4f}  {_cut(c.name, 30):<30}  {_cut(c.summary, 70)}")
+    out.append(f"EPISODES ({len(results.episodes)})")
+    for ep in results.episodes:
+        who = f"{ep.actor}: " if ep.actor else ""
+        out.append(f"  {ep.score:6.4f}  {_day(ep.valid_at, ''):<10}  {_cut(who + ep.content, 90)}")
+    return "\n".join(out)
+
+
+async def search_command(query: str, group: str, *, limit: int, recipe: str, as_of: str | None,
+                         known_at: str | None, include_invalidated: bool, as_json: bool) -> int:
+    """Run one search and print it."""
+    filters = SearchFilters(
+        as_of=parse_time(as_of, "--as-of") if as_of else None,
+        known_at=parse_time(known_at, "--known-at") if known_at else None,
+        include_invalidated=include_invalidated)
+    async with await Memory.open() as memory:
+        results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
+    if as_json:
+        print(json.dumps(results.to_dict(), default=str, indent=2))
+    else:
+        print(render(results))
+    return 0
