@@ -1,0 +1,263 @@
+"""Resolve time expressions in English text against an episode's reference time.
+
+All arithmetic happens on the reference normalised to UTC and every result is
+a UTC datetime.  Dates without a time of day resolve to 00:00:00, a year alone
+to January 1st, a month alone to its 1st (the paper's temporal rules).
+
+Covered: yesterday / today / tomorrow / last night / tonight / this morning /
+the day before yesterday; "N days|weeks|months|years ago" (digits, number
+words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
+week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
+weekdays with last|next|this|on (also "last Fri"); "May 8, 2023", "8 May 2023", "8th of May,
+2023", "2023-05-08", "May 8" (most recent on or before the reference);
+"in|since|from|during|by|around|back in March" (most recent March on or
+before the reference) and "March 2020"; "in|since|... 2019".
+Conventions: "last week" is exactly 7 days back (the paper's example: said on
+2024-01-15, "last week" is ~2024-01-08); "last month|year" is the first day
+of the previous calendar month|year; seasons are meteorological
+(northern hemisphere: spring Mar 1, summer Jun 1, fall Sep 1, winter Dec 1)
+and "last <season>" is the latest start of that season whose season is not
+the one the reference falls in; a bare weekday ("on Friday") is the most
+recent one strictly before the reference day.
+Not covered: clock times ("at 3pm"), numeric dates other than ISO
+("05/08/2023"), ranges and "until" bounds, ordinal weeks ("the first week of
+May"), vague words ("recently", "a while ago") and anything non-English.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Callable
+
+_MONTHS = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6,
+    "july": 7, "august": 8, "september": 9, "october": 10, "november": 11,
+    "december": 12, "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7,
+    "aug": 8, "sep": 9, "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+_WEEKDAYS = {
+    "monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4,
+    "saturday": 5, "sunday": 6,
+}
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
+    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
+    "twelve": 12, "a couple of": 2, "couple of": 2, "a couple": 2, "a few": 3,
+    "few": 3,
+}
+
+# Month names must be capitalised ("may" is usually the modal verb).
+_MONTH = (
+    r"(?-i:(?P<month>January|February|March|April|May|June|July|August|September"
+    r"|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?)"
+)
+_YEAR = r"(?P<year>(?:19|20)\d{2})"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_PREP = r"(?:in|since|from|during|by|around|back\s+in|of)\s+(?:early\s+|late\s+|mid-?\s*)?"
+_NUM = (r"(?P<n>\d+|a\s+couple\s+of|couple\s+of|a\s+couple|a\s+few|few|an?|one|two|three|four"
+        r"|five|six|seven|eight|nine|ten|eleven|twelve)")
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+
+
+@dataclass(frozen=True)
+class TimeMention:
+    """A time expression found in text: its span, its words, its UTC value."""
+
+    start: int
+    end: int
+    text: str
+    value: datetime
+
+
+def to_utc(reference: datetime) -> datetime:
+    """Return the reference in UTC; naive datetimes are rejected (no guessing a zone)."""
+    if reference.tzinfo is None or reference.utcoffset() is None:
+        raise ValueError("reference datetime must be timezone-aware")
+    return reference.astimezone(timezone.utc)
+
+
+def _midnight(d: date) -> datetime:
+    return datetime.combine(d, time(0, 0), tzinfo=timezone.utc)
+
+
+def _add_months(d: date, months: int) -> date:
+    index = d.year * 12 + (d.month - 1) + months
+    year, month = divmod(index, 12)
+    month += 1
+    days_in_month = (date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)).day
+    return date(year, month, min(d.day, days_in_month))
+
+
+def _shift(d: date, n: int, unit: str) -> date:
+    if unit == "day":
+        return d + timedelta(days=n)
+    if unit == "week":
+        return d + timedelta(weeks=n)
+    if unit == "month":
+        return _add_months(d, n)
+    return _add_months(d, 12 * n)
+
+
+def _number(words: str) -> int:
+    words = " ".join(words.lower().split())
+    return int(words) if words.isdigit() else _NUMBERS[words]
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _most_recent(ref: date, month: int, day: int = 1) -> date | None:
+    candidate = _safe_date(ref.year, month, day)
+    if candidate is not None and candidate > ref:
+        candidate = _safe_date(ref.year - 1, month, day)
+    return candidate
+
+
+def _ago(m: re.Match[str], ref: date) -> date | None:
+    return _shift(ref, -_number(m["n"]), m["unit"].lower())
+
+
+def _relative_day(m: re.Match[str], ref: date) -> date | None:
+    word = " ".join(m[0].lower().split())
+    if "before yesterday" in word:
+        return ref - timedelta(days=2)
+    if word in ("yesterday", "last night"):
+        return ref - timedelta(days=1)
+    if word == "tomorrow":
+        return ref + timedelta(days=1)
+    return ref
+
+
+def _relative_period(m: re.Match[str], ref: date) -> date | None:
+    which, unit = m["which"].lower(), m["unit"].lower()
+    step = {"last": -1, "this": 0, "next": 1}[which]
+    if unit == "week":
+        return ref + timedelta(weeks=step) if step else None
+    if unit == "month":
+        return _add_months(ref.replace(day=1), step)
+    return date(ref.year + step, 1, 1)
+
+
+def _last_season(m: re.Match[str], ref: date) -> date | None:
+    start = _most_recent(ref, _SEASONS[m["season"].lower()])
+    assert start is not None
+    if ref < _add_months(start, 3):
+        start = start.replace(year=start.year - 1)
+    return start
+
+
+def _season_of_year(m: re.Match[str], ref: date) -> date | None:
+    return date(int(m["year"]), _SEASONS[m["season"].lower()], 1)
+
+
+def _weekday(m: re.Match[str], ref: date) -> date | None:
+    target = _WEEKDAYS[next(d for d in _WEEKDAYS if d.startswith(m["weekday"].lower()))]
+    which = (m["which"] or "on").lower()
+    if which == "next":
+        return ref + timedelta(days=(target - ref.weekday() - 1) % 7 + 1)
+    if which == "this":
+        return ref + timedelta(days=(target - ref.weekday()) % 7)
+    return ref - timedelta(days=(ref.weekday() - target - 1) % 7 + 1)
+
+
+def _full_date(m: re.Match[str], ref: date) -> date | None:
+    return _safe_date(int(m["year"]), _MONTHS[m["month"].lower()], int(m["day"]))
+
+
+def _iso_date(m: re.Match[str], ref: date) -> date | None:
+    return _safe_date(int(m["year"]), int(m["mm"]), int(m["day"]))
+
+
+def _month_day(m: re.Match[str], ref: date) -> date | None:
+    return _most_recent(ref, _MONTHS[m["month"].lower()], int(m["day"]))
+
+
+def _month_year(m: re.Match[str], ref: date) -> date | None:
+    return date(int(m["year"]), _MONTHS[m["month"].lower()], 1)
+
+
+def _month_only(m: re.Match[str], ref: date) -> date | None:
+    return _most_recent(ref, _MONTHS[m["month"].lower()])
+
+
+def _year_only(m: re.Match[str], ref: date) -> date | None:
+    return date(int(m["year"]), 1, 1)
+
+
+_Resolver = Callable[[re.Match[str], date], "date | None"]
+_RULES: list[tuple[re.Pattern[str], _Resolver]] = [
+    (re.compile(p, re.IGNORECASE), f)
+    for p, f in [
+        (rf"\b{_NUM}\s+{_UNIT}\s+ago\b", _ago),
+        (r"\b(?:the\s+day\s+before\s+yesterday|yesterday|last\s+night|today|tonight"
+         r"|tomorrow|this\s+(?:morning|afternoon|evening))\b", _relative_day),
+        (r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", _relative_period),
+        (r"\blast\s+(?P<season>spring|summer|fall|autumn|winter)\b", _last_season),
+        (rf"\b(?:(?:in\s+)?the\s+)?(?P<season>spring|summer|fall|autumn|winter)\s+(?:of\s+)?"
+         rf"{_YEAR}\b", _season_of_year),
+        (r"\b(?:(?P<which>last|next|this|on)\s+)?(?P<weekday>monday|tuesday|wednesday|thursday"
+         r"|friday|saturday|sunday)\b", _weekday),
+        (r"\b(?P<which>last|next|this|on)\s+"
+         r"(?-i:(?P<weekday>Mon|Tues|Tue|Wed|Thurs|Thur|Thu|Fri|Sat|Sun))\b\.?", _weekday),
+        (rf"\b(?:on\s+)?{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", _full_date),
+        (rf"\b(?:on\s+)?(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", _full_date),
+        (r"\b(?P<year>\d{4})-(?P<mm>\d{2})-(?P<day>\d{2})\b", _iso_date),
+        (rf"\b(?:on\s+)?{_MONTH}\s+{_DAY}\b", _month_day),
+        (rf"\b(?:on\s+)?the\s+{_DAY}\s+of\s+{_MONTH}(?!\w)", _month_day),
+        (rf"\b(?:{_PREP})?{_MONTH}\s+(?:of\s+)?{_YEAR}\b", _month_year),
+        (rf"\b{_PREP}{_MONTH}(?!\w)", _month_only),
+        (rf"\b{_PREP}{_YEAR}\b", _year_only),
+    ]
+]
+_DURATION = re.compile(rf"\bfor\s+(?:the\s+(?:past|last)\s+)?{_NUM}\s+{_UNIT}\b", re.IGNORECASE)
+
+
+def find_times(text: str, reference: datetime) -> list[TimeMention]:
+    """All non-overlapping time expressions in text, left to right, resolved in UTC.
+
+    Where two expressions overlap the earlier, then the longer one wins, so
+    "May 8, 2023" is one date rather than "May 8" plus a stray year.
+    """
+    ref = to_utc(reference).date()
+    found: list[tuple[int, int, _Resolver, re.Match[str]]] = []
+    for pattern, resolve in _RULES:
+        for m in pattern.finditer(text):
+            found.append((m.start(), -m.end(), resolve, m))
+    found.sort(key=lambda item: (item[0], item[1]))
+    mentions: list[TimeMention] = []
+    taken_until = -1
+    for start, neg_end, resolve, m in found:
+        if start < taken_until:
+            continue
+        value = resolve(m, ref)
+        if value is None:
+            continue
+        mentions.append(TimeMention(start, -neg_end, m[0], _midnight(value)))
+        taken_until = -neg_end
+    return mentions
+
+
+def find_time(text: str, reference: datetime) -> tuple[datetime | None, str | None]:
+    """The first time expression in text as (UTC datetime, matched phrase), or (None, None)."""
+    mentions = find_times(text, reference)
+    if not mentions:
+        return None, None
+    return mentions[0].value, mentions[0].text
+
+
+def find_duration(text: str, reference: datetime) -> TimeMention | None:
+    """A "for N years"-style duration, valued at the start of a period ending at the reference.
+
+    Only meaningful for a state said to be ongoing ("I've lived here for 3 years").
+    """
+    m = _DURATION.search(text)
+    if m is None:
+        return None
+    start = _shift(to_utc(reference).date(), -_number(m["n"]), m["unit"].lower())
+    return TimeMention(m.start(), m.end(), m[0], _midnight(start))

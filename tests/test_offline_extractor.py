@@ -1,0 +1,575 @@
+"""The offline rule-based extractor and its date resolver: exact entities, facts and times."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from pgmemory.extract.dates import find_duration, find_time, find_times
+from pgmemory.extract.offline import OfflineExtractor
+from pgmemory.extract.types import EpisodeInput, Extraction
+
+REF = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)  # a Monday
+
+
+def day(y: int, m: int, d: int) -> datetime:
+    return datetime(y, m, d, tzinfo=timezone.utc)
+
+
+def run(text: str, actor: str | None = "Alice", kind: str = "message",
+        ref: datetime = REF) -> Extraction:
+    return OfflineExtractor().extract(EpisodeInput(text, kind, ref, actor), [])
+
+
+def facts(x: Extraction) -> set[tuple]:
+    """(source, relation, target, valid_at, invalid_at, negated, functional) per fact."""
+    return {(f.source, f.relation, f.target, f.valid_at, f.invalid_at, f.negated, f.functional)
+            for f in x.facts}
+
+
+def names(x: Extraction) -> list[str]:
+    return [e.name for e in x.entities]
+
+
+def labels(x: Extraction) -> dict[str, list[str]]:
+    return {e.name: e.labels for e in x.entities}
+
+
+# ------------------------------------------------------------------- dates
+
+@pytest.mark.parametrize("text, expected, phrase", [
+    ("yesterday", day(2024, 1, 14), "yesterday"),
+    ("today", day(2024, 1, 15), "today"),
+    ("tomorrow", day(2024, 1, 16), "tomorrow"),
+    ("last night", day(2024, 1, 14), "last night"),
+    ("the day before yesterday", day(2024, 1, 13), "the day before yesterday"),
+    ("last week", day(2024, 1, 8), "last week"),
+    ("two weeks ago", day(2024, 1, 1), "two weeks ago"),
+    ("2 weeks ago", day(2024, 1, 1), "2 weeks ago"),
+    ("3 days ago", day(2024, 1, 12), "3 days ago"),
+    ("a couple of days ago", day(2024, 1, 13), "a couple of days ago"),
+    ("a month ago", day(2023, 12, 15), "a month ago"),
+    ("a year ago", day(2023, 1, 15), "a year ago"),
+    ("last month", day(2023, 12, 1), "last month"),
+    ("last year", day(2023, 1, 1), "last year"),
+    ("next week", day(2024, 1, 22), "next week"),
+    ("last summer", day(2023, 6, 1), "last summer"),
+    ("last spring", day(2023, 3, 1), "last spring"),
+    ("last fall", day(2023, 9, 1), "last fall"),
+    ("last autumn", day(2023, 9, 1), "last autumn"),
+    ("last winter", day(2022, 12, 1), "last winter"),  # the reference is in winter 2023-24
+    ("in the summer of 2019", day(2019, 6, 1), "in the summer of 2019"),
+    ("next Thursday", day(2024, 1, 18), "next Thursday"),
+    ("on Thursday", day(2024, 1, 11), "on Thursday"),
+    ("last Friday", day(2024, 1, 12), "last Friday"),
+    ("last Fri", day(2024, 1, 12), "last Fri"),
+    ("on Monday", day(2024, 1, 8), "on Monday"),  # a bare weekday is strictly in the past
+    ("in 2019", day(2019, 1, 1), "in 2019"),
+    ("since 2019", day(2019, 1, 1), "since 2019"),
+    ("in March", day(2023, 3, 1), "in March"),
+    ("since January", day(2024, 1, 1), "since January"),
+    ("March 2020", day(2020, 3, 1), "March 2020"),
+    ("in March 2020", day(2020, 3, 1), "in March 2020"),
+    ("May 8, 2023", day(2023, 5, 8), "May 8, 2023"),
+    ("8 May 2023", day(2023, 5, 8), "8 May 2023"),
+    ("8 May, 2023", day(2023, 5, 8), "8 May, 2023"),
+    ("the 8th of May, 2023", day(2023, 5, 8), "the 8th of May, 2023"),
+    ("2023-05-08", day(2023, 5, 8), "2023-05-08"),
+    ("on May 8", day(2023, 5, 8), "on May 8"),
+    ("on January 3", day(2024, 1, 3), "on January 3"),
+])
+def test_time_expressions(text: str, expected: datetime, phrase: str) -> None:
+    assert find_time(f"We met {text} at noon", REF) == (expected, phrase)
+
+
+def test_time_results_are_utc_midnight_of_the_utc_reference_day() -> None:
+    late_evening_in_new_york = datetime(2024, 1, 14, 22, 0, tzinfo=timezone(timedelta(hours=-5)))
+    value, _ = find_time("yesterday", late_evening_in_new_york)
+    assert value == day(2024, 1, 14)  # the reference is 2024-01-15 03:00 UTC
+    assert value is not None and value.tzinfo == timezone.utc
+
+
+def test_no_time_and_lowercase_may_are_not_times() -> None:
+    assert find_time("I may go hiking with Bob", REF) == (None, None)
+    assert find_times("May I ask what you did?", REF) == []
+
+
+def test_several_times_in_order_without_overlap() -> None:
+    found = find_times("I moved on May 8, 2023 and left last week", REF)
+    assert [(t.text, t.value) for t in found] == [
+        ("on May 8, 2023", day(2023, 5, 8)), ("last week", day(2024, 1, 8))]
+
+
+def test_duration_counts_back_from_the_reference() -> None:
+    found = find_duration("I have lived here for 3 years", REF)
+    assert found is not None and (found.text, found.value) == ("for 3 years", day(2021, 1, 15))
+    assert find_duration("I live here", REF) is None
+
+
+def test_naive_reference_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        find_time("yesterday", datetime(2024, 1, 15, 10, 0))
+    with pytest.raises(ValueError):
+        run("I work at Acme.", ref=datetime(2024, 1, 15, 10, 0))
+
+
+# ---------------------------------------------------------- paper's example
+
+def test_paper_example_left_tencent_now_openai() -> None:
+    x = run("I left Tencent last week and now work at OpenAI")
+    assert names(x) == ["Alice", "Tencent", "OpenAI"]
+    assert labels(x)["Tencent"] == ["Entity", "Organization"]
+    assert facts(x) == {
+        ("Alice", "WORKS_FOR", "Tencent", None, day(2024, 1, 8), True, True),
+        # the new employer starts when the old one ended (~2024-01-08, as in the paper)
+        ("Alice", "WORKS_FOR", "OpenAI", day(2024, 1, 8), None, False, True),
+    }
+    texts = {f.target: f.fact for f in x.facts}
+    assert texts == {"Tencent": "Alice left Tencent.", "OpenAI": "Alice works for OpenAI."}
+
+
+def test_time_carries_to_a_clause_without_its_own_subject() -> None:
+    x = run("Last week I left Tencent and joined OpenAI.")
+    assert facts(x) == {
+        ("Alice", "WORKS_FOR", "Tencent", None, day(2024, 1, 8), True, True),
+        ("Alice", "WORKS_FOR", "OpenAI", day(2024, 1, 8), None, False, True),
+    }
+
+
+def test_time_does_not_carry_to_a_clause_with_its_own_subject() -> None:
+    x = run("I visited Paris in 2019 and I live in London.")
+    assert facts(x) == {
+        ("Alice", "VISITED", "Paris", day(2019, 1, 1), None, False, False),
+        ("Alice", "LIVES_IN", "London", REF, None, False, True),
+    }
+
+
+# ------------------------------------------------------------------ speaker
+
+def test_speaker_comes_first_even_when_not_mentioned() -> None:
+    x = run("Bob works at Initech and Carol lives in Paris.", actor="Zed")
+    assert names(x) == ["Zed", "Bob", "Initech", "Carol", "Paris"]
+    assert x.entities[0].labels == ["Entity", "Person"]
+    assert facts(x) == {
+        ("Bob", "WORKS_FOR", "Initech", REF, None, False, True),
+        ("Carol", "LIVES_IN", "Paris", REF, None, False, True),
+    }
+
+
+def test_speaker_from_name_colon_prefix() -> None:
+    x = run("Alice: I work at Acme Corp.", actor=None)
+    assert names(x) == ["Alice", "Acme Corp"]
+    assert facts(x) == {("Alice", "WORKS_FOR", "Acme Corp", REF, None, False, True)}
+    assert x.facts[0].fact == "Alice works for Acme Corp."
+
+
+def test_text_with_actor_resolves_i_to_the_actor() -> None:
+    x = run("I live in Paris.", actor="Alice", kind="text")
+    assert names(x) == ["Alice", "Paris"]
+    assert facts(x) == {("Alice", "LIVES_IN", "Paris", REF, None, False, True)}
+
+
+def test_text_without_actor_uses_a_named_subject_and_ignores_i() -> None:
+    x = run("Alice works at Acme Corp. I live in Paris.", actor=None, kind="text")
+    assert names(x) == ["Alice", "Acme Corp", "Paris"]
+    assert facts(x) == {("Alice", "WORKS_FOR", "Acme Corp", REF, None, False, True)}
+
+
+# --------------------------------------------------------------- employment
+
+@pytest.mark.parametrize("text, valid, invalid, negated, fact_text", [
+    ("I work at Acme Corp.", REF, None, False, "Alice works for Acme Corp."),
+    ("I'm currently working for Acme Corp.", REF, None, False, "Alice works for Acme Corp."),
+    ("I have worked at Acme Corp since 2019.", day(2019, 1, 1), None, False,
+     "Alice works for Acme Corp."),
+    ("I've been working at Acme Corp for 2 years.", day(2022, 1, 15), None, False,
+     "Alice works for Acme Corp."),
+    ("I joined Acme Corp in March.", day(2023, 3, 1), None, False, "Alice joined Acme Corp."),
+    ("I joined Acme Corp.", REF, None, False, "Alice joined Acme Corp."),
+    ("I got a job at Acme Corp two weeks ago.", day(2024, 1, 1), None, False,
+     "Alice got a job at Acme Corp."),
+    ("I quit Acme Corp yesterday.", None, day(2024, 1, 14), True, "Alice quit Acme Corp."),
+    ("I left Acme Corp.", None, REF, True, "Alice left Acme Corp."),
+    ("I don't work at Acme Corp anymore.", None, REF, True, "Alice no longer works for Acme Corp."),
+    ("I used to work at Acme Corp.", None, REF, False, "Alice used to work for Acme Corp."),
+    ("I worked at Acme Corp.", None, REF, False, "Alice worked for Acme Corp."),
+    ("I worked at Acme Corp in 2015.", day(2015, 1, 1), None, False, "Alice worked for Acme Corp."),
+])
+def test_works_for(text: str, valid, invalid, negated: bool, fact_text: str) -> None:
+    x = run(text)
+    assert names(x) == ["Alice", "Acme Corp"]
+    assert labels(x)["Acme Corp"] == ["Entity", "Organization"]
+    assert facts(x) == {("Alice", "WORKS_FOR", "Acme Corp", valid, invalid, negated, True)}
+    assert x.facts[0].fact == fact_text
+
+
+def test_job_title_at_company_keeps_the_role() -> None:
+    x = run("I'm a software engineer at Stripe.")
+    assert facts(x) == {("Alice", "WORKS_FOR", "Stripe", REF, None, False, True)}
+    assert x.facts[0].attributes == {"role": "software engineer"}
+    assert x.facts[0].fact == "Alice works for Stripe as a software engineer."
+
+
+def test_joining_a_club_is_membership_not_employment() -> None:
+    x = run("I joined a book club last month.")
+    assert facts(x) == {("Alice", "MEMBER_OF", "book club", day(2023, 12, 1), None, False, False)}
+
+
+def test_leaving_a_city_ends_living_there() -> None:
+    x = run("I left Paris in 2020.")
+    assert facts(x) == {("Alice", "LIVES_IN", "Paris", None, day(2020, 1, 1), True, True)}
+
+
+# ---------------------------------------------------------------- places
+
+def test_lives_in_multiword_place() -> None:
+    x = run("I live in New York.")
+    assert names(x) == ["Alice", "New York"]
+    assert labels(x)["New York"] == ["Entity", "Place"]
+    assert facts(x) == {("Alice", "LIVES_IN", "New York", REF, None, False, True)}
+
+
+def test_moved_to_uses_the_move_time() -> None:
+    x = run("I moved to Berlin two weeks ago.")
+    assert facts(x) == {("Alice", "LIVES_IN", "Berlin", day(2024, 1, 1), None, False, True)}
+    assert x.facts[0].fact == "Alice moved to Berlin."
+
+
+def test_moved_from_to_ends_one_home_and_starts_another() -> None:
+    x = run("I moved from Chicago to Denver in March.")
+    assert facts(x) == {
+        ("Alice", "LIVES_IN", "Chicago", None, day(2023, 3, 1), True, True),
+        ("Alice", "LIVES_IN", "Denver", day(2023, 3, 1), None, False, True),
+    }
+
+
+@pytest.mark.parametrize("text, valid, invalid, negated", [
+    ("I no longer live in Boston.", None, REF, True),
+    ("I used to live in Boston.", None, REF, False),
+    ("I've lived in Boston for 3 years.", day(2021, 1, 15), None, False),
+])
+def test_lives_in_variants(text: str, valid, invalid, negated: bool) -> None:
+    assert facts(run(text)) == {("Alice", "LIVES_IN", "Boston", valid, invalid, negated, True)}
+
+
+def test_is_from() -> None:
+    x = run("I'm originally from Sweden.")
+    assert facts(x) == {("Alice", "IS_FROM", "Sweden", REF, None, False, False)}
+    assert x.facts[0].fact == "Alice is from Sweden."
+
+
+# ---------------------------------------------------------- relationships
+
+def test_married_to() -> None:
+    x = run("I am married to Bob.")
+    assert labels(x)["Bob"] == ["Entity", "Person"]
+    assert facts(x) == {("Alice", "MARRIED_TO", "Bob", REF, None, False, True)}
+
+
+@pytest.mark.parametrize("text", ["My wife is Sarah.", "My wife, Sarah, is lovely.",
+                                  "Sarah is my wife."])
+def test_my_wife_is(text: str) -> None:
+    x = run(text)
+    assert names(x) == ["Alice", "Sarah"]
+    assert facts(x) == {("Alice", "MARRIED_TO", "Sarah", REF, None, False, True)}
+
+
+def test_relative_as_subject_of_another_fact() -> None:
+    x = run("My wife Sarah works at Google.")
+    assert names(x) == ["Alice", "Sarah", "Google"]
+    assert facts(x) == {
+        ("Alice", "MARRIED_TO", "Sarah", REF, None, False, True),
+        ("Sarah", "WORKS_FOR", "Google", REF, None, False, True),
+    }
+
+
+def test_unnamed_relative_is_named_after_the_speaker() -> None:
+    x = run("My sister works at a hospital.")
+    assert names(x) == ["Alice", "Alice's sister", "hospital"]
+    assert facts(x) == {
+        ("Alice", "HAS_SISTER", "Alice's sister", REF, None, False, False),
+        ("Alice's sister", "WORKS_FOR", "hospital", REF, None, False, True),
+    }
+    assert {f.fact for f in x.facts} == {
+        "Alice has a sister.", "Alice's sister works for a hospital."}
+
+
+def test_copula_negation_and_divorce() -> None:
+    assert facts(run("I'm not married to Bob anymore.")) == {
+        ("Alice", "MARRIED_TO", "Bob", None, REF, True, True)}
+    assert facts(run("I got divorced from Bob last year.")) == {
+        ("Alice", "MARRIED_TO", "Bob", None, day(2023, 1, 1), True, True)}
+    assert facts(run("I'm not from Texas.")) == {
+        ("Alice", "IS_FROM", "Texas", None, REF, True, False)}
+
+
+def test_plural_relative_subject_agrees() -> None:
+    x = run("My kids don't like broccoli.")
+    assert facts(x) == {
+        ("Alice", "HAS_CHILD", "Alice's kids", REF, None, False, False),
+        ("Alice's kids", "LIKES", "broccoli", None, REF, True, False),
+    }
+    assert [f.fact for f in x.facts] == ["Alice has kids.", "Alice's kids do not like broccoli."]
+
+
+def test_dating_and_breaking_up() -> None:
+    assert facts(run("I'm dating Chris.")) == {
+        ("Alice", "DATING", "Chris", REF, None, False, False)}
+    assert facts(run("My girlfriend is Emma.")) == {
+        ("Alice", "DATING", "Emma", REF, None, False, False)}
+    assert facts(run("I broke up with Chris last month.")) == {
+        ("Alice", "DATING", "Chris", None, day(2023, 12, 1), True, False)}
+
+
+# ------------------------------------------------------------- preferences
+
+@pytest.mark.parametrize("text, relation, target", [
+    ("I like hiking.", "LIKES", "hiking"),
+    ("I love jazz.", "LOVES", "jazz"),
+    ("I hate Mondays.", "HATES", "Mondays"),
+    ("I really enjoy gardening.", "ENJOYS", "gardening"),
+    ("I can't stand cilantro.", "HATES", "cilantro"),
+    ("I'm a big fan of pottery.", "LIKES", "pottery"),
+    ("I love to paint.", "LOVES", "painting"),
+    ("I love to go hiking.", "LOVES", "hiking"),
+    ('I love "Becoming Nicole".', "LOVES", "Becoming Nicole"),
+])
+def test_preferences(text: str, relation: str, target: str) -> None:
+    x = run(text)
+    assert names(x) == ["Alice", target]
+    assert facts(x) == {("Alice", relation, target, REF, None, False, False)}
+
+
+def test_lowercase_object_is_an_entity_and_coordination_gives_several_facts() -> None:
+    x = run("I like hiking and swimming.")
+    assert names(x) == ["Alice", "hiking", "swimming"]
+    assert facts(x) == {
+        ("Alice", "LIKES", "hiking", REF, None, False, False),
+        ("Alice", "LIKES", "swimming", REF, None, False, False),
+    }
+    assert [f.fact for f in x.facts] == ["Alice likes hiking.", "Alice likes swimming."]
+
+
+def test_negated_preference() -> None:
+    x = run("I don't like coffee.")
+    assert facts(x) == {("Alice", "LIKES", "coffee", None, REF, True, False)}
+    assert x.facts[0].fact == "Alice does not like coffee."
+
+
+@pytest.mark.parametrize("text", [
+    "I love it.", "I love how you paint.", "I'd love to see it.", "It is like a dream.",
+    "Do you like hiking?", "I love your painting.", "I love running my own studio.",
+    "Dancing is like second nature to me.",
+])
+def test_no_preference_fact(text: str) -> None:
+    assert run(text).facts == []
+
+
+@pytest.mark.parametrize("text, relation, target", [
+    ("My favorite color is blue.", "FAVOURITE_COLOR", "blue"),
+    ("My favourite TV show is Friends.", "FAVOURITE_TV_SHOW", "Friends"),
+    ("Radiohead is my favorite band.", "FAVOURITE_BAND", "Radiohead"),
+])
+def test_favourites_are_functional(text: str, relation: str, target: str) -> None:
+    x = run(text)
+    assert names(x) == ["Alice", target]
+    assert facts(x) == {("Alice", relation, target, REF, None, False, True)}
+
+
+def test_one_of_my_favourites_is_not_the_favourite() -> None:
+    assert run("One of my favorite books is Dune.").facts == []
+
+
+# ---------------------------------------------------------------- possession
+
+def test_pet_named() -> None:
+    x = run("I have a dog named Rex.")
+    assert names(x) == ["Alice", "Rex"]
+    assert labels(x)["Rex"] == ["Entity", "Pet"]
+    assert x.entities[1].attributes == {"species": "dog"}
+    assert facts(x) == {("Alice", "HAS_PET", "Rex", REF, None, False, False)}
+    assert x.facts[0].fact == "Alice has a dog named Rex."
+
+
+def test_my_dog_appositive() -> None:
+    x = run("My dog Max loves the beach.")
+    assert facts(x) == {
+        ("Alice", "HAS_PET", "Max", REF, None, False, False),
+        ("Max", "LOVES", "beach", REF, None, False, False),
+    }
+
+
+def test_adopted_pet_starts_at_the_adoption() -> None:
+    x = run("I adopted a cat in 2022.")
+    assert names(x) == ["Alice", "Alice's cat"]
+    assert facts(x) == {("Alice", "HAS_PET", "Alice's cat", day(2022, 1, 1), None, False, False)}
+
+
+def test_child() -> None:
+    x = run("I have a daughter.")
+    assert names(x) == ["Alice", "Alice's daughter"]
+    assert labels(x)["Alice's daughter"] == ["Entity", "Person"]
+    assert facts(x) == {("Alice", "HAS_CHILD", "Alice's daughter", REF, None, False, False)}
+    named = run("I have a son named Leo.")
+    assert facts(named) == {("Alice", "HAS_CHILD", "Leo", REF, None, False, False)}
+
+
+def test_had_a_baby_is_a_birth() -> None:
+    x = run("I had a baby last week.")
+    assert facts(x) == {("Alice", "HAS_CHILD", "Alice's baby", day(2024, 1, 8), None, False, False)}
+
+
+def test_car() -> None:
+    x = run("I got a new car last month.")
+    assert names(x) == ["Alice", "Alice's car"]
+    assert labels(x)["Alice's car"] == ["Entity", "Vehicle"]
+    assert facts(x) == {("Alice", "HAS_CAR", "Alice's car", day(2023, 12, 1), None, False, False)}
+    assert x.facts[0].fact == "Alice got a new car."
+    brand = run("I bought a Tesla Model 3.")
+    assert facts(brand) == {("Alice", "HAS_CAR", "Tesla Model 3", REF, None, False, False)}
+
+
+# ------------------------------------------------------- studies, purchases, visits
+
+def test_studies_and_graduation() -> None:
+    assert facts(run("I study at MIT.")) == {
+        ("Alice", "STUDIES_AT", "MIT", REF, None, False, False)}
+    x = run("I'm a student at Oxford.")
+    assert facts(x) == {("Alice", "STUDIES_AT", "Oxford", REF, None, False, False)}
+    assert facts(run("I graduated from Stanford in 2020.")) == {
+        ("Alice", "STUDIES_AT", "Stanford", None, day(2020, 1, 1), True, False)}
+
+
+def test_studying_a_field_keeps_it() -> None:
+    x = run("I'm studying computer science at MIT.")
+    assert facts(x) == {("Alice", "STUDIES_AT", "MIT", REF, None, False, False)}
+    assert x.facts[0].attributes == {"field": "computer science"}
+
+
+def test_bought() -> None:
+    x = run("I bought a new guitar on Thursday.")
+    assert names(x) == ["Alice", "guitar"]
+    assert facts(x) == {("Alice", "BOUGHT", "guitar", day(2024, 1, 11), None, False, False)}
+    assert x.facts[0].fact == "Alice bought a new guitar."
+
+
+def test_visited() -> None:
+    x = run("I visited Paris last summer.")
+    assert labels(x)["Paris"] == ["Entity", "Place"]
+    assert facts(x) == {("Alice", "VISITED", "Paris", day(2023, 6, 1), None, False, False)}
+
+
+def test_fact_sentence_keeps_the_determiner_and_resolves_my() -> None:
+    x = run("Yesterday, I visited the Louvre with my mom.")
+    assert facts(x) == {("Alice", "VISITED", "Louvre", day(2024, 1, 14), None, False, False)}
+    assert x.facts[0].fact == "Alice visited the Louvre."
+    quit_job = run("I quit my job at Initech.")
+    assert quit_job.facts[0].fact == "Alice quit Alice's job at Initech."
+
+
+def test_locomo_support_group_turn() -> None:
+    x = run("I went to a LGBTQ support group yesterday and it was so powerful.", actor="Caroline",
+            ref=datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc))
+    assert names(x) == ["Caroline", "LGBTQ support group"]
+    assert facts(x) == {
+        ("Caroline", "VISITED", "LGBTQ support group", day(2023, 5, 7), None, False, False)}
+    assert x.facts[0].fact == "Caroline went to a LGBTQ support group."
+
+
+def test_been_to_without_a_time_has_no_valid_time() -> None:
+    x = run("I've been to Japan twice.")
+    assert facts(x) == {("Alice", "VISITED", "Japan", None, None, False, False)}
+    assert x.facts[0].fact == "Alice has been to Japan."
+
+
+# -------------------------------------------------------- what is not asserted
+
+@pytest.mark.parametrize("text", [
+    "Do you work at Google?", "I will move to Paris next year.", "I want to work at Google.",
+    "I never went to Paris.", "The guy who works at Google is nice.", "He works at Google.",
+    "We live in Berlin.", "I am thinking of moving to Berlin.",
+])
+def test_no_fact_asserted(text: str) -> None:
+    assert run(text).facts == []
+
+
+# ------------------------------------------------------------------ entities
+
+def test_proper_nouns_without_facts() -> None:
+    x = run("Hey Caroline! We should grab coffee at Blue Bottle Coffee in New York on Monday.")
+    assert names(x) == ["Alice", "Caroline", "Blue Bottle Coffee", "New York"]
+    assert labels(x)["New York"] == ["Entity", "Place"]
+    assert x.facts == []
+
+
+def test_sentence_initial_common_words_are_not_entities() -> None:
+    x = run("Thanks, Melanie! Painting is fun. Wow, that is great. I love it.")
+    assert names(x) == ["Alice", "Melanie"]
+
+
+def test_sentence_initial_word_counts_when_capitalised_elsewhere() -> None:
+    x = run("Rome was great. I want to see Rome again.")
+    assert names(x) == ["Alice", "Rome"]
+
+
+def test_quoted_title_is_one_entity() -> None:
+    x = run('I read "Charlotte\'s Web" as a kid.')
+    assert names(x) == ["Alice", "Charlotte's Web"]
+
+
+def test_entities_from_previous_messages_are_not_extracted() -> None:
+    previous = [EpisodeInput("I work at Initech.", "message", REF, "Bob")]
+    x = OfflineExtractor().extract(EpisodeInput("Sounds good to me.", "message", REF, "Alice"),
+                                   previous)
+    assert names(x) == ["Alice"] and x.facts == []
+
+
+def test_every_fact_has_distinct_endpoints_among_the_entities() -> None:
+    x = run("I left Tencent last week and now work at OpenAI. My wife Sarah loves hiking and "
+            "jazz. I have a dog named Rex. I moved from Chicago to Denver in March.")
+    entity_names = set(names(x))
+    assert len(x.facts) == 8
+    for f in x.facts:
+        assert f.source in entity_names and f.target in entity_names and f.source != f.target
+        assert f.relation == f.relation.upper() and " " not in f.relation
+
+
+def test_deterministic() -> None:
+    text = ("I left Tencent last week and now work at OpenAI. My sister Jane loves hiking, "
+            "biking and swimming. Hey Bob! I visited Blue Bottle Coffee in New York yesterday.")
+    first, second = run(text), run(text)
+    assert first == second
+    assert [f.fact for f in first.facts] == [f.fact for f in second.facts]
+
+
+# ----------------------------------------------------------------------- json
+
+def test_json_objects_and_relation_fields() -> None:
+    content = json.dumps([
+        {"name": "Alice", "type": "person", "company": "Acme Corp", "city": "Paris", "age": 30},
+        {"id": "Bob", "school": "MIT", "spouse": "Alice"},
+        {"title": "no name here", "company": "Ignored Inc"},
+    ])
+    x = run(content, actor=None, kind="json")
+    assert names(x) == ["Alice", "Acme Corp", "Paris", "Bob", "MIT"]
+    assert labels(x)["Alice"] == ["Entity", "Person"]
+    assert labels(x)["Paris"] == ["Entity", "Place"]
+    assert facts(x) == {
+        ("Alice", "WORKS_FOR", "Acme Corp", REF, None, False, True),
+        ("Alice", "LIVES_IN", "Paris", REF, None, False, True),
+        ("Bob", "STUDIES_AT", "MIT", REF, None, False, False),
+        ("Bob", "MARRIED_TO", "Alice", REF, None, False, True),
+    }
+    assert {f.fact for f in x.facts} >= {"Alice works for Acme Corp.", "Bob studies at MIT."}
+
+
+def test_json_value_equal_to_the_name_is_not_a_fact() -> None:
+    x = run(json.dumps({"name": "Acme", "company": "acme", "id": 3}), actor=None, kind="json")
+    assert names(x) == ["Acme"] and labels(x)["Acme"] == ["Entity"] and x.facts == []
+
+
+def test_json_single_object() -> None:
+    x = run(json.dumps({"name": "Initech", "location": "Austin"}), actor=None, kind="json")
+    assert names(x) == ["Initech", "Austin"]
+    assert facts(x) == {("Initech", "LOCATED_IN", "Austin", REF, None, False, True)}
