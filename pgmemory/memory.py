@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,29 @@ class Memory:
             raise InvalidInput(f"max_chars must be an integer of at least 200, got {max_chars!r}")
         results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)
         return build_context(results, max_chars=max_chars, communities=communities, episodes=episodes)
+
+    async def bfs(self, seeds: Iterable[Any], *, group_ids: list[str] | str, depth: int = 2,
+                  engine: str = "sql") -> dict[Any, int]:
+        """Entities within `depth` hops of `seeds` over believed facts -> distance. engine "sql"
+        (recursive SQL, the default: faster, see bench/) or "age" (Cypher over the AGE mirror)."""
+        groups = [validate_group_id(g) for g in ([group_ids] if isinstance(group_ids, str) else group_ids)]
+        if not isinstance(depth, int) or not 1 <= depth <= 5:
+            raise InvalidInput(f"depth must be an integer between 1 and 5, got {depth!r}")
+        if engine not in ("sql", "age"):
+            raise InvalidInput(f"unknown BFS engine {engine!r}: use sql or age")
+        seed_ids = [uuid.UUID(str(s)) for s in seeds]
+        async with self.pool.acquire() as conn:
+            if engine == "age":
+                if await conn.fetchval("SELECT pgmemory.setting('graph_mode') #>> '{}'") != "age":
+                    raise InvalidInput("BFS engine 'age' needs Apache AGE; this database uses SQL traversal")
+                rows = await conn.fetch(
+                    "SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities_age($1, $2) b"
+                    " JOIN pgmemory.entities e ON e.id = b.entity_id WHERE e.group_id = ANY ($3)",
+                    seed_ids, depth, groups)
+            else:
+                rows = await conn.fetch("SELECT entity_id, distance FROM pgmemory.bfs_entities($1, $2, $3)",
+                                        groups, seed_ids, depth)
+        return {r["entity_id"]: r["distance"] for r in rows}
 
     async def retry(self, group_id: str | None = None, *,
                     on_done: Callable[[EpisodeResult | IngestError], None] | None = None

@@ -1,0 +1,31 @@
+-- BFS through AGE: entities within p_depth hops of p_seeds over the mirrored
+-- (currently believed) RELATES_TO edges, with their distance. The same answer
+-- as pgmemory.bfs_entities() without time arguments; kept for comparison and
+-- for users who want Cypher (bench/ measures which is faster).
+
+CREATE OR REPLACE FUNCTION pgmemory.bfs_entities_age(p_seeds uuid[], p_depth integer)
+RETURNS TABLE (entity_id uuid, distance integer)
+LANGUAGE plpgsql
+SET search_path = ag_catalog, pgmemory, public
+AS $$
+DECLARE
+    -- Seeds are typed uuids, so their text form is safe inside the Cypher literal.
+    seed_list text := (SELECT coalesce(string_agg(format('''%s''', s), ', '), '')
+                         FROM unnest(p_seeds) AS s);
+BEGIN
+    IF p_depth < 1 OR p_depth > 5 THEN
+        RAISE EXCEPTION 'BFS depth must be between 1 and 5, got %', p_depth USING ERRCODE = '22023';
+    END IF;
+    LOAD 'age';
+    RETURN QUERY EXECUTE format($q$
+        SELECT s, 0 FROM unnest($1::uuid[]) s
+        UNION ALL
+        SELECT btrim(u::text, '"')::uuid, min(d::text::integer)::integer
+          FROM ag_catalog.cypher('pgmemory_graph', $c$
+                 MATCH p = (s:Entity)-[:RELATES_TO*1..%s]-(t:Entity)
+                 WHERE s.uuid IN [%s] AND NOT (t.uuid IN [%s])
+                 RETURN t.uuid, length(p) $c$) AS (u ag_catalog.agtype, d ag_catalog.agtype)
+         GROUP BY 1 $q$, p_depth, seed_list, seed_list)
+    USING p_seeds;
+END
+$$;
