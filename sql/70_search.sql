@@ -68,13 +68,12 @@ DECLARE
                              ARRAY['facts', 'entities', 'communities', 'episodes']);
     methods text[] := coalesce(NULLIF(ARRAY(SELECT jsonb_array_elements_text(p_opts->'methods')), '{}'),
                                ARRAY['cosine', 'fulltext']);
-    bm25 boolean := pgmemory.setting('text_search') #>> '{}' = 'bm25';
     as_of timestamptz := (p_opts->>'as_of')::timestamptz;
     known_at timestamptz := (p_opts->>'known_at')::timestamptz;
     include_invalid boolean := coalesce((p_opts->>'include_invalidated')::boolean, false);
     include_superseded boolean := coalesce((p_opts->>'include_superseded')::boolean, false);
     relations text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'relation_types'));
-    labels text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'labels'));
+    want_labels text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'labels'));
     -- valid_at, invalid_at, created_at, expired_at ranges: [from, to] each (NULL = open)
     bounds timestamptz[] := ARRAY[
         (p_opts->>'valid_at_from')::timestamptz, (p_opts->>'valid_at_to')::timestamptz,
@@ -112,19 +111,10 @@ BEGIN
              LIMIT k) c
     ),
     fact_text AS (
-        SELECT c.version_id, row_number() OVER (ORDER BY c.s DESC)::integer AS r FROM (
-            SELECT f.version_id,
-                   CASE WHEN bm25 THEN -(f.fact <@> to_bm25query(p_query, 'pgmemory.facts_bm25'))
-                        ELSE ts_rank_cd(f.tsv, tq) END AS s
-              FROM pgmemory.facts f
-             WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods)
-               AND f.group_id = ANY (p_groups)
-               AND (bm25 OR f.tsv @@ tq)
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds)
-             ORDER BY 2 DESC
-             LIMIT k) c
-         WHERE c.s > 0
+        SELECT h.version_id, row_number() OVER (ORDER BY h.score DESC, h.version_id)::integer AS r
+          FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded,
+                                       relations, bounds) h
+         WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
     ),
     reach AS MATERIALIZED (
         SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at) b
@@ -155,30 +145,21 @@ BEGIN
              WHERE 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                AND e.group_id = ANY (p_groups)
                AND (known_at IS NULL OR e.created_at <= known_at)
-               AND (cardinality(labels) = 0 OR e.labels && labels)
+               AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
              ORDER BY e.name_embedding <=> p_embedding
              LIMIT k) c
     ),
     ent_text AS (
-        SELECT c.id, row_number() OVER (ORDER BY c.s DESC)::integer AS r FROM (
-            SELECT e.id,
-                   CASE WHEN bm25 THEN -(e.name <@> to_bm25query(p_query, 'pgmemory.entities_bm25'))
-                        ELSE ts_rank_cd(e.tsv, tq) END AS s
-              FROM pgmemory.entities e
-             WHERE 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods)
-               AND e.group_id = ANY (p_groups) AND (bm25 OR e.tsv @@ tq)
-               AND (known_at IS NULL OR e.created_at <= known_at)
-               AND (cardinality(labels) = 0 OR e.labels && labels)
-             ORDER BY 2 DESC
-             LIMIT k) c
-         WHERE c.s > 0
+        SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
+          FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+         WHERE 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
     ),
     ent_bfs AS (
         SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
           FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
          WHERE 'entities' = ANY (kinds)
            AND (known_at IS NULL OR e.created_at <= known_at)
-           AND (cardinality(labels) = 0 OR e.labels && labels)
+           AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
          LIMIT k
     ),
     ent_hits AS (
@@ -214,17 +195,9 @@ BEGIN
                    AND (as_of IS NULL OR ep.valid_at <= as_of)
                  ORDER BY ep.embedding <=> p_embedding LIMIT k) c
             UNION ALL
-            SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
-                SELECT ep.id,
-                       CASE WHEN bm25 THEN -(ep.content <@> to_bm25query(p_query, 'pgmemory.episodes_bm25'))
-                            ELSE ts_rank_cd(ep.tsv, tq) END AS s
-                  FROM pgmemory.episodes ep
-                 WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods)
-                   AND ep.group_id = ANY (p_groups) AND (bm25 OR ep.tsv @@ tq)
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                 ORDER BY 2 DESC LIMIT k) c
-             WHERE c.s > 0) h
+            SELECT h.id, 'fulltext', row_number() OVER (ORDER BY h.score DESC, h.id)::integer
+              FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+             WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0) h
          GROUP BY h.id
     )
     SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(

@@ -103,13 +103,17 @@ def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | Non
     return done
 
 
+def apply_sql_file(conn: psycopg.Connection, path: Path) -> None:
+    """Re-apply one file of stored functions and views (CREATE OR REPLACE)."""
+    try:
+        conn.execute(path.read_text())
+    except psycopg.Error as exc:
+        raise MigrationError(f"{path.relative_to(ROOT)} failed: {exc}") from exc
+
+
 def apply_sql_dir(conn: psycopg.Connection, directory: Path) -> list[str]:
-    """Re-apply the stored functions and views of one sql/ directory (CREATE OR REPLACE)."""
-    applied = []
-    for path in sorted(directory.glob("*.sql")):
-        try:
-            conn.execute(path.read_text())
-        except psycopg.Error as exc:
-            raise MigrationError(f"{path.relative_to(ROOT)} failed: {exc}") from exc
-        applied.append(path.name)
-    return applied
+    """Re-apply every file of one sql/ directory, in name order."""
+    paths = sorted(directory.glob("*.sql"))
+    for path in paths:
+        apply_sql_file(conn, path)
+    return [p.name for p in paths]

@@ -22,7 +22,6 @@ BM25_INDEXES = {
     "facts_bm25": ("facts", "fact"),
     "episodes_bm25": ("episodes", "content"),
     "entities_bm25": ("entities", "name"),
-    "communities_bm25": ("communities", "name"),
 }
 
 
@@ -91,6 +90,7 @@ def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
             migrate.apply_sql_dir(conn, migrate.SQL_DIR / "age")
         if use_bm25:
             _ensure_bm25_indexes(conn)
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / ("bm25.sql" if use_bm25 else "tsvector.sql"))
         graph_mode = "age" if use_age else "sql"
         text_search = "bm25" if use_bm25 else "tsvector"
         _put_setting(conn, "graph_mode", graph_mode)

@@ -1,0 +1,225 @@
+"""Search: each method, both time axes, filters, rerankers, BFS engines, bad input."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from pgmemory import InvalidInput, Memory, SearchConfig, SearchFilters
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.search import rerank
+from pgmemory.search.types import FactHit
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+@pytest.fixture
+async def memory(db_dsn):
+    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield m
+    await m.close()
+
+
+async def ingest(memory, group, items):
+    known = []
+    for day, actor, text in items:
+        await memory.add_episode(group, text, actor=actor, reference_time=utc(day))
+        async with memory.pool.acquire() as conn:
+            known.append(await conn.fetchval("SELECT clock_timestamp()"))
+        await asyncio.sleep(0.002)
+    return known
+
+
+JOBS = [
+    ("2021-01-10", "Alice", "I work at Acme Corp."),
+    ("2022-06-05", "Alice", "I left Acme Corp last week and now work at Globex."),
+    ("2023-09-01", "Alice", "I joined Initech yesterday."),
+    ("2023-09-02", "Bob", "I live in Oslo and I love skiing."),
+    ("2023-09-03", "Bob", "The secret code word for the party is pineapple."),
+]
+
+
+@pytest.fixture
+async def graph(memory, group):
+    known = await ingest(memory, group, JOBS)
+    return {"group": group, "known": known}
+
+
+def employers(results) -> list[str]:
+    return [f.target for f in results.facts if f.relation == "WORKS_FOR"]
+
+
+@pytest.mark.parametrize("as_of, expected", [
+    ("2021-06-01", "Acme Corp"), ("2022-12-01", "Globex"), ("2024-01-01", "Initech")])
+async def test_as_of_three_valid_times(memory, graph, as_of, expected):
+    results = await memory.search("where does Alice work", group_ids=[graph["group"]],
+                                  filters=SearchFilters(as_of=utc(as_of)))
+    assert employers(results) == [expected]
+
+
+async def test_known_at_two_transaction_times(memory, graph):
+    query, group = "where does Alice work", graph["group"]
+    # After the second episode we believed Globex was her employer "now" (2024).
+    then = await memory.search(query, group_ids=[group],
+                               filters=SearchFilters(as_of=utc("2024-01-01"), known_at=graph["known"][1]))
+    assert employers(then) == ["Globex"]
+    now = await memory.search(query, group_ids=[group], filters=SearchFilters(as_of=utc("2024-01-01")))
+    assert employers(now) == ["Initech"]
+    # Before anything was ingested, nothing was known.
+    before = await memory.search(query, group_ids=[group],
+                                 filters=SearchFilters(known_at=utc("2000-01-01"), as_of=utc("2024-01-01")))
+    assert before.facts == [] and before.entities == [] and before.episodes == []
+
+
+async def test_invalidated_facts_excluded_by_default_included_on_request(memory, graph):
+    group = graph["group"]
+    default = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf")
+    assert employers(default) == ["Initech"]
+    everything = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf",
+                                     filters=SearchFilters(include_invalidated=True))
+    assert set(employers(everything)) == {"Acme Corp", "Globex", "Initech"}
+    ended = {f.target: f.valid_to for f in everything.facts if f.relation == "WORKS_FOR"}
+    assert ended["Acme Corp"] == utc("2022-05-29") and ended["Initech"] is None
+
+
+@pytest.mark.parametrize("method", ["cosine", "fulltext"])
+async def test_each_method_alone_finds_the_fact(memory, graph, method):
+    cfg = SearchConfig(kinds=("facts",), methods=(method,))
+    results = await memory.search("Bob loves skiing", group_ids=[graph["group"]], config=cfg)
+    assert results.facts[0].fact == "Bob loves skiing."
+    assert set(results.facts[0].ranks) == {method}
+
+
+async def test_bfs_from_seed_and_from_recent_episodes(memory, graph):
+    group = graph["group"]
+    async with memory.pool.acquire() as conn:
+        bob = await conn.fetchval("SELECT id FROM pgmemory.entities WHERE group_id = $1 AND name = 'Bob'", group)
+    seeded = await memory.search("anything at all", group_ids=[group],
+                                 config=SearchConfig(kinds=("facts", "entities"), methods=("bfs",), bfs_seeds=(bob,)))
+    assert {f.fact for f in seeded.facts} == {"Bob lives in Oslo.", "Bob loves skiing."}
+    assert {e.name for e in seeded.entities} == {"Bob", "Oslo", "skiing"}
+    recent = await memory.search("anything at all", group_ids=[group],
+                                 config=SearchConfig(kinds=("entities",), methods=("bfs",), bfs_recent_episodes=1))
+    assert {e.name for e in recent.entities} >= {"Bob"}
+
+
+async def test_raw_episodes_are_searchable(memory, graph):
+    results = await memory.search("secret code word pineapple", group_ids=[graph["group"]])
+    assert results.facts == [] or all("pineapple" not in f.fact for f in results.facts)
+    assert results.episodes[0].content == "The secret code word for the party is pineapple."
+
+
+async def test_filters_relation_types_and_labels(memory, graph):
+    group = graph["group"]
+    only_lives = await memory.search("Bob Oslo skiing", group_ids=[group],
+                                     filters=SearchFilters(relation_types=("LIVES_IN",)))
+    assert [f.relation for f in only_lives.facts] == ["LIVES_IN"]
+    places = await memory.search("Oslo Bob", group_ids=[group], filters=SearchFilters(labels=("Place",)))
+    assert [e.name for e in places.entities] == ["Oslo"]
+
+
+async def test_time_range_filters(memory, graph):
+    group = graph["group"]
+    started_2023 = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf",
+                                       filters=SearchFilters(include_invalidated=True,
+                                                             valid_at_from=utc("2023-01-01")))
+    assert employers(started_2023) == ["Initech"]
+    ended_2022 = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf",
+                                     filters=SearchFilters(include_invalidated=True,
+                                                           invalid_at_from=utc("2022-01-01"),
+                                                           invalid_at_to=utc("2022-12-31")))
+    assert employers(ended_2022) == ["Acme Corp"]
+
+
+async def test_hostile_filter_text_is_only_a_value(memory, graph):
+    hostile = "WORKS_FOR'); DROP TABLE pgmemory.facts; --"
+    results = await memory.search("Alice work", group_ids=[graph["group"]],
+                                  filters=SearchFilters(relation_types=(hostile,), labels=(hostile,)))
+    assert results.facts == [] and results.entities == []
+    again = await memory.search("Robert'); DROP TABLE pgmemory.entities; --", group_ids=[graph["group"]])
+    assert isinstance(again.facts, list)
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = $1", graph["group"]) > 0
+
+
+async def test_unknown_group_is_empty(memory):
+    results = await memory.search("anything", group_ids=["no-such-group"])
+    assert (results.facts, results.entities, results.communities, results.episodes) == ([], [], [], [])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(query="   "), "search query is empty"),
+    (dict(query="x" * 4001), "the limit is 4000"),
+    (dict(limit=0), "limit must be an integer between 1 and 100"),
+    (dict(limit=101), "limit must be an integer between 1 and 100"),
+    (dict(config="no_such_recipe"), "unknown search recipe 'no_such_recipe'"),
+    (dict(config=SearchConfig(reranker="magic")), "unknown reranker 'magic'"),
+    (dict(filters=SearchFilters(as_of=datetime(2024, 1, 1))), "as_of .* has no time zone"),
+    (dict(config=SearchConfig(reranker="node_distance")), "needs a centre entity"),
+])
+async def test_bad_search_input(memory, kwargs, message):
+    args = {"query": "hello", "group_ids": ["g"], **kwargs}
+    with pytest.raises(InvalidInput, match=message):
+        await memory.search(args.pop("query"), **args)
+
+
+async def test_context_has_facts_with_date_ranges_and_respects_max_chars(memory, graph):
+    text = await memory.context("where does Alice work", group_ids=[graph["group"]], max_chars=2000)
+    assert "<FACTS>" in text and "<ENTITIES>" in text
+    assert "Alice joined Initech. (Date range: 2023-08-31 00:00 UTC - present)" in text
+    short = await memory.context("where does Alice work", group_ids=[graph["group"]], max_chars=500)
+    assert len(short) <= 500 and "</ENTITIES>" in short
+
+
+async def test_bfs_age_and_sql_agree(memory, graph):
+    group = graph["group"]
+    async with memory.pool.acquire() as conn:
+        ids = [r["id"] for r in await conn.fetch("SELECT id FROM pgmemory.entities WHERE group_id = $1", group)]
+    for depth in (1, 2, 3):
+        for seed in ids:
+            sql = await memory.bfs([seed], group_ids=[group], depth=depth, engine="sql")
+            age = await memory.bfs([seed], group_ids=[group], depth=depth, engine="age")
+            assert sql == age
+        assert await memory.bfs(ids[:3], group_ids=[group], depth=depth, engine="sql") == \
+            await memory.bfs(ids[:3], group_ids=[group], depth=depth, engine="age")
+
+
+async def test_node_distance_and_episode_mentions_rerankers(memory, graph):
+    group = graph["group"]
+    async with memory.pool.acquire() as conn:
+        alice = await conn.fetchval("SELECT id FROM pgmemory.entities WHERE group_id = $1 AND name = 'Alice'", group)
+    near = await memory.search("Oslo skiing Initech", group_ids=[group],
+                               config=SearchConfig(kinds=("entities",), reranker="node_distance", center=alice))
+    distances = [e.distance if e.distance is not None else 99 for e in near.entities]
+    assert distances == sorted(distances) and near.entities[0].name == "Alice"
+    mentioned = await memory.search("Alice Bob", group_ids=[group], config="node_episode_mentions")
+    counts = [e.mentions for e in mentioned.entities]
+    assert counts == sorted(counts, reverse=True)
+
+
+def hit(name: str, ranks: dict[str, int], embedding=None) -> FactHit:
+    return FactHit(id=uuid.uuid5(uuid.NAMESPACE_DNS, name), group_id="g", ranks=ranks, fact=name,
+                   embedding=embedding)
+
+
+def test_rrf_rewards_agreement_between_methods():
+    a, b, c = hit("a", {"cosine": 1}), hit("b", {"cosine": 2, "fulltext": 2}), hit("c", {"fulltext": 1})
+    ranked = rerank.rrf([a, b, c], k=60)
+    assert ranked[0] is b
+    assert ranked[0].score == pytest.approx(2 / 62)
+
+
+def test_mmr_lambda_trades_relevance_for_diversity():
+    q = [1.0, 0.0, 0.0]
+    best = hit("best", {"cosine": 1}, [1.0, 0.0, 0.0])
+    twin = hit("twin", {"cosine": 2}, [0.99, 0.14, 0.0])
+    other = hit("other", {"cosine": 3}, [0.7, 0.0, 0.71])
+    relevance_only = rerank.mmr([best, twin, other], q, lam=1.0)
+    assert [h.fact for h in relevance_only] == ["best", "twin", "other"]
+    diverse = rerank.mmr([best, twin, other], q, lam=0.3)
+    assert [h.fact for h in diverse] == ["best", "other", "twin"]
