@@ -79,7 +79,10 @@ CREATE TABLE pgmemory.facts (
     embedding  vector,
     valid      tstzrange NOT NULL,
     recorded   tstzrange NOT NULL DEFAULT tstzrange(now(), NULL),
-    tsv        tsvector GENERATED ALWAYS AS (to_tsvector('english', fact)) STORED,
+    -- The sentence plus the relation in words ("works for"): what full text searches.
+    search_text text GENERATED ALWAYS AS (fact || ' (' || replace(lower(relation), '_', ' ') || ')') STORED,
+    tsv        tsvector GENERATED ALWAYS AS
+               (to_tsvector('english', fact || ' ' || replace(lower(relation), '_', ' '))) STORED,
     CHECK (source_id <> target_id),
     CHECK (NOT isempty(valid)),
     CHECK (NOT isempty(recorded) AND NOT lower_inf(recorded))

@@ -1,17 +1,72 @@
-"""The README demo: init, doctor, then a bi-temporal round trip printed as an as-of table."""
+"""The README demo: init, doctor, ingest a bundled multi-session conversation offline, then
+search, build the context string, and answer one question at three valid times and two
+transaction times."""
 from __future__ import annotations
 
-import time
-import uuid
+import asyncio
+import json
 from datetime import datetime, timezone
+from importlib import resources
 
-from pgmemory.storage.connect import connect, describe_target, resolve_dsn
+from pgmemory.memory import Memory
+from pgmemory.search.config import SearchFilters
+from pgmemory.surfaces.search_cli import render
 
 GROUP = "pgmemory-demo"
+QUESTION = "Where does Maya work?"
 
 
-def _utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+def sample_sessions() -> list[list[dict]]:
+    """The bundled conversation, split into sessions by episode id prefix."""
+    text = resources.files("pgmemory.data").joinpath("sample_conversation.jsonl").read_text()
+    sessions: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        item = json.loads(line)
+        sessions.setdefault(item["episode_id"].split("-")[0], []).append({**item, "group_id": GROUP})
+    return list(sessions.values())
+
+
+def _utc(day: str) -> datetime:
+    return datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+
+
+async def _employer(memory: Memory, as_of: datetime, known_at: datetime | None) -> str:
+    results = await memory.search(QUESTION, group_ids=[GROUP], limit=5, config="edge_hybrid_rrf",
+                                  filters=SearchFilters(as_of=as_of, known_at=known_at,
+                                                        relation_types=("WORKS_FOR",)))
+    return results.facts[0].target if results.facts else "(nothing known)"
+
+
+async def _run() -> int:
+    async with await Memory.open() as memory:
+        await memory.erase_group(GROUP)
+        known_after: list[datetime] = []
+        print(f"\nIngesting the sample conversation into group {GROUP!r} (offline extractor):")
+        for n, session in enumerate(sample_sessions(), start=1):
+            results = await memory.add_episodes(session)
+            facts = sum(len(r.facts_created) for r in results)
+            ended = sum(r.facts_invalidated for r in results)
+            calls = sum(r.llm_calls for r in results)
+            print(f"  session {n}: {len(session)} episodes, {facts} new facts, {ended} facts ended, "
+                  f"{calls} LLM calls")
+            async with memory.pool.acquire() as conn:
+                known_after.append(await conn.fetchval("SELECT clock_timestamp()"))
+            await asyncio.sleep(0.01)
+
+        print(f"\nSearch: {QUESTION!r}\n")
+        print(render(await memory.search(QUESTION, group_ids=[GROUP], limit=5)))
+        print("\nContext string for the LLM:\n")
+        print(await memory.context(QUESTION, group_ids=[GROUP], limit=5, max_chars=1500))
+
+        print(f"\n{QUESTION} — by valid time T (rows) and what we knew at T' (columns)\n")
+        times = [_utc("2022-06-01"), _utc("2023-06-01"), _utc("2024-06-01")]
+        print(f"  {'T':<12}| {'known after session 2':<24}| {'known now':<24}")
+        print(f"  {'-' * 12}+{'-' * 25}+{'-' * 24}")
+        for t in times:
+            then = await _employer(memory, t, known_after[1])
+            now = await _employer(memory, t, None)
+            print(f"  {t.date()!s:<12}| {then:<24}| {now:<24}")
+    return 0
 
 
 def run_demo() -> int:
@@ -20,42 +75,4 @@ def run_demo() -> int:
 
     if cli(["init"]) != 0 or cli(["doctor"]) != 0:
         return 1
-    dsn = resolve_dsn()
-    print(f"\nBi-temporal round trip on {describe_target(dsn)} (group {GROUP!r})")
-    with connect(dsn) as conn:
-        with conn.transaction():
-            conn.execute("DELETE FROM pgmemory.facts WHERE group_id = %s", (GROUP,))
-            conn.execute("DELETE FROM pgmemory.entities WHERE group_id = %s", (GROUP,))
-            alice, acme = uuid.uuid4(), uuid.uuid4()
-            conn.execute(
-                "INSERT INTO pgmemory.entities (id, group_id, name, labels) VALUES"
-                " (%s, %s, 'Alice', '{Person}'), (%s, %s, 'Acme Corp', '{Organization}')",
-                (alice, GROUP, acme, GROUP))
-            fact = uuid.uuid4()
-            conn.execute(
-                "SELECT pgmemory.record_fact(%s, %s, %s, %s, 'WORKS_FOR', 'Alice works for Acme Corp',"
-                " %s, NULL)", (fact, GROUP, alice, acme, _utc("2020-03-01")))
-        known_first = conn.execute("SELECT lower(recorded) FROM pgmemory.facts WHERE id = %s",
-                                   (fact,)).fetchone()[0]
-        print("  T'1: we learn 'Alice works for Acme Corp since 2020-03-01' (open-ended)")
-        time.sleep(0.01)
-        with conn.transaction():
-            conn.execute("SELECT pgmemory.invalidate_fact(%s, %s)", (fact, _utc("2023-06-30")))
-        known_now = conn.execute("SELECT now()").fetchone()[0]
-        print("  T'2: we learn she left on 2023-06-30: the belief is corrected, not overwritten\n")
-        valid_times = [_utc("2019-06-01"), _utc("2022-01-01"), _utc("2024-01-01")]
-        print(f"  {'valid time T':<14}| {'as known at T1':<16}| {'as known now':<14}")
-        print(f"  {'-' * 14}+{'-' * 17}+{'-' * 14}")
-        for t in valid_times:
-            then = conn.execute("SELECT count(*) FROM pgmemory.facts_as_of(%s, %s, %s)",
-                                (GROUP, t, known_first)).fetchone()[0]
-            now = conn.execute("SELECT count(*) FROM pgmemory.facts_valid_at(%s, %s)",
-                               (GROUP, t)).fetchone()[0]
-            label = lambda n: "works at Acme" if n else "-"  # noqa: E731
-            print(f"  {t.date()!s:<14}| {label(then):<16}| {label(now):<14}")
-        print("\n  Version history (pgmemory.fact_history):")
-        for valid, recorded in conn.execute(
-                "SELECT valid::text, recorded::text FROM pgmemory.fact_history(%s)", (fact,)):
-            print(f"    valid {valid:<58} recorded {recorded}")
-        del known_now
-    return 0
+    return asyncio.run(_run())

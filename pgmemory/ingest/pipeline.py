@@ -15,7 +15,7 @@ from datetime import datetime
 
 import asyncpg
 
-from pgmemory.extract.types import EpisodeInput, Extractor
+from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, resolve_entities
@@ -92,7 +92,7 @@ class Ingestor:
         extraction = await self.extractor.extract(episode, previous, usage,
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
-        sentences = [f.fact for f in extraction.facts]
+        sentences = [fact_embedding_text(f) for f in extraction.facts]
         vectors = await self.embedder.embed(names + sentences + [ep.content[:EPISODE_EMBED_CHARS]])
         name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
         result = EpisodeResult(ep.id, ep.group_id, "done")
@@ -117,6 +117,13 @@ class Ingestor:
                 _fill(result, resolved, plan, usage)
                 result.db_seconds = db_time + (time.perf_counter() - t0) - llm_inside
         return result
+
+
+def fact_embedding_text(fact: ExtractedFact) -> str:
+    """What a fact's embedding is computed from: its sentence plus the relation in words, so
+    questions phrased by relation ("where does X work") find sentences that do not say it."""
+    relation = fact.relation.lower().replace("_", " ")
+    return f"{fact.fact} ({fact.source} {relation} {fact.target})"
 
 
 async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:

@@ -19,7 +19,7 @@ VERTEX_LABELS = ("Entity", "Episode", "Community")
 EDGE_LABELS = ("RELATES_TO", "MENTIONS", "HAS_MEMBER")
 # Texts searched by BM25 when pg_textsearch is present (tsvector GIN otherwise).
 BM25_INDEXES = {
-    "facts_bm25": ("facts", "fact"),
+    "facts_bm25": ("facts", "search_text"),
     "episodes_bm25": ("episodes", "content"),
     "entities_bm25": ("entities", "name"),
 }

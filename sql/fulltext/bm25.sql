@@ -7,12 +7,12 @@ CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
-    SELECT f.version_id, -(f.fact <@> to_bm25query(p_query, 'pgmemory.facts_bm25'))
+    SELECT f.version_id, -(f.search_text <@> to_bm25query(p_query, 'pgmemory.facts_bm25'))
       FROM pgmemory.facts f
      WHERE f.group_id = ANY (p_groups)
        AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
                                  p_superseded, p_relations, p_bounds)
-     ORDER BY f.fact <@> to_bm25query(p_query, 'pgmemory.facts_bm25') LIMIT p_k
+     ORDER BY f.search_text <@> to_bm25query(p_query, 'pgmemory.facts_bm25') LIMIT p_k
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
