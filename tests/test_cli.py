@@ -1,0 +1,77 @@
+"""The CLI's ingest, search and maintenance commands, run as a user would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+
+def run_cli(*args: str, dsn: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *args], input=stdin,
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def write_jsonl(path, group, lines):
+    path.write_text("\n".join(json.dumps({"group_id": group, **line}) for line in lines) + "\n")
+
+
+def test_ingest_search_delete_erase(db_dsn, group, tmp_path):
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [
+        {"content": "I work at Acme Corp.", "actor": "Zoe", "reference_time": "2023-01-01T00:00:00Z",
+         "episode_id": "z1"},
+        {"content": "I left Acme Corp and now work at Globex.", "actor": "Zoe",
+         "reference_time": "2024-01-01T00:00:00Z", "episode_id": "z2"},
+    ])
+    result = run_cli("ingest", str(data), dsn=db_dsn)
+    assert result.returncode == 0, result.stderr
+    assert "2 ingested, 0 already present, 0 failed" in result.stdout
+    again = run_cli("ingest", str(data), dsn=db_dsn)
+    assert "0 ingested, 2 already present" in again.stdout
+
+    table = run_cli("search", "where does Zoe work", "--group", group, dsn=db_dsn)
+    assert table.returncode == 0, table.stderr
+    assert "Zoe works for Globex." in table.stdout and "FACTS" in table.stdout
+    past = run_cli("search", "where does Zoe work", "--group", group, "--as-of", "2023-06-01T00:00:00Z",
+                   "--json", dsn=db_dsn)
+    payload = json.loads(past.stdout)
+    assert set(payload) == {"facts", "entities", "communities", "episodes"}
+    assert [f["target"] for f in payload["facts"] if f["relation"] == "WORKS_FOR"] == ["Acme Corp"]
+
+    deleted = run_cli("delete-episode", "z2", "--group", group, dsn=db_dsn)
+    assert deleted.returncode == 0 and "deleted episode z2" in deleted.stdout
+    erased = run_cli("erase-group", group, dsn=db_dsn)
+    assert "1 episodes" in erased.stdout
+
+
+def test_ingest_names_the_bad_line_and_writes_nothing(db_dsn, group, tmp_path):
+    data = tmp_path / "bad.jsonl"
+    data.write_text(json.dumps({"group_id": group, "content": "I live in Oslo.", "actor": "Kim",
+                                "reference_time": "2024-01-01T00:00:00Z"}) + "\n{broken\n")
+    result = run_cli("ingest", str(data), dsn=db_dsn)
+    assert result.returncode == 2
+    assert "line 2: not valid JSON" in result.stderr and "Traceback" not in result.stderr
+    naive = tmp_path / "naive.jsonl"
+    write_jsonl(naive, group, [{"content": "I live in Oslo.", "reference_time": "2024-01-01T00:00:00"}])
+    result = run_cli("ingest", str(naive), dsn=db_dsn)
+    assert result.returncode == 2 and "episode 1: reference_time" in result.stderr
+    search = run_cli("search", "Oslo", "--group", group, "--json", dsn=db_dsn)
+    assert json.loads(search.stdout)["episodes"] == []
+
+
+def test_search_bad_input_is_one_line(db_dsn):
+    result = run_cli("search", "   ", "--group", "g", dsn=db_dsn)
+    assert result.returncode == 2 and "search query is empty" in result.stderr
+    result = run_cli("search", "x", "--group", "g", "--as-of", "2024-01-01", dsn=db_dsn)
+    assert result.returncode == 2 and "--as-of 2024-01-01T00:00:00 has no time zone" in result.stderr
+    result = run_cli("search", "x", "--group", "g", "--recipe", "nope", dsn=db_dsn)
+    assert result.returncode == 2 and "unknown search recipe 'nope'" in result.stderr
+
+
+def test_retry_with_nothing_to_do(db_dsn):
+    result = run_cli("retry", "--group", "no-such-group", dsn=db_dsn)
+    assert result.returncode == 0 and "0 ingested" in result.stdout
