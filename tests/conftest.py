@@ -8,8 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgmemory.storage.connect import resolve_dsn
 from pgmemory.config import Settings
+from pgmemory.storage.connect import resolve_dsn
 from pgmemory.storage.setup import init_database
 from tests.servers import BareServer, create_database, drop_database, ensure_server_user
 
@@ -48,6 +48,30 @@ def conn(db_dsn):
     """A psycopg connection to the initialised database."""
     with psycopg.connect(db_dsn) as c:
         yield c
+
+
+@pytest.fixture
+async def memory(db_dsn):
+    """A Memory on the initialised database with the offline extractor and the hash embedder."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield m
+    await m.close()
+
+
+@pytest.fixture
+def fake_openai():
+    """A local fake OpenAI-compatible server (tests/fake_openai.py), stopped after the test."""
+    from tests.fake_openai import FakeOpenAI
+
+    server = FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

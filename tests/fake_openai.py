@@ -3,7 +3,8 @@
 Serves POST /v1/chat/completions and /v1/embeddings on 127.0.0.1 (ephemeral port) from a
 thread, one handler thread per request. Each request pops the next scripted item from the
 queue of its endpoint; an exhausted queue answers HTTP 400 so a test bug fails loudly
-instead of being retried. Every request body is recorded, and the peak number of requests
+instead of being retried, unless a ``responder`` is set: it then answers chat requests
+whose queue is empty (benchmarks use it as a zero-latency scripted model). Every request body is recorded, and the peak number of requests
 in flight is tracked so concurrency limits can be checked.
 
 Use the ``fake_openai`` fixture (import it into the test module) or FakeOpenAI.start()/stop().
@@ -15,12 +16,10 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
-
-import pytest
 
 
 @dataclass(frozen=True)
@@ -80,11 +79,16 @@ class Recorded:
 
 @dataclass
 class FakeOpenAI:
-    """The server; ``base_url`` (…/v1) is what clients are pointed at."""
+    """The server; ``base_url`` (…/v1) is what clients are pointed at.
+
+    ``responder``, if given, is called with the request body of a chat request that finds
+    the scripted queue empty, from the handler thread, and returns the Item to answer.
+    """
 
     host: str = "127.0.0.1"
     requests: list[Recorded] = field(default_factory=list)
     max_in_flight: int = 0
+    responder: Callable[[dict[str, Any]], Item] | None = None
 
     def __post_init__(self) -> None:
         self._queues: dict[str, deque[Item]] = {"chat": deque(), "embeddings": deque()}
@@ -191,6 +195,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.path.endswith("/chat/completions"):
                 item = self.fake._next("chat")
+                if item is None and self.fake.responder is not None and isinstance(body, dict):
+                    item = self.fake.responder(body)
             elif self.path.endswith("/embeddings"):
                 item = self.fake._next("embeddings")
             else:
@@ -244,13 +250,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    """A started FakeOpenAI, stopped after the test."""
-    server = FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        server.stop()

@@ -9,7 +9,7 @@ from pgmemory import IngestError, Memory
 from pgmemory.extract.llm import LLMExtractor
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.providers.llm import LLMClient
-from tests.fake_openai import BrokenJSON, Delay, Status, fake_openai  # noqa: F401  (fixture)
+from tests.fake_openai import BrokenJSON, Delay, Status
 
 REF = datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
 TEXT = "I left Tencent last week and now work at OpenAI."
@@ -35,7 +35,7 @@ def extraction_reply() -> dict:
 
 
 @pytest.fixture
-async def llm_memory(db_dsn, fake_openai):  # noqa: F811
+async def llm_memory(db_dsn, fake_openai):
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=0.5,
                        max_retries=2, base_delay=0.01)
     m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
@@ -56,7 +56,7 @@ async def counts(memory, group):
                 for t in ("entities", "facts", "episode_mentions", "fact_episodes")}
 
 
-async def test_normal_episode_one_call(llm_memory, fake_openai, group):  # noqa: F811
+async def test_normal_episode_one_call(llm_memory, fake_openai, group):
     fake_openai.script(extraction_reply())
     result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     assert result.llm_calls == 1 and result.prompt_tokens == 10 and result.completion_tokens == 5
@@ -74,7 +74,7 @@ async def test_normal_episode_one_call(llm_memory, fake_openai, group):  # noqa:
     assert summary == "Alice's employer."
 
 
-async def test_second_episode_judges_facts_in_one_call(llm_memory, fake_openai, group):  # noqa: F811
+async def test_second_episode_judges_facts_in_one_call(llm_memory, fake_openai, group):
     fake_openai.script(extraction_reply())
     await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     later = {"entities": [{"name": "Alice"}, {"name": "Anthropic"}], "facts": [
@@ -90,19 +90,19 @@ async def test_second_episode_judges_facts_in_one_call(llm_memory, fake_openai, 
             datetime(2024, 3, 1, tzinfo=timezone.utc)) in facts
 
 
-async def test_429_then_success(llm_memory, fake_openai, group):  # noqa: F811
+async def test_429_then_success(llm_memory, fake_openai, group):
     fake_openai.script(Status(429), extraction_reply())
     result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     assert result.llm_calls == 2 and len(result.facts_created) == 2
 
 
-async def test_broken_json_then_success(llm_memory, fake_openai, group):  # noqa: F811
+async def test_broken_json_then_success(llm_memory, fake_openai, group):
     fake_openai.script(BrokenJSON(), extraction_reply())
     result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     assert result.llm_calls == 2 and result.prompt_tokens == 20 and len(result.facts_created) == 2
 
 
-async def test_timeouts_exhaust_retries_then_retry_succeeds(llm_memory, fake_openai, group):  # noqa: F811
+async def test_timeouts_exhaust_retries_then_retry_succeeds(llm_memory, fake_openai, group):
     fake_openai.script(*[Delay(2.0, extraction_reply()) for _ in range(3)])
     with pytest.raises(IngestError, match="failed after 3 attempts") as info:
         await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="ep-1")
@@ -118,7 +118,7 @@ async def test_timeouts_exhaust_retries_then_retry_succeeds(llm_memory, fake_ope
     assert (await counts(llm_memory, group))["facts"] == 2
 
 
-async def test_failure_inside_the_transaction_leaves_nothing(llm_memory, fake_openai, group):  # noqa: F811
+async def test_failure_inside_the_transaction_leaves_nothing(llm_memory, fake_openai, group):
     fake_openai.script(extraction_reply())
     await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     before = await counts(llm_memory, group)

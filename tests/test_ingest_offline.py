@@ -2,24 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 
-from pgmemory import InvalidInput, Memory
-from pgmemory.extract.rules import RuleExtractor
-from pgmemory.providers.embedder import HashEmbedder
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
-
-
-@pytest.fixture
-async def memory(db_dsn):
-    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
-    yield m
-    await m.close()
+from pgmemory import InvalidInput
+from tests.support import utc
 
 
 async def now(memory) -> datetime:

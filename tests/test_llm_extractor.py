@@ -9,7 +9,6 @@ from typing import Any
 import pydantic
 import pytest
 
-from tests.fake_openai import FakeOpenAI, Status, fake_openai  # noqa: F401
 from pgmemory.extract.llm import LLMExtractor, normalize_relation, parse_datetime
 from pgmemory.extract.prompts import ExtractionReply
 from pgmemory.extract.types import (
@@ -23,6 +22,7 @@ from pgmemory.extract.types import (
     FactQuestion,
 )
 from pgmemory.providers.llm import LLMClient, Usage
+from tests.fake_openai import FakeOpenAI, Status
 
 UTC = timezone.utc
 REF = datetime(2024, 1, 15, 10, 0, tzinfo=UTC)

@@ -8,7 +8,6 @@ import sys
 import pydantic
 import pytest
 
-from tests.fake_openai import BrokenJSON, Delay, FakeOpenAI, Reply, Status, Vectors, fake_openai  # noqa: F401
 from pgmemory.providers.embedder import (
     Embedder,
     EmbeddingError,
@@ -19,6 +18,7 @@ from pgmemory.providers.embedder import (
 )
 from pgmemory.providers.llm import LLMClient, LLMError, Usage
 from pgmemory.providers.tokens import count_tokens, tokenizer_name
+from tests.fake_openai import BrokenJSON, Delay, FakeOpenAI, Reply, Status, Vectors
 
 
 class Person(pydantic.BaseModel):

@@ -3,26 +3,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 
-from pgmemory import InvalidInput, Memory, SearchConfig, SearchFilters
-from pgmemory.extract.rules import RuleExtractor
-from pgmemory.providers.embedder import HashEmbedder
+from pgmemory import InvalidInput, SearchConfig, SearchFilters
 from pgmemory.search import rerank
 from pgmemory.search.types import FactHit
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
-
-
-@pytest.fixture
-async def memory(db_dsn):
-    m = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
-    yield m
-    await m.close()
+from tests.support import utc
 
 
 async def ingest(memory, group, items):

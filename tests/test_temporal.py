@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 
 import psycopg
 import pytest
 
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+from tests.support import utc
 
 
 def make_entities(conn, group, *names):
