@@ -63,6 +63,18 @@ async def memory(db_dsn):
 
 
 @pytest.fixture
+def memory_sync_factory(db_dsn):
+    """Open SyncMemory objects on the initialised database (hash embedder unless given)."""
+    from pgmemory import SyncMemory
+    from pgmemory.providers.embedder import HashEmbedder
+
+    def open_memory(**options):
+        options.setdefault("embedder", HashEmbedder())
+        return SyncMemory(db_dsn, **options)
+    return open_memory
+
+
+@pytest.fixture
 def fake_openai():
     """A local fake OpenAI-compatible server (tests/fake_openai.py), stopped after the test."""
     from tests.fake_openai import FakeOpenAI

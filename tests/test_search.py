@@ -211,3 +211,25 @@ def test_mmr_lambda_trades_relevance_for_diversity():
     assert [h.fact for h in relevance_only] == ["best", "twin", "other"]
     diverse = rerank.mmr([best, twin, other], q, lam=0.3)
     assert [h.fact for h in diverse] == ["best", "other", "twin"]
+
+
+async def test_cross_encoder_reranks_by_its_scores(memory, graph, fake_openai):
+    from pgmemory.providers.llm import LLMClient
+    from pgmemory.providers.reranker import LLMCrossEncoder
+
+    memory.cross_encoder = LLMCrossEncoder(LLMClient(base_url=fake_openai.base_url, api_key="t", model="m"))
+    cfg = SearchConfig(kinds=("facts",), reranker="cross_encoder")
+    fused = await memory.search("Bob", group_ids=[graph["group"]], config="edge_hybrid_rrf")
+    n = len(fused.facts)
+    fake_openai.script({"scores": [{"id": f"P{i}", "score": float(i)} for i in range(n)]})
+    reranked = await memory.search("Bob", group_ids=[graph["group"]], config=cfg)
+    assert [f.fact for f in reranked.facts] == [f.fact for f in reversed(fused.facts)]
+    assert reranked.facts[0].scores["cross_encoder"] == n - 1
+    assert "QUERY: Bob" in str(fake_openai.requests[0].body["messages"])
+
+
+async def test_cross_encoder_without_a_provider_is_a_clear_error(memory, monkeypatch):
+    for name in ("PGMEMORY_LLM_BASE_URL", "PGMEMORY_LLM_API_KEY", "OPENAI_API_KEY", "PGMEMORY_CROSS_ENCODER"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(InvalidInput, match="cross_encoder reranker needs a provider"):
+        await memory.search("Bob", group_ids=["g"], config="combined_cross_encoder")

@@ -6,9 +6,13 @@ processes share one server; pgserver serialises start-up with a file lock.
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import psycopg
+
+from pgmemory.errors import DatabaseUnavailable
 
 # Tuning for a memory workload on a small machine; applied once per data dir.
 # Settings marked restart=True take effect after the one restart we do then.
@@ -32,10 +36,29 @@ def embedded_dsn(data_dir: Path) -> str:
     import pgserver
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode=None)
+    server = _start(data_dir)
     dsn = server.get_uri()
     _tune_once(server, dsn)
     return dsn
+
+
+def _start(data_dir: Path, attempts: int = 3):
+    """Start or reuse the server. pg_ctl's 10 s wait can expire on a loaded machine while the
+    server is in fact coming up: forget the half-made handle and look again."""
+    import pgserver
+    from pgserver.postgres_server import PostgresServer
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return pgserver.get_server(data_dir, cleanup_mode=None)
+        except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
+            PostgresServer._instances.pop(data_dir.resolve(), None)
+            if attempt == attempts:
+                raise DatabaseUnavailable(
+                    f"the embedded Postgres in {data_dir} did not start ({type(exc).__name__}); "
+                    f"its log is {data_dir / 'log'}") from None
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
 
 
 def _tune_once(server, dsn: str) -> None:
