@@ -1,2 +1,2 @@
-"""Evaluation helpers: benchmark readers (LoCoMo, LongMemEval), metric arithmetic and
-non-graph retrieval baselines (BM25, dense) to compare pgmemory against."""
+"""Evaluation: benchmark readers (LoCoMo, LongMemEval), metric arithmetic, non-graph retrieval
+baselines (BM25, dense) and the `pgmemory eval` harness (ingest, retrieve, answer, judge, report)."""

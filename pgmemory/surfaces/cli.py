@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 
 from pgmemory.errors import PgMemoryError
 from pgmemory.storage.connect import connect, describe_target, resolve_dsn
@@ -92,6 +93,57 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pgmemory.eval.harness import EvalOptions, run_cli
+    from pgmemory.eval.readers import EvalFormatError
+    from pgmemory.providers.llm import ProviderError
+
+    only = tuple(i.strip() for i in (args.only or "").split(",") if i.strip())
+    options = EvalOptions(benchmark=args.benchmark, path=Path(args.path), output=Path(args.output),
+                          only=only, recipe=args.recipe, k=args.k, concurrency=args.concurrency)
+    try:
+        return asyncio.run(run_cli(options))
+    except EvalFormatError as exc:
+        print(f"pgmemory: error: {exc}", file=sys.stderr)
+        return 2
+    except ProviderError as exc:
+        print(f"pgmemory: error: {exc}; finished conversations are kept in {args.output}/partial, "
+              "run the same command again to resume", file=sys.stderr)
+        return 1
+
+
+def _bounded(high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not 1 <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between 1 and {high}, got {value}")
+        return value
+    return parse
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    from pgmemory.search.config import MAX_LIMIT, RECIPES
+
+    p = sub.add_parser("eval", help="evaluate retrieval (and QA, with an LLM) on LoCoMo or LongMemEval")
+    benchmarks = p.add_subparsers(dest="benchmark", required=True)
+    for name, flag, what in (("locomo", "--conversations", "LoCoMo sample ids, e.g. conv-26,conv-30"),
+                             ("longmemeval", "--questions", "LongMemEval question ids")):
+        b = benchmarks.add_parser(name, help=f"run on a {name} JSON file")
+        b.add_argument("path", help=f"the benchmark file in the official {name} JSON format")
+        b.add_argument(flag, dest="only", metavar="IDS", help=f"only these, comma-separated: {what} (default: all)")
+        b.add_argument("--output", default="eval-out", help="results directory (default ./eval-out)")
+        b.add_argument("--recipe", default="combined_hybrid_rrf", choices=sorted(RECIPES),
+                       help="search recipe (default combined_hybrid_rrf)")
+        b.add_argument("--k", type=_bounded(MAX_LIMIT), default=10,
+                       help="results per kind in the QA context (default 10); "
+                            "recall is always reported at 5, 10 and 20")
+        b.add_argument("--concurrency", type=_bounded(64), default=4,
+                       help="conversations evaluated at once (default 4; 1 for undisturbed latency)")
+        b.set_defaults(func=_cmd_eval)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="pgmemory", description=__doc__)
@@ -127,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
     p.set_defaults(func=_cmd_erase_group)
+    _add_eval(sub)
     return parser
 
 

@@ -1,0 +1,200 @@
+"""report.md with tables and matplotlib plots (PNG) from a results.json document."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pgmemory.eval.metrics import DEFAULT_KS
+
+LABELS = {"pgmemory": "pgmemory", "bm25": "BM25 (turns)", "dense": "dense (turns)",
+          "full_context": "full context"}
+RECALL_PLOT = "recall_by_category.png"
+LATENCY_PLOT = "latency.png"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _groups(system: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("overall", system["overall"]), *system["by_category"].items()]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def retrieval_table(results: dict[str, Any]) -> list[str]:
+    """Recall@k per category, pgmemory next to each turn baseline (percent of gold turns found)."""
+    systems = [s for s in ("pgmemory", "bm25", "dense") if s in results["systems"]]
+    header = ["category", "questions with evidence"] + [
+        f"{LABELS[s]} R@{k}" for s in systems for k in DEFAULT_KS]
+    rows = []
+    for name, group in _groups(results["systems"]["pgmemory"]):
+        stats = [results["systems"][s]["overall"] if name == "overall"
+                 else results["systems"][s]["by_category"].get(name, {}) for s in systems]
+        rows.append([name, str(group["n_with_gold"])]
+                    + [_pct(st.get(f"recall@{k}")) for st in stats for k in DEFAULT_KS])
+    return _table(header, rows)
+
+
+def context_table(results: dict[str, Any]) -> list[str]:
+    """Mean context size per system (and pgmemory's search latency), over all questions."""
+    rows = []
+    for system, summary in results["systems"].items():
+        o = summary["overall"]
+        rows.append([LABELS[system], _num(o.get("context_chars")), _num(o.get("context_tokens")),
+                     _num(o.get("search_p50_ms"), 1), _num(o.get("search_p95_ms"), 1)])
+    return _table(["system", "context chars", "context tokens", "search p50 ms", "search p95 ms"], rows)
+
+
+def qa_table(results: dict[str, Any]) -> list[str]:
+    """Accuracy, latency p50/p95 (search + answer) and context tokens per category: the Zep paper's columns."""
+    systems = [s for s in ("pgmemory", "full_context") if "accuracy" in results["systems"].get(s, {}).get(
+        "overall", {})]
+    header = ["category", "questions"] + [
+        f"{LABELS[s]} {col}" for s in systems
+        for col in ("accuracy %", "latency p50 s", "latency p95 s", "context tokens")]
+    rows = []
+    for name, group in _groups(results["systems"][systems[0]]):
+        cells = [name, str(group["n"])]
+        for s in systems:
+            st = results["systems"][s]["overall"] if name == "overall" \
+                else results["systems"][s]["by_category"].get(name, {})
+            cells += [_pct(st.get("accuracy")),
+                      _num(None if st.get("latency_p50_ms") is None else st["latency_p50_ms"] / 1000, 2),
+                      _num(None if st.get("latency_p95_ms") is None else st["latency_p95_ms"] / 1000, 2),
+                      _num(st.get("context_tokens"))]
+        rows.append(cells)
+    return _table(header, rows)
+
+
+def ingest_table(results: dict[str, Any]) -> list[str]:
+    """Per conversation: turns ingested, whether the group was reused, failures, time and LLM cost."""
+    rows = [[cid, str(c["ingest"]["episodes"]), "yes" if c["ingest"]["reused"] else "no",
+             str(c["ingest"]["failed"]), _num(c["ingest"]["seconds"], 1), str(c["ingest"]["llm_calls"]),
+             str(c["ingest"]["tokens"])] for cid, c in results["conversations"].items()]
+    return _table(["conversation", "turns", "reused", "failed", "seconds", "LLM calls", "tokens"], rows)
+
+
+def plot_recall(results: dict[str, Any], path: Path) -> None:
+    """Grouped bars: recall@k per category for pgmemory and the turn baselines, one panel per k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = [s for s in ("pgmemory", "bm25", "dense") if s in results["systems"]]
+    names = [name for name, _ in _groups(results["systems"]["pgmemory"])]
+    fig, axes = plt.subplots(1, len(DEFAULT_KS), figsize=(5 * len(DEFAULT_KS), 4.2), sharey=True)
+    width = 0.8 / len(systems)
+    for ax, k in zip(axes, DEFAULT_KS):
+        for i, system in enumerate(systems):
+            summary = results["systems"][system]
+            values = [(summary["overall"] if n == "overall" else summary["by_category"].get(n, {}))
+                      .get(f"recall@{k}") for n in names]
+            xs = [j + (i - (len(systems) - 1) / 2) * width for j in range(len(names))]
+            ax.bar(xs, [0 if v is None else 100 * v for v in values], width, label=LABELS[system])
+        ax.set_title(f"recall@{k}")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+        ax.set_ylim(0, 100)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("% of gold evidence turns retrieved")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(results: dict[str, Any], path: Path) -> None:
+    """Histograms of pgmemory search latency and, with QA, search+answer latency per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["questions"]
+    series = {"pgmemory search": [r["systems"]["pgmemory"]["search_ms"] for r in rows]}
+    for system in ("pgmemory", "full_context"):
+        values = [r["systems"][system]["latency_ms"] for r in rows
+                  if r["systems"].get(system, {}).get("latency_ms") is not None]
+        if values:
+            series[f"{LABELS[system]} search+answer"] = values
+    fig, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 3.8), squeeze=False)
+    for ax, (name, values) in zip(axes[0], series.items()):
+        ax.hist(values, bins=40)
+        ax.set_title(name)
+        ax.set_xlabel("ms")
+        ax.set_ylabel("questions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report_markdown(results: dict[str, Any]) -> str:
+    """The Markdown report: settings, retrieval recall, context size, QA accuracy, ingestion."""
+    s = results["settings"]
+    n_questions = len(results["questions"])
+    lines = [
+        f"# pgmemory eval: {s['benchmark']} ({s['file']})",
+        "",
+        (f"{len(results['conversations'])} conversations, {n_questions} questions. Search recipe "
+         f"`{s['recipe']}`, context limit k = {s['k']}; {s['build'].strip('[]')}; "
+         f"tokens counted with {s['tokenizer']}."),
+        "",
+        "## Retrieval: recall of the gold evidence turns (%)",
+        "",
+        ("pgmemory's ranked turns are its episode hits and the source episodes of its fact hits, "
+         "interleaved by rank. Baselines rank the turns as \"speaker: text\" (BM25; dense with "
+         "pgmemory's embedder)."),
+        "",
+        *retrieval_table(results),
+        "",
+        f"![recall@k per category]({RECALL_PLOT})",
+        "",
+        "## Context size and search latency (mean per question)",
+        "",
+        "pgmemory: the `Memory.context` string; baselines: their top-k turns; full context: every turn.",
+        "",
+        *context_table(results),
+        "",
+        "## QA accuracy (LLM judge)",
+        "",
+    ]
+    qa = results["qa"]
+    if qa["enabled"]:
+        usage = qa["llm_usage"]
+        lines += [(f"Answer and judge model: {s['llm']}; {usage['calls']} calls, "
+                   f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens."), "",
+                  *qa_table(results), ""]
+    else:
+        lines += [qa["skipped_reason"], ""]
+    lines += [f"![latency distribution]({LATENCY_PLOT})", "", "## Ingestion", "", *ingest_table(results), ""]
+    return "\n".join(lines)
+
+
+def write_report(results: dict[str, Any], output: Path) -> None:
+    """Write report.md and its two plots into the output directory."""
+    output.mkdir(parents=True, exist_ok=True)
+    if results["questions"]:
+        plot_recall(results, output / RECALL_PLOT)
+        plot_latency(results, output / LATENCY_PLOT)
+    (output / "report.md").write_text(report_markdown(results), encoding="utf-8")
+
+
+def summary_lines(results: dict[str, Any]) -> list[str]:
+    """A few lines for the terminal: overall recall per system and accuracy when judged."""
+    lines = []
+    for system, summary in results["systems"].items():
+        o = summary["overall"]
+        parts = [f"R@{k} {_pct(o[f'recall@{k}'])}" for k in DEFAULT_KS if f"recall@{k}" in o]
+        if "accuracy" in o:
+            parts.append(f"accuracy {_pct(o['accuracy'])}")
+        parts.append(f"context {_num(o.get('context_tokens'))} tokens")
+        lines.append(f"{LABELS[system]:<15} " + ", ".join(parts))
+    return lines

@@ -1,0 +1,238 @@
+"""The eval harness end to end on a real Postgres (hash embedder, offline extractor): retrieval
+metrics, resume, QA with a scripted LLM, bad input."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pgmemory.eval import harness
+from pgmemory.eval.harness import QA_SKIPPED, EvalOptions, load_conversations, run_eval
+from pgmemory.eval.ingestion import episode_map, group_id
+from pgmemory.eval.metrics import DEFAULT_KS, mean, percentile, recall_at_k
+from pgmemory.eval.readers import normalize_dia_id
+from pgmemory.eval.retrieval import full_transcript, ranked_turn_ids
+from pgmemory.providers.llm import LLMClient
+from pgmemory.search.types import EpisodeHit, FactHit, SearchResults
+from pgmemory.surfaces.cli import main
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.support import utc
+
+LOCOMO_DEV = Path("/work/shared/data/locomo/locomo-dev.json")
+
+
+def short_locomo(tmp_path: Path) -> Path:
+    """conv-30's first two sessions with the questions whose evidence lies in them (unique sample id)."""
+    conv30 = next(c for c in json.loads(LOCOMO_DEV.read_text()) if c["sample_id"] == "conv-30")
+    conversation = {key: conv30["conversation"][key] for key in (
+        "speaker_a", "speaker_b", "session_1_date_time", "session_1", "session_2_date_time", "session_2")}
+    turns = {t["dia_id"] for s in ("session_1", "session_2") for t in conversation[s]}
+    qa = [q for q in conv30["qa"]
+          if q["evidence"] and all(normalize_dia_id(e) in turns for e in q["evidence"])]
+    item = {"sample_id": f"conv-30-short-{uuid.uuid4().hex[:8]}", "conversation": conversation, "qa": qa}
+    path = tmp_path / "locomo-short.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    return path
+
+
+def options(path: Path, output: Path, benchmark: str = "locomo", **kw) -> EvalOptions:
+    return EvalOptions(benchmark=benchmark, path=path, output=output, **kw)
+
+
+def check_recomputed(results: dict, system: str) -> None:
+    """Every recall@k, context size and accuracy equals a recomputation from the per-question rows."""
+    rows = [r for r in results["questions"] if system in r["systems"]]
+    summary = results["systems"][system]
+    groups = [("overall", rows)] + [
+        (c, [r for r in rows if r["category"] == c]) for c in {r["category"] for r in rows}]
+    for name, members in groups:
+        stats = summary["overall"] if name == "overall" else summary["by_category"][name]
+        assert stats["n"] == len(members)
+        if system != "full_context":
+            for k in DEFAULT_KS:
+                expected = mean(recall_at_k(r["systems"][system]["retrieved"], r["gold"], k) for r in members)
+                assert stats[f"recall@{k}"] == pytest.approx(expected)
+        assert stats["context_tokens"] == pytest.approx(
+            mean(r["systems"][system]["context_tokens"] for r in members))
+        if "accuracy" in stats:
+            flags = [r["systems"][system]["correct"] for r in members]
+            assert stats["accuracy"] == pytest.approx(sum(flags) / len(flags))
+            latencies = [r["systems"][system]["latency_ms"] for r in members]
+            assert stats["latency_p95_ms"] == pytest.approx(percentile(latencies, 95))
+
+
+async def test_retrieval_eval_on_one_short_conversation(memory, tmp_path, capsys):
+    path = short_locomo(tmp_path)
+    out = tmp_path / "out"
+    conversations = load_conversations("locomo", path)
+    (conv,) = conversations
+    results = await run_eval(options(path, out), conversations, memory, None)
+
+    assert QA_SKIPPED in capsys.readouterr().out
+    assert json.loads((out / "results.json").read_text()) == json.loads(json.dumps(results))
+    assert results["qa"]["enabled"] is False and results["qa"]["skipped_reason"] == QA_SKIPPED
+    assert set(results["systems"]) == {"pgmemory", "bm25", "dense"}
+    categories = {q.category for q in conv.questions}
+    for system in ("pgmemory", "bm25", "dense"):
+        summary = results["systems"][system]
+        assert set(summary["by_category"]) == categories
+        assert {"n", "n_with_gold", "recall@5", "recall@10", "recall@20", "context_chars",
+                "context_tokens"} <= set(summary["overall"])
+        assert "accuracy" not in summary["overall"]
+        check_recomputed(results, system)
+    assert results["systems"]["pgmemory"]["overall"]["search_p95_ms"] > 0
+    assert results["systems"]["pgmemory"]["overall"]["recall@20"] > 0.5
+    assert len(results["questions"]) == len(conv.questions) == 22
+    turn_ids = {t.turn_id for t in conv.turns}
+    for row in results["questions"]:
+        assert set(row["systems"]["pgmemory"]["retrieved"]) <= turn_ids
+        assert len(row["systems"]["bm25"]["retrieved"]) <= max(DEFAULT_KS)
+    assert results["conversations"][conv.conversation_id]["ingest"]["episodes"] == 44
+    report = (out / "report.md").read_text()
+    assert "recall@k per category" in report and QA_SKIPPED in report
+    for name in ("recall_by_category.png", "latency.png", f"partial/{conv.conversation_id}.json"):
+        assert (out / name).stat().st_size > 0
+
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, actor, valid_at, status FROM pgmemory.episodes WHERE group_id = $1",
+                                group_id("locomo", conv.conversation_id))
+    first = {r["id"]: r for r in rows}[next(iter(episode_map(group_id("locomo", conv.conversation_id), conv)))]
+    assert len(rows) == 44 and {r["status"] for r in rows} == {"done"}
+    assert first["actor"] == conv.turns[0].speaker == "Gina" and first["valid_at"] == utc("2023-01-20T16:04")
+
+
+async def test_rerun_skips_finished_conversation_and_reuses_groups(memory, tmp_path, monkeypatch):
+    path = short_locomo(tmp_path)
+    out = tmp_path / "out"
+    conversations = load_conversations("locomo", path)
+    first = await run_eval(options(path, out), conversations, memory, None)
+
+    async def must_not_run(*args, **kwargs):
+        raise AssertionError("a finished conversation was evaluated again")
+    with monkeypatch.context() as m:
+        m.setattr(harness, "evaluate_conversation", must_not_run)
+        again = await run_eval(options(path, out), conversations, memory, None)
+    assert again == first
+
+    other_k = await run_eval(options(path, out, k=5), conversations, memory, None)
+    ingest = other_k["conversations"][conversations[0].conversation_id]["ingest"]
+    assert ingest["reused"] is True and ingest["episodes"] == 44
+    assert other_k["settings"]["k"] == 5
+    for system in ("pgmemory", "bm25", "dense"):
+        assert other_k["systems"][system]["overall"]["recall@20"] == first["systems"][system]["overall"]["recall@20"]
+
+
+def scripted_model(body: dict) -> Reply:
+    """Answers "PGM" from a pgmemory context and "FULL" from the transcript; the judge accepts
+    PGM on ordinary questions and FULL on adversarial ones."""
+    prompt = body["messages"][0]["content"]
+    if prompt.startswith("You answer a question"):
+        return Reply({"answer": "PGM" if "<FACTS>" in prompt else "FULL"})
+    response = prompt.rsplit("Model Response: ", 1)[-1] if "Model Response: " in prompt \
+        else prompt.rsplit("Generated answer: ", 1)[-1]
+    if "unanswerable" in prompt:
+        return Reply({"answer": "yes" if response.startswith("FULL") else "no"})
+    return Reply({"explanation": "scripted", "label": "CORRECT" if response.startswith("PGM") else "WRONG"})
+
+
+async def test_qa_accuracy_with_scripted_llm(memory, tmp_path, fake_openai: FakeOpenAI):
+    fake_openai.responder = scripted_model
+    llm = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", max_retries=0)
+    path = short_locomo(tmp_path)
+    conversations = load_conversations("locomo", path)
+    results = await run_eval(options(path, tmp_path / "out"), conversations, memory, llm)
+    await llm.aclose()
+
+    questions = conversations[0].questions
+    adversarial = sum(q.adversarial for q in questions)
+    assert results["qa"]["enabled"] is True and results["qa"]["llm_usage"]["calls"] == 4 * len(questions)
+    pgm, full = results["systems"]["pgmemory"], results["systems"]["full_context"]
+    assert pgm["overall"]["accuracy"] == pytest.approx(1 - adversarial / len(questions))
+    assert full["overall"]["accuracy"] == pytest.approx(adversarial / len(questions))
+    assert pgm["by_category"]["adversarial"]["accuracy"] == 0.0
+    assert full["by_category"]["adversarial"]["accuracy"] == 1.0
+    assert pgm["by_category"]["single-hop"]["accuracy"] == 1.0
+    assert full["overall"]["context_tokens"] > pgm["overall"]["context_tokens"]
+    assert "recall@10" not in full["overall"]
+    for system in ("pgmemory", "full_context"):
+        assert results["systems"][system]["overall"]["latency_p50_ms"] > 0
+        check_recomputed(results, system)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "full context accuracy %" in report
+    prompts = [r.body["messages"][0]["content"] for r in fake_openai.requests]
+    assert any("Marley flooring" in p and "CORRECT or WRONG" in p for p in prompts)
+    assert any("## Session 1 (2023-01-20 16:04 UTC)" in p for p in prompts)
+
+
+def longmemeval_file(tmp_path: Path) -> Path:
+    item = {
+        "question_id": f"lme-{uuid.uuid4().hex[:8]}",
+        "question_type": "single-session-user",
+        "question": "Which city have I moved to?",
+        "answer": "Denver",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "haystack_session_ids": ["s2", "s1"],
+        "haystack_dates": ["2023/05/20 (Sat) 09:00", "2023/05/01 (Mon) 08:30"],
+        "haystack_sessions": [
+            [{"role": "user", "content": "I moved to Denver last month.", "has_answer": True},
+             {"role": "assistant", "content": "Congratulations on the move!"}],
+            [{"role": "user", "content": "Can you recommend a pasta recipe?"},
+             {"role": "assistant", "content": "Try spaghetti aglio e olio."}],
+        ],
+        "answer_session_ids": ["s2"],
+    }
+    path = tmp_path / "longmemeval.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    return path
+
+
+async def test_longmemeval_roles_dates_and_recall(memory, tmp_path):
+    path = longmemeval_file(tmp_path)
+    conversations = load_conversations("longmemeval", path)
+    results = await run_eval(options(path, tmp_path / "out", "longmemeval"), conversations, memory, None)
+    assert results["questions"][0]["gold"] == ["s2:0"]
+    transcript = full_transcript(conversations[0].turns)
+    assert transcript.startswith("## Session 1 (2023-05-01 08:30 UTC)\nuser: Can you recommend")
+    assert "s2" not in transcript
+    for system in ("pgmemory", "bm25", "dense"):
+        assert results["systems"][system]["by_category"]["single-session-user"]["recall@5"] == 1.0
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT actor, content, valid_at FROM pgmemory.episodes WHERE group_id = $1"
+                                " ORDER BY valid_at, content",
+                                group_id("longmemeval", conversations[0].conversation_id))
+    assert [(r["actor"], r["valid_at"].day) for r in rows] == [
+        ("user", 1), ("assistant", 1), ("assistant", 20), ("user", 20)]
+
+
+def test_ranked_turn_ids_interleave_episodes_and_fact_provenance():
+    ids = {name: uuid.uuid4() for name in ("a", "b", "c", "d")}
+    turn_of = {v: k.upper() for k, v in ids.items()}
+
+    def episode(name):
+        return EpisodeHit(id=ids[name], group_id="g", ranks={})
+
+    def fact(*names):
+        return FactHit(id=uuid.uuid4(), group_id="g", ranks={}, episodes=[ids[n] for n in names])
+    stray = FactHit(id=uuid.uuid4(), group_id="g", ranks={}, episodes=[uuid.uuid4()])
+    results = SearchResults(episodes=[episode("a"), episode("c")],
+                            facts=[fact("b", "a"), stray, fact("c", "d")])
+    assert ranked_turn_ids(results, turn_of) == ["A", "B", "C", "D"]
+    assert ranked_turn_ids(SearchResults(facts=[fact("d")]), {}) == []
+
+
+@pytest.mark.parametrize("benchmark, content, message", [
+    ("locomo", [{"sample_id": "x", "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023",
+                                                    "session_1": [{"speaker": "A", "dia_id": "D1:1"}]},
+                 "qa": []}], "session_1 turn 0: missing 'text'"),
+    ("locomo", [{"question_id": "q", "haystack_sessions": []}], "is a longmemeval file"),
+    ("longmemeval", {"not": "a list"}, "top level must be a list"),
+])
+def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, benchmark, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    assert main(["eval", benchmark, str(path), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and err.startswith("pgmemory: error: ") and "\n" not in err
+    assert not (tmp_path / "out").exists()
