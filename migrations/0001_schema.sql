@@ -25,6 +25,8 @@ CREATE TABLE pgmemory.episodes (
     completion_tokens  integer NOT NULL DEFAULT 0,
     metadata           jsonb NOT NULL DEFAULT '{}',
     embedding          vector,
+    -- "speaker: content": what full text searches (questions name people).
+    search_text        text GENERATED ALWAYS AS (coalesce(actor || ': ', '') || content) STORED,
     tsv                tsvector GENERATED ALWAYS AS
                        (to_tsvector('english', coalesce(actor, '') || ' ' || content)) STORED
 );

@@ -185,9 +185,24 @@ BEGIN
                  ORDER BY 2 DESC LIMIT k) c) h
          GROUP BY h.id
     ),
+    -- Episodes that the best facts came from: graph evidence for the raw record.
+    epi_from_facts AS (
+        SELECT fe.episode_id AS id, row_number() OVER (ORDER BY min(fr.r), fe.episode_id)::integer AS r
+          FROM (SELECT version_id, r FROM fact_cos UNION ALL SELECT version_id, r FROM fact_text) fr
+          JOIN pgmemory.facts f ON f.version_id = fr.version_id
+          JOIN pgmemory.fact_episodes fe ON fe.fact_id = f.id
+          JOIN pgmemory.episodes ep ON ep.id = fe.episode_id
+         WHERE 'episodes' = ANY (kinds)
+           AND (known_at IS NULL OR ep.recorded_at <= known_at)
+           AND (as_of IS NULL OR ep.valid_at <= as_of)
+         GROUP BY fe.episode_id
+         LIMIT k
+    ),
     epi_hits AS (
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
+            SELECT epi_from_facts.id, 'facts' AS method, r FROM epi_from_facts
+            UNION ALL
+            SELECT c.id, 'cosine', row_number() OVER (ORDER BY c.d)::integer FROM (
                 SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
                  WHERE 'episodes' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                    AND ep.group_id = ANY (p_groups)

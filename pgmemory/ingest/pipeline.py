@@ -93,7 +93,8 @@ class Ingestor:
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
         sentences = [fact_embedding_text(f) for f in extraction.facts]
-        vectors = await self.embedder.embed(names + sentences + [ep.content[:EPISODE_EMBED_CHARS]])
+        spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
+        vectors = await self.embedder.embed(names + sentences + [spoken[:EPISODE_EMBED_CHARS]])
         name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
         result = EpisodeResult(ep.id, ep.group_id, "done")
         async with self.pool.acquire() as conn:

@@ -62,16 +62,17 @@ def _start(data_dir: Path, attempts: int = 3):
 
 
 def _tune_once(server, dsn: str) -> None:
-    """Apply TUNING on a fresh data directory, then restart so it all takes effect."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        tuned = conn.execute("SELECT current_setting('pgmemory.tuned', true)").fetchone()[0]
-        if tuned == TUNING_VERSION:
-            return
-        for name, value in TUNING.items():
-            conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
+    """Apply TUNING on a fresh data directory, then restart so it all takes effect. Runs under
+    pgserver's inter-process lock, so concurrent first starts tune and restart exactly once."""
     from pgserver._commands import pg_ctl
 
     with server._lock:
-        pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=30)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            tuned = conn.execute("SELECT current_setting('pgmemory.tuned', true)").fetchone()[0]
+            if tuned == TUNING_VERSION:
+                return
+            for name, value in TUNING.items():
+                conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                    psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
+        pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
         server.ensure_postgres_running()

@@ -20,7 +20,7 @@ EDGE_LABELS = ("RELATES_TO", "MENTIONS", "HAS_MEMBER")
 # Texts searched by BM25 when pg_textsearch is present (tsvector GIN otherwise).
 BM25_INDEXES = {
     "facts_bm25": ("facts", "search_text"),
-    "episodes_bm25": ("episodes", "content"),
+    "episodes_bm25": ("episodes", "search_text"),
     "entities_bm25": ("entities", "name"),
 }
 

@@ -29,10 +29,10 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    SELECT ep.id, -(ep.content <@> to_bm25query(p_query, 'pgmemory.episodes_bm25'))
+    SELECT ep.id, -(ep.search_text <@> to_bm25query(p_query, 'pgmemory.episodes_bm25'))
       FROM pgmemory.episodes ep
      WHERE ep.group_id = ANY (p_groups)
        AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)
-     ORDER BY ep.content <@> to_bm25query(p_query, 'pgmemory.episodes_bm25') LIMIT p_k
+     ORDER BY ep.search_text <@> to_bm25query(p_query, 'pgmemory.episodes_bm25') LIMIT p_k
 $$;
