@@ -206,7 +206,7 @@ async def test_longmemeval_roles_dates_and_recall(memory, tmp_path):
         ("user", 1), ("assistant", 1), ("assistant", 20), ("user", 20)]
 
 
-def test_ranked_turn_ids_interleave_episodes_and_fact_provenance():
+def test_ranked_turn_ids_episodes_first_then_fact_provenance():
     ids = {name: uuid.uuid4() for name in ("a", "b", "c", "d")}
     turn_of = {v: k.upper() for k, v in ids.items()}
 
@@ -218,7 +218,7 @@ def test_ranked_turn_ids_interleave_episodes_and_fact_provenance():
     stray = FactHit(id=uuid.uuid4(), group_id="g", ranks={}, episodes=[uuid.uuid4()])
     results = SearchResults(episodes=[episode("a"), episode("c")],
                             facts=[fact("b", "a"), stray, fact("c", "d")])
-    assert ranked_turn_ids(results, turn_of) == ["A", "B", "C", "D"]
+    assert ranked_turn_ids(results, turn_of) == ["A", "C", "B", "D"]
     assert ranked_turn_ids(SearchResults(facts=[fact("d")]), {}) == []
 
 

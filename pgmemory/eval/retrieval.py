@@ -1,29 +1,29 @@
 """Turn search results into ranked turn ids, and turns into context text.
 
 pgmemory returns episodes and facts; a fact points at the episodes it came
-from (provenance).  Both become turn ids, walked rank by rank (episode hit
-then fact hit at each rank), first occurrence wins, so recall@k of pgmemory
-and of the turn baselines are measured on the same kind of ranked list.
+from (provenance), and episodes are already ranked with the facts they
+support. Turn ids are the episode hits in rank order, then the fact hits'
+provenance episodes; first occurrence wins, so recall@k of pgmemory and of
+the turn baselines are measured on the same kind of ranked list.
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import zip_longest
 
 from pgmemory.eval.readers import Turn
 from pgmemory.search.types import SearchResults
 
 
 def ranked_turn_ids(results: SearchResults, turn_of: Mapping[uuid.UUID, str]) -> list[str]:
-    """Turn ids of the episode hits and of the fact hits' provenance, interleaved by rank, deduped."""
+    """Turn ids of the episode hits (ranked with the facts each supports), then of the fact
+    hits' other provenance episodes in fact rank order, deduped."""
     ordered: dict[str, None] = {}
-    for episode, fact in zip_longest(results.episodes, results.facts):
-        ids = ([episode.id] if episode is not None else []) + (fact.episodes if fact is not None else [])
-        for eid in ids:
-            turn = turn_of.get(eid)
-            if turn is not None:
-                ordered.setdefault(turn, None)
+    ids = [e.id for e in results.episodes] + [eid for f in results.facts for eid in f.episodes]
+    for eid in ids:
+        turn = turn_of.get(eid)
+        if turn is not None:
+            ordered.setdefault(turn, None)
     return list(ordered)
 
 

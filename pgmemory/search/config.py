@@ -23,7 +23,11 @@ class SearchConfig:
     methods: tuple[str, ...] = ("cosine", "fulltext")
     reranker: str = "rrf"
     candidates: int = 30  # per method and kind, before reranking
-    rrf_k: int = 60
+    # RRF: a small k and lexical evidence first; cosine, BFS and the facts an episode supports
+    # count half (on LoCoMo dev this ranks evidence turns best; bench/README.md has the figures).
+    rrf_k: int = 10
+    method_weights: tuple[tuple[str, float], ...] = (
+        ("fulltext", 1.0), ("cosine", 0.5), ("bfs", 0.5), ("facts", 0.5))
     mmr_lambda: float = 0.5
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
@@ -42,6 +46,11 @@ class SearchConfig:
             raise InvalidInput("the node_distance reranker needs a centre entity (config.center)")
         if not 1 <= self.candidates <= 1000:
             raise InvalidInput(f"candidates must be between 1 and 1000, got {self.candidates}")
+        if not 1 <= self.rrf_k <= 1000:
+            raise InvalidInput(f"rrf_k must be between 1 and 1000, got {self.rrf_k}")
+        bad = [m for m, w in self.method_weights if m not in (*METHODS, "facts") or not 0 <= w <= 10]
+        if bad:
+            raise InvalidInput(f"method_weights: unknown method or weight outside 0..10 for {bad}")
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInput(f"mmr_lambda must be between 0 and 1, got {self.mmr_lambda}")
         if not 1 <= self.bfs_depth <= 5:

@@ -52,7 +52,7 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
 
 async def _rerank(hits: list[Hit], query: str, embedding, limit: int, config: SearchConfig,
                   cross_encoder: CrossEncoder | None) -> list[Hit]:
-    fused = rerank.rrf(hits, config.rrf_k)
+    fused = rerank.rrf(hits, config.rrf_k, dict(config.method_weights))
     if config.reranker == "mmr":
         return rerank.mmr(fused, embedding, config.mmr_lambda, limit)
     if config.reranker == "episode_mentions":

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from pgmemory.search.types import EntityHit, FactHit, Hit
@@ -10,10 +10,12 @@ from pgmemory.search.types import EntityHit, FactHit, Hit
 H = TypeVar("H", bound=Hit)
 
 
-def rrf(hits: Sequence[H], k: int = 60) -> list[H]:
-    """Reciprocal Rank Fusion: score = Σ 1 / (k + rank) over the methods that found the hit."""
+def rrf(hits: Sequence[H], k: int = 60, weights: Mapping[str, float] | None = None) -> list[H]:
+    """Reciprocal Rank Fusion: score = Σ w(method) / (k + rank) over the methods that found the hit
+    (every weight 1 unless given)."""
+    weights = weights or {}
     for h in hits:
-        h.scores["rrf"] = sum(1.0 / (k + r) for r in h.ranks.values())
+        h.scores["rrf"] = sum(weights.get(m, 1.0) / (k + r) for m, r in h.ranks.items())
         h.score = h.scores["rrf"]
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
