@@ -12,39 +12,28 @@ RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary te
 LANGUAGE sql STABLE
 SET hnsw.iterative_scan = 'relaxed_order'
 AS $$
-    WITH input AS (
-        SELECT i::integer AS idx, p_names[i] AS name, p_embeddings[i] AS embedding
-          FROM generate_subscripts(p_names, 1) AS i
-    ), found AS (
-        SELECT input.idx, e.id
-          FROM input JOIN pgmemory.entities e
-            ON e.group_id = p_group AND lower(e.name) = lower(input.name)
-        UNION
-        SELECT input.idx, near.id
-          FROM input CROSS JOIN LATERAL (
-                SELECT e.id FROM pgmemory.entities e
-                 WHERE e.group_id = p_group AND input.embedding IS NOT NULL
-                 ORDER BY e.name_embedding <=> input.embedding
-                 LIMIT p_k) near
-        UNION
-        SELECT input.idx, ft.id
-          FROM input CROSS JOIN LATERAL (
-                SELECT e.id FROM pgmemory.entities e
-                 WHERE e.group_id = p_group
-                   AND e.tsv @@ plainto_tsquery('english', input.name)
-                 ORDER BY ts_rank_cd(e.tsv, plainto_tsquery('english', input.name)) DESC
-                 LIMIT p_k) ft
-    )
-    SELECT f.idx, e.id, e.name, e.labels, e.summary,
-           lower(e.name) = lower(input.name) AS exact,
-           coalesce(1 - (e.name_embedding <=> input.embedding), 0) AS similarity
-      FROM found f
-      JOIN input ON input.idx = f.idx
-      JOIN pgmemory.entities e ON e.id = f.id
-     WHERE lower(e.name) = lower(input.name)
-        OR coalesce(1 - (e.name_embedding <=> input.embedding), 0) >= p_min_similarity
-        OR e.tsv @@ plainto_tsquery('english', input.name)
-     ORDER BY f.idx, exact DESC, similarity DESC
+    SELECT i.idx::integer, e.id, e.name, e.labels, e.summary,
+           lower(e.name) = lower(i.name) AS exact,
+           coalesce(1 - (e.name_embedding <=> i.embedding), 0) AS similarity
+      FROM unnest(p_names, p_embeddings) WITH ORDINALITY AS i (name, embedding, idx)
+      CROSS JOIN LATERAL (
+            SELECT x.id FROM pgmemory.entities x
+             WHERE x.group_id = p_group AND lower(x.name) = lower(i.name)
+            UNION
+            (SELECT x.id FROM pgmemory.entities x
+              WHERE x.group_id = p_group AND i.embedding IS NOT NULL
+              ORDER BY x.name_embedding <=> i.embedding
+              LIMIT p_k)
+            UNION
+            (SELECT x.id FROM pgmemory.entities x
+              WHERE x.group_id = p_group AND x.tsv @@ plainto_tsquery('english', i.name)
+              ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
+              LIMIT p_k)) c
+      JOIN pgmemory.entities e ON e.id = c.id
+     WHERE lower(e.name) = lower(i.name)
+        OR coalesce(1 - (e.name_embedding <=> i.embedding), 0) >= p_min_similarity
+        OR e.tsv @@ plainto_tsquery('english', i.name)
+     ORDER BY 1, 6 DESC, 7 DESC
 $$;
 
 -- Believed facts between the same entity pair (either direction): the only

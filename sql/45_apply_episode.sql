@@ -67,21 +67,24 @@ BEGIN
 END
 $$;
 
--- Summaries without an LLM: an entity is described by its latest believed facts.
+-- Summaries without an LLM: an entity is described by its latest believed facts
+-- (the five most recently recorded, as source or target).
 CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
 RETURNS void LANGUAGE sql AS $$
     UPDATE pgmemory.entities e
        SET summary = s.summary
       FROM (
-        SELECT ent.id, coalesce(string_agg(f.fact, ' ' ORDER BY f.rank), '') AS summary
-          FROM unnest(p_entities) AS ent(id)
-          LEFT JOIN LATERAL (
-                SELECT fa.fact, row_number() OVER (ORDER BY lower(fa.recorded) DESC, fa.version_id DESC) AS rank
-                  FROM pgmemory.facts fa
-                 WHERE (fa.source_id = ent.id OR fa.target_id = ent.id)
-                   AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
-                 ORDER BY lower(fa.recorded) DESC, fa.version_id DESC
-                 LIMIT 5) f ON true
-         GROUP BY ent.id) s
+        SELECT ent.id, coalesce((
+            SELECT string_agg(latest.fact, ' ' ORDER BY latest.rec DESC, latest.version_id DESC)
+              FROM (SELECT u.fact, u.rec, u.version_id FROM (
+                        (SELECT fa.fact, lower(fa.recorded) AS rec, fa.version_id FROM pgmemory.facts fa
+                          WHERE fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                          ORDER BY lower(fa.recorded) DESC LIMIT 5)
+                        UNION ALL
+                        (SELECT fa.fact, lower(fa.recorded), fa.version_id FROM pgmemory.facts fa
+                          WHERE fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                          ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
+                     ORDER BY u.rec DESC, u.version_id DESC LIMIT 5) latest), '') AS summary
+          FROM unnest(p_entities) AS ent (id)) s
      WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary
 $$;

@@ -97,26 +97,24 @@ class Ingestor:
         vectors = await self.embedder.embed(names + sentences + [spoken[:EPISODE_EMBED_CHARS]])
         name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
         result = EpisodeResult(ep.id, ep.group_id, "done")
+        judge = _Timed(self.extractor)
+        t0 = time.perf_counter()
         async with self.pool.acquire() as conn:
             async with conn.transaction():
-                t0 = time.perf_counter()
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
                 status = await conn.fetchval(
                     "SELECT status FROM pgmemory.episodes WHERE id = $1 FOR UPDATE", ep.id)
                 if status == "done":
                     return EpisodeResult(ep.id, ep.group_id, "skipped")
-                t_llm = time.perf_counter()
-                calls_before = usage.calls
                 resolved = await resolve_entities(conn, ep.group_id, extraction.entities, name_vecs,
-                                                  self.extractor, episode, previous, usage)
+                                                  judge, episode, previous, usage)
                 facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
-                judged = await judge_facts(conn, ep.group_id, facts, self.extractor, episode, usage)
+                judged = await judge_facts(conn, ep.group_id, facts, judge, episode, usage)
                 plan = plan_facts(judged, ep.reference_time)
-                llm_inside = (time.perf_counter() - t_llm) if usage.calls > calls_before else 0.0
                 payload = _payload(ep, resolved, plan, usage, episode_vec, self.derive_summaries)
                 await conn.execute("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
-                _fill(result, resolved, plan, usage)
-                result.db_seconds = db_time + (time.perf_counter() - t0) - llm_inside
+        _fill(result, resolved, plan, usage)
+        result.db_seconds = db_time + (time.perf_counter() - t0) - judge.seconds
         return result
 
 
@@ -125,6 +123,29 @@ def fact_embedding_text(fact: ExtractedFact) -> str:
     questions phrased by relation ("where does X work") find sentences that do not say it."""
     relation = fact.relation.lower().replace("_", " ")
     return f"{fact.fact} ({fact.source} {relation} {fact.target})"
+
+
+class _Timed:
+    """Wraps the extractor inside the transaction to measure the time its decisions take,
+    so db_seconds counts only the database (commit included)."""
+
+    def __init__(self, extractor: Extractor) -> None:
+        self._extractor = extractor
+        self.seconds = 0.0
+
+    async def resolve_entities(self, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return await self._extractor.resolve_entities(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    async def judge_facts(self, *args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return await self._extractor.judge_facts(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
