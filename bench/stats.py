@@ -1,0 +1,28 @@
+"""Small statistics for benchmark reports: percentiles, per-bucket summaries, growth."""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """Median, p95, mean and max of a sequence (rounded to 0.01), or zeros when empty."""
+    if not values:
+        return {"median": 0.0, "p95": 0.0, "mean": 0.0, "max": 0.0}
+    return {"median": round(statistics.median(values), 2), "p95": round(percentile(values, 95), 2),
+            "mean": round(statistics.fmean(values), 2), "max": round(max(values), 2)}
+
+
+def slope_per_1000(values: Sequence[float]) -> float:
+    """Least-squares slope of values against their position, per 1000 positions (0 if too few)."""
+    if len(values) < 3:
+        return 0.0
+    fit = statistics.linear_regression(range(len(values)), values)
+    return round(fit.slope * 1000, 3)
