@@ -12,25 +12,40 @@ RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Entities within p_depth hops of p_seeds over believed facts visible at the
--- given time point(s), with their distance (recursive SQL; no AGE needed).
+-- given time point(s), with their distance (no AGE needed). Expands one
+-- frontier per hop, never revisiting an entity; p_max_entities (NULL: no
+-- limit) stops the walk once that many entities are reached, which keeps the
+-- nearest ones because BFS visits them in distance order.
 CREATE OR REPLACE FUNCTION pgmemory.bfs_entities(
     p_groups text[], p_seeds uuid[], p_depth integer,
-    p_as_of timestamptz DEFAULT NULL, p_known_at timestamptz DEFAULT NULL)
-RETURNS TABLE (entity_id uuid, distance integer)
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE edges AS (
-        SELECT f.source_id AS a, f.target_id AS b FROM pgmemory.facts f
-         WHERE f.group_id = ANY (p_groups)
-           AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
-           AND (p_as_of IS NULL OR f.valid @> p_as_of)
-    ), walk (entity_id, distance) AS (
-        SELECT s, 0 FROM unnest(p_seeds) AS s
-        UNION
-        SELECT CASE WHEN e.a = w.entity_id THEN e.b ELSE e.a END, w.distance + 1
-          FROM walk w JOIN edges e ON w.entity_id IN (e.a, e.b)
-         WHERE w.distance < p_depth
-    )
-    SELECT entity_id, min(distance)::integer FROM walk GROUP BY entity_id
+    p_as_of timestamptz DEFAULT NULL, p_known_at timestamptz DEFAULT NULL,
+    p_max_entities integer DEFAULT NULL)
+RETURNS TABLE (entity_id uuid, distance integer) LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    seen uuid[] := ARRAY(SELECT DISTINCT s FROM unnest(p_seeds) AS s WHERE s IS NOT NULL);
+    frontier uuid[] := seen;
+    d integer := 0;
+BEGIN
+    RETURN QUERY SELECT s, 0 FROM unnest(seen) AS s;
+    WHILE d < p_depth AND cardinality(frontier) > 0
+          AND (p_max_entities IS NULL OR cardinality(seen) < p_max_entities) LOOP
+        d := d + 1;
+        frontier := ARRAY(
+            SELECT DISTINCT x.n FROM (
+                SELECT f.target_id AS n FROM pgmemory.facts f
+                 WHERE f.source_id = ANY (frontier) AND f.group_id = ANY (p_groups)
+                   AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
+                   AND (p_as_of IS NULL OR f.valid @> p_as_of)
+                UNION ALL
+                SELECT f.source_id FROM pgmemory.facts f
+                 WHERE f.target_id = ANY (frontier) AND f.group_id = ANY (p_groups)
+                   AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
+                   AND (p_as_of IS NULL OR f.valid @> p_as_of)) x
+             WHERE x.n <> ALL (seen));
+        seen := seen || frontier;
+        RETURN QUERY SELECT n, d FROM unnest(frontier) AS n;
+    END LOOP;
+END
 $$;
 
 -- Is a fact version in view: believed at p_known_at (now when NULL, or any time
@@ -82,6 +97,7 @@ DECLARE
         (p_opts->>'expired_at_from')::timestamptz, (p_opts->>'expired_at_to')::timestamptz];
     bfs_depth integer := coalesce((p_opts->>'bfs_depth')::integer, 2);
     bfs_recent integer := coalesce((p_opts->>'bfs_recent_episodes')::integer, 3);
+    bfs_max integer := coalesce((p_opts->>'bfs_max_entities')::integer, 2000);
     seeds uuid[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seeds')::uuid);
     center uuid := (p_opts->>'center')::uuid;
     point timestamptz;
@@ -92,10 +108,14 @@ BEGIN
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
         seeds := ARRAY(
             SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
-             WHERE m.episode_id IN (SELECT e.id FROM pgmemory.episodes e
-                                     WHERE e.group_id = ANY (p_groups) AND e.status = 'done'
-                                       AND (known_at IS NULL OR e.recorded_at <= known_at)
-                                     ORDER BY e.valid_at DESC LIMIT bfs_recent));
+             WHERE m.episode_id IN (
+                SELECT r.id FROM unnest(p_groups) AS g (gid)
+                CROSS JOIN LATERAL (
+                    SELECT e.id, e.valid_at FROM pgmemory.episodes e
+                     WHERE e.group_id = g.gid AND e.status = 'done'
+                       AND (known_at IS NULL OR e.recorded_at <= known_at)
+                     ORDER BY e.valid_at DESC LIMIT bfs_recent) r
+                 ORDER BY r.valid_at DESC LIMIT bfs_recent));
     END IF;
 
     RETURN QUERY
@@ -117,7 +137,8 @@ BEGIN
          WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
     ),
     reach AS MATERIALIZED (
-        SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at) b
+        SELECT b.entity_id, b.distance
+          FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at, bfs_max) b
          WHERE 'bfs' = ANY (methods) AND cardinality(seeds) > 0
     ),
     fact_bfs AS (

@@ -8,6 +8,7 @@ import pytest
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
+from pgmemory.storage.migrate import load_migrations
 from pgmemory.storage.setup import init_database
 
 PGMEMORY_OBJECTS = """
@@ -23,7 +24,7 @@ def test_init_is_idempotent(empty_dsn):
         second = init_database(conn, 384)
         assert conn.execute(PGMEMORY_OBJECTS, (GRAPH_NAME,)).fetchone()[0] == objects
         settings = dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
-    assert first.migrations_applied == ["0001_schema.sql"]
+    assert first.migrations_applied == [m.name for m in load_migrations()]
     assert second.migrations_applied == []
     assert (first.graph_mode, first.text_search) == ("age", "bm25")
     assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "bm25"}
@@ -67,11 +68,11 @@ def test_concurrent_init_one_waits_neither_fails(empty_dsn):
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(len(r.migrations_applied) for r in results) == [0, 0, 1]
+    assert sorted(len(r.migrations_applied) for r in results) == [0, 0, len(load_migrations())]
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM ag_catalog.ag_graph WHERE name = %s",
                             (GRAPH_NAME,)).fetchone()[0] == 1
-        assert conn.execute("SELECT count(*) FROM pgmemory.schema_migrations").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM pgmemory.schema_migrations").fetchone()[0] == len(load_migrations())
 
 
 def test_init_without_age_uses_sql_traversal(server_without_age):

@@ -22,6 +22,7 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         "candidates": config.candidates,
         "bfs_depth": config.bfs_depth,
         "bfs_recent_episodes": config.bfs_recent_episodes,
+        "bfs_max_entities": config.bfs_max_entities,
         "bfs_seeds": [str(s) for s in config.bfs_seeds],
         "center": str(config.center) if config.center else None,
         "with_embeddings": with_embeddings,

@@ -31,6 +31,7 @@ class SearchConfig:
     mmr_lambda: float = 0.5
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
+    bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
     bfs_seeds: tuple[uuid.UUID, ...] = ()
     center: uuid.UUID | None = None  # the node_distance reranker's centre entity
 
@@ -53,6 +54,8 @@ class SearchConfig:
             raise InvalidInput(f"method_weights: unknown method or weight outside 0..10 for {bad}")
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInput(f"mmr_lambda must be between 0 and 1, got {self.mmr_lambda}")
+        if not 1 <= self.bfs_max_entities <= 100_000:
+            raise InvalidInput(f"bfs_max_entities must be between 1 and 100000, got {self.bfs_max_entities}")
         if not 1 <= self.bfs_depth <= 5:
             raise InvalidInput(f"bfs_depth must be between 1 and 5, got {self.bfs_depth}")
         return self

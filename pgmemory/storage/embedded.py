@@ -14,11 +14,19 @@ import psycopg
 
 from pgmemory.errors import DatabaseUnavailable
 
+def _ram_mb() -> int:
+    """Physical memory in MiB (1 GiB when the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):
+        return 1024
+
+
 # Tuning for a memory workload on a small machine; applied once per data dir.
 # Settings marked restart=True take effect after the one restart we do then.
-TUNING_VERSION = "1"
+TUNING_VERSION = "2"
 TUNING: dict[str, str] = {
-    "shared_buffers": "512MB",
+    "shared_buffers": f"{max(128, min(_ram_mb() // 8, 4096))}MB",  # indexes stay cached; 1/8 of RAM
     "max_connections": "200",
     "work_mem": "32MB",
     "maintenance_work_mem": "512MB",
