@@ -39,10 +39,9 @@ TUNING: dict[str, str] = {
 
 def embedded_dsn(data_dir: Path) -> str:
     """Start (or reuse) the embedded server in data_dir and return its DSN."""
+    # pgserver keeps its inter-process lock in the runtime dir, read when it is first imported.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"pgmemory-runtime-{os.getuid()}"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
-    import pgserver
-
     data_dir.mkdir(parents=True, exist_ok=True)
     server = _start(data_dir)
     dsn = server.get_uri()
