@@ -2,8 +2,9 @@
 -- (offline rules or the LLM) decides among them.
 
 -- Existing entities of p_group that may be the same as each new name:
--- exact (case-insensitive) name matches, nearest name embeddings (cosine) and
--- full-text matches on name + summary. One row per (input index, candidate).
+-- exact (case-insensitive) name matches or, without one, the nearest name
+-- embeddings (cosine) and full-text matches on name + summary. One row per
+-- (input index, candidate).
 CREATE OR REPLACE FUNCTION pgmemory.entity_candidates(
     p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
     p_min_similarity double precision DEFAULT 0.6)
@@ -16,17 +17,22 @@ AS $$
            lower(e.name) = lower(i.name) AS exact,
            coalesce(1 - (e.name_embedding <=> i.embedding), 0) AS similarity
       FROM unnest(p_names, p_embeddings) WITH ORDINALITY AS i (name, embedding, idx)
+      -- An exact name match decides at once: the other searches only run without one.
+      CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pgmemory.entities x
+                                          WHERE x.group_id = p_group AND lower(x.name) = lower(i.name))
+                                 AS found) exact
       CROSS JOIN LATERAL (
             SELECT x.id FROM pgmemory.entities x
              WHERE x.group_id = p_group AND lower(x.name) = lower(i.name)
             UNION
             (SELECT x.id FROM pgmemory.entities x
-              WHERE x.group_id = p_group AND i.embedding IS NOT NULL
+              WHERE x.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found
               ORDER BY x.name_embedding <=> i.embedding
               LIMIT p_k)
             UNION
             (SELECT x.id FROM pgmemory.entities x
-              WHERE x.group_id = p_group AND x.tsv @@ plainto_tsquery('english', i.name)
+              WHERE x.group_id = p_group AND NOT exact.found
+                AND x.tsv @@ plainto_tsquery('english', i.name)
               ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
               LIMIT p_k)) c
       JOIN pgmemory.entities e ON e.id = c.id
@@ -56,9 +62,10 @@ LANGUAGE sql STABLE AS $$
      ORDER BY 1, lower(f.recorded)
 $$;
 
--- Believed facts that may contradict each new fact: those touching its source
--- or target entity, nearest in meaning first (up to p_k each), plus every
--- believed fact with the same source and relation type (one employer, ...).
+-- Believed facts that may contradict each new fact: among the 100 most
+-- recently recorded still-valid facts touching its source or target, the
+-- p_k nearest in meaning; plus every believed fact with the same source and
+-- relation type (one employer, ...), ended or not.
 CREATE OR REPLACE FUNCTION pgmemory.contradiction_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
     p_k integer DEFAULT 10)
@@ -66,21 +73,28 @@ RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source
                target_name text, relation text, fact text, valid_from timestamptz,
                valid_to timestamptz, similarity double precision)
 LANGUAGE sql STABLE AS $$
-    SELECT i::integer, f.id, f.source_id, f.target_id, s.name, t.name, f.relation, f.fact,
-           lower(f.valid), upper(f.valid), coalesce(1 - (f.embedding <=> p_embeddings[i]), 0)
-      FROM generate_subscripts(p_sources, 1) AS i
+    SELECT i.idx::integer, f.id, f.source_id, f.target_id, s.name, t.name, f.relation, f.fact,
+           lower(f.valid), upper(f.valid), coalesce(1 - (f.embedding <=> i.embedding), 0)
+      FROM unnest(p_sources, p_targets, p_relations, p_embeddings)
+           WITH ORDINALITY AS i (source_id, target_id, relation, embedding, idx)
       CROSS JOIN LATERAL (
-            (SELECT near.version_id FROM pgmemory.facts near
-             WHERE near.group_id = p_group AND upper_inf(near.recorded)
-               AND (near.source_id IN (p_sources[i], p_targets[i])
-                 OR near.target_id IN (p_sources[i], p_targets[i]))
-             ORDER BY near.embedding <=> p_embeddings[i] NULLS LAST
-             LIMIT p_k)
+            (SELECT near.version_id FROM (
+                    (SELECT r.version_id, r.embedding, lower(r.recorded) AS rec FROM pgmemory.facts r
+                      WHERE r.source_id IN (i.source_id, i.target_id)
+                        AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                      ORDER BY lower(r.recorded) DESC LIMIT 100)
+                    UNION ALL
+                    (SELECT r.version_id, r.embedding, lower(r.recorded) FROM pgmemory.facts r
+                      WHERE r.target_id IN (i.source_id, i.target_id)
+                        AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                      ORDER BY lower(r.recorded) DESC LIMIT 100)) near
+              ORDER BY near.embedding <=> i.embedding NULLS LAST
+              LIMIT p_k)
             UNION
             SELECT same.version_id FROM pgmemory.facts same
-             WHERE same.group_id = p_group AND upper_inf(same.recorded)
-               AND same.source_id = p_sources[i] AND same.relation = p_relations[i]) c
-      JOIN pgmemory.facts f ON f.version_id = c.version_id
+             WHERE same.source_id = i.source_id AND same.relation = i.relation
+               AND upper_inf(same.recorded)) c
+      JOIN pgmemory.facts f ON f.version_id = c.version_id AND f.group_id = p_group
       JOIN pgmemory.entities s ON s.id = f.source_id
       JOIN pgmemory.entities t ON t.id = f.target_id
      ORDER BY 1, 11 DESC

@@ -70,11 +70,17 @@ async def _init_async_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=_json_dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook: asyncpg still rolls back an open transaction; pgmemory sets no
+    session state (locks are transaction-scoped, no LISTEN, no session SET), so the default
+    RESET ALL / UNLISTEN round trip on every release is skipped."""
+
+
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """Open an asyncpg pool with the vector and jsonb codecs registered."""
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection)
+            init=_init_async_connection, reset=_keep_session)
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None
