@@ -243,3 +243,19 @@ def test_count_tokens() -> None:
         assert count_tokens("<|endoftext|>") > 1  # special tokens are counted as plain text
     else:
         assert 8 <= n <= 16
+
+
+def test_local_cross_encoder_needs_a_model_directory(tmp_path) -> None:
+    from pgmemory.errors import SetupError
+    from pgmemory.providers.reranker import LocalCrossEncoder
+
+    with pytest.raises(SetupError, match="cross-encoder model directory .* does not exist"):
+        LocalCrossEncoder(str(tmp_path / "missing"))
+
+def test_cross_encoder_from_env_prefers_a_local_model(tmp_path, monkeypatch) -> None:
+    from pgmemory.providers.reranker import LocalCrossEncoder, cross_encoder_from_env
+
+    monkeypatch.setenv("PGMEMORY_CROSS_ENCODER", str(tmp_path))
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    chosen = cross_encoder_from_env()
+    assert isinstance(chosen, LocalCrossEncoder) and chosen.path == str(tmp_path)
