@@ -9,8 +9,7 @@ believed values of that relation for the same source.
 from __future__ import annotations
 
 from pgmemory.extract.offline import OfflineExtractor
-from pgmemory.extract.types import (
-    EntityDecision, EntityQuestion, EpisodeInput, Extraction, FactDecision, FactQuestion)
+from pgmemory.extract.types import EntityDecision, EntityQuestion, EpisodeInput, Extraction, FactDecision, FactQuestion
 
 
 class RuleExtractor:

@@ -1,0 +1,59 @@
+"""OfflineExtractor: split an episode into sentences and run the rules over each."""
+from __future__ import annotations
+
+import re
+
+from pgmemory.extract.dates import find_times, to_utc
+from pgmemory.extract.offline.facts import apply_rule, carry_transition_times, favourites, kinship, possessions, role_at
+from pgmemory.extract.offline.json_records import extract_json
+from pgmemory.extract.offline.patterns import RULES
+from pgmemory.extract.offline.phrases import add_proper_nouns
+from pgmemory.extract.offline.state import Ctx, Sentence
+from pgmemory.extract.offline.subjects import lead_subject
+from pgmemory.extract.offline.text import _sentences, clauses, normalise
+from pgmemory.extract.types import EpisodeInput, Extraction
+
+_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,3})\s*:\s+")
+
+
+class OfflineExtractor:
+    """Rule-based, deterministic extraction of entities and facts (see the package docstring)."""
+
+    def extract(self, episode: EpisodeInput, previous: list[EpisodeInput]) -> Extraction:
+        """Extract from ``episode`` alone; ``previous`` is accepted for the interface but unused."""
+        reference = to_utc(episode.reference_time)
+        if episode.kind == "json":
+            return extract_json(episode.content, reference)
+        content, speaker = episode.content, episode.actor
+        if speaker is None and episode.kind == "message":
+            prefix = _SPEAKER_PREFIX.match(content)
+            if prefix:
+                speaker, content = prefix[1].strip(), content[prefix.end():]
+        ctx = Ctx(speaker, reference)
+        if speaker:
+            ctx.registry.add(speaker, "Person", -1)
+        sentences = [_extract_sentence(text, offset, ctx)
+                     for offset, text in _sentences(normalise(content))]
+        add_proper_nouns(sentences, ctx)
+        return Extraction(entities=ctx.registry.ordered(), facts=ctx.facts)
+
+
+def _extract_sentence(text: str, offset: int, ctx: Ctx) -> Sentence:
+    times = find_times(text, ctx.reference)
+    masked = list(text)
+    for t in times:
+        masked[t.start:t.end] = " " * (t.end - t.start)
+    s = Sentence(text, offset, times, clauses(text), "".join(masked))
+    s.leads = [lead_subject(s, start, end, ctx) for start, end in s.clauses]
+    if text.rstrip().endswith("?"):
+        return s
+    first_fact = len(ctx.facts)
+    kinship(s, ctx)
+    for rule in RULES:
+        for m in rule.pattern.finditer(text):
+            apply_rule(rule, m, s, ctx)
+    role_at(s, ctx)
+    possessions(s, ctx)
+    favourites(s, ctx)
+    carry_transition_times(first_fact, ctx)
+    return s

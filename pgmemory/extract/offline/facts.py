@@ -1,0 +1,203 @@
+"""Turn pattern matches in a sentence into ExtractedFacts (and the entities they name)."""
+from __future__ import annotations
+
+import re
+
+from pgmemory.extract.dates import find_duration
+from pgmemory.extract.offline.lexicon import CARS, KIN, PETS, PLURAL_ROLES, STUDENT_WORDS, label_for_place
+from pgmemory.extract.offline.patterns import (
+    FAVOURITE,
+    FAVOURITE_REVERSED,
+    KIN_APPOSITIVE,
+    KIN_COPULA,
+    POSSESSION,
+    ROLE_AT,
+    Rule,
+)
+from pgmemory.extract.offline.phrases import clean_name, parse_object
+from pgmemory.extract.offline.state import Ctx, Phrase, Sentence
+from pgmemory.extract.offline.subjects import Grammar, grammar, role_entity, times
+from pgmemory.extract.offline.text import possessive
+
+_COORDINATION = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|\s*&\s*")
+
+
+def _snake(words: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", words).strip("_").upper()
+
+
+def _objects(s: Sentence, pos: int, rule: Rule, ctx: Ctx) -> list[Phrase]:
+    """The object at pos, plus coordinated ones ("hiking, biking and swimming") for list-y rules."""
+    found: list[Phrase] = []
+    obj = parse_object(s, pos, rule.obj, ctx)
+    while obj is not None:
+        found.append(obj)
+        if rule.mode not in ("pref", "event", "experience"):
+            break
+        joint = _COORDINATION.match(s.text, obj.end)
+        obj = parse_object(s, joint.end(), rule.obj, ctx) if joint else None
+        if obj is not None and obj.det in ("my", "our"):
+            break
+    return found
+
+
+def apply_rule(rule: Rule, m: re.Match[str], s: Sentence, ctx: Ctx) -> None:
+    objects = [o for o in _objects(s, m.end(), rule, ctx) if rule.accept is None or rule.accept(o)]
+    if not objects:
+        return
+    g = grammar(s, m.start(), m[0].split()[0], ctx)
+    if g is None:
+        return
+    g.neg = g.neg or bool("neg" in rule.pattern.groupindex and m["neg"])
+    duration = find_duration(s.text[g.clause[0]:g.clause[1]], ctx.reference) \
+        if rule.mode == "state" else None
+    timing = times(rule.mode, g, ctx.reference, duration)
+    if timing is None:
+        return
+    valid, invalid, negated = timing
+    attributes = {"field": m["field"]} if "field" in rule.pattern.groupindex and m["field"] else {}
+    for obj in objects:
+        target = ctx.registry.add(obj.name, rule.label or label_for_place(obj.name),
+                                  s.offset + obj.start)
+        ctx.covered.append((s.offset + obj.start, s.offset + obj.end))
+        surface = ctx.third_person(s.text[obj.start:obj.end].strip(" ,"))
+        text = _fact_sentence(rule, m, g, surface, negated, ctx)
+        ctx.fact(g.subject, target, rule.relation, text, valid=valid, invalid=invalid,
+                 functional=rule.functional, negated=negated, stated=g.when is not None,
+                 **attributes)
+
+
+def _fact_sentence(rule: Rule, m: re.Match[str], g: Grammar, obj: str, negated: bool,
+                   ctx: Ctx) -> str:
+    if rule.phrases is None:
+        return f"{g.subject} {ctx.third_person(' '.join(m[0].split()))} {obj}."
+    present, base, past, negative = rule.phrases
+    if negated:
+        phrase = negative
+    elif g.used_to:
+        phrase = f"used to {base}"
+    else:
+        phrase = past if g.past else present
+    if g.subject.split()[-1].lower() in PLURAL_ROLES:
+        phrase = _plural(phrase, present, base)
+    return f"{g.subject} {phrase} {obj}."
+
+
+def _plural(phrase: str, present: str, base: str) -> str:
+    """Agreement for "Alice's kids": "loves" -> "love", "is from" -> "are from"."""
+    phrase = re.sub(r"\bis\b", "are", phrase.replace("does not", "do not"))
+    return phrase.replace(present, base) if not present.startswith("is ") else phrase
+
+
+def kinship(s: Sentence, ctx: Ctx) -> None:
+    """"my sister Jane", "Bob's wife, Sarah", "my dog's name is Rex", "Jane is my sister"."""
+    for m in KIN_APPOSITIVE.finditer(s.text):
+        owner = ctx.speaker if m["my"] else (m["owner"] and clean_name(m["owner"]))
+        name = clean_name(m["name"])
+        if owner and name:
+            role_entity(owner, m["role"].lower(), name, s.offset + m.start(), ctx)
+    for m in KIN_COPULA.finditer(s.text):
+        name = clean_name(m["name"])
+        if ctx.speaker and name:
+            role_entity(ctx.speaker, m["role"].lower(), name, s.offset + m.start(), ctx)
+
+
+def role_at(s: Sentence, ctx: Ctx) -> None:
+    """"I'm a software engineer at Google" -> WORKS_FOR, role kept; "a student at" -> STUDIES_AT."""
+    for m in ROLE_AT.finditer(s.text):
+        obj = parse_object(s, m.end(), "np", ctx)
+        if obj is None:
+            continue
+        g = grammar(s, m.start(), m[0].split()[0], ctx)
+        timing = times("state", g, ctx.reference) if g else None
+        if g is None or timing is None:
+            continue
+        valid, invalid, negated = timing
+        role = " ".join(m["role"].split())
+        student = role.lower().split()[-1] in STUDENT_WORDS
+        target = ctx.registry.add(obj.name, "Organization", s.offset + obj.start)
+        verb = ("studies at", "studied at") if student else ("works for", "worked for")
+        said = f"no longer {verb[0]}" if negated else verb[1] if g.past or g.used_to else verb[0]
+        article = "an" if role[0].lower() in "aeiou" else "a"
+        ctx.fact(g.subject, target, "STUDIES_AT" if student else "WORKS_FOR",
+                 f"{g.subject} {said} {target} as {article} {role}.", valid=valid, invalid=invalid,
+                 functional=not student, negated=negated, stated=g.when is not None, role=role)
+
+
+def possessions(s: Sentence, ctx: Ctx) -> None:
+    """have/got/adopted/bought a dog|daughter|car|sister [named X] -> HAS_PET, HAS_CHILD, ..."""
+    for m in POSSESSION.finditer(s.text):
+        noun = " ".join((m["noun"] or "car").lower().split())
+        if m["brand"] or noun in CARS:
+            relation, functional, label = "HAS_CAR", False, "Vehicle"
+        elif noun in KIN:
+            relation, functional, label = KIN[noun]
+        else:
+            continue
+        verb = m["verb"].lower()
+        g = grammar(s, m.start(), verb, ctx)
+        if g is None:
+            continue
+        starts = verb not in ("have", "has", "had", "own", "owns", "drive", "drives") or \
+            (verb == "had" and noun == "baby")
+        g.past = g.past or (verb == "had" and not starts)
+        timing = times("start" if starts else "state", g, ctx.reference)
+        if timing is None:
+            continue
+        valid, invalid, negated = timing
+        names = [n for n in (m["name"], m["name2"]) if n and clean_name(n)]
+        if not names:
+            names = [" ".join(m["brand"].split())] if m["brand"] else \
+                [f"{possessive(g.subject)} {noun}"]
+        said = " ".join(m[0].split())
+        if negated:
+            said = "does not " + said
+        else:
+            third = {"have": "has", "own": "owns", "drive": "drives"}.get(verb, verb)
+            said = third + said[len(verb):]
+        extra = {"species": PETS[noun]} if noun in PETS else {}
+        for name in names:
+            target = ctx.registry.add(name, label, s.offset + m.start(), **extra)
+            ctx.fact(g.subject, target, relation, f"{g.subject} {ctx.third_person(said)}.",
+                     valid=valid, invalid=invalid, functional=functional, negated=negated,
+                     stated=g.when is not None)
+
+
+def favourites(s: Sentence, ctx: Ctx) -> None:
+    """"my favourite book is X" and "X is my favorite band" -> FAVOURITE_<KIND>, functional."""
+    for m in FAVOURITE.finditer(s.text):
+        if s.text[:m.start()].rstrip().lower().endswith(" of"):
+            continue
+        owner = ctx.speaker if m["my"] else clean_name(m["owner"])
+        obj = parse_object(s, m.end(), "bare", ctx)
+        if owner and obj is not None:
+            _favourite(owner, m["fav"], m["kind"], obj.name, s, m.start(), ctx)
+    for m in FAVOURITE_REVERSED.finditer(s.text):
+        name = m["obj"].strip('"') if m["obj"].startswith('"') else clean_name(m["obj"])
+        if ctx.speaker and name:
+            _favourite(ctx.speaker, m["fav"], m["kind"], name, s, m.start(), ctx)
+
+
+def _favourite(owner: str, fav: str, kind: str, value: str, s: Sentence, at: int,
+               ctx: Ctx) -> None:
+    pos = s.offset + at
+    when = s.time_in(*s.clauses[s.clause_of(at)])
+    owner = ctx.registry.add(owner, "Person", pos)
+    target = ctx.registry.add(value, None, pos)
+    kind = " ".join(kind.split())
+    ctx.fact(owner, target, f"FAVOURITE_{_snake(kind)}",
+             f"{possessive(owner)} {fav.lower()} {kind} is {target}.",
+             valid=when.value if when else ctx.reference, functional=True, stated=when is not None)
+
+
+def carry_transition_times(first: int, ctx: Ctx) -> None:
+    """In one sentence, a functional value asserted without a time starts when the old one ended."""
+    pairs = list(zip(ctx.facts[first:], ctx.stated[first:]))
+    for ended, ended_stated in pairs:
+        if not (ended.negated and ended.functional and ended_stated):
+            continue
+        for new, new_stated in pairs:
+            if (not new.negated and not new_stated and new.invalid_at is None
+                    and new.relation == ended.relation and new.source == ended.source
+                    and new.target != ended.target):
+                new.valid_at = ended.invalid_at

@@ -1,0 +1,171 @@
+"""Clause grammar: the subject of a verb, its tense and negation, and the times a fact gets."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from pgmemory.extract.dates import TimeMention
+from pgmemory.extract.offline.lexicon import AUX, KIN, KIN_ALT, NOT_VERBS, PETS, VERB_FORMS_PAST
+from pgmemory.extract.offline.phrases import clean_name
+from pgmemory.extract.offline.state import Ctx, Sentence
+from pgmemory.extract.offline.text import NAME, possessive
+
+_LEADING_FILLER = re.compile(
+    r"^(?:[\s,!\-]|(?:oh|well|so|yeah|yes|yep|actually|anyway|btw|by\s+the\s+way|also|and|but"
+    r"|hey|wow|um|uh|haha|lol|then|plus|now|honestly|guess\s+what|fun\s+fact|recently|lately"
+    r"|finally)\b)*",
+    re.IGNORECASE)
+_NOW = re.compile(r"\b(?:now|currently|nowadays|these\s+days)\b", re.IGNORECASE)
+_ROLE_SUBJECT = re.compile(rf"^(?:(?P<my>[Mm]y)|(?P<owner>{NAME})'s?)\s+(?P<role>(?i:{KIN_ALT}))"
+                           rf"(?:\s*,?\s+(?P<name>{NAME}))?,?$")
+_NAME_SUBJECT = re.compile(rf"^{NAME}$")
+_LEAD = re.compile(rf"I\b|[Mm]y\s+(?i:{KIN_ALT})(?:\s*,?\s+{NAME})?|{NAME}")
+
+
+def _is_subject(head: str, ctx: Ctx) -> bool:
+    if head == "I":
+        return ctx.speaker is not None
+    m = _ROLE_SUBJECT.match(head)
+    if m:
+        return bool(ctx.speaker if m["my"] else clean_name(m["owner"]) == m["owner"])
+    return bool(_NAME_SUBJECT.match(head)) and clean_name(head) == head and \
+        not (" " not in head and head.endswith("ing"))
+
+
+def _resolve_subject(head: str, pos: int, ctx: Ctx) -> str:
+    """The entity a subject phrase (already checked by _is_subject) names, registering it."""
+    if head == "I":
+        assert ctx.speaker is not None
+        return ctx.registry.add(ctx.speaker, "Person", -1)
+    m = _ROLE_SUBJECT.match(head)
+    if m:
+        owner = ctx.speaker if m["my"] else m["owner"]
+        assert owner is not None
+        return role_entity(owner, m["role"].lower(), m["name"], pos, ctx)
+    return ctx.registry.add(head, "Person", pos)
+
+
+def role_entity(owner: str, role: str, name: str | None, pos: int, ctx: Ctx) -> str:
+    """The entity a relative or pet phrase names; also records owner -> it (e.g. HAS_SISTER)."""
+    relation, functional, label = KIN[role]
+    owner = ctx.registry.add(owner, "Person", pos)
+    extra = {"species": PETS[role]} if role in PETS else {}
+    if name and role in PETS:
+        target = ctx.registry.add(name, label, pos, **extra)
+        text = f"{owner} has a {role} named {target}."
+    elif name:
+        target = ctx.registry.add(name, label, pos)
+        text = f"{target} is {possessive(owner)} {role}."
+    else:
+        target = ctx.registry.add(f"{possessive(owner)} {role}", label, pos, **extra)
+        text = f"{owner} has {role}." if role.endswith(("s", "ren")) else f"{owner} has a {role}."
+    ctx.fact(owner, target, relation, text, valid=ctx.reference, functional=functional, role=role)
+    return target
+
+
+def lead_subject(s: Sentence, start: int, end: int, ctx: Ctx) -> tuple[str, int] | None:
+    """The clause's own subject if it opens with one followed by a verb-like word."""
+    clause = s.masked[start:end]
+    head = _LEADING_FILLER.sub("", clause)
+    m = _LEAD.match(head)
+    if m is None:
+        return None
+    after = head[m.end():].split()
+    subject = m[0].rstrip(",")
+    if not after or not after[0].islower() or after[0] in NOT_VERBS:
+        return None
+    if not _is_subject(subject, ctx):
+        return None
+    return subject, s.offset + start + len(clause) - len(head)
+
+
+@dataclass
+class Grammar:
+    """Who does a verb, how it is said, and the time that goes with it."""
+
+    subject: str
+    neg: bool
+    used_to: bool
+    past: bool
+    perfect: bool
+    when: TimeMention | None
+    clause: tuple[int, int]
+
+
+def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None:
+    """Parse the words between the clause start and the verb, or None if the subject is unclear.
+
+    They must be, after dropping times, fillers and auxiliaries: nothing
+    (subject of an earlier clause), "I", a name, or "my <relative> [Name]".
+    """
+    ci = s.clause_of(verb_start)
+    c_start, c_end = s.clauses[ci]
+    words = s.masked[c_start:verb_start].split()
+    neg = used_to = past = perfect = copula = False
+    while words and words[-1].lower().strip(",") in AUX:
+        w = words.pop().lower().strip(",")
+        copula = copula or w in ("am", "is", "are", "was", "were", "be", "been")
+        if w == "to":
+            if not (words and words[-1].lower() == "used"):
+                return None
+            words.pop()
+            used_to = True
+        elif w == "used":
+            return None
+        elif w in ("not", "never", "longer"):
+            neg = True
+        elif w in ("was", "were", "had", "did"):
+            past = True
+        elif w in ("have", "has"):
+            perfect = True
+    head = _LEADING_FILLER.sub("", " ".join(words).strip(" ,").rsplit(",", 1)[-1]).strip()
+    when = s.time_in(c_start, c_end)
+    if copula and verb.lower() == "like":
+        return None
+    if head:
+        if not _is_subject(head, ctx):
+            return None
+        subject = _resolve_subject(head, s.offset + c_start, ctx)
+    else:
+        j = next((j for j in range(ci - 1, -1, -1) if s.leads[j] is not None), None)
+        if j is None:
+            return None
+        lead = s.leads[j]
+        assert lead is not None
+        subject = _resolve_subject(lead[0], lead[1], ctx)
+        if when is None and not _NOW.search(s.text[c_start:c_end]):
+            earlier = (s.time_in(*s.clauses[k]) for k in range(ci - 1, j - 1, -1))
+            when = next((t for t in earlier if t is not None), None)
+    past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
+    return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end))
+
+
+_Timing = tuple[datetime | None, datetime | None, bool]
+
+
+def times(mode: str, g: Grammar, reference: datetime,
+          duration: TimeMention | None = None) -> _Timing | None:
+    """(valid_at, invalid_at, negated) for a rule mode and the clause's grammar; None to skip."""
+    stated = g.when.value if g.when else None
+    if mode in ("start", "end", "event", "experience") and g.neg:
+        return None
+    if mode == "end":
+        return None, stated or reference, True
+    if mode == "start":
+        return stated or reference, None, False
+    if mode == "event":
+        return (stated, None, False) if g.perfect else (stated or reference, None, False)
+    if mode == "experience":
+        return stated, None, False
+    if g.neg:
+        return None, stated or reference, True
+    if g.used_to:
+        return None, reference, False
+    if g.past:
+        if mode == "state" and stated is None:
+            return None, reference, False
+        return stated, None, False
+    if mode == "origin":
+        return stated or reference, None, False
+    return stated or (duration.value if duration else None) or reference, None, False
