@@ -72,8 +72,7 @@ class Memory:
         self.embedder = embedder
         self.extractor = extractor
         self.cross_encoder: CrossEncoder | None = None
-        derive = not getattr(extractor, "writes_summaries", False)
-        self._ingestor = Ingestor(pool, embedder, extractor, derive_summaries=derive)
+        self._ingestor = Ingestor(pool, embedder, extractor)
 
     @classmethod
     async def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,

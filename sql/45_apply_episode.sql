@@ -17,7 +17,6 @@ BEGIN
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
            SET name = coalesce(item->>'name', name),
-               summary = coalesce(item->>'summary', summary),
                labels = ARRAY(SELECT DISTINCT unnest(labels || ARRAY(
                             SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]'))))),
                attributes = attributes || coalesce(item->'attributes', '{}')
@@ -48,14 +47,12 @@ BEGIN
     SELECT f::uuid, p_episode, g FROM jsonb_array_elements_text(p_plan->'provenance') f
     ON CONFLICT DO NOTHING;
 
-    IF (p_plan->>'derive_summaries')::boolean THEN
-        PERFORM pgmemory.derive_summaries(ARRAY(
-            SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m
-            UNION
-            SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
-             WHERE f.id IN (SELECT (i->>'id')::uuid FROM jsonb_array_elements(p_plan->'invalidations') i
-                            UNION SELECT (r #>> '{}')::uuid FROM jsonb_array_elements(p_plan->'retractions') r)));
-    END IF;
+    PERFORM pgmemory.derive_summaries(ARRAY(
+        SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m
+        UNION
+        SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+         WHERE f.id IN (SELECT (i->>'id')::uuid FROM jsonb_array_elements(p_plan->'invalidations') i
+                        UNION SELECT (r #>> '{}')::uuid FROM jsonb_array_elements(p_plan->'retractions') r)));
 
     UPDATE pgmemory.episodes
        SET status = 'done', error = NULL, attempts = attempts + 1,
@@ -67,8 +64,9 @@ BEGIN
 END
 $$;
 
--- Summaries without an LLM: an entity is described by its latest believed facts
--- (the five most recently recorded, as source or target).
+-- Entity summaries: an entity is described by its latest believed, still-valid
+-- facts (the five most recently recorded, as source or target). An entity with
+-- none keeps the description it was created with (the LLM's, or empty).
 CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
 RETURNS void LANGUAGE sql AS $$
     UPDATE pgmemory.entities e
@@ -86,5 +84,5 @@ RETURNS void LANGUAGE sql AS $$
                           ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
                      ORDER BY u.rec DESC, u.version_id DESC LIMIT 5) latest), '') AS summary
           FROM unnest(p_entities) AS ent (id)) s
-     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary
+     WHERE e.id = s.id AND s.summary <> '' AND e.summary IS DISTINCT FROM s.summary
 $$;

@@ -125,7 +125,6 @@ def _by_new_id(answers: list[Any]) -> dict[str, Any]:
 class LLMExtractor:
     """Extracts, resolves and judges with an LLM: exactly one request per method call."""
 
-    writes_summaries = True
 
     def __init__(self, client: LLMClient) -> None:
         self.client = client

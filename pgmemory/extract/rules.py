@@ -15,7 +15,6 @@ from pgmemory.extract.types import EntityDecision, EntityQuestion, EpisodeInput,
 class RuleExtractor:
     """Deterministic, no-LLM Extractor; its calls cost nothing and are not counted."""
 
-    writes_summaries = False
 
     def __init__(self) -> None:
         self._rules = OfflineExtractor()

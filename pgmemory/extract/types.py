@@ -125,11 +125,7 @@ class Extractor(Protocol):
 
     ``extract`` reads one episode; ``resolve_entities`` and ``judge_facts`` are
     asked only when Postgres found candidates whose answer is not already known.
-    ``writes_summaries``: True when extracted entities carry real summaries; otherwise
-    summaries are derived in SQL from each entity's latest facts.
     """
-
-    writes_summaries: bool
 
     async def extract(self, episode: EpisodeInput, previous: list[EpisodeInput], usage: Any, *,
                       entity_types: dict[str, type] | None = None,

@@ -62,7 +62,6 @@ class Ingestor:
     pool: asyncpg.Pool
     embedder: Embedder
     extractor: Extractor
-    derive_summaries: bool
 
     async def ingest(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
         """Ingest one validated episode; re-ingesting a done episode id is a no-op."""
@@ -111,7 +110,7 @@ class Ingestor:
                 facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
                 judged = await judge_facts(conn, ep.group_id, facts, judge, episode, usage)
                 plan = plan_facts(judged, ep.reference_time)
-                payload = _payload(ep, resolved, plan, usage, episode_vec, self.derive_summaries)
+                payload = _payload(ep, resolved, plan, usage, episode_vec)
                 await conn.execute("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
         _fill(result, resolved, plan, usage)
         result.db_seconds = db_time + (time.perf_counter() - t0) - judge.seconds
@@ -184,17 +183,15 @@ def _vec(values) -> list[float] | None:
 
 
 def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
-             episode_vec, derive_summaries: bool) -> dict:
+             episode_vec) -> dict:
     unique = {r.id: r for r in resolved}.values()
     new_entities = [{
         "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,
         "attributes": r.entity.attributes, "embedding": _vec(r.embedding)} for r in unique if r.is_new]
     updates = [{
         "id": str(r.id), "name": r.name if r.renamed else None,
-        "summary": r.entity.summary or None if not derive_summaries else None,
         "labels": r.new_labels, "attributes": r.entity.attributes}
-        for r in unique if not r.is_new and (r.renamed or r.new_labels or r.entity.attributes
-                                             or (r.entity.summary and not derive_summaries))]
+        for r in unique if not r.is_new and (r.renamed or r.new_labels or r.entity.attributes)]
     new_facts = [{
         "id": str(n.id), "source": str(n.judged.source.id), "target": str(n.judged.target.id),
         "relation": n.judged.fact.relation, "fact": n.judged.fact.fact,
@@ -210,7 +207,6 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "provenance": sorted(plan.provenance),
         "invalidations": [{"id": k, "at": v.isoformat()} for k, v in plan.invalidations.items()],
         "retractions": sorted(plan.retractions),
-        "derive_summaries": derive_summaries,
         "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens},
         "embedding": _vec(episode_vec),
