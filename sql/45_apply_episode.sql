@@ -65,24 +65,39 @@ END
 $$;
 
 -- Entity summaries: an entity is described by its latest believed, still-valid
--- facts (the five most recently recorded, as source or target). An entity with
--- none keeps the description it was created with (the LLM's, or empty).
+-- facts (the five most recently recorded, as source or target); with none, by
+-- its latest believed facts that have ended, each marked "(until <date>)". An
+-- entity with no believed facts keeps the description it was created with.
 CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
 RETURNS void LANGUAGE sql AS $$
+    WITH open_facts AS (
+        SELECT ent.id, u.fact, u.rec, u.version_id
+          FROM unnest(p_entities) AS ent (id)
+          CROSS JOIN LATERAL (
+                (SELECT fa.fact, lower(fa.recorded) AS rec, fa.version_id FROM pgmemory.facts fa
+                  WHERE fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                  ORDER BY lower(fa.recorded) DESC LIMIT 5)
+                UNION ALL
+                (SELECT fa.fact, lower(fa.recorded), fa.version_id FROM pgmemory.facts fa
+                  WHERE fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                  ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
+    ), ended_facts AS (
+        SELECT ent.id,
+               rtrim(fa.fact, '.') || ' (until ' || to_char(upper(fa.valid) AT TIME ZONE 'UTC', 'YYYY-MM-DD') || ').'
+                   AS fact,
+               lower(fa.recorded) AS rec, fa.version_id
+          FROM unnest(p_entities) AS ent (id)
+          JOIN pgmemory.facts fa ON (fa.source_id = ent.id OR fa.target_id = ent.id)
+         WHERE upper_inf(fa.recorded) AND NOT upper_inf(fa.valid)
+           AND NOT EXISTS (SELECT 1 FROM open_facts o WHERE o.id = ent.id)
+    ), ranked AS (
+        SELECT id, fact, row_number() OVER (PARTITION BY id ORDER BY rec DESC, version_id DESC) AS n
+          FROM (SELECT * FROM open_facts UNION ALL SELECT * FROM ended_facts) f
+    ), summaries AS (
+        SELECT id, string_agg(fact, ' ' ORDER BY n) AS summary FROM ranked WHERE n <= 5 GROUP BY id
+    )
     UPDATE pgmemory.entities e
        SET summary = s.summary
-      FROM (
-        SELECT ent.id, coalesce((
-            SELECT string_agg(latest.fact, ' ' ORDER BY latest.rec DESC, latest.version_id DESC)
-              FROM (SELECT u.fact, u.rec, u.version_id FROM (
-                        (SELECT fa.fact, lower(fa.recorded) AS rec, fa.version_id FROM pgmemory.facts fa
-                          WHERE fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
-                          ORDER BY lower(fa.recorded) DESC LIMIT 5)
-                        UNION ALL
-                        (SELECT fa.fact, lower(fa.recorded), fa.version_id FROM pgmemory.facts fa
-                          WHERE fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
-                          ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
-                     ORDER BY u.rec DESC, u.version_id DESC LIMIT 5) latest), '') AS summary
-          FROM unnest(p_entities) AS ent (id)) s
-     WHERE e.id = s.id AND s.summary <> '' AND e.summary IS DISTINCT FROM s.summary
+      FROM summaries s
+     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary
 $$;

@@ -71,9 +71,9 @@ async def test_normal_episode_one_call(llm_memory, fake_openai, group):
     async with llm_memory.pool.acquire() as conn:
         summaries = dict(await conn.fetch(
             "SELECT name, summary FROM pgmemory.entities WHERE group_id = $1", group))
-    # Entities with believed, still-valid facts are described by them; others keep the LLM's words.
+    # Entities are described by their believed facts, ended ones marked with their end.
     assert summaries["OpenAI"] == "Alice works for OpenAI."
-    assert summaries["Tencent"] == "A company Alice left."
+    assert summaries["Tencent"] == "Alice worked for Tencent (until 2024-01-08)."
 
 
 async def test_second_episode_judges_facts_in_one_call(llm_memory, fake_openai, group):
@@ -132,3 +132,16 @@ async def test_failure_inside_the_transaction_leaves_nothing(llm_memory, fake_op
         await llm_memory.add_episode(group, "Tencent Holdings called me.", actor="Alice",
                                      reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
     assert await counts(llm_memory, group) == before
+
+
+async def test_entity_without_facts_keeps_the_llm_description(llm_memory, fake_openai, group):
+    fake_openai.script({"entities": [{"name": "Alice", "summary": "The speaker."},
+                                     {"name": "Lisbon", "summary": "A city Alice dreams of visiting."}],
+                        "facts": []})
+    result = await llm_memory.add_episode(group, "Someday I want to see Lisbon.", actor="Alice",
+                                          reference_time=REF)
+    assert result.facts_created == []
+    async with llm_memory.pool.acquire() as conn:
+        summary = await conn.fetchval(
+            "SELECT summary FROM pgmemory.entities WHERE group_id = $1 AND name = 'Lisbon'", group)
+    assert summary == "A city Alice dreams of visiting."
