@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from pgmemory.extract.types import EntityCandidate, EntityQuestion, EpisodeInput, ExtractedEntity, Extractor
 from pgmemory.storage.vectors import vector_literals
-from pgmemory.extract.types import (
-    EntityCandidate, EntityQuestion, EpisodeInput, ExtractedEntity, Extractor)
 
 
 @dataclass

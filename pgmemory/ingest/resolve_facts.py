@@ -6,8 +6,7 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
-from pgmemory.extract.types import (
-    EpisodeInput, ExtractedFact, Extractor, FactCandidate, FactDecision, FactQuestion)
+from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor, FactCandidate, FactDecision, FactQuestion
 from pgmemory.ingest.resolve_entities import ResolvedEntity
 from pgmemory.storage.vectors import vector_literals
 

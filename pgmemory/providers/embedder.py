@@ -15,9 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-import openai
-
-from pgmemory.providers.llm import PLACEHOLDER_API_KEY, ProviderError, RetryPolicy, with_retries
+from pgmemory.providers.llm import ProviderError, RetryPolicy, openai_client, with_retries
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
@@ -150,12 +148,7 @@ class OpenAIEmbedder:
         self.dim = dim
         self.name = f"openai:{model}"
         self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=timeout,
-            max_retries=0,
-        )
+        self._client = openai_client(base_url, api_key, timeout)
         self._semaphore = asyncio.Semaphore(max_concurrency)
 
     @property

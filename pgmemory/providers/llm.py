@@ -172,6 +172,12 @@ def _first_error(exc: pydantic.ValidationError) -> str:
     return f"{where}: {err['msg']} ({exc.error_count()} error(s))"
 
 
+def openai_client(base_url: str | None, api_key: str | None, timeout: float) -> openai.AsyncOpenAI:
+    """An AsyncOpenAI client with its own retries off (with_retries is the only retry loop)."""
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key or PLACEHOLDER_API_KEY,
+                              timeout=timeout, max_retries=0)
+
+
 class LLMClient:
     """Structured completions against an OpenAI-compatible chat endpoint, retried and rate-bounded."""
 
@@ -192,12 +198,7 @@ class LLMClient:
             )
         self.model = model
         self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=timeout,
-            max_retries=0,
-        )
+        self._client = openai_client(base_url, api_key, timeout)
         self._semaphore = asyncio.Semaphore(max_concurrency)
 
     @classmethod

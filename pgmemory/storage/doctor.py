@@ -8,8 +8,7 @@ import psycopg
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import MigrationError
 from pgmemory.storage import migrate
-from pgmemory.storage.setup import (
-    MIN_SERVER_VERSION, available_extensions, preloaded_libraries, server_version)
+from pgmemory.storage.setup import MIN_SERVER_VERSION, available_extensions, preloaded_libraries, server_version
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import psycopg
 
 from pgmemory.errors import DatabaseUnavailable
 
+
 def _ram_mb() -> int:
     """Physical memory in MiB (1 GiB when the platform does not say)."""
     try:
