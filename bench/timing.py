@@ -22,7 +22,6 @@ class TimedExtractor:
     def __init__(self, inner: Extractor, watch: Stopwatch) -> None:
         self.inner = inner
         self.watch = watch
-        self.writes_summaries = inner.writes_summaries
         self.client = getattr(inner, "client", None)
 
     async def _timed(self, call: Any) -> Any:
