@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from pgmemory.errors import InvalidInput, SetupError
+from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import Extractor
 from pgmemory.ingest.episode import Episode, validate_episode, validate_group_id
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
@@ -48,20 +48,11 @@ def default_extractor(llm: LLMClient | None = None) -> Extractor:
 
 
 def ensure_initialised(dsn: str, dim: int) -> None:
-    """Run `init` when the database has no pgmemory schema; refuse a different embedding dimension."""
-    from pgmemory.storage.setup import init_database
+    """Bring the database up to this pgmemory's schema and SQL (see storage.setup.ensure_current)."""
+    from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        exists = conn.execute("SELECT to_regclass('pgmemory.settings')").fetchone()[0]
-        stored = None
-        if exists is not None:
-            row = conn.execute("SELECT value FROM pgmemory.settings WHERE key = 'embedding_dim'").fetchone()
-            stored = row[0] if row else None
-        if stored is None:
-            init_database(conn, dim)
-        elif stored != dim:
-            raise SetupError(f"embedding dimension mismatch: this database stores {stored}-d embeddings, "
-                             f"the embedder produces {dim}-d")
+        ensure_current(conn, dim)
 
 
 class Memory:

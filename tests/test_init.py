@@ -8,8 +8,8 @@ import pytest
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
-from pgmemory.storage.migrate import load_migrations
-from pgmemory.storage.setup import init_database
+from pgmemory.storage.migrate import load_migrations, sql_fingerprint
+from pgmemory.storage.setup import ensure_current, init_database
 
 PGMEMORY_OBJECTS = """
     SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -27,7 +27,8 @@ def test_init_is_idempotent(empty_dsn):
     assert first.migrations_applied == [m.name for m in load_migrations()]
     assert second.migrations_applied == []
     assert (first.graph_mode, first.text_search) == ("age", "bm25")
-    assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "bm25"}
+    assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "bm25",
+                        "sql_fingerprint": sql_fingerprint()}
 
 
 def test_every_embedding_has_an_hnsw_index(db_dsn):
@@ -89,3 +90,17 @@ def test_init_without_pgvector_is_a_clear_error(server_without_vector):
         with pytest.raises(SetupError, match="pgvector extension is not installed"):
             init_database(conn, 384)
         assert conn.execute("SELECT to_regnamespace('pgmemory')").fetchone()[0] is None
+
+
+def test_open_brings_an_older_database_up_to_date(empty_dsn):
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, 384)
+        conn.execute("UPDATE pgmemory.settings SET value = '\"stale\"' WHERE key = 'sql_fingerprint'")
+        conn.execute("DROP FUNCTION pgmemory.search_candidates(text[], text, vector, jsonb)")
+        conn.commit()
+        ensure_current(conn, 384)
+        assert conn.execute("SELECT to_regprocedure('pgmemory.search_candidates(text[], text, vector, jsonb)')"
+                            ).fetchone()[0] is not None
+        assert conn.execute("SELECT pgmemory.setting('sql_fingerprint') #>> '{}'").fetchone()[0] == sql_fingerprint()
+        with pytest.raises(SetupError, match="stores 384-d embeddings, the embedder produces 768-d"):
+            ensure_current(conn, 768)

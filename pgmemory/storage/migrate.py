@@ -103,6 +103,14 @@ def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | Non
     return done
 
 
+def sql_fingerprint(directory: Path = SQL_DIR) -> str:
+    """A hash of every stored-SQL file: a database whose recorded fingerprint differs needs init."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.sql")):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def apply_sql_file(conn: psycopg.Connection, path: Path) -> None:
     """Re-apply one file of stored functions and views (CREATE OR REPLACE)."""
     try:

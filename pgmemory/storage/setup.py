@@ -95,11 +95,29 @@ def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
         text_search = "bm25" if use_bm25 else "tsvector"
         _put_setting(conn, "graph_mode", graph_mode)
         _put_setting(conn, "text_search", text_search)
+        _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())
         try:
             conn.execute("SELECT pgmemory.set_embedding_dim(%s)", (embedding_dim,))
         except psycopg.errors.InvalidParameterValue as exc:
             raise SetupError(exc.diag.message_primary or str(exc)) from None
     return InitReport(version, graph_mode, text_search, embedding_dim, applied)
+
+
+def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
+    """Run init when the schema is missing, a migration is pending or the stored SQL changed
+    (an upgraded pgmemory on an older database); refuse a different embedding dimension."""
+    if conn.execute("SELECT to_regclass('pgmemory.settings')").fetchone()[0] is None:
+        init_database(conn, embedding_dim)
+        return
+    settings = dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
+    conn.commit()
+    stored = settings.get("embedding_dim")
+    if stored is not None and stored != embedding_dim:
+        raise SetupError(f"embedding dimension mismatch: this database stores {stored}-d embeddings, "
+                         f"the embedder produces {embedding_dim}-d")
+    if (stored is None or settings.get("sql_fingerprint") != migrate.sql_fingerprint()
+            or migrate.pending_migrations(conn, migrate.load_migrations())):
+        init_database(conn, embedding_dim)
 
 
 def _put_setting(conn: psycopg.Connection, key: str, value: object) -> None:
