@@ -97,10 +97,17 @@ def test_open_brings_an_older_database_up_to_date(empty_dsn):
         init_database(conn, 384)
         conn.execute("UPDATE pgmemory.settings SET value = '\"stale\"' WHERE key = 'sql_fingerprint'")
         conn.execute("DROP FUNCTION pgmemory.search_candidates(text[], text, vector, jsonb)")
+        # An overload an older release left behind when bfs_entities gained an argument.
+        conn.execute("CREATE FUNCTION pgmemory.bfs_entities(text[], uuid[], integer, timestamptz, timestamptz)"
+                     " RETURNS TABLE (entity_id uuid, distance integer) LANGUAGE sql AS 'SELECT NULL::uuid, 0'")
         conn.commit()
         ensure_current(conn, 384)
         assert conn.execute("SELECT to_regprocedure('pgmemory.search_candidates(text[], text, vector, jsonb)')"
                             ).fetchone()[0] is not None
         assert conn.execute("SELECT pgmemory.setting('sql_fingerprint') #>> '{}'").fetchone()[0] == sql_fingerprint()
+        overloads = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'bfs_entities'").fetchone()[0]
+        assert overloads == 1
+        assert conn.execute("SELECT count(*) FROM pgmemory.bfs_entities(ARRAY['g'], ARRAY[gen_random_uuid()], 1,"
+                            " NULL, NULL)").fetchone()[0] == 1
         with pytest.raises(SetupError, match="stores 384-d embeddings, the embedder produces 768-d"):
             ensure_current(conn, 768)

@@ -103,6 +103,26 @@ def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | Non
     return done
 
 
+def function_versions(conn: psycopg.Connection) -> dict[int, str]:
+    """oid -> row version (xmin) of every function in schema pgmemory."""
+    return dict(conn.execute(
+        "SELECT p.oid::bigint, p.xmin::text FROM pg_proc p"
+        " WHERE p.pronamespace = to_regnamespace('pgmemory')").fetchall())
+
+
+def drop_stale_functions(conn: psycopg.Connection, before: dict[int, str]) -> list[str]:
+    """Drop functions of schema pgmemory that the sql/ run since `before` did not (re)create:
+    overloads left behind when a function's arguments changed. Without CASCADE, so a user
+    object still depending on one makes init fail loudly instead of vanishing."""
+    stale = [oid for oid, version in function_versions(conn).items() if before.get(oid) == version]
+    dropped = []
+    for oid in stale:
+        signature = conn.execute("SELECT %s::oid::regprocedure::text", (oid,)).fetchone()[0]
+        conn.execute(psycopg.sql.SQL("DROP FUNCTION {}").format(psycopg.sql.SQL(signature)))
+        dropped.append(signature)
+    return dropped
+
+
 def sql_fingerprint(directory: Path = SQL_DIR) -> str:
     """A hash of every stored-SQL file: a database whose recorded fingerprint differs needs init."""
     digest = hashlib.sha256()

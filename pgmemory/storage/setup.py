@@ -84,6 +84,7 @@ def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
         if use_bm25:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_textsearch")
         applied = migrate.apply_migrations(conn)
+        functions_before = migrate.function_versions(conn)
         migrate.apply_sql_dir(conn, migrate.SQL_DIR)
         if use_age:
             _ensure_graph(conn)
@@ -91,6 +92,7 @@ def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
         if use_bm25:
             _ensure_bm25_indexes(conn)
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / ("bm25.sql" if use_bm25 else "tsvector.sql"))
+        migrate.drop_stale_functions(conn, functions_before)
         graph_mode = "age" if use_age else "sql"
         text_search = "bm25" if use_bm25 else "tsvector"
         _put_setting(conn, "graph_mode", graph_mode)
