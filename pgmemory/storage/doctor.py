@@ -8,7 +8,13 @@ import psycopg
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import MigrationError
 from pgmemory.storage import migrate
-from pgmemory.storage.setup import MIN_SERVER_VERSION, available_extensions, preloaded_libraries, server_version
+from pgmemory.storage.setup import (
+    MIN_SERVER_VERSION,
+    available_extensions,
+    broken_bm25_indexes,
+    preloaded_libraries,
+    server_version,
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,11 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
                             "" if present else "run `pgmemory init`"))
     else:
         checks.append(Check("graph", "ok", "recursive SQL traversal (no AGE)"))
+    broken = broken_bm25_indexes(conn)
+    if broken:
+        checks.append(Check("bm25 indexes", "fail", f"{', '.join(broken)} cannot find their own rows "
+                            "(pg_textsearch 1.0.0 loses corpus statistics across restarts)",
+                            "run `pgmemory init` (it rebuilds them); opening Memory also repairs them"))
     dim = settings.get("embedding_dim")
     checks.append(Check("embedding_dim", "ok" if dim else "fail", f"{dim}" if dim else "not set",
                         "" if dim else "run `pgmemory init`"))

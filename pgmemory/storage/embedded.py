@@ -82,5 +82,6 @@ def _tune_once(server, dsn: str) -> None:
             for name, value in TUNING.items():
                 conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
                     psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
-        pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+        pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user,
+               timeout=60)
         server.ensure_postgres_running()

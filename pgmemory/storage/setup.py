@@ -102,7 +102,43 @@ def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
             conn.execute("SELECT pgmemory.set_embedding_dim(%s)", (embedding_dim,))
         except psycopg.errors.InvalidParameterValue as exc:
             raise SetupError(exc.diag.message_primary or str(exc)) from None
+    repair_bm25_indexes(conn)
     return InitReport(version, graph_mode, text_search, embedding_dim, applied)
+
+
+def broken_bm25_indexes(conn: psycopg.Connection) -> list[str]:
+    """BM25 indexes that cannot find a row of their own table by its own text. pg_textsearch
+    1.0.0 can lose its corpus statistics across a server restart and then silently return
+    nothing (fixed upstream; REINDEX recovers it)."""
+    if pgmemory_setting(conn, "text_search") != "bm25":
+        return []
+    broken = []
+    for name, (table, column) in BM25_INDEXES.items():
+        row = conn.execute(pgsql.SQL("SELECT left({}, 200) FROM pgmemory.{} LIMIT 1").format(
+            pgsql.Identifier(column), pgsql.Identifier(table))).fetchone()
+        if row is None or not row[0].strip():
+            continue
+        found = conn.execute(pgsql.SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM pgmemory.{t} ORDER BY {c} <@> to_bm25query(%s, %s) LIMIT 1) x"
+        ).format(t=pgsql.Identifier(table), c=pgsql.Identifier(column)), (row[0], f"pgmemory.{name}")).fetchone()[0]
+        if found == 0:
+            broken.append(name)
+    return broken
+
+
+def repair_bm25_indexes(conn: psycopg.Connection) -> list[str]:
+    """REINDEX every BM25 index that fails the self-check; returns their names."""
+    broken = broken_bm25_indexes(conn)
+    for name in broken:
+        conn.execute(pgsql.SQL("REINDEX INDEX pgmemory.{}").format(pgsql.Identifier(name)))
+    conn.commit()
+    return broken
+
+
+def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
+    """One value of pgmemory.settings (None when absent)."""
+    row = conn.execute("SELECT value FROM pgmemory.settings WHERE key = %s", (key,)).fetchone()
+    return row[0] if row else None
 
 
 def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
@@ -120,6 +156,7 @@ def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
     if (stored is None or settings.get("sql_fingerprint") != migrate.sql_fingerprint()
             or migrate.pending_migrations(conn, migrate.load_migrations())):
         init_database(conn, embedding_dim)
+    repair_bm25_indexes(conn)
 
 
 def _put_setting(conn: psycopg.Connection, key: str, value: object) -> None:
