@@ -17,13 +17,19 @@ DIM = 384
 
 
 @pytest.fixture(scope="session")
-def admin_dsn(tmp_path_factory) -> str:
-    """DSN of the test server: PGMEMORY_TEST_DSN if set, else a fresh embedded server."""
+def admin_dsn(tmp_path_factory):
+    """DSN of the test server: PGMEMORY_TEST_DSN if set, else a fresh embedded server,
+    stopped when the session ends."""
     explicit = os.environ.get("PGMEMORY_TEST_DSN")
     if explicit:
-        return explicit
-    data_dir = tmp_path_factory.mktemp("pgdata")
-    return resolve_dsn(Settings(dsn=None, data_dir=Path(data_dir)))
+        yield explicit
+        return
+    data_dir = Path(tmp_path_factory.mktemp("pgdata"))
+    yield resolve_dsn(Settings(dsn=None, data_dir=data_dir))
+    from pgserver._commands import pg_ctl
+
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user="pgserver" if os.geteuid() == 0 else None,
+           timeout=60)
 
 
 @pytest.fixture
