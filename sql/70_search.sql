@@ -206,6 +206,11 @@ BEGIN
                  ORDER BY 2 DESC LIMIT k) c) h
          GROUP BY h.id
     ),
+    -- Distances from the node_distance reranker's centre entity (computed once, only with one).
+    from_center AS MATERIALIZED (
+        SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
+         WHERE center IS NOT NULL
+    ),
     -- Episodes that the best facts came from: graph evidence for the raw record.
     epi_from_facts AS (
         SELECT fe.episode_id AS id, row_number() OVER (ORDER BY min(fr.r), fe.episode_id)::integer AS r
@@ -245,10 +250,8 @@ BEGIN
                'attributes', f.attributes,
                'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
                               FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id),
-               'distance', (SELECT least(min(b.distance) FILTER (WHERE b.entity_id = f.source_id),
-                                         min(b.distance) FILTER (WHERE b.entity_id = f.target_id))
-                              FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
-                             WHERE center IS NOT NULL),
+               'distance', (SELECT min(b.distance) FROM from_center b
+                             WHERE b.entity_id IN (f.source_id, f.target_id)),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
       FROM fact_hits fh
       JOIN pgmemory.facts f ON f.version_id = fh.version_id
@@ -259,8 +262,7 @@ BEGIN
                'group_id', e.group_id, 'name', e.name, 'summary', e.summary, 'labels', e.labels,
                'attributes', e.attributes,
                'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
-               'distance', (SELECT b.distance FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
-                             WHERE center IS NOT NULL AND b.entity_id = e.id),
+               'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
       FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
     UNION ALL
