@@ -11,7 +11,7 @@ import asyncpg
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import Extractor
-from pgmemory.ingest.episode import Episode, validate_episode, validate_group_id
+from pgmemory.ingest.episode import Episode, episode_uuid, validate_episode, validate_group_id
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
@@ -190,8 +190,6 @@ class Memory:
 
     async def episode_status(self, episode_id: Any, group_id: str | None = None) -> dict[str, Any] | None:
         """Status, attempts, error and LLM cost of one episode (None if unknown)."""
-        from pgmemory.ingest.episode import episode_uuid
-
         eid = episode_uuid(group_id or "", episode_id)
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
@@ -201,8 +199,6 @@ class Memory:
 
     async def delete_episode(self, episode_id: Any, group_id: str | None = None) -> DeleteResult:
         """Delete an episode; facts only it supported are retracted (or removed with orphan entities)."""
-        from pgmemory.ingest.episode import episode_uuid
-
         eid = episode_uuid(group_id or "", episode_id)
         async with self.pool.acquire() as conn:
             try:

@@ -15,6 +15,7 @@ from datetime import datetime
 
 import asyncpg
 
+from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
@@ -157,8 +158,6 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
         return row["status"]
     stored = await conn.fetchrow("SELECT group_id, content, status FROM pgmemory.episodes WHERE id = $1", ep.id)
     if stored["group_id"] != ep.group_id or stored["content"] != ep.content:
-        from pgmemory.errors import InvalidInput
-
         raise InvalidInput(f"episode id {ep.id} is already used by a different episode")
     return stored["status"]
 

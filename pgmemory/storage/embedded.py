@@ -56,17 +56,15 @@ def _start(data_dir: Path, attempts: int = 3):
     import pgserver
     from pgserver.postgres_server import PostgresServer
 
-    for attempt in range(1, attempts + 1):
+    for _ in range(attempts):
         try:
             return pgserver.get_server(data_dir, cleanup_mode=None)
         except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
             PostgresServer._instances.pop(data_dir.resolve(), None)
-            if attempt == attempts:
-                raise DatabaseUnavailable(
-                    f"the embedded Postgres in {data_dir} did not start ({type(exc).__name__}); "
-                    f"its log is {data_dir / 'log'}") from None
+            failure = exc
             time.sleep(1.0)
-    raise AssertionError("unreachable")
+    raise DatabaseUnavailable(f"the embedded Postgres in {data_dir} did not start after {attempts} tries "
+                              f"({type(failure).__name__}); its log is {data_dir / 'log'}")
 
 
 def _tune_once(server, dsn: str) -> None:
