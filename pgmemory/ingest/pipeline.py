@@ -133,19 +133,18 @@ class _Timed:
         self._extractor = extractor
         self.seconds = 0.0
 
-    async def resolve_entities(self, *args, **kwargs):
+    async def _timed(self, pending):
         started = time.perf_counter()
         try:
-            return await self._extractor.resolve_entities(*args, **kwargs)
+            return await pending
         finally:
             self.seconds += time.perf_counter() - started
 
+    async def resolve_entities(self, *args, **kwargs):
+        return await self._timed(self._extractor.resolve_entities(*args, **kwargs))
+
     async def judge_facts(self, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return await self._extractor.judge_facts(*args, **kwargs)
-        finally:
-            self.seconds += time.perf_counter() - started
+        return await self._timed(self._extractor.judge_facts(*args, **kwargs))
 
 
 async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
