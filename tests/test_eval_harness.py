@@ -246,7 +246,7 @@ async def test_searches_run_one_at_a_time_after_all_ingestion(memory, tmp_path, 
     assert labels[:2] == [f"p50 {percentile(searches, 50):,.1f} ms", f"p95 {percentile(searches, 95):,.1f} ms"]
     report = (tmp_path / "out" / "report.md").read_text()
     assert f"{os.cpu_count()} CPU cores; searches one at a time (concurrency 1), after ingestion " \
-           "(2 conversations at once) had finished" in report
+           "(up to 2 conversations at once) had finished" in report
 
 
 async def test_irregular_evidence_is_read_counted_and_reported(memory, tmp_path):

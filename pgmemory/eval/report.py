@@ -60,7 +60,7 @@ def machine_line(results: dict[str, Any]) -> str:
     m = results["machine"]
     cores = "/".join(str(c) for c in m["cores"]) or "?"
     return (f"{cores} CPU cores; searches one at a time (concurrency {m['search_concurrency']}), "
-            f"after ingestion ({m['ingest_concurrency']} conversations at once) had finished")
+            f"after ingestion (up to {m['ingest_concurrency']} conversations at once) had finished")
 
 
 def ranked_turns_lines(results: dict[str, Any]) -> list[str]:
@@ -69,6 +69,7 @@ def ranked_turns_lines(results: dict[str, Any]) -> list[str]:
     facts = sum(c["facts"] for c in results["conversations"].values())
     lines = [results["ranked_turns"]]
     if o.get("turns_ranked") is not None:
+        lines.append("")
         lines.append(
             f"Per question, of at most {max(DEFAULT_KS)}: {_num(o['turns_ranked'], 1)} turns ranked, "
             f"{_num(o['turns_from_episodes'], 1)} from episode hits and {_num(o['turns_from_facts'], 1)} "
