@@ -32,7 +32,7 @@ def _objects(s: Sentence, pos: int, rule: Rule, ctx: Ctx) -> list[Phrase]:
     obj = parse_object(s, pos, rule.obj, ctx)
     while obj is not None:
         found.append(obj)
-        if rule.mode not in ("pref", "event", "experience"):
+        if rule.mode not in ("pref", "event", "experience", "social"):
             break
         joint = _COORDINATION.match(s.text, obj.end)
         obj = parse_object(s, joint.end(), rule.obj, ctx) if joint else None
@@ -45,12 +45,12 @@ def apply_rule(rule: Rule, m: re.Match[str], s: Sentence, ctx: Ctx) -> None:
     objects = [o for o in _objects(s, m.end(), rule, ctx) if rule.accept is None or rule.accept(o)]
     if not objects:
         return
-    g = grammar(s, m.start(), m[0].split()[0], ctx)
+    g = grammar(s, m.start(), s.text[m.start():].split()[0], ctx)
     if g is None:
         return
     g.neg = g.neg or bool("neg" in rule.pattern.groupindex and m["neg"])
     duration = find_duration(s.text[g.clause[0]:g.clause[1]], ctx.reference) \
-        if rule.mode == "state" else None
+        if rule.mode in ("state", "social") else None
     timing = times(rule.mode, g, ctx.reference, duration)
     if timing is None:
         return
@@ -121,7 +121,7 @@ def role_at(s: Sentence, ctx: Ctx) -> None:
         article = "an" if role[0].lower() in "aeiou" else "a"
         ctx.fact(g.subject, target, "STUDIES_AT" if student else "WORKS_FOR",
                  f"{g.subject} {said} {target} as {article} {role}.", valid=valid, invalid=invalid,
-                 functional=not student, negated=negated, stated=g.when is not None, role=role)
+                 functional=True, negated=negated, stated=g.when is not None, role=role)
 
 
 def possessions(s: Sentence, ctx: Ctx) -> None:

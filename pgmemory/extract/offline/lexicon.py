@@ -31,7 +31,8 @@ must not i you he she it we they me him her us them my your his its our their th
 get got make made feel felt look looks looked seem seems seemed went go goes take took want
 wants need needs think thought know knew see saw said says love loves like likes enjoy
 enjoys hate hates just also even only both either much more most lot all twice once
-together alone often sometimes everyday daily weekly home back ever well lol haha
+together alone often sometimes everyday daily weekly home back ever well lol haha these
+a an nowadays
 """.split())
 PRONOUNS = frozenset("""
 it this that these those them him her you us me everything something anything nothing
@@ -106,6 +107,9 @@ JOB_WORDS = ("engineer|developer|programmer|manager|designer|teacher|nurse|docto
              "executive|owner|waiter|waitress|bartender|server|janitor|secretary|agent|"
              "student|freshman|sophomore|junior|senior|undergrad|undergraduate|postdoc|"
              "fellow|candidate")
+JOB_NOUNS = frozenset(["job", "position", "role", "gig", "internship", "jobs"])
+SCHOOL_WORDS = frozenset(["university", "college", "school", "institute", "academy", "polytechnic",
+                          "conservatory", "seminary"])
 PLURAL_ROLES = frozenset(["kids", "children", "sons", "daughters", "twins"])
 STUDENT_WORDS = frozenset(["student", "freshman", "sophomore", "junior", "senior", "undergrad",
                            "undergraduate", "postdoc", "fellow", "candidate"])
@@ -135,6 +139,11 @@ often sometimes truly totally absolutely definitely honestly basically mostly ev
 ever again happily proudly newly originally used to
 """.split())
 NOT_VERBS = NP_STOP - AUX
+ASSISTANT_NAMES = frozenset(["assistant", "ai", "ai assistant", "bot", "chatbot"])
+LEAD_IN_LABELS = frozenset("""
+news update updates fact note reminder question fyi ps edit psa tldr warning spoiler alert up
+talk story summary answer confession hint tip lol ok okay so well also btw anyway
+""".split())
 NOT_ACTIVITIES = _LIGHT_VERBS | NP_STOP
 
 
