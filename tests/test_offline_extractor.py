@@ -140,7 +140,7 @@ def test_time_carries_to_a_clause_without_its_own_subject() -> None:
 def test_time_does_not_carry_to_a_clause_with_its_own_subject() -> None:
     x = run("I visited Paris in 2019 and I live in London.")
     assert facts(x) == {
-        ("Alice", "VISITED", "Paris", day(2019, 1, 1), None, False, False),
+        ("Alice", "VISITED", "Paris", day(2019, 1, 1), day(2020, 1, 1), False, False),  # an event: 2019
         ("Alice", "LIVES_IN", "London", REF, None, False, True),
     }
 
@@ -450,19 +450,19 @@ def test_studying_a_field_keeps_it() -> None:
 def test_bought() -> None:
     x = run("I bought a new guitar on Thursday.")
     assert names(x) == ["Alice", "guitar"]
-    assert facts(x) == {("Alice", "BOUGHT", "guitar", day(2024, 1, 11), None, False, False)}
+    assert facts(x) == {("Alice", "BOUGHT", "guitar", day(2024, 1, 11), day(2024, 1, 12), False, False)}
     assert x.facts[0].fact == "Alice bought a new guitar."
 
 
 def test_visited() -> None:
     x = run("I visited Paris last summer.")
     assert labels(x)["Paris"] == ["Entity", "Place"]
-    assert facts(x) == {("Alice", "VISITED", "Paris", day(2023, 6, 1), None, False, False)}
+    assert facts(x) == {("Alice", "VISITED", "Paris", day(2023, 6, 1), day(2023, 9, 1), False, False)}
 
 
 def test_fact_sentence_keeps_the_determiner_and_resolves_my() -> None:
     x = run("Yesterday, I visited the Louvre with my mom.")
-    assert facts(x) == {("Alice", "VISITED", "Louvre", day(2024, 1, 14), None, False, False)}
+    assert facts(x) == {("Alice", "VISITED", "Louvre", day(2024, 1, 14), day(2024, 1, 15), False, False)}
     assert x.facts[0].fact == "Alice visited the Louvre."
     quit_job = run("I quit my job at Initech.")
     assert quit_job.facts[0].fact == "Alice quit Alice's job at Initech."
@@ -473,13 +473,14 @@ def test_locomo_support_group_turn() -> None:
             ref=datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc))
     assert names(x) == ["Caroline", "LGBTQ support group"]
     assert facts(x) == {
-        ("Caroline", "VISITED", "LGBTQ support group", day(2023, 5, 7), None, False, False)}
+        ("Caroline", "VISITED", "LGBTQ support group", day(2023, 5, 7), day(2023, 5, 8), False, False)}
     assert x.facts[0].fact == "Caroline went to a LGBTQ support group."
 
 
-def test_been_to_without_a_time_has_no_valid_time() -> None:
+def test_been_to_without_a_time_ended_before_the_reference() -> None:
     x = run("I've been to Japan twice.")
-    assert facts(x) == {("Alice", "VISITED", "Japan", None, None, False, False)}
+    assert facts(x) == {("Alice", "VISITED", "Japan", None, REF, False, False)}
+    assert x.facts[0].attributes == {"kind": "event"}
     assert x.facts[0].fact == "Alice has been to Japan."
 
 

@@ -26,6 +26,7 @@ in at on for with to from by about of into onto over under near around through d
 after before until without like as than and or but so because while when where which who
 whom whose that if though although now then today yesterday tomorrow tonight last next this
 ago again too very really lately recently anymore already still yet soon every each almost
+originally
 is are was were be been am have has had do does did will would can could should may might
 must not i you he she it we they me him her us them my your his its our their there here
 get got make made feel felt look looks looked seem seems seemed went go goes take took want

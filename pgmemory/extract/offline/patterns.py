@@ -191,7 +191,7 @@ RULES: list[Rule] = [
        "np"),
     _r(r"\b(?:(?:got|came|just\s+got)\s+back\s+from|returned\s+from)\s+", "VISITED", "event", "np"),
     _r(r"\b(?:attended|competed\s+in|participated\s+in|took\s+part\s+in)\s+", "ATTENDED", "event", "bare",
-       accept=lambda p: bool(p.det) or p.proper),
+       accept=lambda p: bool(p.det) or p.proper or "'s " in p.name),
     _r(r"\b(?:ran|finished|completed)\s+", "ATTENDED", "event", "np", accept=_is_race),
     _r(r"\bmet\s+(?:up\s+with\s+)?", "MET", "event", "proper", "Person",
        accept=lambda p: not _is_place(p)),
@@ -221,3 +221,7 @@ FAVOURITE = re.compile(
 FAVOURITE_REVERSED = re.compile(
     rf"(?P<obj>{NAME}|\"[^\"]+\")\s+is\s+[Mm]y\s+(?:all[- ]time\s+)?(?P<fav>favou?rite)"
     r"\s+(?P<kind>[a-z]+(?:\s+[a-z]+)?)(?=\s*[.,!?;]|\s*$)")
+RATHER = re.compile(r"\bwould\s+rather\s+(?:(?:have|drink|eat|take|watch|read|play|do|listen\s+to"
+                    r"|go\s+with)\s+)?")
+WORKPLACE = re.compile(r"\b(?:[Mm]y|[Oo]ur)\s+(?:(?P<first>first)\s+(?:day|week|month|shift)"
+                       r"|(?:new\s+|current\s+)?(?:job|position|role|gig|internship))\s+(?:at|with)\s+")

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from pgmemory.extract.dates import TimeMention
+from pgmemory.extract.dates import TimeMention, day_of
 from pgmemory.extract.offline.lexicon import AUX, KIN, KIN_ALT, NOT_VERBS, PETS, VERB_FORMS_PAST
 from pgmemory.extract.offline.phrases import clean_name
 from pgmemory.extract.offline.state import Ctx, Sentence
@@ -26,13 +26,16 @@ _NOW = re.compile(r"\b(?:now|currently|nowadays|these\s+days)\b", re.IGNORECASE)
 _ROLE_SUBJECT = re.compile(rf"^(?:(?P<my>[Mm]y|[Oo]ur)|(?P<your>[Yy]our)|(?P<owner>{NAME})'s?)\s+(?P<role>(?i:{KIN_ALT}))"
                            rf"(?:\s*,?\s+(?P<name>{NAME}))?,?$")
 _NAME_SUBJECT = re.compile(rf"^{NAME}$")
-_LEAD = re.compile(rf"I\b|[Ww]e\b|(?:[Mm]y|[Oo]ur|[Yy]our)\s+(?i:{KIN_ALT})(?:\s*,?\s+{NAME})?|{NAME}")
+_LEAD = re.compile(rf"I\b|[Ww]e\b|[Hh]e\b|[Ss]he\b|(?:[Mm]y|[Oo]ur|[Yy]our)\s+(?i:{KIN_ALT})(?:\s*,?\s+{NAME})?|{NAME}")
 _FIRST_PERSON = frozenset(["I", "we", "We"])
+_THIRD_PERSON = frozenset(["He", "She", "he", "she"])
 
 
 def _is_subject(head: str, ctx: Ctx) -> bool:
     if head in _FIRST_PERSON:
         return ctx.speaker is not None
+    if head in _THIRD_PERSON:
+        return ctx.antecedent is not None
     m = _ROLE_SUBJECT.match(head)
     if m:
         if m["your"]:
@@ -47,6 +50,9 @@ def _resolve_subject(head: str, pos: int, ctx: Ctx) -> str:
     if head in _FIRST_PERSON:
         assert ctx.speaker is not None
         return ctx.registry.add(ctx.speaker, "Person", -1)
+    if head in _THIRD_PERSON:
+        assert ctx.antecedent is not None
+        return ctx.antecedent
     m = _ROLE_SUBJECT.match(head)
     if m and m["your"]:  # the listener is unknown: only the named relative is
         return ctx.registry.add(m["name"], KIN[m["role"].lower()][2], pos)
@@ -65,9 +71,11 @@ def role_entity(owner: str, role: str, name: str | None, pos: int, ctx: Ctx) -> 
     if name and role in PETS:
         target = ctx.registry.add(name, label, pos, **extra)
         text = f"{owner} has a {role} named {target}."
+        ctx.antecedent = target
     elif name:
         target = ctx.registry.add(name, label, pos)
         text = f"{target} is {possessive(owner)} {role}."
+        ctx.antecedent = target
     else:
         target = ctx.registry.add(f"{possessive(owner)} {role}", label, pos, **extra)
         text = f"{owner} has {role}." if role.endswith(("s", "ren")) else f"{owner} has a {role}."
@@ -195,16 +203,22 @@ def times(mode: str, g: Grammar, reference: datetime,
         return None, stated or reference, True
     if mode == "start":
         return stated or reference, None, False
-    if mode == "event":
-        return (stated, None, False) if g.perfect else (stated or reference, None, False)
-    if mode == "experience":
-        return stated, None, False
+    if mode in ("event", "experience") and g.when is not None and g.when.value > reference:
+        return None  # a plan, not something that happened
+    if mode == "event":  # a one-off event: the stated period, else the day it was told
+        if g.when is not None:
+            return g.when.value, g.when.until or day_of(g.when.value)[1], False
+        return (None, reference, False) if g.perfect else (*day_of(reference), False)
+    if mode == "experience":  # "have been to": some time before now, unless a time is said
+        if g.when is not None:
+            return g.when.value, g.when.until or day_of(g.when.value)[1], False
+        return None, reference, False
     if g.neg:
         return None, stated or reference, True
     if g.used_to:
         return None, reference, False
     if g.past:
-        if mode == "state" and stated is None:
+        if mode in ("state", "social") and stated is None:
             return None, reference, False
         return stated, None, False
     if mode == "origin":
