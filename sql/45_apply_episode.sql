@@ -64,7 +64,7 @@ BEGIN
         did := pgmemory.apply_claim(c);
         UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
-        touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text(did->'ended' || did->'withdrawn') x);
+        touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
     END LOOP;
 
     PERFORM pgmemory.derive_summaries(ARRAY(

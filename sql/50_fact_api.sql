@@ -89,7 +89,7 @@ BEGIN
         UNION
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
          WHERE f.group_id = p_group AND f.id IN (
-               SELECT x::uuid FROM jsonb_array_elements_text(did->'ended' || did->'withdrawn') x)));
+               SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x)));
     RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
                                      'relation', rel, 'entities_created', to_jsonb(created));
 END
