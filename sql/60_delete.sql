@@ -71,7 +71,10 @@ BEGIN
                 cardinality(touched) + entities_removed);
     END IF;
     RETURN jsonb_build_object('facts_retracted', retracted,
-                              'facts_changed', cardinality(changed) - retracted,
+                              'facts_changed', (SELECT count(*) FROM unnest(changed) x
+                                                 WHERE NOT x = ANY (removed) AND EXISTS (
+                                                       SELECT 1 FROM pgmemory.facts f
+                                                        WHERE f.id = x AND upper_inf(f.recorded))),
                               'facts_removed', cardinality(removed),
                               'entities_removed', entities_removed, 'erased', p_erase);
 END
