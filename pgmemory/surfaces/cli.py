@@ -14,13 +14,15 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.providers.embedder import embedder_from_env
     from pgmemory.storage.setup import init_database
 
-    dim = args.dim or embedder_from_env().dim
+    embedder = embedder_from_env()
+    dim = args.dim or embedder.dim
     dsn = resolve_dsn()
     with connect(dsn) as conn:
-        report = init_database(conn, dim)
+        report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
+                               text_search=args.text_search)
     print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
     print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
-    print(f"  full text:       {'BM25 (pg_textsearch)' if report.text_search == 'bm25' else 'tsvector ranking'}")
+    print(f"  full text:       {'BM25 (pg_textsearch, opt-in)' if report.text_search == 'pg_textsearch' else 'BM25 over tsvector'}")
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
@@ -156,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
     p.add_argument("--dim", type=int, help="embedding dimension (default: the configured embedder's)")
+    p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
+                   help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
+                        "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
     p.set_defaults(func=_cmd_init)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)
