@@ -94,16 +94,15 @@ def _fill(sections: list[_Section], max_chars: int, preamble: str,
         return _render(preamble, [(s.tag, chosen[s.tag]) for s in sections
                                   if chosen[s.tag] or s.tag in empty_shown], headers)
 
-    for section in sections:
+    for section in sections:  # in priority order: a section's frame, then its lines
+        if section.always:
+            empty_shown.add(section.tag)
+            if len(text()) > max_chars:
+                empty_shown.discard(section.tag)
         for line in section.lines:
             chosen[section.tag].append(line)
             if len(text()) > max_chars:
                 chosen[section.tag].pop()
-    for section in sections:
-        if section.always and not chosen[section.tag]:
-            empty_shown.add(section.tag)
-            if len(text()) > max_chars:
-                empty_shown.discard(section.tag)
     return text(), tuple(len(chosen[s.tag]) for s in sections)
 
 
