@@ -48,10 +48,11 @@ $$;
 
 -- The entity's name, labels and attributes as recorded at p_known_at, when
 -- they have changed since (no row: the current row was already current then).
-CREATE OR REPLACE FUNCTION pgmemory.entity_version_at(p_entity uuid, p_known_at timestamptz)
+CREATE OR REPLACE FUNCTION pgmemory.entity_version_at(p_group text, p_entity uuid, p_known_at timestamptz)
 RETURNS TABLE (name text, labels text[], attributes jsonb) LANGUAGE sql STABLE AS $$
     SELECT v.name, v.labels, v.attributes FROM pgmemory.entity_versions v
-     WHERE p_known_at IS NOT NULL AND v.entity_id = p_entity AND v.recorded @> p_known_at
+     WHERE p_known_at IS NOT NULL AND v.entity_id = p_entity AND v.group_id = p_group
+       AND v.recorded @> p_known_at
      LIMIT 1
 $$;
 
@@ -83,7 +84,7 @@ BEGIN
         SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' ||
                    pgmemory.entity_summary_at(e.group_id, e.id, p_point, p_known_at)), tq)::double precision AS s
           FROM (SELECT named.id FROM named UNION SELECT described.id FROM described) c
-          JOIN pgmemory.entities e ON e.id = c.id
+          JOIN pgmemory.entities e ON e.id = c.id AND e.group_id = ANY (p_groups)
          WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
            AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
            AND pgmemory.entity_in_slice(e.group_id, e.id, p_point, p_known_at)

@@ -267,8 +267,8 @@ BEGIN
       JOIN pgmemory.facts f ON f.version_id = fh.version_id
       JOIN pgmemory.entities s ON s.id = f.source_id
       JOIN pgmemory.entities t ON t.id = f.target_id
-      LEFT JOIN LATERAL pgmemory.entity_version_at(s.id, known_at) sv ON true
-      LEFT JOIN LATERAL pgmemory.entity_version_at(t.id, known_at) tv ON true
+      LEFT JOIN LATERAL pgmemory.entity_version_at(s.group_id, s.id, known_at) sv ON true
+      LEFT JOIN LATERAL pgmemory.entity_version_at(t.group_id, t.id, known_at) tv ON true
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
@@ -285,7 +285,7 @@ BEGIN
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
       FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
-      LEFT JOIN LATERAL pgmemory.entity_version_at(e.id, known_at) ev ON true
+      LEFT JOIN LATERAL pgmemory.entity_version_at(e.group_id, e.id, known_at) ev ON true
     UNION ALL
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,

@@ -210,21 +210,29 @@ class ScriptedExtraction(ScriptedModel):
     """The fake model: scripted extraction replies per episode; entity resolution and fact
     judgement answered like the rules (a new employer/home ends the previous one)."""
 
+    def __init__(self, episodes=EPISODES) -> None:
+        super().__init__()
+        self.episodes = episodes
+
     def extract(self, user: str) -> dict:
         rendered = _EPISODE.search(user).group(1)
-        reply = next(r for _, text, r in EPISODES if text in rendered)
+        reply = next(r for _, text, r in self.episodes if text in rendered)
         with self._lock:
             for f in reply["facts"]:
                 self._endpoints[f["fact"]] = (f["source"], f["target"])
         return {"missed_entities": [], "invalid_entities": [], **reply}
 
 
-@pytest.fixture
-async def alice(db_dsn, fake_openai, group):
-    fake_openai.responder = ScriptedExtraction()
+async def _llm_memory(db_dsn, fake_openai, episodes) -> Memory:
+    fake_openai.responder = ScriptedExtraction(episodes)
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
                        max_retries=1, base_delay=0.01)
-    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    return await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+
+
+@pytest.fixture
+async def alice(db_dsn, fake_openai, group):
+    memory = await _llm_memory(db_dsn, fake_openai, EPISODES)
     known = []
     try:
         for when, text, _ in EPISODES:
@@ -315,3 +323,33 @@ def test_context_budget_is_never_exceeded_and_facts_come_first():
         for ln in fact_lines:
             if ln not in kept:
                 assert all(len(ln) >= len(other) for other in later), (n, ln)
+
+
+
+async def test_known_at_shows_names_as_recorded_then(db_dsn, fake_openai, group):
+    episodes = [
+        ("2024-01-01T00:00:00+00:00", "I work at Acme Robotics.", {
+            "entities": [_entity("Alice"), _entity("Acme Robotics")],
+            "facts": [_fact("Alice", "Acme Robotics", "WORKS_FOR", "Alice works for Acme Robotics.", "2024-01-01T00:00:00Z")]}),
+        ("2024-02-01T00:00:00+00:00", "Acme Robotics Inc, where I work, is hiring.", {
+            "entities": [_entity("Alice"), _entity("Acme Robotics Inc")],
+            "facts": [_fact("Alice", "Acme Robotics Inc", "WORKS_FOR", "Alice works for Acme Robotics Inc.")]}),
+    ]
+    memory = await _llm_memory(db_dsn, fake_openai, episodes)
+    try:
+        await memory.add_episode(group, episodes[0][1], actor="Alice", reference_time=utc("2024-01-01"))
+        before = await now_ts(memory)
+        await memory.add_episode(group, episodes[1][1], actor="Alice", reference_time=utc("2024-02-01"))
+        async with memory.pool.acquire() as conn:
+            names = {r[0] for r in await conn.fetch("SELECT name FROM pgmemory.entities WHERE group_id = $1",
+                                                    group)}
+        assert names == {"Alice", "Acme Robotics Inc"}  # resolved to the same entity, renamed
+        query, filters = "where does Alice work", SearchFilters(known_at=before)
+        then = await memory.search(query, group_ids=[group], filters=filters)
+        assert [f.target for f in then.facts] == ["Acme Robotics"]
+        assert "Acme Robotics" in [e.name for e in then.entities]
+        assert "Acme Robotics Inc" not in await memory.context(query, group_ids=[group], filters=filters)
+        now = await memory.search(query, group_ids=[group])
+        assert [f.target for f in now.facts] == ["Acme Robotics Inc"]
+    finally:
+        await memory.close()
