@@ -169,7 +169,7 @@ BEGIN
                AND e.group_id = ANY (p_groups)
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR pgmemory.entity_in_slice(e.group_id, e.id, point, known_at))
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
              LIMIT k) c
     ),
@@ -179,7 +179,10 @@ BEGIN
          WHERE NOT as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
         UNION ALL
         SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
-          FROM pgmemory.entity_text_hits_as_of(p_groups, p_query, k, point, known_at, want_labels) h
+          FROM pgmemory.entity_text_hits_as_of(
+                   p_groups, p_query, k, point, known_at, want_labels,
+                   CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded
+                        THEN ARRAY(SELECT fact_text.version_id FROM fact_text) END) h
          WHERE as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
     ),
     ent_bfs AS (
@@ -188,7 +191,7 @@ BEGIN
          WHERE 'entities' = ANY (kinds)
            AND (known_at IS NULL OR e.created_at <= known_at)
            AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-           AND (NOT as_of_view OR pgmemory.entity_in_slice(e.group_id, e.id, point, known_at))
+           AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
          LIMIT k
     ),
     ent_hits AS (
@@ -272,16 +275,11 @@ BEGIN
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-               'summary', CASE WHEN as_of_view THEN pgmemory.entity_summary_at(e.group_id, e.id, point, known_at)
+               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory.entity_summary_at(
+                                   e.group_id, e.id, point, known_at) sm)
                                ELSE e.summary END,
                'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
-               'mentions', CASE WHEN NOT as_of_view
-                   THEN (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id)
-                   ELSE (SELECT count(*) FROM pgmemory.episode_mentions m
-                           JOIN pgmemory.episodes ep ON ep.group_id = m.group_id AND ep.id = m.episode_id
-                          WHERE m.entity_id = e.id AND m.group_id = e.group_id
-                            AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                            AND (as_of IS NULL OR ep.valid_at <= as_of)) END,
+               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
       FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
