@@ -146,8 +146,9 @@ class Memory:
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,
                       max_chars: int = 8000, communities: bool = False, episodes: bool = False) -> str:
-        """The paper's context string for a query: facts with date ranges, entities with
-        summaries (and community summaries / raw episodes on request), at most max_chars."""
+        """The paper's context string for a query: facts with UTC date ranges (one-day events
+        "on <date>"), entities with summaries (and community summaries / raw episodes on request),
+        never more than max_chars, facts first. With as-of filters, only that slice's text."""
         if not isinstance(max_chars, int) or max_chars < 200:
             raise InvalidInput(f"max_chars must be an integer of at least 200, got {max_chars!r}")
         results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)

@@ -175,8 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", required=True, help="group id to search")
     p.add_argument("--limit", type=int, default=10, help="results per kind (default 10)")
     p.add_argument("--recipe", default="combined_hybrid_rrf", help="search recipe (default combined_hybrid_rrf)")
-    p.add_argument("--as-of", help="valid time T (ISO 8601 with zone): what was true then")
-    p.add_argument("--known-at", help="transaction time T' (ISO 8601 with zone): as believed then")
+    p.add_argument("--as-of", help="valid time T (ISO 8601, e.g. 2022-01-01 or 2022-01-01T09:00+02:00; "
+                   "a date or time without a zone is read as UTC): what was true then")
+    p.add_argument("--known-at", help="transaction time T' (ISO 8601; without a zone read as UTC): "
+                   "as believed then")
     p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_search)
