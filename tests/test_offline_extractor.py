@@ -8,7 +8,8 @@ import pytest
 
 from pgmemory.extract.dates import find_duration, find_time, find_times
 from pgmemory.extract.offline import OfflineExtractor
-from pgmemory.extract.types import EpisodeInput, Extraction
+from pgmemory.extract.rules import decide
+from pgmemory.extract.types import EpisodeInput, Extraction, FactCandidate, FactQuestion
 
 REF = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)  # a Monday
 
@@ -684,3 +685,35 @@ def test_states_stay_open_until_ended() -> None:
     for text in ("I work at Acme Corp.", "I live in Boston.", "I like hiking.", "I am married to Bob."):
         (fact,) = run(text).facts
         assert fact.invalid_at is None and "kind" not in fact.attributes
+
+
+# ------------------------------------------------------- what a new fact ends
+
+def _ended(text: str, believed: list[tuple[str, str, str, str]]) -> set[str]:
+    """The believed (source, relation, target, sentence) facts the offline judge ends for text."""
+    candidates = [FactCandidate(f"F{i}", s, t, r, sentence, None, None)
+                  for i, (s, r, t, sentence) in enumerate(believed)]
+    ended: set[str] = set()
+    for i, fact in enumerate(run(text).facts):
+        d = decide(FactQuestion(i, fact, candidates, candidates))
+        if fact.negated and d.duplicate_of:
+            ended.add(f"{believed[int(d.duplicate_of[1:])][2]}")
+        if not fact.negated:
+            ended |= {believed[int(c[1:])][2] for c in d.contradicts}
+    return ended
+
+
+@pytest.mark.parametrize("text, believed, ends", [
+    ("I love olives now.", [("Alice", "HATES", "olives", ""), ("Alice", "LIKES", "jazz", "")], {"olives"}),
+    ("I don't like olives anymore.", [("Alice", "LOVES", "olives", "")], {"olives"}),
+    ("I prefer coffee these days.", [("Alice", "PREFERS", "tea", "Alice prefers tea over coffee."),
+                                     ("Alice", "PREFERS", "window seats", "")], {"tea"}),
+    ("I'm vegan now.", [("Alice", "IS", "vegetarian", ""), ("Alice", "IS", "pregnant", "")], {"vegetarian"}),
+    ("I'm retired", [("Alice", "WORKS_FOR", "Acme", ""), ("Alice", "LIVES_IN", "Paris", "")], {"Acme"}),
+    ("I study at Concordia now.", [("Alice", "STUDIES_AT", "McGill", "")], {"McGill"}),
+    ("Bob and I got married.", [("Alice", "ENGAGED_TO", "Bob", "")], {"Bob"}),
+    ("I like swimming.", [("Alice", "LIKES", "hiking", "")], set()),
+    ("I'm pregnant!", [("Alice", "IS", "vegan", "")], set()),
+])
+def test_what_a_new_fact_ends(text: str, believed: list, ends: set[str]) -> None:
+    assert _ended(text, believed) == ends
