@@ -17,9 +17,10 @@ from pgmemory.extract.offline.pairs import pair_statements
 from pgmemory.extract.offline.patterns import RULES
 from pgmemory.extract.offline.phrases import add_proper_nouns
 from pgmemory.extract.offline.state import Ctx, Sentence
-from pgmemory.extract.offline.speakers import is_assistant, segments
+from pgmemory.extract.offline.speakers import segments
 from pgmemory.extract.offline.subjects import lead_subject
 from pgmemory.extract.offline.text import _sentences, clauses, is_casual, normalise
+from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import EpisodeInput, Extraction
 
 

@@ -140,7 +140,6 @@ often sometimes truly totally absolutely definitely honestly basically mostly ev
 ever again happily proudly newly originally used to
 """.split())
 NOT_VERBS = NP_STOP - AUX
-ASSISTANT_NAMES = frozenset(["assistant", "ai", "ai assistant", "bot", "chatbot"])
 LEAD_IN_LABELS = frozenset("""
 news update updates fact note reminder question fyi ps edit psa tldr warning spoiler alert up
 talk story summary answer confession hint tip lol ok okay so well also btw anyway
