@@ -94,7 +94,7 @@ JSON episodes
   Nothing else in the JSON is read (no nesting, no other keys).
 Measured
   On the everyday-chat corpus (tests/data/extraction, ``python -m
-  bench.extraction``), held-aside split: fact precision 0.98, recall 0.92,
+  bench.extraction``), held-aside split: fact precision 0.98, recall 0.90,
   invalidation recall 1.00, no false invalidation.
 Not caught
   Coreference beyond I/we/my and he/she for a just-named relative or pet
