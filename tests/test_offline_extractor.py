@@ -657,10 +657,23 @@ def test_he_and_she_refer_to_a_relative_or_pet_named_just_before() -> None:
     "If I got the job at Apple I'd move to Cupertino.", "I might switch to Lyft, not sure yet.",
     "Jake is planning to leave Oracle next year.", "Maybe I'll move to Berlin someday.",
     "I will start at Apple next month.", "Tomorrow is my first day at Apple.",
-    "I'm visiting Paris next week.",
+    "I'm visiting Paris next week.", "I'm starting at Google next week.", "I'm going vegan next month.",
 ])
 def test_plans_and_hypotheticals_assert_nothing(text: str) -> None:
     assert run(text).facts == []
+
+
+@pytest.mark.parametrize("text", [
+    "I knew Anna would love it.", "I'm single-handedly running this.", "I am vegan-curious.",
+    "I started with Python.", "Loving the colours!", "i met up with friends", "I met up with friends.",
+    "I'm a single mom.", "I know what you mean.",
+])
+def test_look_alikes_assert_nothing(text: str) -> None:
+    assert run(text).facts == []
+
+
+def test_an_opinion_of_the_job_is_about_the_employer() -> None:
+    assert facts(run("I hate my job at Google.")) == {("Alice", "WORKS_FOR", "Google", REF, None, False, True)}
 
 
 # ---------------------------------------------------- events vs states (issue 18.5)

@@ -142,7 +142,8 @@ ever again happily proudly newly originally used to
 NOT_VERBS = NP_STOP - AUX
 LEAD_IN_LABELS = frozenset("""
 news update updates fact note reminder question fyi ps edit psa tldr warning spoiler alert up
-talk story summary answer confession hint tip lol ok okay so well also btw anyway
+talk story summary answer confession hint tip lol ok okay so well also btw anyway re fwd fw
+subject to from cc date time title status todo agenda notes important
 """.split())
 NOT_ACTIVITIES = _LIGHT_VERBS | NP_STOP
 
