@@ -75,8 +75,9 @@ def _cmd_delete_episode(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with await Memory.open() as memory:
-            out = await memory.delete_episode(args.episode_id, args.group)
-        print(f"deleted episode {args.episode_id}: {out.facts_retracted} facts retracted, "
+            out = await memory.delete_episode(args.group, args.episode_id, erase=args.erase)
+        print(f"{'erased' if out.erased else 'deleted'} episode {args.episode_id}: "
+              f"{out.facts_retracted} facts retracted, {out.facts_changed} changed, "
               f"{out.facts_removed} removed, {out.entities_removed} entities removed")
         return 0
     return asyncio.run(run())
@@ -177,9 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)
-    p = sub.add_parser("delete-episode", help="delete one episode and what only it supported")
+    p = sub.add_parser("delete-episode", help="delete one episode: belief becomes as if it was never ingested")
     p.add_argument("episode_id")
-    p.add_argument("--group", help="the group, when the episode id is not a UUID")
+    p.add_argument("--group", required=True, help="the episode's group (another group's episode is not found)")
+    p.add_argument("--erase", action="store_true",
+                   help="also rewrite history so its text is nowhere (privacy; logged without content)")
     p.set_defaults(func=_cmd_delete_episode)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
