@@ -411,3 +411,17 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, benchmark, content
     err = capsys.readouterr().err.strip()
     assert message in err and err.startswith("pgmemory: error: ") and "\n" not in err
     assert not (tmp_path / "out").exists()
+
+
+async def test_group_is_reused_only_when_built_by_the_same_ingestion_code(memory, tmp_path, monkeypatch):
+    from pgmemory.eval import ingestion
+
+    (conversation, _) = load_conversations("locomo", irregular_copy(tmp_path))
+    first = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    again = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    assert (first.reused, again.reused) == (False, True)
+    assert len(ingestion.ingestion_fingerprint()) == 10
+    monkeypatch.setattr(ingestion, "ingestion_fingerprint", lambda: "0123456789")
+    changed = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    assert changed.reused is False and changed.episodes == 10 and changed.failed == 0
+    assert "code 0123456789]" in ingestion.build_marker(memory)
