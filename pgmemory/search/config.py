@@ -73,6 +73,9 @@ class SearchConfig:
 RECIPES: dict[str, SearchConfig] = {
     "combined_hybrid_rrf": SearchConfig(),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
+    # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
+    # conv-30 (pgmemory/eval/README.md has both folds).
+    "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),
