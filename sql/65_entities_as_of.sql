@@ -120,7 +120,7 @@ BEGIN
           JOIN pgmemory.facts f ON f.version_id = h.version_id
          CROSS JOIN LATERAL (VALUES (f.source_id), (f.target_id)) AS x (id)
     ), scored AS (
-        SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' || string_agg(c.fact, ' ')), tq)::double precision AS s
+        SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' || string_agg(c.fact, ' ' ORDER BY c.fact)), tq)::double precision AS s
           FROM (SELECT named.id, named.fact FROM named UNION ALL SELECT described.id, described.fact FROM described) c
           JOIN pgmemory.entities e ON e.id = c.id AND e.group_id = ANY (p_groups)
          WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
