@@ -11,7 +11,7 @@ import asyncpg
 import psycopg
 from pgvector.asyncpg import register_vector
 
-from pgmemory.config import Settings
+from pgmemory.config import Settings, Timeouts
 from pgmemory.errors import DatabaseUnavailable
 from pgmemory.storage.embedded import embedded_dsn
 
@@ -48,9 +48,11 @@ def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
-    """Open a psycopg connection, failing within CONNECT_TIMEOUT_S with a clear error."""
+    """Open a psycopg connection with the statement and lock timeouts (config.Timeouts),
+    failing within CONNECT_TIMEOUT_S with a clear error."""
+    options = " ".join(f"-c {k}={v}" for k, v in Timeouts.from_env().server_settings().items())
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, options=options)
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"invalid DSN: {exc}") from None
     except psycopg.OperationalError as exc:
@@ -77,10 +79,12 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """Open an asyncpg pool with the vector and jsonb codecs registered."""
+    """Open an asyncpg pool with the vector and jsonb codecs registered and the statement and
+    lock timeouts (config.Timeouts) set on every connection at start-up (no extra round trip)."""
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection, reset=_keep_session)
+            init=_init_async_connection, reset=_keep_session,
+            server_settings=Timeouts.from_env().server_settings())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None
