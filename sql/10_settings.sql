@@ -37,6 +37,8 @@ BEGIN
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgmemory.%I USING hnsw (%I vector_cosine_ops)',
                        col.tbl || '_' || col.colname || '_hnsw', col.tbl, col.colname);
     END LOOP;
+    -- Claims keep the embedding of the fact they may open (not searched: no index).
+    EXECUTE format('ALTER TABLE pgmemory.fact_claims ALTER COLUMN embedding TYPE vector(%s)', p_dim);
     INSERT INTO pgmemory.settings (key, value) VALUES ('embedding_dim', to_jsonb(p_dim));
     RETURN p_dim;
 END
