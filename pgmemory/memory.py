@@ -269,7 +269,8 @@ class Memory:
             return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
 
 
-ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims")
+ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
+                      "term_stats")
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
