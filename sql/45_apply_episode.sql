@@ -60,7 +60,7 @@ BEGIN
            prompt_tokens = (p_plan #>> '{usage,prompt_tokens}')::integer,
            completion_tokens = (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = (p_plan->>'embedding')::vector
-     WHERE id = p_episode;
+     WHERE group_id = g AND id = p_episode;
 END
 $$;
 

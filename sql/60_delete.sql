@@ -1,30 +1,31 @@
 -- Deleting an episode and erasing a group, consistently with the graph mirror.
 
--- Delete one episode. Facts it alone supported are retracted (history kept)
--- or, when an endpoint entity is left with no mentions, removed with it.
-CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_episode uuid)
+-- Delete one episode of group p_group (episode ids are unique per group: an id
+-- of another group does not exist here). Facts it alone supported are retracted
+-- (history kept) or, when an endpoint entity is left with no mentions, removed with it.
+CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    g text;
+    g text := p_group;
     orphans uuid[];
     only_here uuid[];
     removed uuid[];
     retracted integer := 0;
     fid uuid;
 BEGIN
-    SELECT group_id INTO g FROM pgmemory.episodes WHERE id = p_episode;
+    PERFORM 1 FROM pgmemory.episodes WHERE group_id = g AND id = p_episode;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'episode % does not exist', p_episode USING ERRCODE = 'P0002';
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(g, 7));
     only_here := ARRAY(
         SELECT fe.fact_id FROM pgmemory.fact_episodes fe
-         WHERE fe.episode_id = p_episode
+         WHERE fe.group_id = g AND fe.episode_id = p_episode
            AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_episodes o
                             WHERE o.fact_id = fe.fact_id AND o.episode_id <> p_episode));
     orphans := ARRAY(
         SELECT m.entity_id FROM pgmemory.episode_mentions m
-         WHERE m.episode_id = p_episode
+         WHERE m.group_id = g AND m.episode_id = p_episode
            AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions o
                             WHERE o.entity_id = m.entity_id AND o.episode_id <> p_episode));
     removed := ARRAY(
@@ -37,7 +38,7 @@ BEGIN
             retracted := retracted + 1;
         END IF;
     END LOOP;
-    DELETE FROM pgmemory.episodes WHERE id = p_episode;
+    DELETE FROM pgmemory.episodes WHERE group_id = g AND id = p_episode;
     DELETE FROM pgmemory.entities e
      WHERE e.id = ANY (orphans)
        AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.source_id = e.id OR f.target_id = e.id);

@@ -140,6 +140,7 @@ async def test_uuid_seeds_given_as_strings_are_accepted(memory, group):
     ({"include_superseded": 1}, "include_superseded must be True or False"),
     ({"as_of": "2024-01-01T00:00:00Z"}, "as_of must be a datetime"),
     ({"known_at": datetime(2024, 1, 1)}, "known_at .* no time zone"),
+    ({"as_of": datetime(2024, 1, 1)}, "as_of .* has no time zone"),
     ({"valid_at_from": datetime(1, 1, 1, tzinfo=timezone.utc)}, "valid_at_from .* between"),
 ])
 def test_search_filters_reject_loose_types(kwargs, message):

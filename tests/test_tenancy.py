@@ -169,3 +169,18 @@ async def test_fact_history_is_scoped_to_the_group(memory, tenants):
     async with memory.pool.acquire() as conn:
         assert await conn.fetch("SELECT * FROM pgmemory.fact_history($1, $2)", tenants["a"], theirs) == []
         assert len(await conn.fetch("SELECT * FROM pgmemory.fact_history($1, $2)", tenants["b"], theirs)) >= 1
+
+
+async def test_graph_mirror_keeps_one_episode_id_of_two_groups_apart(memory, tenants):
+    theirs = tenants["ids"][tenants["b"]]["episodes"][0]
+    await memory.add_episode(tenants["a"], "I own a bicycle.", actor="Alice",
+                             reference_time=utc("2023-09-03"), episode_id=theirs)
+
+    async def vertex(group):
+        async with memory.pool.acquire() as conn:
+            return await conn.fetchval("SELECT vertex_id FROM pgmemory.graph_vertices"
+                                       " WHERE node_id = pgmemory.episode_node($1, $2)", group, theirs)
+    a_vertex, b_vertex = await vertex(tenants["a"]), await vertex(tenants["b"])
+    assert a_vertex is not None and b_vertex is not None and a_vertex != b_vertex
+    await memory.delete_episode(theirs, tenants["a"])
+    assert await vertex(tenants["a"]) is None and await vertex(tenants["b"]) == b_vertex

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
+from pgmemory.errors import InvalidInput
 from pgmemory.search.config import SearchConfig, SearchFilters
-from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
+from pgmemory.search.types import SINCE_FOREVER, CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
 from pgmemory.storage.vectors import vector_literals
 
 
@@ -47,8 +50,23 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
 
 
+@contextmanager
+def refused_ids_as_input_errors() -> Iterator[None]:
+    """The database refuses a seed or centre outside the caller's groups (and a depth out of
+    range) with SQLSTATE 22023: surface that as the one-line InvalidInput it is."""
+    try:
+        yield
+    except asyncpg.InvalidParameterValueError as exc:
+        raise InvalidInput(exc.args[0] if exc.args else str(exc)) from None
+
+
 def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+    """A timestamp of the jsonb detail: 'infinity' is open (None), '-infinity' is SINCE_FOREVER."""
+    if not value or value == "infinity":
+        return None
+    if value == "-infinity":
+        return SINCE_FOREVER
+    return datetime.fromisoformat(value)
 
 
 def _embedding(detail: dict[str, Any]) -> list[float] | None:

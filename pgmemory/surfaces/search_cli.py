@@ -7,10 +7,12 @@ from datetime import datetime
 from pgmemory.ingest.episode import parse_time
 from pgmemory.memory import Memory
 from pgmemory.search.config import SearchFilters
-from pgmemory.search.types import SearchResults
+from pgmemory.search.types import SINCE_FOREVER, SearchResults
 
 
 def _day(value: datetime | None, missing: str) -> str:
+    if value == SINCE_FOREVER:
+        return "forever"
     return value.strftime("%Y-%m-%d") if value else missing
 
 
