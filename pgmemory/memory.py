@@ -8,21 +8,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from pydantic import BaseModel
 
 from pgmemory.errors import InvalidInput
-from pgmemory.extract.types import Extractor
-from pgmemory.ingest.episode import Episode, episode_uuid, validate_episode, validate_group_id, validate_group_ids
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
+from pgmemory.extract.types import ExtractedFact, Extractor
+from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
+                                     validate_group_id, validate_group_ids)
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, fact_embedding_text
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
 from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
-from pgmemory.search.context import build_context
 from pgmemory.search.candidates import refused_ids_as_input_errors
+from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
-from pgmemory.validate import check_bool, check_int, check_list, check_uuids
+from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
                   "episode_id")
@@ -32,9 +34,11 @@ EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "sou
 class DeleteResult:
     """What deleting an episode did."""
 
-    facts_retracted: int
-    facts_removed: int
+    facts_retracted: int  # believed before, no longer (history kept)
+    facts_removed: int  # removed with an entity only this episode mentioned
     entities_removed: int
+    facts_changed: int = 0  # still believed, with a changed interval (or re-opened)
+    erased: bool = False
 
 
 def default_extractor(llm: LLMClient | None = None) -> Extractor:
@@ -102,6 +106,8 @@ class Memory:
         """
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
                               source_description=source_description, episode_id=episode_id)
+        check_custom_types(entity_types, "entity_types")
+        check_custom_types(edge_types, "edge_types")
         return await self._ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
 
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
@@ -111,6 +117,8 @@ class Memory:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
         then ordered within each group and parallel across groups. Failures are returned, not raised."""
         check_int(concurrency, "concurrency", 1, 1000)
+        check_custom_types(entity_types, "entity_types")
+        check_custom_types(edge_types, "edge_types")
         validated = validate_batch(episodes)
         by_group: dict[str, list[tuple[int, Episode]]] = {}
         for i, ep in enumerate(validated):
@@ -199,22 +207,79 @@ class Memory:
                 " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2", group_id, eid)
         return dict(row) if row else None
 
-    async def delete_episode(self, episode_id: Any, group_id: str) -> DeleteResult:
-        """Delete an episode of the group; facts only it supported are retracted (or removed with
-        orphan entities). An id of another group is "does not exist"."""
-        eid = episode_uuid(validate_group_id(group_id), episode_id)
+    async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
+        """Delete an episode of `group_id` as if it had never been ingested (retract): the facts it
+        touched are re-folded from the other episodes' claims and the changes recorded as new
+        versions. `erase=True` also rewrites history so its text is nowhere (logged without content).
+        An episode of another group is not found."""
+        group = validate_group_id(group_id)
+        eid = episode_uuid(group, episode_id)
+        if not isinstance(erase, bool):
+            raise InvalidInput(f"erase must be true or false, got {erase!r}")
         async with self.pool.acquire() as conn:
             try:
-                out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2)", group_id, eid)
+                out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"episode {episode_id} does not exist") from None
-        return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"])
+                raise InvalidInput(f"episode {episode_id} does not exist in group {group!r}") from None
+        return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
+                            out["facts_changed"], out["erased"])
+
+    async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
+                       valid_from: Any = None, valid_to: Any = None, negated: bool = False,
+                       functional: bool = False, attributes: Mapping[str, Any] | None = None,
+                       reference_time: Any = None) -> dict[str, Any]:
+        """State one fact directly (like Graphiti's add_triplet): entities by exact name (created
+        if missing), deduped within the pair, the same temporal rules as ingestion
+        (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
+        group = validate_group_id(group_id)
+        for name, value in (("source", source), ("relation", relation), ("target", target), ("fact", fact)):
+            check_text(value, name, max_chars=MAX_CONTENT_CHARS)
+        times = [None if v is None else parse_time(v, n)
+                 for n, v in (("valid_from", valid_from), ("valid_to", valid_to),
+                              ("reference_time", reference_time))]
+        if not isinstance(negated, bool) or not isinstance(functional, bool):
+            raise InvalidInput("negated and functional must be true or false")
+        if attributes is not None and not isinstance(attributes, Mapping):
+            raise InvalidInput("attributes must be an object")
+        sentence = fact_embedding_text(ExtractedFact(source.strip(), target.strip(), relation.strip(), fact.strip()))
+        src_vec, tgt_vec, fact_vec = await self.embedder.embed([source.strip(), target.strip(), sentence])
+        async with self.pool.acquire() as conn:
+            try:
+                return await conn.fetchval(
+                    "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,"
+                    " $12, $13, $14)", group, source, relation, target, fact, *times[:2], negated,
+                    functional, dict(attributes or {}), times[2], fact_vec, src_vec, tgt_vec)
+            except asyncpg.InvalidParameterValueError as exc:
+                raise InvalidInput(str(exc).splitlines()[0]) from None
+
+    async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
+        """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
+        group = validate_group_id(group_id)
+        try:
+            fid = uuid.UUID(str(fact_id))
+        except ValueError:
+            raise InvalidInput(f"fact id must be a UUID, got {fact_id!r}") from None
+        async with self.pool.acquire() as conn:
+            try:
+                return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
+            except asyncpg.NoDataFoundError:
+                raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
 
     async def erase_group(self, group_id: str) -> int:
         """Erase every episode, entity, fact and community of a group; returns episodes erased."""
         validate_group_id(group_id)
         async with self.pool.acquire() as conn:
             return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+
+
+def check_custom_types(types: Any, name: str) -> None:
+    """entity_types / edge_types: None or a dict of type name -> pydantic model class."""
+    if types is None:
+        return
+    if not isinstance(types, Mapping) or not all(
+            isinstance(k, str) and k.strip() and isinstance(v, type) and issubclass(v, BaseModel)
+            for k, v in types.items()):
+        raise InvalidInput(f"{name} must be a dict of type name -> pydantic model class")
 
 
 def validate_batch(episodes: Iterable[Mapping[str, Any]], *,

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from pgmemory.ingest.episode import episode_uuid
+
 
 def run_cli(*args: str, dsn: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash"}
@@ -42,8 +44,15 @@ def test_ingest_search_delete_erase(db_dsn, group, tmp_path):
     assert set(payload) == {"facts", "entities", "communities", "episodes"}
     assert [f["target"] for f in payload["facts"] if f["relation"] == "WORKS_FOR"] == ["Acme Corp"]
 
-    deleted = run_cli("delete-episode", "z2", "--group", group, dsn=db_dsn)
-    assert deleted.returncode == 0 and "deleted episode z2" in deleted.stdout
+    z2 = str(episode_uuid(group, "z2"))
+    attacker = run_cli("delete-episode", z2, "--group", "attacker", dsn=db_dsn)
+    assert attacker.returncode == 2 and "does not exist in group 'attacker'" in attacker.stderr
+    assert "Traceback" not in attacker.stderr
+    deleted = run_cli("delete-episode", z2, "--group", group, dsn=db_dsn)
+    assert deleted.returncode == 0 and "deleted episode" in deleted.stdout
+    # As if z2 had never been ingested: Zoe works for Acme again.
+    table = run_cli("search", "where does Zoe work", "--group", group, "--json", dsn=db_dsn)
+    assert [f["target"] for f in json.loads(table.stdout)["facts"] if f["relation"] == "WORKS_FOR"] == ["Acme Corp"]
     erased = run_cli("erase-group", group, dsn=db_dsn)
     assert "1 episodes" in erased.stdout
 

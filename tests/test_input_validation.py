@@ -177,6 +177,12 @@ async def test_memory_arguments_reject_loose_types(memory, group):
         await memory.search("Kim", group_ids={group: 1})
     with pytest.raises(InvalidInput, match="group_id"):
         await memory.retry(42)
+    with pytest.raises(InvalidInput, match="entity_types must be a dict"):
+        await memory.add_episode(group, "Hi.", reference_time=utc("2024-01-01"), entity_types={"Person": "str"})
+    with pytest.raises(InvalidInput, match="source contains a NUL"):
+        await memory.add_fact(group, "Kim\x00", "WORKS_FOR", "Acme", "Kim works for Acme.")
+    with pytest.raises(InvalidInput, match="valid_from .* between"):
+        await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", valid_from="0001-01-01T00:00Z")
 
 
 @pytest.mark.parametrize("dim", ["0", "-3", "100000"])

@@ -157,7 +157,7 @@ async def test_reusing_another_groups_episode_uuid_works_in_the_callers_group(me
 async def test_delete_episode_of_another_group_is_not_found(memory, tenants):
     theirs = tenants["ids"][tenants["b"]]["episodes"][0]
     with pytest.raises(InvalidInput, match="does not exist"):
-        await memory.delete_episode(theirs, tenants["a"])
+        await memory.delete_episode(tenants["a"], theirs)
     assert (await memory.episode_status(theirs, tenants["b"]))["status"] == "done"
     async with memory.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM pgmemory.fact_episodes WHERE group_id = $1",
@@ -182,5 +182,5 @@ async def test_graph_mirror_keeps_one_episode_id_of_two_groups_apart(memory, ten
                                        " WHERE node_id = pgmemory.episode_node($1, $2)", group, theirs)
     a_vertex, b_vertex = await vertex(tenants["a"]), await vertex(tenants["b"])
     assert a_vertex is not None and b_vertex is not None and a_vertex != b_vertex
-    await memory.delete_episode(theirs, tenants["a"])
+    await memory.delete_episode(tenants["a"], theirs)
     assert await vertex(tenants["a"]) is None and await vertex(tenants["b"]) == b_vertex

@@ -112,10 +112,10 @@ class Ingestor:
                                                   judge, episode, previous, usage)
                 facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
                 judged = await judge_facts(conn, ep.group_id, facts, judge, episode, usage)
-                plan = plan_facts(judged, ep.reference_time)
+                plan = plan_facts(judged)
                 payload = _payload(ep, resolved, plan, usage, episode_vec)
-                await conn.execute("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
-        _fill(result, resolved, plan, usage)
+                applied = await conn.fetchval("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
+        _fill(result, resolved, applied, usage)
         result.db_seconds = db_time + (time.perf_counter() - t0) - judge.seconds
         return result
 
@@ -185,6 +185,7 @@ def _vec(values) -> list[float] | None:
 
 def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
              episode_vec) -> dict:
+    """The decisions of one episode for pgmemory.apply_episode (format documented there)."""
     unique = {r.id: r for r in resolved}.values()
     new_entities = [{
         "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,
@@ -193,35 +194,35 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "id": str(r.id), "name": r.name if r.renamed else None,
         "labels": r.new_labels, "attributes": r.entity.attributes}
         for r in unique if not r.is_new and (r.renamed or r.new_labels or r.entity.attributes)]
-    new_facts = [{
-        "id": str(n.id), "source": str(n.judged.source.id), "target": str(n.judged.target.id),
-        "relation": n.judged.fact.relation, "fact": n.judged.fact.fact,
-        "valid_from": _iso(n.valid_from), "valid_to": _iso(n.valid_to),
-        "embedding": _vec(n.judged.embedding), "attributes": n.judged.fact.attributes}
-        for n in plan.new_facts]
+    claims = [{
+        "id": str(c.id), "kind": c.kind, "duplicate_of": c.duplicate_of, "contradicts": list(c.contradicts),
+        "source": str(c.judged.source.id), "target": str(c.judged.target.id),
+        "relation": c.judged.fact.relation, "fact": c.judged.fact.fact,
+        "valid_from": _iso(c.judged.fact.valid_at), "valid_to": _iso(c.judged.fact.invalid_at),
+        "embedding": _vec(c.judged.embedding), "attributes": c.judged.fact.attributes}
+        for c in plan.claims]
     return {
         "group": ep.group_id,
+        "reference_time": ep.reference_time.isoformat(),
         "new_entities": new_entities,
         "entity_updates": updates,
         "mentions": [str(r.id) for r in unique],
-        "new_facts": new_facts,
-        "provenance": sorted(plan.provenance),
-        "invalidations": [{"id": k, "at": v.isoformat()} for k, v in plan.invalidations.items()],
-        "retractions": sorted(plan.retractions),
+        "mention_summaries": {str(r.id): r.entity.summary for r in unique if r.entity.summary},
+        "claims": claims,
         "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens},
         "embedding": _vec(episode_vec),
     }
 
 
-def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage) -> None:
+def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], applied: dict, usage: Usage) -> None:
     unique = {r.id: r for r in resolved}.values()
     result.entities_created = [r.name for r in unique if r.is_new]
     result.entities_merged = [r.name for r in unique if not r.is_new]
-    result.facts_created = [n.judged.fact.fact for n in plan.new_facts]
-    result.facts_duplicate = plan.duplicates
-    result.facts_invalidated = len(plan.invalidations)
-    result.facts_retracted = len(plan.retractions)
+    result.facts_created = list(applied["created"])
+    result.facts_duplicate = applied["duplicates"]
+    result.facts_invalidated = applied["ended"]
+    result.facts_retracted = applied["withdrawn"]
     result.llm_calls = usage.calls
     result.prompt_tokens = usage.prompt_tokens
     result.completion_tokens = usage.completion_tokens

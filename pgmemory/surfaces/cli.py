@@ -76,8 +76,9 @@ def _cmd_delete_episode(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with await Memory.open() as memory:
-            out = await memory.delete_episode(args.episode_id, args.group)
-        print(f"deleted episode {args.episode_id}: {out.facts_retracted} facts retracted, "
+            out = await memory.delete_episode(args.group, args.episode_id, erase=args.erase)
+        print(f"{'erased' if out.erased else 'deleted'} episode {args.episode_id}: "
+              f"{out.facts_retracted} facts retracted, {out.facts_changed} changed, "
               f"{out.facts_removed} removed, {out.entities_removed} entities removed")
         return 0
     return asyncio.run(run())
@@ -97,21 +98,22 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pgmemory.eval.harness import EvalOptions, run_cli
+    from pgmemory.eval.harness import EvalOptions, default_output, run_cli
     from pgmemory.eval.readers import EvalFormatError
     from pgmemory.providers.llm import ProviderError
 
     only = tuple(i.strip() for i in (args.only or "").split(",") if i.strip())
-    options = EvalOptions(benchmark=args.benchmark, path=Path(args.path), output=Path(args.output),
-                          only=only, recipe=args.recipe, k=args.k, concurrency=args.concurrency)
+    output = Path(args.output) if args.output else default_output(args.benchmark, args.recipe)
+    options = EvalOptions(benchmark=args.benchmark, path=Path(args.path), output=output, only=only,
+                          recipe=args.recipe, k=args.k, concurrency=args.concurrency, force=args.force)
     try:
         return asyncio.run(run_cli(options))
     except EvalFormatError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2
     except ProviderError as exc:
-        print(f"pgmemory: error: {exc}; finished conversations are kept in {args.output}/partial, "
-              "run the same command again to resume", file=sys.stderr)
+        print(f"pgmemory: error: {exc}; finished conversations are kept in {output}/partial, "
+              f"run the same command with --output {output} to resume", file=sys.stderr)
         return 1
 
 
@@ -140,14 +142,18 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         b = benchmarks.add_parser(name, help=f"run on a {name} JSON file")
         b.add_argument("path", help=f"the benchmark file in the official {name} JSON format")
         b.add_argument(flag, dest="only", metavar="IDS", help=f"only these, comma-separated: {what} (default: all)")
-        b.add_argument("--output", default="eval-out", help="results directory (default ./eval-out)")
+        b.add_argument("--output", help="run directory (default: a new eval-runs/<benchmark>-<recipe>-<UTC time>); "
+                                         "a directory of the same run is resumed, of another run refused")
+        b.add_argument("--force", action="store_true",
+                       help="replace the results of another run in --output")
         b.add_argument("--recipe", default="combined_hybrid_rrf", choices=sorted(RECIPES),
                        help="search recipe (default combined_hybrid_rrf)")
         b.add_argument("--k", type=_bounded(MAX_LIMIT), default=10,
                        help="results per kind in the QA context (default 10); "
                             "recall is always reported at 5, 10 and 20")
         b.add_argument("--concurrency", type=_bounded(64), default=4,
-                       help="conversations evaluated at once (default 4; 1 for undisturbed latency)")
+                       help="conversations ingested (and questions answered by the LLM) at once (default 4); "
+                            "searches always run one at a time")
         b.set_defaults(func=_cmd_eval)
 
 
@@ -180,9 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)
-    p = sub.add_parser("delete-episode", help="delete one episode and what only it supported")
+    p = sub.add_parser("delete-episode", help="delete one episode: belief becomes as if it was never ingested")
     p.add_argument("episode_id")
-    p.add_argument("--group", required=True, help="the episode's group (ids are unique per group)")
+    p.add_argument("--group", required=True, help="the episode's group (another group's episode is not found)")
+    p.add_argument("--erase", action="store_true",
+                   help="also rewrite history so its text is nowhere (privacy; logged without content)")
     p.set_defaults(func=_cmd_delete_episode)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
