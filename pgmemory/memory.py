@@ -24,7 +24,7 @@ from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
-from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuids
+from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
                   "episode_id")
@@ -255,10 +255,7 @@ class Memory:
     async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
         """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
         group = validate_group_id(group_id)
-        try:
-            fid = uuid.UUID(str(fact_id))
-        except ValueError:
-            raise InvalidInput(f"fact id must be a UUID, got {fact_id!r}") from None
+        fid = check_uuid(fact_id, "fact id")
         async with self.pool.acquire() as conn:
             try:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)

@@ -77,12 +77,12 @@ def check_uuid(value: Any, name: str) -> uuid.UUID:
             return uuid.UUID(value.strip())
         except ValueError:
             pass
-    raise InvalidInput(f"{name} must be UUIDs, got {value!r:.60}")
+    raise InvalidInput(f"{name} must be a UUID, got {value!r:.60}")
 
 
 def check_uuids(value: Any, name: str) -> tuple[uuid.UUID, ...]:
     """A list of UUIDs (uuid.UUID or str)."""
-    return tuple(check_uuid(v, name) for v in check_list(value, name))
+    return tuple(check_uuid(v, f"each of {name}") for v in check_list(value, name))
 
 
 def check_time(value: Any, name: str) -> datetime:

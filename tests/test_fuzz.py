@@ -1,11 +1,12 @@
 """Property-based tests (hypothesis) of every input surface: any value is either accepted or
 refused with a one-line InvalidInput; never a traceback of another kind, never a write on refusal.
-Example counts are modest so the file runs in seconds; raise them locally with
---hypothesis-profile or settings when hunting."""
+Example counts are modest so the file runs in seconds; a soak run multiplies them with
+PGMEMORY_FUZZ_SCALE (e.g. PGMEMORY_FUZZ_SCALE=20 pytest tests/test_fuzz.py)."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -20,8 +21,10 @@ from pgmemory.memory import validate_batch
 from pgmemory.search.config import RECIPES, resolve_config
 from pgmemory.surfaces.ingest_file import read_jsonl
 
-FAST = settings(max_examples=200, deadline=None)
-WITH_DB = settings(max_examples=60, deadline=None,
+# PGMEMORY_FUZZ_SCALE multiplies every example count (soak runs: e.g. 20).
+SCALE = int(os.environ.get("PGMEMORY_FUZZ_SCALE", "1"))
+FAST = settings(max_examples=200 * SCALE, deadline=None)
+WITH_DB = settings(max_examples=60 * SCALE, deadline=None,
                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # Text with the characters that break drivers spliced in: NUL, lone surrogates, BOM, controls.
@@ -91,7 +94,7 @@ jsonl_lines = st.lists(st.one_of(
     st.binary(max_size=30)), max_size=5)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120 * SCALE, deadline=None)
 @given(lines=jsonl_lines, bom=st.booleans(), crlf=st.booleans())
 def test_jsonl_reader_and_batch_validation_accept_or_refuse_in_one_line(tmp_path_factory, lines, bom, crlf):
     path = tmp_path_factory.getbasetemp() / "fuzz.jsonl"

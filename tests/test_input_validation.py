@@ -11,6 +11,7 @@ import pytest
 from pgmemory import InvalidInput, SearchConfig, SearchFilters
 from pgmemory.search.types import SINCE_FOREVER
 from pgmemory.surfaces import cli
+from pgmemory.surfaces.search_cli import render
 from tests.support import utc
 
 
@@ -77,6 +78,7 @@ async def test_search_reads_infinite_bounds_as_forever_and_open(memory, group):
                                filters=SearchFilters(as_of=utc("1000-01-01")))
     assert [f.fact for f in past.facts] == ["Earth orbits the Sun."]
     assert "Earth orbits the Sun." in await memory.context("Earth orbits Sun", group_ids=[group])
+    assert "forever" in render(found)
 
 
 # --- NUL, lone surrogates, types ---------------------------------------------------------------

@@ -164,6 +164,15 @@ async def test_delete_episode_of_another_group_is_not_found(memory, tenants):
                                    tenants["b"]) > 0
 
 
+async def test_retract_fact_of_another_group_is_refused(memory, tenants):
+    theirs = tenants["ids"][tenants["b"]]["facts"][0]
+    with pytest.raises(InvalidInput, match="not believed in group"):
+        await memory.retract_fact(tenants["a"], theirs)
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.facts_current($1) WHERE id = $2",
+                                   tenants["b"], theirs) == 1
+
+
 async def test_fact_history_is_scoped_to_the_group(memory, tenants):
     theirs = tenants["ids"][tenants["b"]]["facts"][0]
     async with memory.pool.acquire() as conn:
