@@ -220,7 +220,7 @@ class Memory:
             try:
                 out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"episode {episode_id} does not exist in group {group!r}") from None
+                raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
 
@@ -290,9 +290,9 @@ def validate_batch(episodes: Iterable[Mapping[str, Any]], *,
         n = positions[i] if positions is not None else i + 1
         if not isinstance(item, Mapping):
             raise InvalidInput(f"{unit} {n}: expected an object, got {type(item).__name__}")
-        unknown = [str(k) for k in item if k not in EPISODE_FIELDS]
+        unknown = sorted(repr(k) for k in item if k not in EPISODE_FIELDS)
         if unknown:
-            raise InvalidInput(f"{unit} {n}: unknown field(s) {', '.join(sorted(unknown))[:200]}; "
+            raise InvalidInput(f"{unit} {n}: unknown field(s) {', '.join(unknown)[:200]}; "
                                f"allowed: {', '.join(EPISODE_FIELDS)}")
         try:
             ep = validate_episode(
