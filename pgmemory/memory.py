@@ -53,12 +53,13 @@ def default_extractor(llm: LLMClient | None = None) -> Extractor:
     return RuleExtractor()
 
 
-def ensure_initialised(dsn: str, dim: int) -> None:
-    """Bring the database up to this pgmemory's schema and SQL (see storage.setup.ensure_current)."""
+def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
+    """Bring the database up to this pgmemory's schema and SQL and check it was built with this
+    embedder (see storage.setup.ensure_current)."""
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim)
+        ensure_current(conn, dim, embedder)
 
 
 class Memory:
@@ -78,7 +79,7 @@ class Memory:
         check_int(pool_size, "pool_size", 1, 1000)
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
-        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim)
+        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size)
         return cls(pool, embedder, extractor or default_extractor())
 
@@ -155,8 +156,9 @@ class Memory:
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,
                       max_chars: int = 8000, communities: bool = False, episodes: bool = False) -> str:
-        """The paper's context string for a query: facts with date ranges, entities with
-        summaries (and community summaries / raw episodes on request), at most max_chars."""
+        """The paper's context string for a query: facts with UTC date ranges (one-day events
+        "on <date>"), entities with summaries (and community summaries / raw episodes on request),
+        never more than max_chars, facts first. With as-of filters, only that slice's text."""
         check_int(max_chars, "max_chars", 200, 1_000_000)
         check_bool(communities, "communities")
         check_bool(episodes, "episodes")

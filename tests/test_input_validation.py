@@ -77,7 +77,8 @@ async def test_search_reads_infinite_bounds_as_forever_and_open(memory, group):
     past = await memory.search("Earth orbits Sun", group_ids=[group],
                                filters=SearchFilters(as_of=utc("1000-01-01")))
     assert [f.fact for f in past.facts] == ["Earth orbits the Sun."]
-    assert "Earth orbits the Sun." in await memory.context("Earth orbits Sun", group_ids=[group])
+    assert "Earth orbits the Sun. (Date range: forever - present)" in await memory.context(
+        "Earth orbits Sun", group_ids=[group])
     assert "forever" in render(found)
 
 

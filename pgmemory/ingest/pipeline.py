@@ -17,6 +17,7 @@ import asyncpg
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor
+from pgmemory.ingest.embed_episode import embed_episode
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, resolve_entities
@@ -95,8 +96,8 @@ class Ingestor:
         names = [e.name for e in extraction.entities]
         sentences = [fact_embedding_text(f) for f in extraction.facts]
         spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
-        vectors = await self.embedder.embed(names + sentences + [spoken[:EPISODE_EMBED_CHARS]])
-        name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
+        name_vecs, fact_vecs, episode_vec = await embed_episode(
+            self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
         result = EpisodeResult(ep.id, ep.group_id, "done")
         judge = _Timed(self.extractor)
         t0 = time.perf_counter()

@@ -5,7 +5,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
@@ -61,12 +61,14 @@ def refused_ids_as_input_errors() -> Iterator[None]:
 
 
 def _time(value: str | None) -> datetime | None:
-    """A timestamp of the jsonb detail: 'infinity' is open (None), '-infinity' is SINCE_FOREVER."""
+    """A timestamp from the JSON detail (written in the session's time zone), in UTC: None for an
+    open bound (NULL or 'infinity'), SINCE_FOREVER for '-infinity' (true since forever, which is
+    not the same as an unknown start)."""
     if not value or value == "infinity":
         return None
     if value == "-infinity":
         return SINCE_FOREVER
-    return datetime.fromisoformat(value)
+    return datetime.fromisoformat(value).astimezone(timezone.utc)
 
 
 def _embedding(detail: dict[str, Any]) -> list[float] | None:

@@ -15,13 +15,15 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.storage.setup import init_database
     from pgmemory.validate import check_int
 
-    dim = embedder_from_env().dim if args.dim is None else check_int(args.dim, "--dim", 1, MAX_INDEXED_DIM)
+    embedder = embedder_from_env()
+    dim = embedder.dim if args.dim is None else check_int(args.dim, "--dim", 1, MAX_INDEXED_DIM)
     dsn = resolve_dsn()
     with connect(dsn) as conn:
-        report = init_database(conn, dim)
+        report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
+                               text_search=args.text_search)
     print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
     print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
-    print(f"  full text:       {'BM25 (pg_textsearch)' if report.text_search == 'bm25' else 'tsvector ranking'}")
+    print(f"  full text:       {'BM25 (pg_textsearch, opt-in)' if report.text_search == 'pg_textsearch' else 'BM25 over tsvector'}")
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
@@ -164,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
     p.add_argument("--dim", type=int, help="embedding dimension, 1 to 2000 (HNSW's limit; "
                                            "default: the configured embedder's)")
+    p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
+                   help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
+                        "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
     p.set_defaults(func=_cmd_init)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)
@@ -178,8 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", required=True, help="group id to search")
     p.add_argument("--limit", type=int, default=10, help="results per kind (default 10)")
     p.add_argument("--recipe", default="combined_hybrid_rrf", help="search recipe (default combined_hybrid_rrf)")
-    p.add_argument("--as-of", help="valid time T (ISO 8601 with zone): what was true then")
-    p.add_argument("--known-at", help="transaction time T' (ISO 8601 with zone): as believed then")
+    p.add_argument("--as-of", help="valid time T (ISO 8601, e.g. 2022-01-01 or 2022-01-01T09:00+02:00; "
+                   "a date or time without a zone is read as UTC): what was true then")
+    p.add_argument("--known-at", help="transaction time T' (ISO 8601; without a zone read as UTC): "
+                   "as believed then")
     p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_search)
