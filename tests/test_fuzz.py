@@ -116,7 +116,8 @@ config_fields = mutations({}, {
     "candidates": st.integers(-5, 2000) | anything, "rrf_k": anything, "mmr_lambda": st.floats() | anything,
     "bfs_depth": st.integers(-1, 7) | anything, "bfs_recent_episodes": anything, "bfs_max_entities": anything,
     "bfs_seeds": st.lists(st.uuids() | st.uuids().map(str) | anything, max_size=3) | anything,
-    "center": st.uuids() | anything, "method_weights": anything})
+    "center": st.uuids() | anything, "method_weights": anything, "session_weight": st.floats() | anything,
+    "session_window_s": st.integers(-10, 40 * 86400) | anything})
 filter_fields = mutations({}, {
     "as_of": times | anything, "known_at": times | anything, "include_invalidated": anything,
     "include_superseded": anything, "relation_types": st.lists(nasty_text, max_size=3) | anything,

@@ -32,6 +32,10 @@ class SearchConfig:
     method_weights: tuple[tuple[str, float], ...] = (
         ("fulltext", 1.0), ("cosine", 0.5), ("bfs", 0.5), ("facts", 0.5))
     mmr_lambda: float = 0.5
+    # Session proximity (episodes): hits within session_window_s of each other form a session;
+    # each gains session_weight / (rrf_k + the session's rank by summed score). 0 = off.
+    session_weight: float = 0.0
+    session_window_s: int = 1800
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -59,6 +63,8 @@ class SearchConfig:
             raise InvalidInput(f"method_weights: unknown method(s) {bad!r:.80}")
         for m, w in weights:
             check_number(w, f"method_weights[{m}]", 0, 10)
+        check_number(self.session_weight, "session_weight", 0, 10)
+        check_int(self.session_window_s, "session_window_s", 0, 31 * 86400)
         check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
         check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
         check_int(self.bfs_depth, "bfs_depth", 1, 5)
@@ -76,6 +82,9 @@ class SearchConfig:
 RECIPES: dict[str, SearchConfig] = {
     "combined_hybrid_rrf": SearchConfig(),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
+    # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
+    # conv-30 (pgmemory/eval/README.md has both folds).
+    "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),
