@@ -466,8 +466,7 @@ DEPTHS = (1, 2, 3)
 BFS_SEEDS = 20
 AGE_TIMEOUT = "60s"
 BFS_SQL = "SELECT entity_id, distance FROM pgmemory.bfs_entities(%s, %s, %s)"
-BFS_AGE = ("SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities_age(%s, %s) b"
-           " JOIN pgmemory.entities e ON e.id = b.entity_id WHERE e.group_id = ANY (%s)")
+BFS_AGE = "SELECT entity_id, distance FROM pgmemory.bfs_entities_age(%s, %s, %s)"
 
 
 def run_bfs(server_dsn: str, keep: bool) -> dict[str, Any]:
@@ -514,7 +513,7 @@ def run_bfs(server_dsn: str, keep: bool) -> dict[str, Any]:
                                     " ORDER BY random() LIMIT 1", (g,)).fetchone()[0]
                 seeds.append((g, seed))
             conn.execute(BFS_SQL, ([seeds[0][0]], [seeds[0][1]], 1)).fetchall()
-            conn.execute(BFS_AGE, ([seeds[0][1]], 1, [seeds[0][0]])).fetchall()
+            conn.execute(BFS_AGE, ([seeds[0][0]], [seeds[0][1]], 1)).fetchall()
             graph = {"groups": n_groups, "facts_per_group": per_group,
                      "entity_degree_avg_max": [float(degree[0]), degree[1]], "depths": {}}
             for depth in DEPTHS:
@@ -528,7 +527,7 @@ def run_bfs(server_dsn: str, keep: bool) -> dict[str, Any]:
                         continue
                     started = time.perf_counter()
                     try:
-                        b = dict(conn.execute(BFS_AGE, ([seed], depth, [g])).fetchall())
+                        b = dict(conn.execute(BFS_AGE, ([g], [seed], depth)).fetchall())
                     except psycopg.errors.QueryCanceled:
                         timeouts += 1
                         continue

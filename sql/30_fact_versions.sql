@@ -142,10 +142,11 @@ RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
      WHERE group_id = p_group AND pgmemory.holds_at(valid, is_event, p_valid_at) AND recorded @> p_known_at
 $$;
 
--- Every version of fact p_id, oldest belief first.
-CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_id uuid)
+-- Every version of fact p_id of group p_group, oldest belief first (scoped to
+-- the group like every read: another group's fact id returns nothing).
+CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_group text, p_id uuid)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
-    SELECT * FROM pgmemory.facts WHERE id = p_id ORDER BY lower(recorded), version_id
+    SELECT * FROM pgmemory.facts WHERE group_id = p_group AND id = p_id ORDER BY lower(recorded), version_id
 $$;
 
 -- Readable view of what is believed now, with entity names and bound status.

@@ -136,7 +136,8 @@ def test_add_fact_reports_what_it_did(conn, group):
     summary = conn.execute("SELECT summary FROM pgmemory.entities WHERE group_id = %s AND name = 'Acme'",
                            (group,)).fetchone()[0]
     assert summary == "Alice works for Acme (until 2021-01-01)."
-    history = conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s)", (first["fact_id"],)).fetchone()[0]
+    history = conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s, %s)",
+                           (group, first["fact_id"])).fetchone()[0]
     assert history == 3  # recorded, start moved back, ended
 
 

@@ -55,7 +55,7 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
         conn.commit()
         docs = {r[0]: (r[1], r[2]) for r in conn.execute(
             "SELECT ep.id, ep.content, array_agg(u.lexeme || ':' || coalesce(array_length(u.positions, 1), 1))"
-            " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.id", (group,))}
+            " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.group_id, ep.id", (group,))}
         hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
                             " NULL, NULL)", (group,)).fetchall()
     tf = {i: {p.split(":")[0]: int(p.split(":")[1]) for p in lexemes} for i, (_, lexemes) in docs.items()}

@@ -82,9 +82,10 @@ class Ingestor:
                 await conn.execute(
                     "UPDATE pgmemory.episodes SET status = 'failed', attempts = attempts + 1, error = $2,"
                     " llm_calls = llm_calls + $3, prompt_tokens = prompt_tokens + $4,"
-                    " completion_tokens = completion_tokens + $5 WHERE id = $1 AND status <> 'done'",
+                    " completion_tokens = completion_tokens + $5"
+                    " WHERE group_id = $6 AND id = $1 AND status <> 'done'",
                     ep.id, f"{type(exc).__name__}: {exc}"[:2000], usage.calls, usage.prompt_tokens,
-                    usage.completion_tokens)
+                    usage.completion_tokens, ep.group_id)
             raise IngestError(ep.id, exc) from exc
 
     async def _process(self, ep: Episode, previous: list[EpisodeInput], usage: Usage, db_time: float,
@@ -104,7 +105,8 @@ class Ingestor:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
                 status = await conn.fetchval(
-                    "SELECT status FROM pgmemory.episodes WHERE id = $1 FOR UPDATE", ep.id)
+                    "SELECT status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 FOR UPDATE",
+                    ep.group_id, ep.id)
                 if status == "done":
                     return EpisodeResult(ep.id, ep.group_id, "skipped")
                 resolved = await resolve_entities(conn, ep.group_id, extraction.entities, name_vecs,
@@ -149,16 +151,17 @@ class _Timed:
 
 
 async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
-    """Insert the raw episode (pending) unless its id exists; return the stored status."""
+    """Insert the raw episode (pending) unless its id exists in its group; return the stored status."""
     row = await conn.fetchrow(
         "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING status",
+        " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (group_id, id) DO NOTHING RETURNING status",
         ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time)
     if row is not None:
         return row["status"]
-    stored = await conn.fetchrow("SELECT group_id, content, status FROM pgmemory.episodes WHERE id = $1", ep.id)
-    if stored["group_id"] != ep.group_id or stored["content"] != ep.content:
-        raise InvalidInput(f"episode id {ep.id} is already used by a different episode")
+    stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
+                                 ep.group_id, ep.id)
+    if stored["content"] != ep.content:
+        raise InvalidInput(f"episode id {ep.id} is already used by a different episode of group {ep.group_id!r}")
     return stored["status"]
 
 
