@@ -100,7 +100,8 @@ def available_cores() -> int:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    """The process's embedding threads for this bound; shared, so embedders never add up past it."""
+    """The process's embedding threads for this bound, shared by every local embedder that has it
+    (so many embedders with the same settings never add up past it)."""
     with _EXECUTORS_LOCK:
         pool = _EXECUTORS.get(workers)
         if pool is None:
