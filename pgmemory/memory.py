@@ -215,6 +215,8 @@ class Memory:
                 out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"episode {episode_id} does not exist in group {group!r}") from None
+            if erase:
+                await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
 
@@ -265,6 +267,19 @@ class Memory:
         validate_group_id(group_id)
         async with self.pool.acquire() as conn:
             return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+
+
+ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
+                      "term_stats")
+
+
+async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
+    """After an erase, VACUUM the tables (and AGE label tables) that held its text, so dead
+    row versions and their index entries do not keep the bytes until autovacuum."""
+    names = [f"pgmemory.{t}" for t in ERASED_TEXT_TABLES]
+    graph = await conn.fetch("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) AS t FROM pg_tables"
+                             " WHERE schemaname = 'pgmemory_graph' AND tablename IN ('Entity', 'Episode', 'RELATES_TO')")
+    await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(names + [r["t"] for r in graph]))
 
 
 def validate_batch(episodes: Iterable[Mapping[str, Any]]) -> list[Episode]:

@@ -35,12 +35,12 @@ BEGIN
                 SELECT f.target_id AS n FROM pgmemory.facts f
                  WHERE f.source_id = ANY (frontier) AND f.group_id = ANY (p_groups)
                    AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
-                   AND (p_as_of IS NULL OR f.valid @> p_as_of)
+                   AND pgmemory.holds_at(f.valid, f.is_event, p_as_of)
                 UNION ALL
                 SELECT f.source_id FROM pgmemory.facts f
                  WHERE f.target_id = ANY (frontier) AND f.group_id = ANY (p_groups)
                    AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
-                   AND (p_as_of IS NULL OR f.valid @> p_as_of)) x
+                   AND pgmemory.holds_at(f.valid, f.is_event, p_as_of)) x
              WHERE x.n <> ALL (seen));
         seen := seen || frontier;
         RETURN QUERY SELECT n, d FROM unnest(frontier) AS n;
@@ -54,11 +54,12 @@ $$;
 -- p_bounds (see search_candidates). Inlined by the planner.
 CREATE OR REPLACE FUNCTION pgmemory.fact_in_view(
     p_valid tstzrange, p_recorded tstzrange, p_relation text, p_point timestamptz,
-    p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[])
+    p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[],
+    p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT (CASE WHEN p_known_at IS NOT NULL THEN p_recorded @> p_known_at
                  ELSE p_superseded OR upper_inf(p_recorded) END)
-       AND (p_point IS NULL OR p_valid @> p_point)
+       AND pgmemory.holds_at(p_valid, p_event, p_point)
        AND (cardinality(p_relations) = 0 OR p_relation = ANY (p_relations))
        AND (p_bounds[1] IS NULL OR lower(p_valid) >= p_bounds[1])
        AND (p_bounds[2] IS NULL OR lower(p_valid) <= p_bounds[2])
@@ -128,7 +129,7 @@ BEGIN
              WHERE 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                AND f.group_id = ANY (p_groups)
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds)
+                                         include_superseded, relations, bounds, f.is_event)
              ORDER BY f.embedding <=> p_embedding
              LIMIT k) c
     ),
@@ -151,7 +152,7 @@ BEGIN
               JOIN reach rt ON rt.entity_id = f.target_id
              WHERE 'facts' = ANY (kinds) AND f.group_id = ANY (p_groups)
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds)
+                                         include_superseded, relations, bounds, f.is_event)
              ORDER BY 2, 3 DESC
              LIMIT k) c
     ),

@@ -353,3 +353,13 @@ async def test_known_at_shows_names_as_recorded_then(db_dsn, fake_openai, group)
         assert [f.target for f in now.facts] == ["Acme Robotics Inc"]
     finally:
         await memory.close()
+
+
+async def test_offline_event_is_rendered_on_its_day(memory, group):
+    await memory.add_episode(group, "I visited Lisbon yesterday.", actor="Maya", reference_time=utc("2024-03-10T09:00"))
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Maya", reference_time=utc("2024-03-10T09:05"))
+    on_the_day = await memory.context("Lisbon", group_ids=[group], filters=SearchFilters(as_of=utc("2024-03-09T12:00")))
+    assert "- Maya visited Lisbon. (on 2024-03-09)" in on_the_day and "Acme" not in on_the_day
+    now = await memory.context("Maya", group_ids=[group], filters=SearchFilters(include_invalidated=True))
+    assert "- Maya visited Lisbon. (on 2024-03-09)" in now
+    assert "- Maya works for Acme Corp. (Date range: 2024-03-10 09:05 UTC - present)" in now

@@ -32,7 +32,7 @@ async def test_statistics_follow_inserts_updates_and_deletes(memory, db_dsn, gro
                               "My sister Ann lives in Oslo.", "I love sailing and sailing loves me."]):
         await memory.add_episode(group, text, actor="Zoe", reference_time=utc(f"2024-0{n + 1}-01"),
                                  episode_id=f"z{n}")
-    await memory.delete_episode("z2", group)
+    await memory.delete_episode(group, "z2")
     with psycopg.connect(db_dsn) as conn:
         kept, rebuilt = stats_now_and_rebuilt(conn, group)
     assert kept == rebuilt

@@ -102,6 +102,7 @@ def test_every_embedding_has_an_hnsw_index(db_dsn):
     assert sorted(t for t, _ in rows) == ["communities", "entities", "episodes", "facts"]
     assert all("vector_cosine_ops" in d for _, d in rows)
     assert set(types.values()) == {"vector(384)"}
+    assert "pgmemory.fact_claims.embedding" in types  # typed, not searched: no index
 
 
 def test_dimension_mismatch_names_both(db_dsn):

@@ -8,6 +8,8 @@ from typing import Any
 
 import asyncpg
 
+from pgmemory.config import Timeouts
+from pgmemory.errors import DatabaseTimeout
 from pgmemory.search.config import SearchConfig, SearchFilters
 from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
 from pgmemory.storage.vectors import vector_literals
@@ -33,10 +35,15 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
                            embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
     """All candidates of every kind and method, in one round trip."""
     vec = vector_literals([embedding])[0] if embedding is not None else None
-    rows = await conn.fetch(
-        "SELECT kind, id, version_id, ranks, detail"
-        " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
-        group_ids, query, vec, opts)
+    limit = Timeouts.from_env().search_s
+    try:
+        rows = await conn.fetch(
+            "SELECT kind, id, version_id, ranks, detail"
+            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
+            group_ids, query, vec, opts, timeout=limit)
+    except TimeoutError:
+        raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
+                              "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
     results = SearchResults()
     for row in rows:
         hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])

@@ -29,6 +29,10 @@ class SearchConfig:
     method_weights: tuple[tuple[str, float], ...] = (
         ("fulltext", 1.0), ("cosine", 0.5), ("bfs", 0.5), ("facts", 0.5))
     mmr_lambda: float = 0.5
+    # Session proximity (episodes): hits within session_window_s of each other form a session;
+    # each gains session_weight / (rrf_k + the session's rank by summed score). 0 = off.
+    session_weight: float = 0.0
+    session_window_s: int = 1800
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -52,6 +56,11 @@ class SearchConfig:
         bad = [m for m, w in self.method_weights if m not in (*METHODS, "facts") or not 0 <= w <= 10]
         if bad:
             raise InvalidInput(f"method_weights: unknown method or weight outside 0..10 for {bad}")
+        if not 0.0 <= self.session_weight <= 10.0:
+            raise InvalidInput(f"session_weight must be between 0 and 10, got {self.session_weight}")
+        if not 0 <= self.session_window_s <= 31 * 86400:
+            raise InvalidInput(f"session_window_s must be between 0 and {31 * 86400} (31 days), "
+                               f"got {self.session_window_s}")
         if not 0.0 <= self.mmr_lambda <= 1.0:
             raise InvalidInput(f"mmr_lambda must be between 0 and 1, got {self.mmr_lambda}")
         if not 1 <= self.bfs_max_entities <= 100_000:
@@ -64,6 +73,9 @@ class SearchConfig:
 RECIPES: dict[str, SearchConfig] = {
     "combined_hybrid_rrf": SearchConfig(),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
+    # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
+    # conv-30 (pgmemory/eval/README.md has both folds).
+    "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 
 from pgmemory.errors import PgMemoryError
-from pgmemory.storage.connect import connect, describe_target, resolve_dsn
+from pgmemory.storage.connect import connect, connection_lost, describe_target, lost_connection_error, resolve_dsn
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -205,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except PgMemoryError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        lost = connection_lost(exc)
+        if lost is None:
+            raise
+        print(f"pgmemory: error: {lost_connection_error(lost)}", file=sys.stderr)
         return 2
 
 
