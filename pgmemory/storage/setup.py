@@ -249,6 +249,8 @@ def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str |
     upgraded pgmemory on an older database) or the full-text mode must change; refuse another
     embedding dimension or embedder than the database was built with."""
     stored = _stored_settings(conn)
+    if choose_text_search(None, stored) == "pg_textsearch":  # an opt-in of a version now known broken
+        check_pg_textsearch(available_extensions(conn), preloaded_libraries(conn))
     conn.commit()
     dim = stored.get("embedding_dim")
     if dim is not None and dim != embedding_dim:
