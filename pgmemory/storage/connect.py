@@ -60,9 +60,11 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
 
 
 # Errors that mean the server went away (killed, restarted, unreachable), not a bad request.
+# asyncpg's InternalClientError ("cannot switch to state ...") is what a pooled connection whose
+# server died mid-protocol raises.
 _CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError, asyncpg.exceptions.ConnectionDoesNotExistError,
                     asyncpg.exceptions.AdminShutdownError, asyncpg.exceptions.CrashShutdownError,
-                    asyncpg.exceptions.CannotConnectNowError)
+                    asyncpg.exceptions.CannotConnectNowError, asyncpg.exceptions.InternalClientError)
 
 
 def connection_lost(exc: BaseException) -> BaseException | None:
