@@ -1,12 +1,13 @@
 -- Entities as of a slice of time (issue 18.4): the slice is the fact versions
--- valid at T (p_point; any time when NULL) and believed at T' (p_known_at; now
--- when NULL). In an as-of search an entity is shown only if a fact of the
+-- that hold at T (pgmemory.holds_at: states valid then, events that had
+-- happened by then; p_point, any time when NULL) and were believed at T'
+-- (p_known_at; now when NULL). In an as-of search an entity is shown only if a fact of the
 -- slice touches it, with its name/labels/attributes as recorded at T' and a
 -- summary built from slice facts only, so no text from outside the slice (a
 -- later job, a fact learned after T') reaches the answer. Communities are not
 -- part of as-of answers (nothing versions them yet).
 
--- Is a fact version in the slice (valid at p_point, believed at p_known_at)?
+-- Is a fact version in the slice (holds at p_point, believed at p_known_at)?
 CREATE OR REPLACE FUNCTION pgmemory.fact_in_slice(
     p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz,
     p_event boolean DEFAULT false)

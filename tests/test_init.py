@@ -11,6 +11,7 @@ import pytest
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
+from pgmemory.storage.doctor import run_checks
 from pgmemory.storage.migrate import load_migrations, sql_fingerprint
 from pgmemory.storage.setup import ensure_current, init_database
 
@@ -68,6 +69,15 @@ def test_database_on_pg_textsearch_moves_to_tsvector(empty_dsn):
         conn.execute("UPDATE pgmemory.settings SET value = '\"bm25\"' WHERE key = 'text_search'")
         conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
                      " VALUES (gen_random_uuid(), 'g', 'message', 'we went sailing', 'Ann', now())")
+        conn.commit()
+        found = {c.name: c for c in run_checks(conn)}["full text"]
+        assert (found.status, found.fix) == ("fail", "run `pgmemory init`: it moves the database to tsvector full text")
+        conn.execute("UPDATE pgmemory.settings SET value = '\"pg_textsearch\"' WHERE key = 'text_search'")
+        found = {c.name: c for c in run_checks(conn)}["full text"]
+        assert found.status == "fail" and "pg_textsearch 1.0.0 is known to hang concurrent writers" in found.detail
+        with pytest.raises(SetupError, match="pg_textsearch refused"):  # an explicit choice is not overridden
+            ensure_current(conn, 384)
+        conn.execute("UPDATE pgmemory.settings SET value = '\"bm25\"' WHERE key = 'text_search'")
         conn.commit()
         ensure_current(conn, 384)  # what Memory.open does
         assert conn.execute("SELECT to_regclass('pgmemory.episodes_bm25')").fetchone()[0] is None

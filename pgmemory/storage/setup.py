@@ -102,13 +102,15 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             if time.monotonic() > deadline:
                 raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
-                                 "long transactions hold them (see `pgmemory doctor`); try again") from None
+                                 "long transactions hold them (`pgmemory doctor` lists them; backends stuck "
+                                 "in pg_textsearch 1.0.0 need a server restart); try again") from None
             time.sleep(0.2)
 
 
 def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, embedder: str | None,
                  text_search: str | None) -> InitReport:
     migrate.lock(conn)
+    conn.execute("SELECT set_config('statement_timeout', '0', true)")  # index builds on big tables
     extensions = available_extensions(conn)
     stored = _stored_settings(conn)
     mode = choose_text_search(text_search, stored)
