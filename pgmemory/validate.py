@@ -48,7 +48,7 @@ def check_int(value: Any, name: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidInput(f"{name} must be an integer between {low} and {high}, got {value!r}")
     if not low <= value <= high:
-        raise InvalidInput(f"{name} must be an integer between {low} and {high}, got {value}")
+        raise InvalidInput(f"{name} must be between {low} and {high}, got {value}")
     return value
 
 
@@ -57,7 +57,7 @@ def check_number(value: Any, name: str, low: float, high: float) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
         raise InvalidInput(f"{name} must be a number between {low} and {high}, got {value!r}")
     if not low <= value <= high:
-        raise InvalidInput(f"{name} must be a number between {low} and {high}, got {value}")
+        raise InvalidInput(f"{name} must be between {low} and {high}, got {value}")
     return float(value)
 
 

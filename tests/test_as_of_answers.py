@@ -33,16 +33,15 @@ async def now_ts(memory) -> datetime:
 
 
 async def slice_sentences(memory, group, as_of, known_at) -> tuple[set[str], set[str]]:
-    """(sentences of the slice, every other fact sentence of the group): the versions believed at
-    known_at (now if None) that hold at as_of (now if None) by pgmemory.holds_at — states valid
-    then, one-off events that had happened by then."""
+    """(sentences of the slice, every other fact sentence of the group), from the public SQL API
+    (facts_valid_at / facts_as_of: true at T by pgmemory.holds_at, believed at T')."""
     async with memory.pool.acquire() as conn:
         every = {r[0] for r in await conn.fetch("SELECT fact FROM pgmemory.facts WHERE group_id = $1", group)}
-        rows = await conn.fetch(
-            "SELECT fact FROM pgmemory.facts WHERE group_id = $1"
-            " AND pgmemory.holds_at(valid, is_event, coalesce($2::timestamptz, now()))"
-            " AND CASE WHEN $3::timestamptz IS NULL THEN upper_inf(recorded) ELSE recorded @> $3 END",
-            group, as_of, known_at)
+        point = as_of or await conn.fetchval("SELECT now()")
+        if known_at is None:
+            rows = await conn.fetch("SELECT fact FROM pgmemory.facts_valid_at($1, $2)", group, point)
+        else:
+            rows = await conn.fetch("SELECT fact FROM pgmemory.facts_as_of($1, $2, $3)", group, point, known_at)
     inside = {r[0] for r in rows}
     return inside, every - inside
 
