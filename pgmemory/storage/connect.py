@@ -81,6 +81,10 @@ def connection_lost(exc: BaseException) -> BaseException | None:
             return e
         if isinstance(e, psycopg.OperationalError) and (e.sqlstate is None or e.sqlstate[:2] in ("08", "57")):
             return e
+        # asyncpg's protocol left mid-operation by a dropped socket: "cannot switch to state N;
+        # another operation is in progress" (seen when the server is killed under load).
+        if isinstance(e, asyncpg.exceptions.InternalClientError) and "another operation" in str(e):
+            return e
         todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
     return None
 
