@@ -55,10 +55,12 @@ BEGIN
                         UNION SELECT (r #>> '{}')::uuid FROM jsonb_array_elements(p_plan->'retractions') r)));
 
     UPDATE pgmemory.episodes
-       SET status = 'done', error = NULL, attempts = attempts + 1,
-           llm_calls = (p_plan #>> '{usage,calls}')::integer,
-           prompt_tokens = (p_plan #>> '{usage,prompt_tokens}')::integer,
-           completion_tokens = (p_plan #>> '{usage,completion_tokens}')::integer,
+       SET status = 'done', error = NULL, lease_owner = NULL, lease_until = NULL,
+           -- Cost accumulates over attempts (failed ones were billed too);
+           -- attempts are counted when an attempt takes its lease (sql/50_queue.sql).
+           llm_calls = llm_calls + (p_plan #>> '{usage,calls}')::integer,
+           prompt_tokens = prompt_tokens + (p_plan #>> '{usage,prompt_tokens}')::integer,
+           completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = (p_plan->>'embedding')::vector
      WHERE id = p_episode;
 END
