@@ -13,6 +13,7 @@ from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import Extractor
 from pgmemory.ingest.episode import Episode, episode_uuid, validate_episode, validate_group_id
 from pgmemory.ingest.pipeline import DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor
+from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
@@ -146,6 +147,20 @@ class Memory:
             return await conn.fetchval(
                 "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7)", ep.group_id, ep.content,
                 ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id))
+
+    def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
+               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None) -> Worker:
+        """A queue worker on this memory's pool (`await worker.run()`, `worker.stop()`): it processes
+        pending episodes of every group, one at a time per group, in order; drain=True returns
+        once nothing is ready."""
+        for name, value, low in (("concurrency", concurrency, 1), ("poll_seconds", poll_seconds, 0.01),
+                                 ("grace_seconds", grace_seconds, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+                raise InvalidInput(f"{name} must be a number of at least {low}, got {value!r}")
+        if not isinstance(concurrency, int) or not isinstance(drain, bool):
+            raise InvalidInput("concurrency must be an integer and drain a bool")
+        return Worker(self.ingestor, concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
+                      grace_seconds=grace_seconds, on_progress=on_progress)
 
     async def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                      config: SearchConfig | str | None = None,
