@@ -91,8 +91,8 @@ class Ingestor:
     async def ingest(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
         """Store and process one validated episode in this process; a done episode id is a no-op."""
         async with self.pool.acquire() as conn:
-            async with conn.transaction():
-                await _store_raw(conn, ep)
+            state = await _store_raw(conn, ep, self.owner, self.lease_seconds)
+            if state != "leased":
                 state = await conn.fetchval("SELECT pgmemory.lease_episode($1, $2, $3, $4::interval)",
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
         if state != "leased":
@@ -144,48 +144,35 @@ class Ingestor:
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
             version = await db.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
-            decided = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
-            started = time.perf_counter()
-            try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    outcome = await self._apply(conn, ep, version, decided, extraction, name_vecs, fact_vecs,
-                                                decisions, previous, usage, episode_vec)
-            finally:
-                db.seconds += time.perf_counter() - started
-            if outcome is None:
-                continue  # the group changed under a decision: decide again what changed
-            if isinstance(outcome, EpisodeResult):
-                return outcome
-            resolved, plan = outcome
+            resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
+            state = await db.fetchval("SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
+                                      ep.group_id, ep.id, self.owner, version,
+                                      _payload(ep, resolved, plan, usage, episode_vec))
+            if state == "changed":
+                # Another writer changed the group since the read: read again under the lock and
+                # apply at once if no question changed (or the extractor decides locally).
+                started = time.perf_counter()
+                try:
+                    async with self.pool.acquire() as conn, conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
+                        version = await conn.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
+                        try:
+                            resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
+                                                           decisions.cached(), previous, usage)
+                        except _NotDecided:
+                            continue  # some question changed: back to the extractor, no lock held
+                        state = await conn.fetchval(
+                            "SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
+                            self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
+                finally:
+                    db.seconds += time.perf_counter() - started
+            if state in ("done", "lost"):  # applied by someone else / our lease expired and was taken
+                return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
             result = EpisodeResult(ep.id, ep.group_id, "done", decide_rounds=rounds)
             _fill(result, resolved, plan, usage)
             result.db_seconds = db.seconds
             return result
         raise GroupBusy(f"group {ep.group_id!r} changed during each of {DECIDE_ROUNDS} rounds; retry later")
-
-    async def _apply(self, conn: asyncpg.Connection, ep: Episode, version: int, decided, extraction,
-                     name_vecs, fact_vecs, decisions: "_Decisions", previous, usage, episode_vec):
-        """Under the group lock: check the lease and the group's counter, then apply. Returns the
-        (resolved, plan) applied, an EpisodeResult when there is nothing to do, or None when the
-        group changed so that some question must go back to the extractor."""
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
-        row = await conn.fetchrow("SELECT status, lease_owner FROM pgmemory.episodes"
-                                  " WHERE group_id = $1 AND id = $2 FOR UPDATE", ep.group_id, ep.id)
-        if row is None or row["status"] == "done":
-            return EpisodeResult(ep.id, ep.group_id, "skipped")
-        if row["lease_owner"] != self.owner:
-            return EpisodeResult(ep.id, ep.group_id, "busy")  # our lease expired and was taken over
-        if await conn.fetchval("SELECT pgmemory.group_version($1)", ep.group_id) != version:
-            try:
-                decided = await _decide(conn, ep, extraction, name_vecs, fact_vecs, decisions.cached(),
-                                        previous, usage)
-            except _NotDecided:
-                return None
-        resolved, plan = decided
-        payload = _payload(ep, resolved, plan, usage, episode_vec)
-        await conn.execute("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
-        await conn.execute("SELECT pgmemory.bump_group_version($1)", ep.group_id)
-        return resolved, plan
 
 
 async def _decide(db, ep: Episode, extraction: Extraction, name_vecs, fact_vecs, decisions: "_Decisions",
@@ -282,14 +269,18 @@ def fact_embedding_text(fact: ExtractedFact) -> str:
     return f"{fact.fact} ({fact.source} {relation} {fact.target})"
 
 
-async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
-    """Insert the raw episode (pending) unless its id exists; return the stored status."""
+async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_seconds: float) -> str:
+    """Insert the raw episode, leased to `owner` ('leased'), unless its id exists; then return the
+    stored status. One statement: no worker can claim it in between."""
     row = await conn.fetchrow(
-        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING status",
-        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time)
+        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
+        " status, lease_owner, lease_until, attempts)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1)"
+        " ON CONFLICT (id) DO NOTHING RETURNING 'leased'",
+        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
+        owner, _interval(lease_seconds))
     if row is not None:
-        return row["status"]
+        return row[0]
     stored = await conn.fetchrow("SELECT group_id, content, status FROM pgmemory.episodes WHERE id = $1", ep.id)
     if stored["group_id"] != ep.group_id or stored["content"] != ep.content:
         raise InvalidInput(f"episode id {ep.id} is already used by a different episode")
