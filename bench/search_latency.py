@@ -254,7 +254,8 @@ def pct(values: list[float]) -> dict[str, float]:
 
 
 async def _timed(mem: Memory, embedder: PrecomputedEmbedder, q: Query, recipe: str,
-                 opts: dict[str, Any], raw_first: bool) -> tuple[float, float, list[Any]]:
+                 opts: dict[str, Any], raw_first: bool,
+                 filters: SearchFilters | None = None) -> tuple[float, float, list[Any]]:
     """(raw search_candidates ms, Memory.search ms minus embedding, raw rows) for one query; the two
     calls alternate which goes first, so neither always pays the query's cold buffers."""
     vec = vector_literals([q.vector])[0]
@@ -269,7 +270,7 @@ async def _timed(mem: Memory, embedder: PrecomputedEmbedder, q: Query, recipe: s
         embedder.current = q.vector
         embedder.seconds = 0.0
         started = time.perf_counter()
-        await mem.search(q.text, group_ids=[q.group], limit=10, config=recipe)
+        await mem.search(q.text, group_ids=[q.group], limit=10, config=recipe, filters=filters)
         return (time.perf_counter() - started - embedder.seconds) * 1000
 
     if raw_first:
@@ -281,27 +282,30 @@ async def _timed(mem: Memory, embedder: PrecomputedEmbedder, q: Query, recipe: s
     return raw, api, rows
 
 
-async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...]) -> dict[str, Any]:
-    """Latency of Memory.search (no embedding time) and of the raw search_candidates call, per recipe."""
+async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
+                  filters: SearchFilters | None = None) -> dict[str, Any]:
+    """Latency of Memory.search (no embedding time) and of the raw search_candidates call, per recipe
+    (with the given as-of / known-at filters, if any)."""
+    filters = filters or SearchFilters()
     embedder = PrecomputedEmbedder()
     mem = await Memory.open(dsn, embedder=embedder, extractor=RuleExtractor(), pool_size=2)
     out: dict[str, Any] = {}
     try:
         for recipe in recipes:
             cfg = resolve_config(recipe)
-            opts = options(cfg, SearchFilters(), with_embeddings=cfg.reranker == "mmr")
+            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr")
             raw_ms, api_ms, counts = [], [], Counter()
             load_before = os.getloadavg()[0]
 
             started = time.perf_counter()
             for i, q in enumerate(queries[:WARMUP]):
-                await _timed(mem, embedder, q, recipe, opts, i % 2 == 0)
+                await _timed(mem, embedder, q, recipe, opts, i % 2 == 0, filters)
             per_query = (time.perf_counter() - started) / WARMUP
             n = len(queries)
             if per_query * n > SLOW_RECIPE_BUDGET_S:
                 n = max(30, int(SLOW_RECIPE_BUDGET_S / per_query))
             for i, q in enumerate(queries[:n]):
-                raw, api, rows = await _timed(mem, embedder, q, recipe, opts, i % 2 == 0)
+                raw, api, rows = await _timed(mem, embedder, q, recipe, opts, i % 2 == 0, filters)
                 raw_ms.append(raw)
                 api_ms.append(api)
                 for r in rows:
@@ -424,7 +428,7 @@ def explain(dsn: str, sc: Scenario, q: Query) -> dict[str, Any]:
 
 
 def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reuse: bool,
-                 recipes: tuple[str, ...] = RECIPES) -> dict[str, Any]:
+                 recipes: tuple[str, ...] = RECIPES, filters: SearchFilters | None = None) -> dict[str, Any]:
     """Load (or reuse) the scenario's database, measure, explain, save JSON, maybe drop."""
     log(f"scenario {sc.name}: {sc.groups} group(s) x {sc.facts_per_group} = {sc.facts} fact versions")
     if reuse and db_exists(server_dsn, sc.db):
@@ -442,13 +446,15 @@ def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reus
     queries, _ = make_queries(dsn, sc, n_queries + WARMUP)
     measured = queries[WARMUP:] + queries[:WARMUP]
     log(f"  {len(queries)} queries (first {WARMUP} as warm-up), e.g. {measured[0].text!r}, {measured[1].text!r}")
-    latency = asyncio.run(measure(dsn, measured, recipes))
+    latency = asyncio.run(measure(dsn, measured, recipes, filters))
     plans = explain(dsn, sc, measured[0])
     result = {"scenario": sc.name, "groups": sc.groups, "facts_per_group": sc.facts_per_group,
               "fact_versions": sc.facts, "cpus": os.cpu_count(), "load": load, "latency": latency,
               "explain": plans, "embedding": "precomputed (excluded from timings)", "quoted": QUOTED,
+              "filters": filters.to_options() if filters else None,
               "date": datetime.now(UTC).isoformat(timespec="seconds")}
-    (RESULTS / f"search-{sc.name}.json").write_text(json.dumps(result, indent=2, default=str))
+    suffix = "-asof" if filters and (filters.as_of or filters.known_at) else ""
+    (RESULTS / f"search-{sc.name}{suffix}.json").write_text(json.dumps(result, indent=2, default=str))
     if not keep:
         with connect(server_dsn, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{sc.db}" WITH (FORCE)')
@@ -585,7 +591,12 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help="search recipes to time")
     ap.add_argument("--bfs", action=argparse.BooleanOptionalAction, default=True,
                     help="run the SQL vs AGE BFS comparison")
+    ap.add_argument("--as-of", help="valid time T of every search (ISO 8601 with zone), e.g. 2020-06-01T00:00Z")
+    ap.add_argument("--known-at", help="transaction time T' of every search (ISO 8601 with zone)")
     args = ap.parse_args()
+    filters = SearchFilters(
+        as_of=datetime.fromisoformat(args.as_of.replace("Z", "+00:00")) if args.as_of else None,
+        known_at=datetime.fromisoformat(args.known_at.replace("Z", "+00:00")) if args.known_at else None)
     scenarios = [Scenario(_size_name(int(s)), 1, int(s)) for s in args.sizes.split(",") if s.strip()]
     if args.groups:
         g, f = parse_groups(args.groups)
@@ -596,7 +607,7 @@ def main() -> None:
     results = []
     for sc in scenarios:
         results.append((sc, run_scenario(server_dsn, sc, args.queries, args.keep or args.reuse, args.reuse,
-                                         tuple(r for r in args.recipes.split(",") if r))))
+                                         tuple(r for r in args.recipes.split(",") if r), filters)))
     if results:
         print_summary(results)
     if args.bfs:

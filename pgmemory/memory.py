@@ -10,9 +10,10 @@ from typing import Any
 import asyncpg
 
 from pgmemory.errors import InvalidInput
-from pgmemory.extract.types import Extractor
-from pgmemory.ingest.episode import Episode, episode_uuid, validate_episode, validate_group_id
-from pgmemory.ingest.pipeline import DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor
+from pgmemory.extract.types import ExtractedFact, Extractor
+from pgmemory.ingest.episode import Episode, episode_uuid, parse_time, validate_episode, validate_group_id
+from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
+                                      fact_embedding_text)
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
@@ -31,9 +32,11 @@ EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "sou
 class DeleteResult:
     """What deleting an episode did."""
 
-    facts_retracted: int
-    facts_removed: int
+    facts_retracted: int  # believed before, no longer (history kept)
+    facts_removed: int  # removed with an entity only this episode mentioned
     entities_removed: int
+    facts_changed: int = 0  # still believed, with a changed interval (or re-opened)
+    erased: bool = False
 
 
 def default_extractor(llm: LLMClient | None = None) -> Extractor:
@@ -48,12 +51,13 @@ def default_extractor(llm: LLMClient | None = None) -> Extractor:
     return RuleExtractor()
 
 
-def ensure_initialised(dsn: str, dim: int) -> None:
-    """Bring the database up to this pgmemory's schema and SQL (see storage.setup.ensure_current)."""
+def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
+    """Bring the database up to this pgmemory's schema and SQL and check it was built with this
+    embedder (see storage.setup.ensure_current)."""
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim)
+        ensure_current(conn, dim, embedder)
 
 
 class Memory:
@@ -79,7 +83,7 @@ class Memory:
             raise InvalidInput(f"lease_seconds must be a number between 1 and 86400, got {lease_seconds!r}")
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
-        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim)
+        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size)
         return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 
@@ -177,8 +181,9 @@ class Memory:
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,
                       max_chars: int = 8000, communities: bool = False, episodes: bool = False) -> str:
-        """The paper's context string for a query: facts with date ranges, entities with
-        summaries (and community summaries / raw episodes on request), at most max_chars."""
+        """The paper's context string for a query: facts with UTC date ranges (one-day events
+        "on <date>"), entities with summaries (and community summaries / raw episodes on request),
+        never more than max_chars, facts first. With as-of filters, only that slice's text."""
         if not isinstance(max_chars, int) or max_chars < 200:
             raise InvalidInput(f"max_chars must be an integer of at least 200, got {max_chars!r}")
         results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)
@@ -233,15 +238,64 @@ class Memory:
                 " FROM pgmemory.episodes WHERE id = $1", eid)
         return dict(row) if row else None
 
-    async def delete_episode(self, episode_id: Any, group_id: str | None = None) -> DeleteResult:
-        """Delete an episode; facts only it supported are retracted (or removed with orphan entities)."""
-        eid = episode_uuid(group_id or "", episode_id)
+    async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
+        """Delete an episode of `group_id` as if it had never been ingested (retract): the facts it
+        touched are re-folded from the other episodes' claims and the changes recorded as new
+        versions. `erase=True` also rewrites history so its text is nowhere (logged without content).
+        An episode of another group is not found."""
+        group = validate_group_id(group_id)
+        eid = episode_uuid(group, episode_id)
+        if not isinstance(erase, bool):
+            raise InvalidInput(f"erase must be true or false, got {erase!r}")
         async with self.pool.acquire() as conn:
             try:
-                out = await conn.fetchval("SELECT pgmemory.delete_episode($1)", eid)
+                out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"episode {episode_id} does not exist") from None
-        return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"])
+                raise InvalidInput(f"episode {episode_id} does not exist in group {group!r}") from None
+        return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
+                            out["facts_changed"], out["erased"])
+
+    async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
+                       valid_from: Any = None, valid_to: Any = None, negated: bool = False,
+                       functional: bool = False, attributes: Mapping[str, Any] | None = None,
+                       reference_time: Any = None) -> dict[str, Any]:
+        """State one fact directly (like Graphiti's add_triplet): entities by exact name (created
+        if missing), deduped within the pair, the same temporal rules as ingestion
+        (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
+        group = validate_group_id(group_id)
+        for name, value in (("source", source), ("relation", relation), ("target", target), ("fact", fact)):
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInput(f"{name} must be a non-empty string")
+        times = [None if v is None else parse_time(v, n)
+                 for n, v in (("valid_from", valid_from), ("valid_to", valid_to),
+                              ("reference_time", reference_time))]
+        if not isinstance(negated, bool) or not isinstance(functional, bool):
+            raise InvalidInput("negated and functional must be true or false")
+        if attributes is not None and not isinstance(attributes, Mapping):
+            raise InvalidInput("attributes must be an object")
+        sentence = fact_embedding_text(ExtractedFact(source.strip(), target.strip(), relation.strip(), fact.strip()))
+        src_vec, tgt_vec, fact_vec = await self.embedder.embed([source.strip(), target.strip(), sentence])
+        async with self.pool.acquire() as conn:
+            try:
+                return await conn.fetchval(
+                    "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,"
+                    " $12, $13, $14)", group, source, relation, target, fact, *times[:2], negated,
+                    functional, dict(attributes or {}), times[2], fact_vec, src_vec, tgt_vec)
+            except asyncpg.InvalidParameterValueError as exc:
+                raise InvalidInput(str(exc).splitlines()[0]) from None
+
+    async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
+        """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
+        group = validate_group_id(group_id)
+        try:
+            fid = uuid.UUID(str(fact_id))
+        except ValueError:
+            raise InvalidInput(f"fact id must be a UUID, got {fact_id!r}") from None
+        async with self.pool.acquire() as conn:
+            try:
+                return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
+            except asyncpg.NoDataFoundError:
+                raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
 
     async def erase_group(self, group_id: str) -> int:
         """Erase every episode, entity, fact and community of a group; returns episodes erased."""

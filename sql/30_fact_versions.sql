@@ -18,7 +18,8 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.record_fact(
     p_id uuid, p_group text, p_source uuid, p_target uuid, p_relation text, p_fact text,
     p_valid_from timestamptz, p_valid_to timestamptz,
-    p_embedding vector DEFAULT NULL, p_attributes jsonb DEFAULT '{}', p_episode uuid DEFAULT NULL)
+    p_embedding vector DEFAULT NULL, p_attributes jsonb DEFAULT '{}', p_episode uuid DEFAULT NULL,
+    p_lineage uuid DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     new_version bigint;
@@ -28,9 +29,10 @@ BEGIN
             USING ERRCODE = '23505';
     END IF;
     INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
-                                attributes, embedding, valid)
+                                attributes, embedding, valid, lineage)
     VALUES (p_id, p_group, p_source, p_target, p_relation, p_fact,
-            coalesce(p_attributes, '{}'), p_embedding, pgmemory.valid_range(p_valid_from, p_valid_to))
+            coalesce(p_attributes, '{}'), p_embedding, pgmemory.valid_range(p_valid_from, p_valid_to),
+            coalesce(p_lineage, p_id))
     RETURNING version_id INTO new_version;
     IF p_episode IS NOT NULL THEN
         INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
@@ -69,10 +71,10 @@ BEGIN
         UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
          WHERE version_id = cur.version_id;
         INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
-                                    attributes, embedding, valid)
+                                    attributes, embedding, valid, lineage)
         VALUES (cur.id, cur.group_id, cur.source_id, cur.target_id, cur.relation,
                 coalesce(p_fact, cur.fact), cur.attributes,
-                CASE WHEN p_fact IS NULL THEN cur.embedding ELSE p_embedding END, new_valid)
+                CASE WHEN p_fact IS NULL THEN cur.embedding ELSE p_embedding END, new_valid, cur.lineage)
         RETURNING version_id INTO new_version;
     END IF;
     IF p_episode IS NOT NULL THEN
@@ -98,8 +100,10 @@ BEGIN
 END
 $$;
 
--- Retraction: we no longer believe fact p_id at all (its history is kept).
-CREATE OR REPLACE FUNCTION pgmemory.retract_fact(p_id uuid)
+-- Withdrawal: we no longer believe fact p_id at all (its history is kept; a
+-- version written in this same transaction was never seen and just goes).
+-- The primitive under retraction; writers use pgmemory.retract_fact(group, id).
+CREATE OR REPLACE FUNCTION pgmemory.withdraw_fact(p_id uuid)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM pgmemory.facts

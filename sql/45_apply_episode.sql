@@ -1,11 +1,28 @@
 -- The single write of one episode: every decision the pipeline made, applied
 -- in one call inside the caller's transaction (so all of it commits or none).
 
+-- Payload: group, reference_time, new_entities, entity_updates, mentions (ids),
+-- mention_summaries ({id: description}), claims, usage, embedding. A claim is
+-- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
+-- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
+-- attributes}: the decisions only; pgmemory.apply_claim turns them into
+-- versions. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
+DO $$ BEGIN  -- it returned void before claims existed
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory.apply_episode(uuid, jsonb)')
+                 AND prorettype = 'void'::regtype) THEN
+        DROP FUNCTION pgmemory.apply_episode(uuid, jsonb);
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION pgmemory.apply_episode(p_episode uuid, p_plan jsonb)
-RETURNS void LANGUAGE plpgsql AS $$
+RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     g text := p_plan->>'group';
+    ref timestamptz := (p_plan->>'reference_time')::timestamptz;
     item jsonb;
+    c pgmemory.fact_claims;
+    did jsonb;
+    results jsonb := '[]';
+    touched uuid[] := '{}';
 BEGIN
     INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
     SELECT (e->>'id')::uuid, g, e->>'name',
@@ -23,36 +40,38 @@ BEGIN
          WHERE id = (item->>'id')::uuid AND group_id = g;
     END LOOP;
 
-    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id)
-    SELECT p_episode, m::uuid, g FROM jsonb_array_elements_text(p_plan->'mentions') m
+    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary)
+    SELECT p_episode, m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', m], '')
+      FROM jsonb_array_elements_text(p_plan->'mentions') m
     ON CONFLICT DO NOTHING;
 
-    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'invalidations') LOOP
-        PERFORM pgmemory.invalidate_fact((item->>'id')::uuid, (item->>'at')::timestamptz, p_episode);
+    FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
+        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
+                                          relation, fact, embedding, attributes, valid_from, valid_to,
+                                          ref_time, contradicts)
+        VALUES (g, p_episode, item->>'kind', (item->>'id')::uuid,
+                coalesce((SELECT f.lineage FROM pgmemory.facts f
+                           WHERE f.id = (item->>'duplicate_of')::uuid AND f.group_id = g
+                           ORDER BY f.version_id DESC LIMIT 1), (item->>'id')::uuid),
+                (item->>'source')::uuid, (item->>'target')::uuid, item->>'relation', item->>'fact',
+                (item->>'embedding')::vector, coalesce(item->'attributes', '{}'),
+                (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
+                coalesce((item->>'ref_time')::timestamptz, ref),
+                ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                       WHERE f.group_id = g AND f.id IN (
+                             SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x)))
+        RETURNING * INTO c;
+        did := pgmemory.apply_claim(c);
+        UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
+        results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
+        touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
     END LOOP;
-
-    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'retractions') LOOP
-        PERFORM pgmemory.retract_fact((item #>> '{}')::uuid);
-    END LOOP;
-
-    FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'new_facts') LOOP
-        PERFORM pgmemory.record_fact(
-            (item->>'id')::uuid, g, (item->>'source')::uuid, (item->>'target')::uuid,
-            item->>'relation', item->>'fact',
-            (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
-            (item->>'embedding')::vector, coalesce(item->'attributes', '{}'), p_episode);
-    END LOOP;
-
-    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
-    SELECT f::uuid, p_episode, g FROM jsonb_array_elements_text(p_plan->'provenance') f
-    ON CONFLICT DO NOTHING;
 
     PERFORM pgmemory.derive_summaries(ARRAY(
         SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m
         UNION
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
-         WHERE f.id IN (SELECT (i->>'id')::uuid FROM jsonb_array_elements(p_plan->'invalidations') i
-                        UNION SELECT (r #>> '{}')::uuid FROM jsonb_array_elements(p_plan->'retractions') r)));
+         WHERE f.id = ANY (touched) AND f.group_id = g));
 
     UPDATE pgmemory.episodes
        SET status = 'done', error = NULL, lease_owner = NULL, lease_until = NULL,
@@ -62,14 +81,31 @@ BEGIN
            prompt_tokens = prompt_tokens + (p_plan #>> '{usage,prompt_tokens}')::integer,
            completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = (p_plan->>'embedding')::vector
-     WHERE id = p_episode;
+     WHERE id = p_episode AND group_id = g;
+    RETURN pgmemory.claims_summary(results);
 END
+$$;
+
+-- What a list of applied claims did, in counts and the sentences created.
+CREATE OR REPLACE FUNCTION pgmemory.claims_summary(p_results jsonb)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_build_object(
+        'claims', p_results,
+        'created', coalesce((SELECT jsonb_agg(r->>'fact') FROM jsonb_array_elements(p_results) r
+                              WHERE r->>'action' = 'created'), '[]'),
+        'duplicates', (SELECT count(*) FROM jsonb_array_elements(p_results) r
+                        WHERE r->>'action' IN ('merged', 'extended')),
+        'ended', (SELECT count(DISTINCT x) FROM jsonb_array_elements(p_results) r,
+                         jsonb_array_elements_text(r->'ended') x),
+        'withdrawn', (SELECT count(DISTINCT x) FROM jsonb_array_elements(p_results) r,
+                             jsonb_array_elements_text(r->'withdrawn') x))
 $$;
 
 -- Entity summaries: an entity is described by its latest believed, still-valid
 -- facts (the five most recently recorded, as source or target); with none, by
 -- its latest believed facts that have ended, each marked "(until <date>)". An
--- entity with no believed facts keeps the description it was created with.
+-- entity with no believed facts is described by its earliest live mention
+-- (so deleting the episode that described it leaves the next one's words).
 CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
 RETURNS void LANGUAGE sql AS $$
     WITH open_facts AS (
@@ -101,5 +137,17 @@ RETURNS void LANGUAGE sql AS $$
     UPDATE pgmemory.entities e
        SET summary = s.summary
       FROM summaries s
-     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary
+     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary;
+
+    -- Without believed facts: the description of its earliest live mention.
+    UPDATE pgmemory.entities e
+       SET summary = d.summary
+      FROM (SELECT ent.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
+                                      WHERE m.entity_id = ent.id AND m.summary <> ''
+                                      ORDER BY m.seq LIMIT 1), '') AS summary
+              FROM unnest(p_entities) AS ent (id)
+             WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
+                                WHERE (fa.source_id = ent.id OR fa.target_id = ent.id)
+                                  AND upper_inf(fa.recorded))) d
+     WHERE e.id = d.id AND e.summary IS DISTINCT FROM d.summary
 $$;

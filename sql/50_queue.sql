@@ -282,29 +282,31 @@ SELECT group_id,
 -- Apply one episode's decisions in a single statement (so no transaction sits idle between
 -- round trips): under the group lock, if this worker still holds the episode's lease and the
 -- group's counter is still p_version (nothing changed since the candidates were read), apply
--- them (pgmemory.apply_episode) and count the change. Returns 'applied', 'changed' (nothing
--- written: read again), 'done' (already applied) or 'lost' (the lease is someone else's now).
+-- them (pgmemory.apply_episode) and count the change. Returns {"state": s, "applied": what
+-- apply_episode returned} with s 'applied', 'changed' (nothing written: read again), 'done'
+-- (already applied) or 'lost' (the lease is someone else's now).
 CREATE OR REPLACE FUNCTION pgmemory.apply_if_unchanged(p_group text, p_episode uuid, p_worker text,
                                                        p_version bigint, p_plan jsonb)
-RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_status text;
     v_owner text;
+    v_applied jsonb;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     SELECT e.status, e.lease_owner INTO v_status, v_owner
       FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode FOR UPDATE;
     IF v_status IS NULL OR v_status = 'done' THEN
-        RETURN 'done';
+        RETURN jsonb_build_object('state', 'done');
     END IF;
     IF v_owner IS DISTINCT FROM p_worker THEN
-        RETURN 'lost';
+        RETURN jsonb_build_object('state', 'lost');
     END IF;
     IF pgmemory.group_version(p_group) <> p_version THEN
-        RETURN 'changed';
+        RETURN jsonb_build_object('state', 'changed');
     END IF;
-    PERFORM pgmemory.apply_episode(p_episode, p_plan);
+    v_applied := pgmemory.apply_episode(p_episode, p_plan);
     PERFORM pgmemory.bump_group_version(p_group);
-    RETURN 'applied';
+    RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
 END
 $$;

@@ -85,6 +85,8 @@ DECLARE
                                ARRAY['cosine', 'fulltext']);
     as_of timestamptz := (p_opts->>'as_of')::timestamptz;
     known_at timestamptz := (p_opts->>'known_at')::timestamptz;
+    -- An as-of search shows entities through the slice of facts (sql/65_entities_as_of.sql).
+    as_of_view boolean := as_of IS NOT NULL OR known_at IS NOT NULL;
     include_invalid boolean := coalesce((p_opts->>'include_invalidated')::boolean, false);
     include_superseded boolean := coalesce((p_opts->>'include_superseded')::boolean, false);
     relations text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'relation_types'));
@@ -167,13 +169,21 @@ BEGIN
                AND e.group_id = ANY (p_groups)
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
              LIMIT k) c
     ),
     ent_text AS (
         SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
           FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
-         WHERE 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
+         WHERE NOT as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
+        UNION ALL
+        SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
+          FROM pgmemory.entity_text_hits_as_of(
+                   p_groups, p_query, k, point, known_at, want_labels,
+                   CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded
+                        THEN ARRAY(SELECT fact_text.version_id FROM fact_text) END) h
+         WHERE as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
     ),
     ent_bfs AS (
         SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
@@ -181,6 +191,7 @@ BEGIN
          WHERE 'entities' = ANY (kinds)
            AND (known_at IS NULL OR e.created_at <= known_at)
            AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
+           AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
          LIMIT k
     ),
     ent_hits AS (
@@ -194,13 +205,13 @@ BEGIN
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
             SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
                 SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
-                 WHERE 'communities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
+                 WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                    AND cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
                  ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
             UNION ALL
             SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
                 SELECT cm.id, ts_rank_cd(cm.tsv, tq) AS s FROM pgmemory.communities cm
-                 WHERE 'communities' = ANY (kinds) AND 'fulltext' = ANY (methods)
+                 WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods)
                    AND cm.group_id = ANY (p_groups) AND cm.tsv @@ tq
                    AND (known_at IS NULL OR cm.created_at <= known_at)
                  ORDER BY 2 DESC LIMIT k) c) h
@@ -243,13 +254,15 @@ BEGIN
     )
     SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
                'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
-               'source_id', f.source_id, 'source', s.name, 'target_id', f.target_id, 'target', t.name,
+               'source_id', f.source_id, 'source', coalesce(sv.name, s.name),
+               'target_id', f.target_id, 'target', coalesce(tv.name, t.name),
                'valid_from', lower(f.valid), 'valid_to', upper(f.valid),
                'valid_from_unknown', lower_inf(f.valid),
                'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                'attributes', f.attributes,
                'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                              FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id),
+                              FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id
+                               AND (known_at IS NULL OR fe.created_at <= known_at)),
                'distance', (SELECT min(b.distance) FROM from_center b
                              WHERE b.entity_id IN (f.source_id, f.target_id)),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
@@ -257,14 +270,20 @@ BEGIN
       JOIN pgmemory.facts f ON f.version_id = fh.version_id
       JOIN pgmemory.entities s ON s.id = f.source_id
       JOIN pgmemory.entities t ON t.id = f.target_id
+      LEFT JOIN LATERAL pgmemory.entity_version_at(s.group_id, s.id, known_at) sv ON true
+      LEFT JOIN LATERAL pgmemory.entity_version_at(t.group_id, t.id, known_at) tv ON true
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
-               'group_id', e.group_id, 'name', e.name, 'summary', e.summary, 'labels', e.labels,
-               'attributes', e.attributes,
+               'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
+               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory.entity_summary_at(
+                                   e.group_id, e.id, point, known_at) sm)
+                               ELSE e.summary END,
+               'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
                'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
       FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
+      LEFT JOIN LATERAL pgmemory.entity_version_at(e.group_id, e.id, known_at) ev ON true
     UNION ALL
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,

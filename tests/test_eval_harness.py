@@ -3,17 +3,23 @@ metrics, resume, QA with a scripted LLM, bad input."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from pgmemory.errors import InvalidInput
 from pgmemory.eval import harness
 from pgmemory.eval.harness import QA_SKIPPED, EvalOptions, load_conversations, run_eval
 from pgmemory.eval.ingestion import episode_map, group_id
 from pgmemory.eval.metrics import DEFAULT_KS, mean, percentile, recall_at_k
 from pgmemory.eval.readers import normalize_dia_id
-from pgmemory.eval.retrieval import full_transcript, ranked_turn_ids
+from pgmemory.eval.report import plot_latency
+from pgmemory.eval.retrieval import full_transcript, rank_turns
 from pgmemory.providers.llm import LLMClient
 from pgmemory.search.types import EpisodeHit, FactHit, SearchResults
 from pgmemory.surfaces.cli import main
@@ -21,6 +27,7 @@ from tests.fake_openai import FakeOpenAI, Reply
 from tests.support import utc
 
 LOCOMO_DEV = Path("/work/shared/data/locomo/locomo-dev.json")
+IRREGULAR = Path(__file__).parent / "data" / "locomo_irregular_evidence.json"
 
 
 def short_locomo(tmp_path: Path) -> Path:
@@ -34,6 +41,17 @@ def short_locomo(tmp_path: Path) -> Path:
     item = {"sample_id": f"conv-30-short-{uuid.uuid4().hex[:8]}", "conversation": conversation, "qa": qa}
     path = tmp_path / "locomo-short.json"
     path.write_text(json.dumps([item]), encoding="utf-8")
+    return path
+
+
+def irregular_copy(tmp_path: Path) -> Path:
+    """The hand-made irregular-evidence file with sample ids no other test uses."""
+    data = json.loads(IRREGULAR.read_text())
+    suffix = uuid.uuid4().hex[:8]
+    for item in data:
+        item["sample_id"] += f"-{suffix}"
+    path = tmp_path / "irregular.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
@@ -103,8 +121,8 @@ async def test_retrieval_eval_on_one_short_conversation(memory, tmp_path, capsys
     assert first["actor"] == conv.turns[0].speaker == "Gina" and first["valid_at"] == utc("2023-01-20T16:04")
 
 
-async def test_rerun_skips_finished_conversation_and_reuses_groups(memory, tmp_path, monkeypatch):
-    path = short_locomo(tmp_path)
+async def test_same_run_resumes_another_run_is_refused_and_force_replaces(memory, tmp_path, monkeypatch):
+    path = irregular_copy(tmp_path)
     out = tmp_path / "out"
     conversations = load_conversations("locomo", path)
     first = await run_eval(options(path, out), conversations, memory, None)
@@ -116,12 +134,160 @@ async def test_rerun_skips_finished_conversation_and_reuses_groups(memory, tmp_p
         again = await run_eval(options(path, out), conversations, memory, None)
     assert again == first
 
-    other_k = await run_eval(options(path, out, k=5), conversations, memory, None)
+    def snapshot(directory: Path) -> dict:
+        return {p: p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+    before = snapshot(out)
+    for other in (options(path, out, k=5), options(path, out, recipe="edge_hybrid_rrf")):
+        with pytest.raises(InvalidInput, match=r"already holds a run of recipe combined_hybrid_rrf with k=10 "
+                                               r"on irregular\.json \(2 conversations.*--force"):
+            await run_eval(other, conversations, memory, None)
+    assert snapshot(out) == before
+
+    other_k = await run_eval(options(path, tmp_path / "out-k5", k=5), conversations, memory, None)
     ingest = other_k["conversations"][conversations[0].conversation_id]["ingest"]
-    assert ingest["reused"] is True and ingest["episodes"] == 44
+    assert ingest["reused"] is True and ingest["episodes"] == 10
     assert other_k["settings"]["k"] == 5
     for system in ("pgmemory", "bm25", "dense"):
         assert other_k["systems"][system]["overall"]["recall@20"] == first["systems"][system]["overall"]["recall@20"]
+
+    forced = await run_eval(options(path, out, k=5, force=True), conversations, memory, None)
+    assert forced == json.loads((out / "results.json").read_text()) and forced["settings"]["k"] == 5
+    assert json.loads((out / "run.json").read_text())["settings"]["k"] == 5
+    partials = list((out / "partial").glob("*.json"))
+    assert len(partials) == 2 and all(json.loads(p.read_text())["settings"]["k"] == 5 for p in partials)
+
+
+async def test_output_with_foreign_files_is_refused_and_force_keeps_them(memory, tmp_path):
+    path = irregular_copy(tmp_path)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    conversations = load_conversations("locomo", path)
+    with pytest.raises(InvalidInput, match="mine already holds files of another run"):
+        await run_eval(options(path, out), conversations, memory, None)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InvalidInput, match="is a file, not a directory"):
+        await run_eval(options(path, tmp_path / "afile", force=True), conversations, memory, None)
+    await run_eval(options(path, out, force=True), conversations, memory, None)
+    assert (out / "notes.txt").read_text() == "my notes" and (out / "results.json").exists()
+
+
+async def test_facts_only_recipe_ranks_the_facts_source_turns(memory, tmp_path):
+    path = short_locomo(tmp_path)
+    out = tmp_path / "out"
+    conversations = load_conversations("locomo", path)
+    results = await run_eval(options(path, out, recipe="edge_hybrid_rrf"), conversations, memory, None)
+    group = group_id("locomo", conversations[0].conversation_id)
+    async with memory.pool.acquire() as conn:
+        sources = await conn.fetch(
+            "SELECT DISTINCT fe.episode_id FROM pgmemory.fact_episodes fe JOIN pgmemory.facts f"
+            " ON f.id = fe.fact_id AND f.group_id = fe.group_id WHERE fe.group_id = $1", group)
+    turn_of = episode_map(group, conversations[0])
+    source_turns = {turn_of[r["episode_id"]] for r in sources}
+    assert source_turns, "the offline extractor found facts in these two sessions"
+    ranked = [r["systems"]["pgmemory"] for r in results["questions"]]
+    assert all(set(r["retrieved"]) <= source_turns and r["from_episodes"] == 0 for r in ranked)
+    assert any(r["retrieved"] for r in ranked)
+    assert all(r["from_facts"] == len(r["retrieved"]) <= max(DEFAULT_KS) for r in ranked)
+    for system in ("pgmemory", "bm25", "dense"):
+        summary = results["systems"][system]
+        for stats in (summary["overall"], *summary["by_category"].values()):
+            for k in DEFAULT_KS:
+                assert stats[f"recall@{k}"] is None or 0.0 <= stats[f"recall@{k}"] <= 1.0
+        check_recomputed(results, system)
+    overall = results["systems"]["pgmemory"]["overall"]
+    assert overall["turns_from_episodes"] == 0 and overall["turns_from_facts"] == overall["turns_ranked"] > 0
+    async with memory.pool.acquire() as conn:
+        facts = await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = $1"
+                                    " AND upper_inf(recorded)", group)
+    assert results["conversations"][conversations[0].conversation_id]["facts"] == facts > 0
+    report = (out / "report.md").read_text()
+    assert "returns facts only" in report and "source episodes of its fact hits (pgmemory.fact_episodes)" in report
+    assert "0.0 from episode hits" in report
+
+
+async def test_searches_run_one_at_a_time_after_all_ingestion(memory, tmp_path, monkeypatch):
+    path = irregular_copy(tmp_path)
+    conversations = load_conversations("locomo", path)
+    events: list[str] = []
+    in_flight = 0
+    real_ingest, real_search = harness.ingest_conversation, memory.search
+
+    async def ingest(*args, **kwargs):
+        events.append("ingest start")
+        report = await real_ingest(*args, **kwargs)
+        events.append("ingest end")
+        return report
+
+    async def search(*args, **kwargs):
+        nonlocal in_flight
+        in_flight += 1
+        events.append(f"search {in_flight}")
+        try:
+            return await real_search(*args, **kwargs)
+        finally:
+            in_flight -= 1
+    monkeypatch.setattr(harness, "ingest_conversation", ingest)
+    monkeypatch.setattr(memory, "search", search)
+    results = await run_eval(options(path, tmp_path / "out", concurrency=2), conversations, memory, None)
+
+    assert events[:2] == ["ingest start", "ingest start"], "ingestion itself runs concurrently"
+    assert events[2:4] == ["ingest end", "ingest end"]
+    assert set(events[4:]) == {"search 1"}
+    questions = sum(len(c.questions) for c in conversations)
+    # per question one timed Memory.search and one inside Memory.context, per conversation one warm-up
+    assert len(events[4:]) == 2 * questions + len(conversations)
+    assert results["machine"] == {"cores": [os.cpu_count()], "search_concurrency": 1, "ingest_concurrency": 2}
+    for row in results["questions"]:
+        assert row["systems"]["pgmemory"]["search_ms"] > 0 and row["systems"]["pgmemory"]["context_ms"] > 0
+    labels = plot_latency(results, tmp_path / "latency.png")
+    searches = [r["systems"]["pgmemory"]["search_ms"] for r in results["questions"]]
+    assert labels[:2] == [f"p50 {percentile(searches, 50):,.1f} ms", f"p95 {percentile(searches, 95):,.1f} ms"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"{os.cpu_count()} CPU cores; searches one at a time (concurrency 1), after ingestion " \
+           "(up to 2 conversations at once) had finished" in report
+
+
+async def test_irregular_evidence_is_read_counted_and_reported(memory, tmp_path):
+    path = irregular_copy(tmp_path)
+    conversations = load_conversations("locomo", path)
+    results = await run_eval(options(path, tmp_path / "out"), conversations, memory, None)
+    evidence = results["evidence"]
+    assert {k: evidence[k] for k in ("as_is", "normalised", "skipped", "questions_without_evidence")} == {
+        "as_is": 5, "normalised": 7, "skipped": 2, "questions_without_evidence": 2}
+    assert [(n["raw"], n["kept"]) for n in evidence["notes"]] == [
+        ("D8:6; D9:17", ["D8:6", "D9:17"]), ("D9:1 D4:4 D4:6", ["D9:1", "D4:4", "D4:6"]),
+        ("D:11:26", ["D11:26"]), ("D30:05", ["D30:5"]), ("D", []), ("D8:99", [])]
+    assert results["systems"]["pgmemory"]["overall"]["n"] == 10
+    assert results["systems"]["pgmemory"]["overall"]["n_with_gold"] == 8
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("5 evidence entries read as they stood, 7 ids recovered from irregular entries (normalised), "
+            "2 tokens skipped") in report
+    assert "| `D9:1 D4:4 D4:6` | D9:1, D4:4, D4:6 | – |" in report
+    assert "| `D8:99` | – | `D8:99` (no such turn) |" in report
+
+
+def test_cli_reads_every_conversation_into_a_fresh_run_directory(db_dsn, tmp_path):
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for name in ("PGMEMORY_LLM_BASE_URL", "PGMEMORY_LLM_API_KEY", "OPENAI_API_KEY"):
+        env.pop(name, None)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "eval", "locomo", str(IRREGULAR),
+                               *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    first = cli()
+    assert first.returncode == 0, first.stderr
+    (run_dir,) = (tmp_path / "eval-runs").iterdir()
+    assert re.fullmatch(r"locomo-combined_hybrid_rrf-\d{8}T\d{6}Z", run_dir.name)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert list(results["conversations"]) == ["conv-irregular", "conv-clean"]
+    assert f"run directory: eval-runs/{run_dir.name}" in first.stdout
+    refused = cli("--output", str(run_dir), "--recipe", "episode_hybrid_rrf")
+    assert refused.returncode == 2 and "already holds a run of recipe combined_hybrid_rrf" in refused.stderr
+    assert refused.stderr.startswith("pgmemory: error: ") and refused.stderr.count("\n") == 1
+    assert json.loads((run_dir / "results.json").read_text()) == results
 
 
 def scripted_model(body: dict) -> Reply:
@@ -206,8 +372,8 @@ async def test_longmemeval_roles_dates_and_recall(memory, tmp_path):
         ("user", 1), ("assistant", 1), ("assistant", 20), ("user", 20)]
 
 
-def test_ranked_turn_ids_episodes_first_then_fact_provenance():
-    ids = {name: uuid.uuid4() for name in ("a", "b", "c", "d")}
+def test_rank_turns_episodes_first_then_fact_provenance():
+    ids = {name: uuid.uuid4() for name in ("a", "b", "c", "d", "e")}
     turn_of = {v: k.upper() for k, v in ids.items()}
 
     def episode(name):
@@ -217,9 +383,13 @@ def test_ranked_turn_ids_episodes_first_then_fact_provenance():
         return FactHit(id=uuid.uuid4(), group_id="g", ranks={}, episodes=[ids[n] for n in names])
     stray = FactHit(id=uuid.uuid4(), group_id="g", ranks={}, episodes=[uuid.uuid4()])
     results = SearchResults(episodes=[episode("a"), episode("c")],
-                            facts=[fact("b", "a"), stray, fact("c", "d")])
-    assert ranked_turn_ids(results, turn_of) == ["A", "C", "B", "D"]
-    assert ranked_turn_ids(SearchResults(facts=[fact("d")]), {}) == []
+                            facts=[fact("b", "a"), stray, fact("c", "d", "e")])
+    ranked = rank_turns(results, turn_of, 20)
+    assert (ranked.ids, ranked.from_episodes, ranked.from_facts) == (["A", "C", "B", "D", "E"], 2, 3)
+    assert rank_turns(results, turn_of, 4).ids == ["A", "C", "B", "D"]
+    facts_only = rank_turns(SearchResults(facts=[fact("d", "b"), fact("b"), fact("a")]), turn_of, 20)
+    assert (facts_only.ids, facts_only.from_episodes, facts_only.from_facts) == (["D", "B", "A"], 0, 3)
+    assert rank_turns(SearchResults(facts=[fact("d")]), {}, 20).ids == []
 
 
 @pytest.mark.parametrize("benchmark, content, message", [

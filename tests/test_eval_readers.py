@@ -12,6 +12,7 @@ from pgmemory.eval.baselines import BM25Index, DenseIndex, tokenize
 from pgmemory.eval.metrics import EvalRow, accuracy, percentile, recall_at_k, summarize
 from pgmemory.eval.readers import (
     EvalFormatError,
+    EvidenceNote,
     Turn,
     detect_format,
     read,
@@ -20,6 +21,7 @@ from pgmemory.eval.readers import (
 )
 
 LOCOMO_DEV = Path("/work/shared/data/locomo/locomo-dev.json")
+IRREGULAR = Path(__file__).parent / "data" / "locomo_irregular_evidence.json"
 UTC = timezone.utc
 
 
@@ -184,9 +186,17 @@ def test_locomo_missing_text_names_field_and_place(tmp_path: Path) -> None:
             "bad.json: conversation 0 (sample_id conv-x): qa 3: missing 'adversarial_answer'",
         ),
         (
-            lambda d: d[0]["qa"][0].update(evidence=["turn one"]),
-            "bad.json: conversation 0 (sample_id conv-x): qa 0: evidence 0: "
-            "malformed dialogue id",
+            lambda d: d[0]["qa"][0].update(evidence="D1:1"),
+            "bad.json: conversation 0 (sample_id conv-x): qa 0: 'evidence' must be list, got str",
+        ),
+        (
+            lambda d: d[0]["qa"][0].update(evidence=[11]),
+            "bad.json: conversation 0 (sample_id conv-x): qa 0: evidence 0 must be str, got int",
+        ),
+        (
+            lambda d: d[0]["conversation"]["session_1"][0].update(dia_id="first"),
+            "bad.json: conversation 0 (sample_id conv-x): session_1 turn 0: dia_id: "
+            "malformed dialogue id 'first'",
         ),
     ],
 )
@@ -195,6 +205,48 @@ def test_locomo_errors(tmp_path: Path, mutate, message: str) -> None:
     mutate(data)
     with pytest.raises(EvalFormatError, match="^" + re.escape(message)):
         read_locomo(_write(tmp_path, "bad.json", data))
+
+
+def test_locomo_irregular_evidence_is_normalised_or_skipped_and_counted() -> None:
+    irregular, clean = read_locomo(IRREGULAR)
+    evidence = {q.question: q.evidence for q in irregular.questions}
+    assert evidence == {
+        "What day are Maya's pottery classes?": ["D1:1"],
+        "Where did Maya visit Lena?": ["D8:6", "D9:17"],
+        "What happened to Juniper?": ["D9:1", "D4:4", "D4:6"],
+        "Who is Theo teaching to sail?": ["D11:26"],
+        "When was Maya asked to show a vase?": ["D30:5"],
+        "What is Theo's sailboat called?": ["D1:2", "D1:3"],
+        "What colour was Maya's first bowl?": [],
+        "Would Maya enjoy a ceramics museum?": [],
+        "What did Theo's sister bake?": ["D9:17"],
+    }
+    q = "conv-irregular:q"
+    assert irregular.evidence_notes == [
+        EvidenceNote(f"{q}1", "D8:6; D9:17", ("D8:6", "D9:17"), ()),
+        EvidenceNote(f"{q}2", "D9:1 D4:4 D4:6", ("D9:1", "D4:4", "D4:6"), ()),
+        EvidenceNote(f"{q}3", "D:11:26", ("D11:26",), ()),
+        EvidenceNote(f"{q}4", "D30:05", ("D30:5",), ()),
+        EvidenceNote(f"{q}5", "D", (), (("D", "unreadable"),)),
+        EvidenceNote(f"{q}6", "D8:99", (), (("D8:99", "no such turn"),)),
+    ]
+    assert irregular.evidence_counts() == {
+        "as_is": 4, "normalised": 7, "skipped": 2, "questions_without_evidence": 2}
+    assert clean.evidence_counts() == {
+        "as_is": 1, "normalised": 0, "skipped": 0, "questions_without_evidence": 0}
+    assert clean.evidence_notes == []
+
+
+def test_locomo_evidence_duplicates_and_commas(tmp_path: Path) -> None:
+    data = _locomo()
+    data[0]["qa"][0]["evidence"] = ["D1:1", "D1:1,D2:1", "turn one"]
+    (conv,) = read_locomo(_write(tmp_path, "l.json", data))
+    assert conv.questions[0].evidence == ["D1:1", "D2:1"]
+    assert [n.to_dict() for n in conv.evidence_notes[:2]] == [
+        {"question_id": "conv-x:q0", "raw": "D1:1,D2:1", "kept": ["D1:1", "D2:1"], "skipped": []},
+        {"question_id": "conv-x:q0", "raw": "turn one", "kept": [],
+         "skipped": [{"token": "turn", "reason": "unreadable"}, {"token": "one", "reason": "unreadable"}]},
+    ]
 
 
 def test_locomo_reader_rejects_longmemeval_file(tmp_path: Path) -> None:

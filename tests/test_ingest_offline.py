@@ -171,11 +171,11 @@ async def test_delete_episode_cascades(memory, group):
                              episode_id="a")
     await memory.add_episode(group, "I work at Acme Corp. I live in Lima.", actor="Fay",
                              reference_time=utc("2024-02-01"), episode_id="b")
-    out = await memory.delete_episode("b", group)
+    out = await memory.delete_episode(group, "b")
     # WORKS_FOR is still supported by episode a; LIVES_IN Lima only by b, and Lima is orphaned.
     assert (out.facts_retracted, out.facts_removed, out.entities_removed) == (0, 1, 1)
     assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Fay", "WORKS_FOR", "Acme Corp")}
-    out = await memory.delete_episode("a", group)
+    out = await memory.delete_episode(group, "a")
     assert out.entities_removed == 2
     async with memory.pool.acquire() as conn:
         for table in ("episodes", "entities", "facts", "episode_mentions", "fact_episodes"):
@@ -192,7 +192,7 @@ async def test_delete_keeps_history_when_entities_remain(memory, group):
                              episode_id="a")
     await memory.add_episode(group, "I like Lima.", actor="Gus", reference_time=utc("2024-01-02"),
                              episode_id="b")
-    out = await memory.delete_episode("b", group)
+    out = await memory.delete_episode(group, "b")
     assert (out.facts_retracted, out.facts_removed, out.entities_removed) == (1, 0, 0)
     assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Gus", "LIVES_IN", "Lima")}
     async with memory.pool.acquire() as conn:

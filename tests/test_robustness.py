@@ -105,31 +105,3 @@ def test_processes_share_one_embedded_server(tmp_path: Path):
     user = "pgserver" if os.geteuid() == 0 else None
     with PostgresServer._lock:
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=tmp_path / "data", user=user)
-
-
-def test_bm25_search_survives_a_server_restart(tmp_path: Path):
-    from pgserver._commands import pg_ctl
-
-    from pgmemory.config import Settings
-    from pgmemory.storage.connect import connect, resolve_dsn
-    from pgmemory.storage.setup import broken_bm25_indexes, ensure_current, init_database
-
-    data = tmp_path / "data"
-    dsn = resolve_dsn(Settings(None, data))
-    user = "pgserver" if os.geteuid() == 0 else None
-    try:
-        with connect(dsn) as conn:
-            init_database(conn, 384)
-            conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
-                         " SELECT gen_random_uuid(), 'g', 'message', 'we talked about sailing ' || n, 'Ann', now()"
-                         " FROM generate_series(1, 50) n")
-            conn.commit()
-        pg_ctl(["-w", "-m", "fast", "-l", str(data / "log"), "restart"], pgdata=data, user=user, timeout=60)
-        with connect(dsn) as conn:
-            ensure_current(conn, 384)  # what Memory.open does: repairs what pg_textsearch lost
-            assert broken_bm25_indexes(conn) == []
-            hits = conn.execute("SELECT count(*) FROM pgmemory.episode_text_hits(ARRAY['g'], 'sailing', 5,"
-                                " NULL, NULL)").fetchone()[0]
-        assert hits == 5
-    finally:
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)

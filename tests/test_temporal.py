@@ -122,7 +122,7 @@ def test_retraction_keeps_history(conn, group):
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'LIKES', 'A likes B', NULL, NULL)",
                  (fid, group, a, b))
     conn.commit()
-    assert conn.execute("SELECT pgmemory.retract_fact(%s)", (fid,)).fetchone()[0] is True
+    assert conn.execute("SELECT pgmemory.withdraw_fact(%s)", (fid,)).fetchone()[0] is True
     conn.commit()
     assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (group,)).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s)", (fid,)).fetchone()[0] == 1

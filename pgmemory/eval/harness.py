@@ -1,9 +1,15 @@
 """Run a benchmark end to end: ingest each conversation, retrieve, answer and judge, write results.
 
-Every conversation (LoCoMo sample, LongMemEval question) is evaluated into
-``<output>/partial/<id>.json`` as soon as it is finished; a rerun with the same
-settings skips those, so a crash halfway redoes only unfinished conversations.
-``results.json`` and ``report.md`` are rebuilt from the partial files at the end.
+A run owns one output directory, named in ``run.json`` by its settings and
+conversations; another run never writes over it (``--force`` replaces it).
+First every pending conversation is ingested (``concurrency`` at once); then
+the conversations are evaluated one after another, their questions searched
+one at a time with nothing else running, so search latency is what one user
+sees (query embedding included), not a figure taken under ingestion load.
+Every conversation is saved to ``<output>/partial/<id>.json`` as soon as it is
+finished; rerunning the same run skips those, so a crash halfway redoes only
+unfinished conversations. ``results.json`` and ``report.md`` are rebuilt from
+the partial files at the end.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +29,7 @@ from tqdm import tqdm
 
 from pgmemory.errors import InvalidInput
 from pgmemory.eval.baselines import BM25Index, DenseIndex
-from pgmemory.eval.ingestion import build_marker, episode_map, group_id, ingest_conversation
+from pgmemory.eval.ingestion import IngestReport, build_marker, episode_map, group_id, ingest_conversation
 from pgmemory.eval.metrics import DEFAULT_KS
 from pgmemory.eval.qa import answer, judge
 from pgmemory.eval.readers import (
@@ -36,12 +43,16 @@ from pgmemory.eval.readers import (
 )
 from pgmemory.eval.report import summary_lines, write_report
 from pgmemory.eval.results import build_results
-from pgmemory.eval.retrieval import full_transcript, ranked_turn_ids, render_turns
+from pgmemory.eval.retrieval import full_transcript, rank_turns, render_turns
 from pgmemory.memory import Memory, default_extractor
+from pgmemory.search.config import resolve_config
 from pgmemory.providers.llm import LLMClient, Usage
 from pgmemory.providers.tokens import count_tokens
 
 BENCHMARKS = ("locomo", "longmemeval")
+HARNESS_VERSION = 2  # bump when a partial result's content changes, so older partials are redone
+RUN_FILE = "run.json"
+OWNED_FILES = (RUN_FILE, "results.json", "report.md", "recall_by_category.png", "latency.png")
 QA_SKIPPED = ("QA skipped: no LLM endpoint configured (set PGMEMORY_LLM_BASE_URL or OPENAI_API_KEY, "
               "and PGMEMORY_LLM_MODEL); running retrieval metrics only.")
 
@@ -57,6 +68,13 @@ class EvalOptions:
     recipe: str = "combined_hybrid_rrf"
     k: int = 10
     concurrency: int = 4
+    force: bool = False
+
+
+def default_output(benchmark: str, recipe: str, now: datetime | None = None) -> Path:
+    """A fresh run directory: ``eval-runs/<benchmark>-<recipe>-<UTC timestamp>``."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    return Path("eval-runs") / f"{benchmark}-{recipe}-{stamp}"
 
 
 def load_conversations(benchmark: str, path: Path, only: Sequence[str] = ()) -> list[Conversation]:
@@ -96,7 +114,39 @@ def settings(options: EvalOptions, memory: Memory, llm: LLMClient | None) -> dic
         "ks": list(DEFAULT_KS),
         "build": build_marker(memory),
         "llm": llm.model if llm is not None else None,
+        "harness": HARNESS_VERSION,
     }
+
+
+def _describe(manifest: Any) -> str:
+    try:
+        s = manifest["settings"]
+        return (f"a run of recipe {s['recipe']} with k={s['k']} on {s['file']} "
+                f"({len(manifest['conversations'])} conversations, {s['build'].strip('[]')})")
+    except (TypeError, KeyError, AttributeError):
+        return "files of another run"
+
+
+def claim_output(output: Path, manifest: dict[str, Any], force: bool) -> None:
+    """Make `output` this run's directory: resume the same run, refuse another one's (or any
+    other non-empty directory) unless `force`, which removes only the files a run writes."""
+    if output.exists() and not output.is_dir():
+        raise InvalidInput(f"--output {output} is a file, not a directory")
+    if output.is_dir() and any(output.iterdir()):
+        try:
+            existing = json.loads((output / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            existing = None
+        if existing == manifest:
+            return
+        if not force:
+            raise InvalidInput(f"{output} already holds {_describe(existing)}; choose another --output "
+                               "(or leave it out for a fresh run directory), or pass --force to replace it")
+        for name in OWNED_FILES:
+            (output / name).unlink(missing_ok=True)
+        for path in (output / "partial").glob("*.json"):
+            path.unlink()
+    write_json(output / RUN_FILE, manifest)
 
 
 def partial_path(output: Path, conversation_id: str) -> Path:
@@ -125,6 +175,11 @@ def _size(text: str) -> dict[str, int]:
     return {"context_chars": len(text), "context_tokens": count_tokens(text)}
 
 
+def machine() -> dict[str, Any]:
+    """Where latency was measured: CPU cores and how many searches ran at once (always one)."""
+    return {"cores": os.cpu_count(), "search_concurrency": 1}
+
+
 @dataclass
 class _Run:
     """What every conversation of a run shares."""
@@ -149,19 +204,19 @@ class _Conversation:
 
 
 async def _pgmemory(run: _Run, conv: _Conversation, question: Question) -> dict[str, Any]:
+    """Search and context for one question, each timed as a user sees it: query embedding included."""
+    started = time.perf_counter()
     results = await run.memory.search(question.question, group_ids=[conv.group], limit=max(DEFAULT_KS),
                                       config=run.options.recipe)
+    search_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     context = await run.memory.context(question.question, group_ids=[conv.group], limit=run.options.k,
                                        config=run.options.recipe, episodes=True)
-    search_ms = (time.perf_counter() - started) * 1000
-    out: dict[str, Any] = {"retrieved": ranked_turn_ids(results, conv.turn_of), **_size(context),
-                           "search_ms": round(search_ms, 2)}
-    if run.llm is not None:
-        started = time.perf_counter()
-        out["answer"] = await answer(run.llm, question, context, conv.usage)
-        out["latency_ms"] = round(search_ms + (time.perf_counter() - started) * 1000, 2)
-    return out
+    context_ms = (time.perf_counter() - started) * 1000
+    ranked = rank_turns(results, conv.turn_of, max(DEFAULT_KS))
+    return {"retrieved": ranked.ids, "from_episodes": ranked.from_episodes, "from_facts": ranked.from_facts,
+            "facts": len(results.facts), "context": context, **_size(context),
+            "search_ms": round(search_ms, 2), "context_ms": round(context_ms, 2)}
 
 
 def _baseline(index: BM25Index | DenseIndex, conv: _Conversation, question: Question,
@@ -178,18 +233,11 @@ async def _full_context(llm: LLMClient, conv: _Conversation, question: Question)
             "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
-async def evaluate_question(run: _Run, conv: _Conversation, question: Question) -> dict[str, Any]:
-    """One question through pgmemory, the turn baselines and (with an LLM) full context."""
+async def retrieve_question(run: _Run, conv: _Conversation, question: Question) -> dict[str, Any]:
+    """One question through pgmemory and the turn baselines (no LLM): its row, before QA."""
     systems = {"pgmemory": await _pgmemory(run, conv, question)}
     for name, index in conv.indexes.items():
         systems[name] = _baseline(index, conv, question, run.options.k)
-    if run.llm is not None:
-        systems["full_context"] = await _full_context(run.llm, conv, question)
-        answered = ("pgmemory", "full_context")
-        verdicts = await asyncio.gather(*(judge(run.llm, run.options.benchmark, question,
-                                                systems[s]["answer"], conv.usage) for s in answered))
-        for system, ok in zip(answered, verdicts):
-            systems[system]["correct"] = ok
     return {
         "question_id": question.question_id,
         "conversation_id": conv.conversation.conversation_id,
@@ -202,6 +250,21 @@ async def evaluate_question(run: _Run, conv: _Conversation, question: Question) 
     }
 
 
+async def answer_question(run: _Run, conv: _Conversation, question: Question, row: dict[str, Any]) -> None:
+    """With an LLM: answer from pgmemory's context and from the full transcript, judge both."""
+    assert run.llm is not None
+    pgm = row["systems"]["pgmemory"]
+    started = time.perf_counter()
+    pgm["answer"] = await answer(run.llm, question, pgm["context"], conv.usage)
+    pgm["latency_ms"] = round(pgm["search_ms"] + (time.perf_counter() - started) * 1000, 2)
+    row["systems"]["full_context"] = await _full_context(run.llm, conv, question)
+    answered = ("pgmemory", "full_context")
+    verdicts = await asyncio.gather(*(judge(run.llm, run.options.benchmark, question,
+                                            row["systems"][s]["answer"], conv.usage) for s in answered))
+    for system, ok in zip(answered, verdicts):
+        row["systems"][system]["correct"] = ok
+
+
 async def _indexes(memory: Memory, conversation: Conversation) -> dict[str, BM25Index | DenseIndex]:
     """BM25 and dense indexes over "speaker: text" of each turn (what pgmemory's full text of an
     episode holds too); dense uses pgmemory's embedder, every text embedded once."""
@@ -211,11 +274,10 @@ async def _indexes(memory: Memory, conversation: Conversation) -> dict[str, BM25
     return {"bm25": BM25Index(turns), "dense": DenseIndex(turns, lambda batch: [vectors[t] for t in batch])}
 
 
-async def evaluate_conversation(run: _Run, conversation: Conversation, ingest_bar: tqdm,
+async def evaluate_conversation(run: _Run, conversation: Conversation, report: IngestReport,
                                 question_bar: tqdm) -> dict[str, Any]:
-    """Ingest one conversation, evaluate its questions, save its partial result."""
-    report = await ingest_conversation(run.memory, run.options.benchmark, conversation,
-                                       lambda: ingest_bar.update(1))
+    """Evaluate an ingested conversation's questions, one search at a time, then (with an LLM)
+    answer and judge them concurrently; save its partial result."""
     if report.failed:
         tqdm.write(f"warning: {report.failed} of {report.episodes} turns of {conversation.conversation_id} "
                    "failed to ingest; it is evaluated on the rest (see the ingestion table)")
@@ -229,14 +291,30 @@ async def evaluate_conversation(run: _Run, conversation: Conversation, ingest_ba
         transcript=full_transcript(conversation.turns) if run.llm is not None else None,
         usage=Usage(),
     )
+    if conversation.questions:  # one untimed query: the first search of a group warms its caches
+        await run.memory.search(conversation.questions[0].question, group_ids=[group], limit=max(DEFAULT_KS),
+                                config=run.options.recipe)
     rows = []
     for question in conversation.questions:
-        rows.append(await evaluate_question(run, conv, question))
+        rows.append(await retrieve_question(run, conv, question))
         question_bar.update(1)
+    if run.llm is not None:
+        gate = asyncio.Semaphore(max(1, run.options.concurrency))
+
+        async def qa(question: Question, row: dict[str, Any]) -> None:
+            async with gate:
+                await answer_question(run, conv, question, row)
+        await asyncio.gather(*(qa(q, r) for q, r in zip(conversation.questions, rows)))
+    for row in rows:
+        del row["systems"]["pgmemory"]["context"]
     data = {
         "settings": run.settings,
         "conversation_id": conversation.conversation_id,
+        "machine": machine(),
         "ingest": report.to_dict(),
+        "evidence": {**conversation.evidence_counts(),
+                     "notes": [n.to_dict() for n in conversation.evidence_notes]},
+        "facts": await _fact_count(run.memory, group),
         "qa_usage": {"calls": conv.usage.calls, "prompt_tokens": conv.usage.prompt_tokens,
                      "completion_tokens": conv.usage.completion_tokens},
         "rows": rows,
@@ -245,12 +323,36 @@ async def evaluate_conversation(run: _Run, conversation: Conversation, ingest_ba
     return data
 
 
+async def _fact_count(memory: Memory, group: str) -> int:
+    """Facts currently believed in a group: what a facts-only recipe can point from."""
+    async with memory.pool.acquire() as conn:
+        return await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = $1"
+                                   " AND upper_inf(recorded)", group)
+
+
+async def _ingest_all(run: _Run, pending: Sequence[Conversation]) -> dict[str, IngestReport]:
+    """Ingest (or reuse) every pending conversation, `concurrency` at once."""
+    gate = asyncio.Semaphore(max(1, run.options.concurrency))
+    reports: dict[str, IngestReport] = {}
+    with tqdm(total=sum(len(c.turns) for c in pending), unit="turn", desc="ingest") as bar:
+        async def one(conversation: Conversation) -> None:
+            async with gate:
+                reports[conversation.conversation_id] = await ingest_conversation(
+                    run.memory, run.options.benchmark, conversation, lambda: bar.update(1))
+        await asyncio.gather(*(one(c) for c in pending))
+    return reports
+
+
 async def run_eval(options: EvalOptions, conversations: Sequence[Conversation], memory: Memory,
                    llm: LLMClient | None) -> dict[str, Any]:
-    """Evaluate every conversation not already finished, then write results.json and report.md."""
+    """Claim the output directory, ingest what is pending, evaluate it conversation by
+    conversation, then write results.json and report.md."""
+    expected = settings(options, memory, llm)
+    claim_output(options.output, {"settings": expected,
+                                  "conversations": [c.conversation_id for c in conversations]}, options.force)
+    print(f"run directory: {options.output}", flush=True)
     if llm is None:
         print(QA_SKIPPED, flush=True)
-    expected = settings(options, memory, llm)
     finished: dict[str, dict[str, Any]] = {}
     for c in conversations:
         partial = load_partial(partial_path(options.output, c.conversation_id), expected)
@@ -261,19 +363,15 @@ async def run_eval(options: EvalOptions, conversations: Sequence[Conversation], 
         print(f"resuming: {len(finished)} of {len(conversations)} conversations already evaluated "
               f"in {options.output / 'partial'}", flush=True)
     run = _Run(options, memory, llm, expected)
-    gate = asyncio.Semaphore(max(1, options.concurrency))
-    with tqdm(total=sum(len(c.turns) for c in pending), unit="turn", desc="ingest", position=0) as ingest_bar, \
-            tqdm(total=sum(len(c.questions) for c in pending), unit="q", desc="questions",
-                 position=1) as question_bar:
-
-        async def one(conversation: Conversation) -> None:
-            async with gate:
-                finished[conversation.conversation_id] = await evaluate_conversation(
-                    run, conversation, ingest_bar, question_bar)
-
-        await asyncio.gather(*(one(c) for c in pending))
+    reports = await _ingest_all(run, pending)
+    with tqdm(total=sum(len(c.questions) for c in pending), unit="q", desc="questions") as question_bar:
+        for conversation in pending:
+            finished[conversation.conversation_id] = await evaluate_conversation(
+                run, conversation, reports[conversation.conversation_id], question_bar)
     ordered = [finished[c.conversation_id] for c in conversations]
-    results = build_results(ordered, expected, qa_skipped=None if llm is not None else QA_SKIPPED)
+    results = build_results(ordered, expected, qa_skipped=None if llm is not None else QA_SKIPPED,
+                            ingest_concurrency=options.concurrency,
+                            kinds=resolve_config(options.recipe).kinds)
     write_json(options.output / "results.json", results)
     write_report(results, options.output)
     return results

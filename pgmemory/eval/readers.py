@@ -6,6 +6,12 @@ given as turn ids.  Turn and session ids are unique within one Conversation
 (LoCoMo ``dia_id`` such as ``"D1:3"``; LongMemEval ``"<session_id>:<index>"``),
 not across conversations.  Every structural problem raises
 :class:`EvalFormatError` naming the file, the item, and the offending field.
+
+LoCoMo evidence is data, not structure: the public file has entries such as
+``"D8:6; D9:17"``, ``"D9:1 D4:4 D4:6"``, ``"D:11:26"``, ``"D30:05"``, a bare
+``"D"`` and ids of turns that do not exist.  What names a turn of the
+conversation is normalised and kept, the rest is skipped; every such entry
+is recorded as an :class:`EvidenceNote` so the report can count both.
 """
 from __future__ import annotations
 
@@ -63,13 +69,42 @@ class Question:
     adversarial: bool
 
 
+@dataclass(frozen=True)
+class EvidenceNote:
+    """An evidence entry that was not exactly one turn id of its conversation: the turn ids
+    recovered from it (``kept``) and the tokens skipped, each with why (``skipped``)."""
+
+    question_id: str
+    raw: str
+    kept: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"question_id": self.question_id, "raw": self.raw, "kept": list(self.kept),
+                "skipped": [{"token": token, "reason": reason} for token, reason in self.skipped]}
+
+
 @dataclass
 class Conversation:
-    """Turns in chronological order plus the questions asked about them."""
+    """Turns in chronological order plus the questions asked about them; ``evidence_as_is``
+    counts the evidence entries read as they stood, ``evidence_notes`` the others."""
 
     conversation_id: str
     turns: list[Turn] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    evidence_as_is: int = 0
+    evidence_notes: list[EvidenceNote] = field(default_factory=list)
+
+    def evidence_counts(self) -> dict[str, int]:
+        """Evidence entries read as they stood, ids recovered from irregular entries
+        (normalised), tokens skipped (unreadable or naming no turn), questions left without."""
+        return {
+            "as_is": self.evidence_as_is,
+            "normalised": sum(len(n.kept) for n in self.evidence_notes),
+            "skipped": sum(len(n.skipped) for n in self.evidence_notes),
+            "questions_without_evidence": sum(1 for q in self.questions if not q.evidence),
+        }
 
 
 def _fail(where: str, message: str) -> EvalFormatError:
@@ -163,10 +198,15 @@ def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
         time = parse_locomo_time(raw_time, f"{where}: {key}_date_time")
         for j, raw in enumerate(_get(conv, key, list, where)):
             turns.append(_locomo_turn(f"{where}: {key} turn {j}", raw, key, time))
+    known = {t.turn_id for t in turns}
+    notes: list[EvidenceNote] = []
     questions = [
-        _locomo_question(f"{where}: qa {k}", q, f"{sample_id}:q{k}") for k, q in enumerate(qa)
+        _locomo_question(f"{where}: qa {k}", q, f"{sample_id}:q{k}", known, notes)
+        for k, q in enumerate(qa)
     ]
-    return Conversation(conversation_id=sample_id, turns=turns, questions=questions)
+    entries = sum(len(q["evidence"]) for q in qa if isinstance(q, dict))
+    return Conversation(conversation_id=sample_id, turns=turns, questions=questions,
+                        evidence_as_is=entries - len(notes), evidence_notes=notes)
 
 
 def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
@@ -181,7 +221,8 @@ def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
     return Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
 
 
-def _locomo_question(where: str, raw: Any, question_id: str) -> Question:
+def _locomo_question(where: str, raw: Any, question_id: str, known: set[str],
+                     notes: list[EvidenceNote]) -> Question:
     if not isinstance(raw, dict):
         raise _fail(where, f"must be an object, got {type(raw).__name__}")
     question = _get(raw, "question", str, where)
@@ -195,11 +236,10 @@ def _locomo_question(where: str, raw: Any, question_id: str) -> Question:
     for e, entry in enumerate(_get(raw, "evidence", list, where)):
         if not isinstance(entry, str):
             raise _fail(where, f"evidence {e} must be str, got {type(entry).__name__}")
-        for part in re.split(r"[;,\s]+", entry.strip()):
-            if part:
-                dia_id = normalize_dia_id(part, f"{where}: evidence {e}")
-                if dia_id not in evidence:
-                    evidence.append(dia_id)
+        kept, skipped = read_evidence_entry(entry, known)
+        if skipped or kept != [entry]:
+            notes.append(EvidenceNote(question_id, entry, tuple(kept), tuple(skipped)))
+        evidence.extend(i for i in kept if i not in evidence)
     return Question(
         question_id=question_id,
         question=question,
@@ -209,6 +249,26 @@ def _locomo_question(where: str, raw: Any, question_id: str) -> Question:
         question_time=None,
         adversarial=adversarial,
     )
+
+
+def read_evidence_entry(entry: str, known: set[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The turn ids an evidence entry names (split on ";", "," and spaces, canonicalised, kept
+    only if the turn exists) and the tokens skipped with the reason ("unreadable", "no such turn")."""
+    kept: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for token in re.split(r"[;,\s]+", entry.strip()):
+        if not token:
+            continue
+        m = _DIA_ID.fullmatch(token)
+        if not m:
+            skipped.append((token, "unreadable"))
+            continue
+        dia_id = f"D{int(m.group(1))}:{int(m.group(2))}"
+        if dia_id not in known:
+            skipped.append((token, "no such turn"))
+        elif dia_id not in kept:
+            kept.append(dia_id)
+    return kept, skipped
 
 
 def normalize_dia_id(raw: str, where: str = "dia_id") -> str:
@@ -306,7 +366,7 @@ def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
         question_time=qtime,
         adversarial=qid.endswith("_abs"),
     )
-    return Conversation(conversation_id=qid, turns=turns, questions=[q])
+    return Conversation(conversation_id=qid, turns=turns, questions=[q], evidence_as_is=len(evidence))
 
 
 def parse_longmemeval_date(raw: str, where: str = "date") -> datetime:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pgmemory.eval.metrics import DEFAULT_KS
+from pgmemory.eval.metrics import DEFAULT_KS, percentile
 
 LABELS = {"pgmemory": "pgmemory", "bm25": "BM25 (turns)", "dense": "dense (turns)",
           "full_context": "full context"}
@@ -44,13 +44,55 @@ def retrieval_table(results: dict[str, Any]) -> list[str]:
 
 
 def context_table(results: dict[str, Any]) -> list[str]:
-    """Mean context size per system (and pgmemory's search latency), over all questions."""
+    """Mean context size per system (and pgmemory's search and context latency), over all questions."""
     rows = []
     for system, summary in results["systems"].items():
         o = summary["overall"]
         rows.append([LABELS[system], _num(o.get("context_chars")), _num(o.get("context_tokens")),
-                     _num(o.get("search_p50_ms"), 1), _num(o.get("search_p95_ms"), 1)])
-    return _table(["system", "context chars", "context tokens", "search p50 ms", "search p95 ms"], rows)
+                     _num(o.get("search_p50_ms"), 1), _num(o.get("search_p95_ms"), 1),
+                     _num(o.get("context_p50_ms"), 1), _num(o.get("context_p95_ms"), 1)])
+    return _table(["system", "context chars", "context tokens", "search p50 ms", "search p95 ms",
+                   "context p50 ms", "context p95 ms"], rows)
+
+
+def machine_line(results: dict[str, Any]) -> str:
+    """How latency was measured: cores, one query at a time, apart from ingestion."""
+    m = results["machine"]
+    cores = "/".join(str(c) for c in m["cores"]) or "?"
+    return (f"{cores} CPU cores; searches one at a time (concurrency {m['search_concurrency']}), "
+            f"after ingestion (up to {m['ingest_concurrency']} conversations at once) had finished")
+
+
+def ranked_turns_lines(results: dict[str, Any]) -> list[str]:
+    """How pgmemory's ranked turns were formed, with the mean counts that explain its recall."""
+    o = results["systems"]["pgmemory"]["overall"]
+    facts = sum(c["facts"] for c in results["conversations"].values())
+    lines = [results["ranked_turns"]]
+    if o.get("turns_ranked") is not None:
+        lines.append("")
+        lines.append(
+            f"Per question, of at most {max(DEFAULT_KS)}: {_num(o['turns_ranked'], 1)} turns ranked, "
+            f"{_num(o['turns_from_episodes'], 1)} from episode hits and {_num(o['turns_from_facts'], 1)} "
+            f"from the sources of {_num(o['fact_hits'], 1)} fact hits; the groups hold {facts:,} facts.")
+    return lines
+
+
+def evidence_lines(results: dict[str, Any], limit: int = 20) -> list[str]:
+    """Gold evidence read from the file: counts, and the irregular entries (at most `limit`)."""
+    e = results["evidence"]
+    lines = [(f"{e['as_is']:,} evidence entries read as they stood, {e['normalised']:,} ids recovered from "
+              f"irregular entries (normalised), {e['skipped']:,} tokens skipped (unreadable, or naming no "
+              f"turn of the conversation); {e['questions_without_evidence']:,} questions have no evidence "
+              "left and count in questions but not in recall."), ""]
+    if e["notes"]:
+        rows = [[n["conversation_id"], n["question_id"], f"`{n['raw']}`", ", ".join(n["kept"]) or "–",
+                 ", ".join(f"`{s['token']}` ({s['reason']})" for s in n["skipped"]) or "–"]
+                for n in e["notes"][:limit]]
+        lines += _table(["conversation", "question", "entry", "read as", "skipped"], rows)
+        if len(e["notes"]) > limit:
+            lines.append(f"\n{len(e['notes']) - limit} more in results.json (`evidence.notes`).")
+        lines.append("")
+    return lines
 
 
 def qa_table(results: dict[str, Any]) -> list[str]:
@@ -75,11 +117,12 @@ def qa_table(results: dict[str, Any]) -> list[str]:
 
 
 def ingest_table(results: dict[str, Any]) -> list[str]:
-    """Per conversation: turns ingested, whether the group was reused, failures, time and LLM cost."""
+    """Per conversation: turns ingested, whether the group was reused, failures, time, LLM cost
+    and the facts the group holds."""
     rows = [[cid, str(c["ingest"]["episodes"]), "yes" if c["ingest"]["reused"] else "no",
              str(c["ingest"]["failed"]), _num(c["ingest"]["seconds"], 1), str(c["ingest"]["llm_calls"]),
-             str(c["ingest"]["tokens"])] for cid, c in results["conversations"].items()]
-    return _table(["conversation", "turns", "reused", "failed", "seconds", "LLM calls", "tokens"], rows)
+             str(c["ingest"]["tokens"]), str(c["facts"])] for cid, c in results["conversations"].items()]
+    return _table(["conversation", "turns", "reused", "failed", "seconds", "LLM calls", "tokens", "facts"], rows)
 
 
 def plot_recall(results: dict[str, Any], path: Path) -> None:
@@ -111,29 +154,46 @@ def plot_recall(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_latency(results: dict[str, Any], path: Path) -> None:
-    """Histograms of pgmemory search latency and, with QA, search+answer latency per system."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def latency_series(results: dict[str, Any]) -> dict[str, list[float]]:
+    """The latency distributions the plot shows: pgmemory search and context, and with QA each
+    answering system's search+answer, in ms."""
     rows = results["questions"]
-    series = {"pgmemory search": [r["systems"]["pgmemory"]["search_ms"] for r in rows]}
+    series = {f"pgmemory {name} (with embedding)": [r["systems"]["pgmemory"][f"{name}_ms"] for r in rows]
+              for name in ("search", "context")}
     for system in ("pgmemory", "full_context"):
         values = [r["systems"][system]["latency_ms"] for r in rows
                   if r["systems"].get(system, {}).get("latency_ms") is not None]
         if values:
             series[f"{LABELS[system]} search+answer"] = values
-    fig, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 3.8), squeeze=False)
+    return series
+
+
+def plot_latency(results: dict[str, Any], path: Path) -> list[str]:
+    """Histograms of the latency series, p50 and p95 marked, titled with the machine's cores and
+    the concurrency the figures were taken at; returns the marks' labels, series by series."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = latency_series(results)
+    labels: list[str] = []
+    fig, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 4.2), squeeze=False)
     for ax, (name, values) in zip(axes[0], series.items()):
-        ax.hist(values, bins=40)
+        ax.hist(values, bins=40, color="tab:blue", alpha=0.8)
+        for q, style in ((50, "--"), (95, ":")):
+            value = percentile(values, q)
+            labels.append(f"p{q} {value:,.1f} ms")
+            ax.axvline(value, color="black", linestyle=style, label=labels[-1])
         ax.set_title(name)
         ax.set_xlabel("ms")
         ax.set_ylabel("questions")
+        ax.legend()
+    fig.suptitle(machine_line(results), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return labels
 
 
 def report_markdown(results: dict[str, Any]) -> str:
@@ -149,17 +209,26 @@ def report_markdown(results: dict[str, Any]) -> str:
         "",
         "## Retrieval: recall of the gold evidence turns (%)",
         "",
-        ("pgmemory's ranked turns are its episode hits and the source episodes of its fact hits, "
-         "interleaved by rank. Baselines rank the turns as \"speaker: text\" (BM25; dense with "
-         "pgmemory's embedder)."),
+        *ranked_turns_lines(results),
+        "",
+        ("Baselines rank the turns as \"speaker: text\" (BM25; dense with pgmemory's embedder). "
+         "Recall@k is the share of a question's distinct gold turns among the first k distinct "
+         "ranked turns (0 to 100)."),
         "",
         *retrieval_table(results),
         "",
         f"![recall@k per category]({RECALL_PLOT})",
         "",
-        "## Context size and search latency (mean per question)",
+        "### Gold evidence",
         "",
-        "pgmemory: the `Memory.context` string; baselines: their top-k turns; full context: every turn.",
+        *evidence_lines(results),
+        "## Context size and latency",
+        "",
+        ("Context size is the mean per question. pgmemory: the `Memory.context` string; baselines: their "
+         "top-k turns; full context: every turn. Latency is pgmemory's `Memory.search` (limit "
+         f"{max(DEFAULT_KS)}, the ranked turns above) and `Memory.context` (limit k), each timed with its "
+         f"query embedding, as one user sees it: {machine_line(results)}; one untimed warm-up query per "
+         "conversation."),
         "",
         *context_table(results),
         "",
@@ -174,7 +243,8 @@ def report_markdown(results: dict[str, Any]) -> str:
                   *qa_table(results), ""]
     else:
         lines += [qa["skipped_reason"], ""]
-    lines += [f"![latency distribution]({LATENCY_PLOT})", "", "## Ingestion", "", *ingest_table(results), ""]
+    lines += [f"![latency distribution, p50 and p95 marked]({LATENCY_PLOT})", "", "## Ingestion", "",
+              *ingest_table(results), ""]
     return "\n".join(lines)
 
 

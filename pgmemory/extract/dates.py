@@ -63,12 +63,16 @@ _UNIT = r"(?P<unit>day|week|month|year)s?"
 
 @dataclass(frozen=True)
 class TimeMention:
-    """A time expression found in text: its span, its words, its UTC value."""
+    """A time expression found in text: its span, its words, its UTC value, and ``until``, the
+    exclusive end of the period it names (the next day for a day, the next month for "in
+    March", the next year for "in 2019"): a one-off event said to happen then lies in
+    [value, until)."""
 
     start: int
     end: int
     text: str
     value: datetime
+    until: datetime | None = None
 
 
 def to_utc(reference: datetime) -> datetime:
@@ -190,6 +194,20 @@ def _year_only(m: re.Match[str], ref: date) -> date | None:
     return date(int(m["year"]), 1, 1)
 
 
+def _period(resolve: "_Resolver", m: re.Match[str], start: date) -> date:
+    """The exclusive end of the period a resolved expression names."""
+    if resolve is _relative_period:
+        unit = m["unit"].lower()
+        return start + timedelta(weeks=1) if unit == "week" else _shift(start, 1, unit)
+    if resolve in (_last_season, _season_of_year):
+        return _add_months(start, 3)
+    if resolve in (_month_year, _month_only):
+        return _add_months(start, 1)
+    if resolve is _year_only:
+        return date(start.year + 1, 1, 1)
+    return start + timedelta(days=1)
+
+
 _Resolver = Callable[[re.Match[str], date], "date | None"]
 _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
     (re.compile(p, re.IGNORECASE), f)
@@ -238,7 +256,8 @@ def find_times(text: str, reference: datetime) -> list[TimeMention]:
         value = resolve(m, ref)
         if value is None:
             continue
-        mentions.append(TimeMention(start, -neg_end, m[0], _midnight(value)))
+        mentions.append(TimeMention(start, -neg_end, m[0], _midnight(value),
+                                    _midnight(_period(resolve, m, value))))
         taken_until = -neg_end
     return mentions
 
@@ -249,6 +268,12 @@ def find_time(text: str, reference: datetime) -> tuple[datetime | None, str | No
     if not mentions:
         return None, None
     return mentions[0].value, mentions[0].text
+
+
+def day_of(moment: datetime) -> tuple[datetime, datetime]:
+    """The UTC day containing ``moment`` as [midnight, next midnight)."""
+    start = _midnight(to_utc(moment).date())
+    return start, start + timedelta(days=1)
 
 
 def find_duration(text: str, reference: datetime) -> TimeMention | None:

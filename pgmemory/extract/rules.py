@@ -2,13 +2,15 @@
 
 Entity resolution: a candidate is the same entity when one name is the other
 plus more words ("Alice" / "Alice Smith"); the fuller name is kept. Facts: a
-duplicate is a believed fact with the same direction and relation type; a
-functional relation (one employer, one home city, ...) contradicts the other
-believed values of that relation for the same source.
+duplicate is a believed fact with the same direction and relation type (a
+negated fact also denies one of the same polarity: "no longer likes" ends
+"loves"); what a fact ends is in ``offline.exclusivity`` (a new employer, a new
+diet, the opposite preference, ...).
 """
 from __future__ import annotations
 
 from pgmemory.extract.offline import OfflineExtractor
+from pgmemory.extract.offline.exclusivity import ends, same_statement
 from pgmemory.extract.types import EntityDecision, EntityQuestion, EpisodeInput, Extraction, FactDecision, FactQuestion
 
 
@@ -41,20 +43,16 @@ class RuleExtractor:
 
     async def judge_facts(self, episode: EpisodeInput, questions: list[FactQuestion],
                           usage) -> list[FactDecision]:
-        """Duplicate = same direction and relation; functional relations contradict other values."""
-        decisions = []
-        for q in questions:
-            f = q.fact
-            dup = next((c for c in q.duplicates if c.relation == f.relation
-                        and c.source.lower() == f.source.lower() and c.target.lower() == f.target.lower()),
-                       None)
-            contradicts: tuple[str, ...] = ()
-            if f.functional and not f.negated:
-                contradicts = tuple(c.id for c in q.contradictions if c.relation == f.relation
-                                    and c.source.lower() == f.source.lower()
-                                    and c.target.lower() != f.target.lower())
-            decisions.append(FactDecision(q.index, dup.id if dup else None, contradicts))
-        return decisions
+        """Duplicates and contradictions by the relation lexicon (see ``offline.exclusivity``)."""
+        return [decide(q) for q in questions]
+
+
+def decide(q: FactQuestion) -> FactDecision:
+    """The offline verdict on one new fact: the fact it repeats (or denies) and those it ends."""
+    f = q.fact
+    dup = next((c for c in q.duplicates if same_statement(f, c)), None)
+    contradicts = tuple(c.id for c in q.contradictions if ends(f, c))
+    return FactDecision(q.index, dup.id if dup else None, contradicts)
 
 
 def _extends(a: list[str], b: list[str]) -> bool:

@@ -27,6 +27,7 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
+from pgmemory.ingest.embed_episode import embed_episode
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, resolve_entities
@@ -139,16 +140,16 @@ class Ingestor:
         names = [e.name for e in extraction.entities]
         sentences = [fact_embedding_text(f) for f in extraction.facts]
         spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
-        vectors = await self.embedder.embed(names + sentences + [spoken[:EPISODE_EMBED_CHARS]])
-        name_vecs, fact_vecs, episode_vec = vectors[:len(names)], vectors[len(names):-1], vectors[-1]
+        name_vecs, fact_vecs, episode_vec = await embed_episode(
+            self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
             version = await db.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
             resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
-            state = await db.fetchval("SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
-                                      ep.group_id, ep.id, self.owner, version,
-                                      _payload(ep, resolved, plan, usage, episode_vec))
-            if state == "changed":
+            out = await db.fetchval("SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
+                                    ep.group_id, ep.id, self.owner, version,
+                                    _payload(ep, resolved, plan, usage, episode_vec))
+            if out["state"] == "changed":
                 # Another writer changed the group since the read: read again under the lock and
                 # apply at once if no question changed (or the extractor decides locally).
                 started = time.perf_counter()
@@ -161,15 +162,15 @@ class Ingestor:
                                                            decisions.cached(), previous, usage)
                         except _NotDecided:
                             continue  # some question changed: back to the extractor, no lock held
-                        state = await conn.fetchval(
+                        out = await conn.fetchval(
                             "SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
                             self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
                 finally:
                     db.seconds += time.perf_counter() - started
-            if state in ("done", "lost"):  # applied by someone else / our lease expired and was taken
-                return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
+            if out["state"] in ("done", "lost"):  # applied by someone else / our lease was taken over
+                return EpisodeResult(ep.id, ep.group_id, "skipped" if out["state"] == "done" else "busy")
             result = EpisodeResult(ep.id, ep.group_id, "done", decide_rounds=rounds)
-            _fill(result, resolved, plan, usage)
+            _fill(result, resolved, out["applied"], usage)
             result.db_seconds = db.seconds
             return result
         raise GroupBusy(f"group {ep.group_id!r} changed during each of {DECIDE_ROUNDS} rounds; retry later")
@@ -184,7 +185,7 @@ async def _decide(db, ep: Episode, extraction: Extraction, name_vecs, fact_vecs,
                                       previous, usage)
     facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
     judged = await judge_facts(db, ep.group_id, facts, decisions, episode, usage)
-    return resolved, plan_facts(judged, ep.reference_time)
+    return resolved, plan_facts(judged)
 
 
 class _NotDecided(Exception):
@@ -308,6 +309,7 @@ def _vec(values) -> list[float] | None:
 
 def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
              episode_vec) -> dict:
+    """The decisions of one episode for pgmemory.apply_episode (format documented there)."""
     unique = {r.id: r for r in resolved}.values()
     new_entities = [{
         "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,
@@ -316,35 +318,35 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "id": str(r.id), "name": r.name if r.renamed else None,
         "labels": r.new_labels, "attributes": r.entity.attributes}
         for r in unique if not r.is_new and (r.renamed or r.new_labels or r.entity.attributes)]
-    new_facts = [{
-        "id": str(n.id), "source": str(n.judged.source.id), "target": str(n.judged.target.id),
-        "relation": n.judged.fact.relation, "fact": n.judged.fact.fact,
-        "valid_from": _iso(n.valid_from), "valid_to": _iso(n.valid_to),
-        "embedding": _vec(n.judged.embedding), "attributes": n.judged.fact.attributes}
-        for n in plan.new_facts]
+    claims = [{
+        "id": str(c.id), "kind": c.kind, "duplicate_of": c.duplicate_of, "contradicts": list(c.contradicts),
+        "source": str(c.judged.source.id), "target": str(c.judged.target.id),
+        "relation": c.judged.fact.relation, "fact": c.judged.fact.fact,
+        "valid_from": _iso(c.judged.fact.valid_at), "valid_to": _iso(c.judged.fact.invalid_at),
+        "embedding": _vec(c.judged.embedding), "attributes": c.judged.fact.attributes}
+        for c in plan.claims]
     return {
         "group": ep.group_id,
+        "reference_time": ep.reference_time.isoformat(),
         "new_entities": new_entities,
         "entity_updates": updates,
         "mentions": [str(r.id) for r in unique],
-        "new_facts": new_facts,
-        "provenance": sorted(plan.provenance),
-        "invalidations": [{"id": k, "at": v.isoformat()} for k, v in plan.invalidations.items()],
-        "retractions": sorted(plan.retractions),
+        "mention_summaries": {str(r.id): r.entity.summary for r in unique if r.entity.summary},
+        "claims": claims,
         "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens},
         "embedding": _vec(episode_vec),
     }
 
 
-def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage) -> None:
+def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], applied: dict, usage: Usage) -> None:
     unique = {r.id: r for r in resolved}.values()
     result.entities_created = [r.name for r in unique if r.is_new]
     result.entities_merged = [r.name for r in unique if not r.is_new]
-    result.facts_created = [n.judged.fact.fact for n in plan.new_facts]
-    result.facts_duplicate = plan.duplicates
-    result.facts_invalidated = len(plan.invalidations)
-    result.facts_retracted = len(plan.retractions)
+    result.facts_created = list(applied["created"])
+    result.facts_duplicate = applied["duplicates"]
+    result.facts_invalidated = applied["ended"]
+    result.facts_retracted = applied["withdrawn"]
     result.llm_calls = usage.calls
     result.prompt_tokens = usage.prompt_tokens
     result.completion_tokens = usage.completion_tokens

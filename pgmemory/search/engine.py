@@ -45,7 +45,8 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
         found = await fetch_candidates(conn, group_ids, query, embedding, opts)
     out = SearchResults()
     for kind in ("facts", "entities", "communities", "episodes"):
-        hits = await _rerank(getattr(found, kind), query, embedding, limit, config, cross_encoder)
+        hits = rerank.described_first(
+            await _rerank(getattr(found, kind), query, embedding, limit, config, cross_encoder))
         setattr(out, kind, hits[:limit])
     return out
 

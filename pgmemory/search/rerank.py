@@ -67,3 +67,10 @@ def node_distance(hits: Sequence[H]) -> list[H]:
     for _, h in ranked:
         h.scores["node_distance"] = 1.0 / (1.0 + dist(h))
     return [h for _, h in ranked]
+
+
+def described_first(hits: Sequence[H]) -> list[H]:
+    """Entities with a summary before those without (e.g. a speaker no fact is about): a bare
+    name carries no evidence, so it never outranks a described entity. Order kept otherwise."""
+    ranked = sorted(enumerate(hits), key=lambda p: (isinstance(p[1], EntityHit) and not p[1].summary, p[0]))
+    return [h for _, h in ranked]

@@ -11,7 +11,7 @@ from pgmemory.storage import migrate
 from pgmemory.storage.setup import (
     MIN_SERVER_VERSION,
     available_extensions,
-    broken_bm25_indexes,
+    pg_textsearch_problem,
     preloaded_libraries,
     server_version,
 )
@@ -66,13 +66,26 @@ def _age_check(ext: dict) -> Check:
 
 
 def _textsearch_check(ext: dict, preload: list[str]) -> Check:
-    if "pg_textsearch" not in ext:
-        return Check("pg_textsearch", "warn", "not available: full text uses tsvector ranking",
-                     "optional: install pg_textsearch for BM25")
-    if "pg_textsearch" not in preload:
-        return Check("pg_textsearch", "warn", "available but not in shared_preload_libraries",
-                     "add pg_textsearch to shared_preload_libraries, restart, run `pgmemory init`")
-    return _extension_check("pg_textsearch", ext, required=False, install="")
+    """pg_textsearch is an opt-in (PGMEMORY_TEXT_SEARCH=pg_textsearch): say whether it may be used."""
+    problem = pg_textsearch_problem(ext, preload)
+    if problem:
+        return Check("pg_textsearch", "ok", f"not used: {problem}; full text is tsvector BM25")
+    return Check("pg_textsearch", "ok", f"{ext['pg_textsearch'][1] or ext['pg_textsearch'][0]} usable as an "
+                 "opt-in (PGMEMORY_TEXT_SEARCH=pg_textsearch)")
+
+
+def _full_text_check(conn: psycopg.Connection, mode: object, ext: dict) -> Check:
+    """The database's full-text mode; pg_textsearch of a version known to be broken fails."""
+    if mode == "pg_textsearch":
+        problem = pg_textsearch_problem(ext, preloaded_libraries(conn))
+        if problem:
+            return Check("full text", "fail", f"pg_textsearch: {problem}",
+                         "run `pgmemory init` without PGMEMORY_TEXT_SEARCH (moves to tsvector)")
+        return Check("full text", "ok", "pg_textsearch BM25 (opt-in)")
+    if mode == "tsvector":
+        return Check("full text", "ok", "tsvector BM25")
+    return Check("full text", "fail", f"pg_textsearch indexes of an older pgmemory ({mode})",
+                 "run `pgmemory init`: it moves the database to tsvector full text")
 
 
 def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
@@ -98,11 +111,7 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
                             "" if present else "run `pgmemory init`"))
     else:
         checks.append(Check("graph", "ok", "recursive SQL traversal (no AGE)"))
-    broken = broken_bm25_indexes(conn)
-    if broken:
-        checks.append(Check("bm25 indexes", "fail", f"{', '.join(broken)} cannot find their own rows "
-                            "(pg_textsearch 1.0.0 loses corpus statistics across restarts)",
-                            "run `pgmemory init` (it rebuilds them); opening Memory also repairs them"))
+    checks.append(_full_text_check(conn, settings.get("text_search"), ext))
     dim = settings.get("embedding_dim")
     checks.append(Check("embedding_dim", "ok" if dim else "fail", f"{dim}" if dim else "not set",
                         "" if dim else "run `pgmemory init`"))

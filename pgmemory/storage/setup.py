@@ -5,10 +5,13 @@ the later one finds everything in place, and a failure leaves nothing behind.
 """
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.types.json import Jsonb
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
@@ -17,7 +20,16 @@ from pgmemory.storage import migrate
 MIN_SERVER_VERSION = 160000
 VERTEX_LABELS = ("Entity", "Episode", "Community")
 EDGE_LABELS = ("RELATES_TO", "MENTIONS", "HAS_MEMBER")
-# Texts searched by BM25 when pg_textsearch is present (tsvector GIN otherwise).
+# Full-text modes and the file defining their *_text_hits functions.
+TEXT_SEARCH_FILES = {"tsvector": "tsvector.sql", "pg_textsearch": "bm25.sql"}
+# pg_textsearch versions refused, with the reason `doctor` and init give.
+BROKEN_TEXTSEARCH = {
+    "1.0.0": "is known to hang concurrent writers forever on its index lock and to lose its "
+             "statistics on restart (fixed upstream in 1.1-1.4)",
+}
+INIT_LOCK_TIMEOUT = "500ms"  # per attempt: shorter than deadlock_timeout, so init yields, not writers
+INIT_LOCK_WAIT_S = 120
+# Texts indexed by pg_textsearch's bm25 when that mode is chosen.
 BM25_INDEXES = {
     "facts_bm25": ("facts", "search_text"),
     "episodes_bm25": ("episodes", "search_text"),
@@ -31,7 +43,7 @@ class InitReport:
 
     server_version: str
     graph_mode: str  # "age" or "sql"
-    text_search: str  # "bm25" or "tsvector"
+    text_search: str  # "tsvector" or "pg_textsearch"
     embedding_dim: int
     migrations_applied: list[str]
 
@@ -70,69 +82,158 @@ def check_server(conn: psycopg.Connection) -> str:
     return text
 
 
-def init_database(conn: psycopg.Connection, embedding_dim: int) -> InitReport:
-    """Create or upgrade everything pgmemory needs; idempotent and safe to run concurrently."""
+def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str | None = None,
+                  text_search: str | None = None) -> InitReport:
+    """Create or upgrade everything pgmemory needs; idempotent and safe to run concurrently.
+
+    A database that is already current is left untouched (no DDL, no table lock), so init
+    during live ingestion blocks nobody. Otherwise every pgmemory table is locked first, in
+    one order and with a short lock timeout retried, so writers wait for init instead of
+    deadlocking with it. `embedder` is the embedder's name (stored, then enforced);
+    `text_search` is "tsvector" (default) or "pg_textsearch" (opt-in, known-good versions only).
+    """
     version = check_server(conn)
-    with conn.transaction():
-        migrate.lock(conn)
+    conn.commit()  # init's transaction must be its own (a savepoint would keep its locks)
+    deadline = time.monotonic() + INIT_LOCK_WAIT_S
+    while True:
+        try:
+            with conn.transaction():
+                return _init_locked(conn, version, embedding_dim, embedder, text_search)
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            if time.monotonic() > deadline:
+                raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
+                                 "long transactions hold them (see `pgmemory doctor`); try again") from None
+            time.sleep(0.2)
+
+
+def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, embedder: str | None,
+                 text_search: str | None) -> InitReport:
+    migrate.lock(conn)
+    extensions = available_extensions(conn)
+    stored = _stored_settings(conn)
+    mode = choose_text_search(text_search, stored)
+    if mode == "pg_textsearch":
+        check_pg_textsearch(extensions, preloaded_libraries(conn))
+    use_age = "age" in extensions
+    graph_mode = "age" if use_age else "sql"
+    migrations = migrate.load_migrations()
+    current = (stored.get("sql_fingerprint") == migrate.sql_fingerprint()
+               and stored.get("text_search") == mode and stored.get("graph_mode") == graph_mode
+               and stored.get("embedding_dim") is not None
+               and not migrate.pending_migrations(conn, migrations))
+    applied: list[str] = []
+    if not current:
+        _lock_tables(conn)
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        extensions = available_extensions(conn)
-        use_age = "age" in extensions
-        use_bm25 = "pg_textsearch" in extensions and "pg_textsearch" in preloaded_libraries(conn)
         if use_age:
             conn.execute("CREATE EXTENSION IF NOT EXISTS age")
-        if use_bm25:
+        if mode == "pg_textsearch":
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_textsearch")
-        applied = migrate.apply_migrations(conn)
+        applied = migrate.apply_migrations(conn, migrations)
         functions_before = migrate.function_versions(conn)
         migrate.apply_sql_dir(conn, migrate.SQL_DIR)
         if use_age:
             _ensure_graph(conn)
             migrate.apply_sql_dir(conn, migrate.SQL_DIR / "age")
-        if use_bm25:
+        if mode == "pg_textsearch":
             _ensure_bm25_indexes(conn)
-        migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / ("bm25.sql" if use_bm25 else "tsvector.sql"))
+        else:
+            _drop_bm25_indexes(conn)
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / "text_stats.sql")
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / TEXT_SEARCH_FILES[mode])
+        conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory.setting('text_stats_stale') = 'true'")
         migrate.drop_stale_functions(conn, functions_before)
-        graph_mode = "age" if use_age else "sql"
-        text_search = "bm25" if use_bm25 else "tsvector"
         _put_setting(conn, "graph_mode", graph_mode)
-        _put_setting(conn, "text_search", text_search)
+        _put_setting(conn, "text_search", mode)
         _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())
-        try:
-            conn.execute("SELECT pgmemory.set_embedding_dim(%s)", (embedding_dim,))
-        except psycopg.errors.InvalidParameterValue as exc:
-            raise SetupError(exc.diag.message_primary or str(exc)) from None
-    repair_bm25_indexes(conn)
-    return InitReport(version, graph_mode, text_search, embedding_dim, applied)
+    try:
+        conn.execute("SELECT pgmemory.set_embedding_dim(%s)", (embedding_dim,))
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise SetupError(exc.diag.message_primary or str(exc)) from None
+    _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)
+    return InitReport(version, graph_mode, mode, embedding_dim, applied)
 
 
-def broken_bm25_indexes(conn: psycopg.Connection) -> list[str]:
-    """BM25 indexes that cannot find a row of their own table by its own text. pg_textsearch
-    1.0.0 can lose its corpus statistics across a server restart and then silently return
-    nothing (fixed upstream; REINDEX recovers it)."""
-    if pgmemory_setting(conn, "text_search") != "bm25":
-        return []
-    broken = []
-    for name, (table, column) in BM25_INDEXES.items():
-        row = conn.execute(pgsql.SQL("SELECT left({}, 200) FROM pgmemory.{} LIMIT 1").format(
-            pgsql.Identifier(column), pgsql.Identifier(table))).fetchone()
-        if row is None or not row[0].strip():
-            continue
-        found = conn.execute(pgsql.SQL(
-            "SELECT count(*) FROM (SELECT 1 FROM pgmemory.{t} ORDER BY {c} <@> to_bm25query(%s, %s) LIMIT 1) x"
-        ).format(t=pgsql.Identifier(table), c=pgsql.Identifier(column)), (row[0], f"pgmemory.{name}")).fetchone()[0]
-        if found == 0:
-            broken.append(name)
-    return broken
+def choose_text_search(requested: str | None, stored: dict) -> str:
+    """The full-text path: the explicit request, else PGMEMORY_TEXT_SEARCH, else the database's
+    earlier explicit choice, else tsvector. The implicit pg_textsearch of older releases
+    (stored as "bm25") is not kept: databases move off it."""
+    choice = requested or os.environ.get("PGMEMORY_TEXT_SEARCH") or None
+    if choice is None:
+        previous = stored.get("text_search")
+        choice = previous if previous in TEXT_SEARCH_FILES else "tsvector"
+    if choice not in TEXT_SEARCH_FILES:
+        raise SetupError(f"unknown full-text mode {choice!r}: use tsvector (default) or pg_textsearch")
+    return choice
 
 
-def repair_bm25_indexes(conn: psycopg.Connection) -> list[str]:
-    """REINDEX every BM25 index that fails the self-check; returns their names."""
-    broken = broken_bm25_indexes(conn)
-    for name in broken:
-        conn.execute(pgsql.SQL("REINDEX INDEX pgmemory.{}").format(pgsql.Identifier(name)))
-    conn.commit()
-    return broken
+def pg_textsearch_problem(extensions: dict, preload: list[str]) -> str | None:
+    """Why pg_textsearch cannot be used on this server (None when it can)."""
+    if "pg_textsearch" not in extensions:
+        return "pg_textsearch is not available on this server"
+    if "pg_textsearch" not in preload:
+        return "pg_textsearch is not in shared_preload_libraries"
+    default, installed = extensions["pg_textsearch"]
+    found = installed or default
+    if found in BROKEN_TEXTSEARCH:
+        return f"pg_textsearch {found} {BROKEN_TEXTSEARCH[found]}"
+    return None
+
+
+def check_pg_textsearch(extensions: dict, preload: list[str]) -> None:
+    """Refuse the pg_textsearch opt-in where it is missing or a version known to be broken."""
+    problem = pg_textsearch_problem(extensions, preload)
+    if problem:
+        raise SetupError(f"full-text mode pg_textsearch refused: {problem}; "
+                         "use the default tsvector mode (unset PGMEMORY_TEXT_SEARCH) or install pg_textsearch >= 1.1")
+
+
+def _stored_settings(conn: psycopg.Connection) -> dict:
+    if conn.execute("SELECT to_regclass('pgmemory.settings')").fetchone()[0] is None:
+        return {}
+    return dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
+
+
+def _lock_tables(conn: psycopg.Connection) -> None:
+    """Lock every pgmemory table (name order, short timeout: the caller retries) before DDL."""
+    tables = [r[0] for r in conn.execute(
+        "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = to_regnamespace('pgmemory')"
+        " AND c.relkind IN ('r', 'p') ORDER BY c.relname").fetchall()]
+    if not tables:
+        return
+    previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (INIT_LOCK_TIMEOUT,))
+    conn.execute(pgsql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+        pgsql.SQL(", ").join(pgsql.SQL(t) for t in tables)))
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (previous,))
+
+
+def embedder_hint(name: str) -> str:
+    """How to configure the embedder called `name` (e.g. "hash:384", "openai:text-embedding-3-small")."""
+    kind, _, model = name.partition(":")
+    if kind == "hash":
+        return f"PGMEMORY_EMBEDDER=hash PGMEMORY_EMBED_DIM={model}"
+    if kind == "openai":
+        return f"PGMEMORY_EMBEDDER=openai PGMEMORY_EMBED_MODEL={model}"
+    if kind == "local":
+        return "PGMEMORY_EMBEDDER=local"
+    return f"the embedder {name}"
+
+
+def _check_embedder(conn: psycopg.Connection, stored: object, name: str | None, dim: int) -> None:
+    """Record the embedder on first use; refuse another one (same dimension or not)."""
+    if name is None:
+        return
+    if stored is None:
+        conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('embedder', %s)"
+                     " ON CONFLICT (key) DO NOTHING", (Jsonb({"name": name, "dim": dim}),))
+        return
+    if stored.get("name") != name:
+        raise SetupError(
+            f"embedder mismatch: this database was built with {stored.get('name')} "
+            f"({stored.get('dim')}-d vectors), the configured embedder is {name}; "
+            f"set {embedder_hint(str(stored.get('name')))} to use it, or ingest into a new database "
+            "(another PGMEMORY_DSN or PGMEMORY_DATA_DIR) to switch embedders")
 
 
 def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
@@ -141,22 +242,24 @@ def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
     return row[0] if row else None
 
 
-def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
-    """Run init when the schema is missing, a migration is pending or the stored SQL changed
-    (an upgraded pgmemory on an older database); refuse a different embedding dimension."""
-    if conn.execute("SELECT to_regclass('pgmemory.settings')").fetchone()[0] is None:
-        init_database(conn, embedding_dim)
-        return
-    settings = dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
+def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str | None = None) -> None:
+    """Run init when the schema is missing, a migration is pending, the stored SQL changed (an
+    upgraded pgmemory on an older database) or the full-text mode must change; refuse another
+    embedding dimension or embedder than the database was built with."""
+    stored = _stored_settings(conn)
     conn.commit()
-    stored = settings.get("embedding_dim")
-    if stored is not None and stored != embedding_dim:
-        raise SetupError(f"embedding dimension mismatch: this database stores {stored}-d embeddings, "
+    dim = stored.get("embedding_dim")
+    if dim is not None and dim != embedding_dim:
+        raise SetupError(f"embedding dimension mismatch: this database stores {dim}-d embeddings, "
                          f"the embedder produces {embedding_dim}-d")
-    if (stored is None or settings.get("sql_fingerprint") != migrate.sql_fingerprint()
+    if (dim is None or stored.get("sql_fingerprint") != migrate.sql_fingerprint()
+            or stored.get("text_search") != choose_text_search(None, stored)
+            or (embedder is not None and stored.get("embedder") is None)
             or migrate.pending_migrations(conn, migrate.load_migrations())):
-        init_database(conn, embedding_dim)
-    repair_bm25_indexes(conn)
+        init_database(conn, embedding_dim, embedder=embedder)
+    else:
+        _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)
+    conn.commit()
 
 
 def _put_setting(conn: psycopg.Connection, key: str, value: object) -> None:
@@ -193,6 +296,13 @@ def _index(conn: psycopg.Connection, name: str, label: str, column: str) -> None
     conn.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} ({})").format(
         pgsql.Identifier(name), pgsql.Identifier(GRAPH_NAME), pgsql.Identifier(label),
         pgsql.Identifier(column)))
+
+
+def _drop_bm25_indexes(conn: psycopg.Connection) -> None:
+    """Remove pg_textsearch indexes (databases leaving the pg_textsearch mode)."""
+    for name in BM25_INDEXES:
+        if conn.execute("SELECT to_regclass(%s)", (f"pgmemory.{name}",)).fetchone()[0] is not None:
+            conn.execute(pgsql.SQL("DROP INDEX pgmemory.{}").format(pgsql.Identifier(name)))
 
 
 def _ensure_bm25_indexes(conn: psycopg.Connection) -> None:

@@ -14,13 +14,15 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.providers.embedder import embedder_from_env
     from pgmemory.storage.setup import init_database
 
-    dim = args.dim or embedder_from_env().dim
+    embedder = embedder_from_env()
+    dim = args.dim or embedder.dim
     dsn = resolve_dsn()
     with connect(dsn) as conn:
-        report = init_database(conn, dim)
+        report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
+                               text_search=args.text_search)
     print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
     print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
-    print(f"  full text:       {'BM25 (pg_textsearch)' if report.text_search == 'bm25' else 'tsvector ranking'}")
+    print(f"  full text:       {'BM25 (pg_textsearch, opt-in)' if report.text_search == 'pg_textsearch' else 'BM25 over tsvector'}")
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
@@ -82,8 +84,9 @@ def _cmd_delete_episode(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with await Memory.open() as memory:
-            out = await memory.delete_episode(args.episode_id, args.group)
-        print(f"deleted episode {args.episode_id}: {out.facts_retracted} facts retracted, "
+            out = await memory.delete_episode(args.group, args.episode_id, erase=args.erase)
+        print(f"{'erased' if out.erased else 'deleted'} episode {args.episode_id}: "
+              f"{out.facts_retracted} facts retracted, {out.facts_changed} changed, "
               f"{out.facts_removed} removed, {out.entities_removed} entities removed")
         return 0
     return asyncio.run(run())
@@ -103,21 +106,22 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pgmemory.eval.harness import EvalOptions, run_cli
+    from pgmemory.eval.harness import EvalOptions, default_output, run_cli
     from pgmemory.eval.readers import EvalFormatError
     from pgmemory.providers.llm import ProviderError
 
     only = tuple(i.strip() for i in (args.only or "").split(",") if i.strip())
-    options = EvalOptions(benchmark=args.benchmark, path=Path(args.path), output=Path(args.output),
-                          only=only, recipe=args.recipe, k=args.k, concurrency=args.concurrency)
+    output = Path(args.output) if args.output else default_output(args.benchmark, args.recipe)
+    options = EvalOptions(benchmark=args.benchmark, path=Path(args.path), output=output, only=only,
+                          recipe=args.recipe, k=args.k, concurrency=args.concurrency, force=args.force)
     try:
         return asyncio.run(run_cli(options))
     except EvalFormatError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2
     except ProviderError as exc:
-        print(f"pgmemory: error: {exc}; finished conversations are kept in {args.output}/partial, "
-              "run the same command again to resume", file=sys.stderr)
+        print(f"pgmemory: error: {exc}; finished conversations are kept in {output}/partial, "
+              f"run the same command with --output {output} to resume", file=sys.stderr)
         return 1
 
 
@@ -152,14 +156,18 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         b = benchmarks.add_parser(name, help=f"run on a {name} JSON file")
         b.add_argument("path", help=f"the benchmark file in the official {name} JSON format")
         b.add_argument(flag, dest="only", metavar="IDS", help=f"only these, comma-separated: {what} (default: all)")
-        b.add_argument("--output", default="eval-out", help="results directory (default ./eval-out)")
+        b.add_argument("--output", help="run directory (default: a new eval-runs/<benchmark>-<recipe>-<UTC time>); "
+                                         "a directory of the same run is resumed, of another run refused")
+        b.add_argument("--force", action="store_true",
+                       help="replace the results of another run in --output")
         b.add_argument("--recipe", default="combined_hybrid_rrf", choices=sorted(RECIPES),
                        help="search recipe (default combined_hybrid_rrf)")
         b.add_argument("--k", type=_bounded(MAX_LIMIT), default=10,
                        help="results per kind in the QA context (default 10); "
                             "recall is always reported at 5, 10 and 20")
         b.add_argument("--concurrency", type=_bounded(64), default=4,
-                       help="conversations evaluated at once (default 4; 1 for undisturbed latency)")
+                       help="conversations ingested (and questions answered by the LLM) at once (default 4); "
+                            "searches always run one at a time")
         b.set_defaults(func=_cmd_eval)
 
 
@@ -169,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
     p.add_argument("--dim", type=int, help="embedding dimension (default: the configured embedder's)")
+    p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
+                   help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
+                        "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
     p.set_defaults(func=_cmd_init)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)
@@ -194,17 +205,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", required=True, help="group id to search")
     p.add_argument("--limit", type=int, default=10, help="results per kind (default 10)")
     p.add_argument("--recipe", default="combined_hybrid_rrf", help="search recipe (default combined_hybrid_rrf)")
-    p.add_argument("--as-of", help="valid time T (ISO 8601 with zone): what was true then")
-    p.add_argument("--known-at", help="transaction time T' (ISO 8601 with zone): as believed then")
+    p.add_argument("--as-of", help="valid time T (ISO 8601, e.g. 2022-01-01 or 2022-01-01T09:00+02:00; "
+                   "a date or time without a zone is read as UTC): what was true then")
+    p.add_argument("--known-at", help="transaction time T' (ISO 8601; without a zone read as UTC): "
+                   "as believed then")
     p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_search)
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)
-    p = sub.add_parser("delete-episode", help="delete one episode and what only it supported")
+    p = sub.add_parser("delete-episode", help="delete one episode: belief becomes as if it was never ingested")
     p.add_argument("episode_id")
-    p.add_argument("--group", help="the group, when the episode id is not a UUID")
+    p.add_argument("--group", required=True, help="the episode's group (another group's episode is not found)")
+    p.add_argument("--erase", action="store_true",
+                   help="also rewrite history so its text is nowhere (privacy; logged without content)")
     p.set_defaults(func=_cmd_delete_episode)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")

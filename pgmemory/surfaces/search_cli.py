@@ -2,16 +2,27 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 
-from pgmemory.ingest.episode import parse_time
+from pgmemory.errors import InvalidInput
 from pgmemory.memory import Memory
 from pgmemory.search.config import SearchFilters
 from pgmemory.search.types import SearchResults
 
 
+def cli_time(value: str, flag: str) -> datetime:
+    """A --as-of / --known-at value: ISO 8601; a bare date or time without a zone is read as UTC
+    (the Python API stays strict and refuses naive datetimes)."""
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"{flag} {value!r} is not an ISO 8601 date or datetime "
+                           "(e.g. 2022-01-01 or 2022-01-01T09:00:00+02:00)") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+
 def _day(value: datetime | None, missing: str) -> str:
-    return value.strftime("%Y-%m-%d") if value else missing
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d") if value else missing
 
 
 def _cut(text: str, width: int) -> str:
@@ -20,8 +31,8 @@ def _cut(text: str, width: int) -> str:
 
 
 def render(results: SearchResults) -> str:
-    """Readable tables of the four result lists."""
-    out = [f"FACTS ({len(results.facts)})",
+    """Readable tables of the four result lists (dates in UTC)."""
+    out = [f"FACTS ({len(results.facts)}; dates UTC)",
            f"  {'score':>6}  {'valid from':<10}  {'valid to':<10}  {'known since':<11}  fact"]
     for f in results.facts:
         start = "unknown" if f.valid_from_unknown else _day(f.valid_from, "")
@@ -29,7 +40,7 @@ def render(results: SearchResults) -> str:
                    f"{_day(f.recorded_from, ''):<11}  {_cut(f.fact, 80)}")
     out.append(f"ENTITIES ({len(results.entities)})")
     for e in results.entities:
-        out.append(f"  {e.score:6.4f}  {_cut(e.name, 30):<30}  {_cut(e.summary, 70)}")
+        out.append(f"  {e.score:6.4f}  {_cut(e.name, 30):<30}  {_cut(e.summary, 70)}".rstrip())
     if results.communities:
         out.append(f"COMMUNITIES ({len(results.communities)})")
         for c in results.communities:
@@ -45,8 +56,8 @@ async def search_command(query: str, group: str, *, limit: int, recipe: str, as_
                          known_at: str | None, include_invalidated: bool, as_json: bool) -> int:
     """Run one search and print it."""
     filters = SearchFilters(
-        as_of=parse_time(as_of, "--as-of") if as_of else None,
-        known_at=parse_time(known_at, "--known-at") if known_at else None,
+        as_of=cli_time(as_of, "--as-of") if as_of else None,
+        known_at=cli_time(known_at, "--known-at") if known_at else None,
         include_invalidated=include_invalidated)
     async with await Memory.open() as memory:
         results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)

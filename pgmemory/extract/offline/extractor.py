@@ -1,19 +1,27 @@
 """OfflineExtractor: split an episode into sentences and run the rules over each."""
 from __future__ import annotations
 
-import re
-
 from pgmemory.extract.dates import find_times, to_utc
-from pgmemory.extract.offline.facts import apply_rule, carry_transition_times, favourites, kinship, possessions, role_at
+from pgmemory.extract.offline.facts import (
+    apply_rule,
+    carry_transition_times,
+    favourites,
+    kinship,
+    possessions,
+    rather,
+    role_at,
+    workplace,
+)
 from pgmemory.extract.offline.json_records import extract_json
+from pgmemory.extract.offline.pairs import pair_statements
 from pgmemory.extract.offline.patterns import RULES
 from pgmemory.extract.offline.phrases import add_proper_nouns
 from pgmemory.extract.offline.state import Ctx, Sentence
+from pgmemory.extract.offline.speakers import is_assistant, segments
 from pgmemory.extract.offline.subjects import lead_subject
-from pgmemory.extract.offline.text import _sentences, clauses, normalise
+from pgmemory.extract.offline.text import _sentences, clauses, is_casual, normalise
 from pgmemory.extract.types import EpisodeInput, Extraction
 
-_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,3})\s*:\s+")
 
 
 class OfflineExtractor:
@@ -24,16 +32,18 @@ class OfflineExtractor:
         reference = to_utc(episode.reference_time)
         if episode.kind == "json":
             return extract_json(episode.content, reference)
-        content, speaker = episode.content, episode.actor
-        if speaker is None and episode.kind == "message":
-            prefix = _SPEAKER_PREFIX.match(content)
-            if prefix:
-                speaker, content = prefix[1].strip(), content[prefix.end():]
-        ctx = Ctx(speaker, reference)
-        if speaker:
-            ctx.registry.add(speaker, "Person", -1)
-        sentences = [_extract_sentence(text, offset, ctx)
-                     for offset, text in _sentences(normalise(content))]
+        ctx = Ctx(None, reference)
+        sentences: list[Sentence] = []
+        base = 0
+        for speaker, part in segments(episode.content, episode.actor):
+            ctx.speaker = None if is_assistant(speaker) else speaker
+            ctx.antecedent = None
+            if ctx.speaker:
+                ctx.registry.add(ctx.speaker, "Person", base - 1)
+            text = normalise(part)
+            sentences += [_extract_sentence(sentence, base + offset, ctx)
+                          for offset, sentence in _sentences(text)]
+            base += len(text) + 1
         add_proper_nouns(sentences, ctx)
         return Extraction(entities=ctx.registry.ordered(), facts=ctx.facts)
 
@@ -43,7 +53,7 @@ def _extract_sentence(text: str, offset: int, ctx: Ctx) -> Sentence:
     masked = list(text)
     for t in times:
         masked[t.start:t.end] = " " * (t.end - t.start)
-    s = Sentence(text, offset, times, clauses(text), "".join(masked))
+    s = Sentence(text, offset, times, clauses(text), "".join(masked), casual=is_casual(text))
     s.leads = [lead_subject(s, start, end, ctx) for start, end in s.clauses]
     if text.rstrip().endswith("?"):
         return s
@@ -55,5 +65,8 @@ def _extract_sentence(text: str, offset: int, ctx: Ctx) -> Sentence:
     role_at(s, ctx)
     possessions(s, ctx)
     favourites(s, ctx)
+    pair_statements(s, ctx)
+    rather(s, ctx)
+    workplace(s, ctx)
     carry_transition_times(first_fact, ctx)
     return s

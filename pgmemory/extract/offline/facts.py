@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from pgmemory.extract.dates import find_duration
 from pgmemory.extract.offline.lexicon import CARS, KIN, PETS, PLURAL_ROLES, STUDENT_WORDS, label_for_place
 from pgmemory.extract.offline.patterns import (
     FAVOURITE,
+    RATHER,
+    WORKPLACE,
     FAVOURITE_REVERSED,
     KIN_APPOSITIVE,
     KIN_COPULA,
@@ -19,6 +22,7 @@ from pgmemory.extract.offline.state import Ctx, Phrase, Sentence
 from pgmemory.extract.offline.subjects import Grammar, grammar, role_entity, times
 from pgmemory.extract.offline.text import possessive
 
+_NOT_SAID = re.compile(r"\b(?:if|would|will|might|could|should|wish|want|hope|maybe)\b")
 _COORDINATION = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|\s*&\s*")
 
 
@@ -32,7 +36,7 @@ def _objects(s: Sentence, pos: int, rule: Rule, ctx: Ctx) -> list[Phrase]:
     obj = parse_object(s, pos, rule.obj, ctx)
     while obj is not None:
         found.append(obj)
-        if rule.mode not in ("pref", "event", "experience"):
+        if rule.mode not in ("pref", "event", "experience", "social"):
             break
         joint = _COORDINATION.match(s.text, obj.end)
         obj = parse_object(s, joint.end(), rule.obj, ctx) if joint else None
@@ -41,30 +45,87 @@ def _objects(s: Sentence, pos: int, rule: Rule, ctx: Ctx) -> list[Phrase]:
     return found
 
 
+_MORE = re.compile(r"\s+(?:(?:a\s+lot|much|way|so\s+much|even|a\s+bit)\s+)?(?:more|better)\b")
+_COMPARED = re.compile(r"\s*(?:,\s*)?(?:over|to|than|rather\s+than|instead\s+of)\s+")
+_PREFERS = ("prefers", "prefer", "preferred", "does not prefer")
+
+
 def apply_rule(rule: Rule, m: re.Match[str], s: Sentence, ctx: Ctx) -> None:
     objects = [o for o in _objects(s, m.end(), rule, ctx) if rule.accept is None or rule.accept(o)]
     if not objects:
         return
-    g = grammar(s, m.start(), m[0].split()[0], ctx)
+    g = grammar(s, m.start(), s.text[m.start():].split()[0], ctx)
     if g is None:
         return
     g.neg = g.neg or bool("neg" in rule.pattern.groupindex and m["neg"])
     duration = find_duration(s.text[g.clause[0]:g.clause[1]], ctx.reference) \
-        if rule.mode == "state" else None
+        if rule.mode in ("state", "social") else None
     timing = times(rule.mode, g, ctx.reference, duration)
     if timing is None:
         return
     valid, invalid, negated = timing
     attributes = {"field": m["field"]} if "field" in rule.pattern.groupindex and m["field"] else {}
+    if rule.mode in ("event", "experience"):
+        attributes["kind"] = "event"
+    relation, phrases = rule.relation, rule.phrases
+    compared = None
+    if rule.mode == "pref" and len(objects) == 1:
+        more = _MORE.match(s.text, objects[0].end)
+        if more and relation in ("LIKES", "LOVES", "ENJOYS"):
+            relation, phrases = "PREFERS", _PREFERS
+        if relation == "PREFERS":
+            joint = _COMPARED.match(s.text, more.end() if more else objects[0].end)
+            compared = parse_object(s, joint.end(), "bare", ctx) if joint else None
     for obj in objects:
         target = ctx.registry.add(obj.name, rule.label or label_for_place(obj.name),
                                   s.offset + obj.start)
         ctx.covered.append((s.offset + obj.start, s.offset + obj.end))
         surface = ctx.third_person(s.text[obj.start:obj.end].strip(" ,"))
-        text = _fact_sentence(rule, m, g, surface, negated, ctx)
-        ctx.fact(g.subject, target, rule.relation, text, valid=valid, invalid=invalid,
+        if compared is not None:
+            surface += f" over {ctx.third_person(s.text[compared.start:compared.end].strip(' ,'))}"
+            attributes["over"] = compared.name
+        text = _fact_sentence(replace(rule, phrases=phrases), m, g, surface, negated, ctx)
+        ctx.fact(g.subject, target, relation, text, valid=valid, invalid=invalid,
                  functional=rule.functional, negated=negated, stated=g.when is not None,
                  **attributes)
+
+
+def rather(s: Sentence, ctx: Ctx) -> None:
+    """"I'd rather have tea than coffee" -> PREFERS tea (over coffee)."""
+    for m in RATHER.finditer(s.text):
+        obj = parse_object(s, m.end(), "bare", ctx)
+        joint = _COMPARED.match(s.text, obj.end) if obj else None
+        g = grammar(s, m.start(), "would", ctx) if joint and joint[0].strip() == "than" else None
+        if obj is None or joint is None or g is None:
+            continue
+        compared = parse_object(s, joint.end(), "bare", ctx)
+        target = ctx.registry.add(obj.name, None, s.offset + obj.start)
+        ctx.covered.append((s.offset + obj.start, s.offset + obj.end))
+        over = f" over {compared.name}" if compared else ""
+        ctx.fact(g.subject, target, "PREFERS", f"{g.subject} prefers {obj.name}{over}.",
+                 valid=g.when.value if g.when else ctx.reference, stated=g.when is not None,
+                 **({"over": compared.name} if compared else {}))
+
+
+def workplace(s: Sentence, ctx: Ctx) -> None:
+    """"my first day at X (was today)", "I love my new job at X" -> WORKS_FOR X."""
+    for m in WORKPLACE.finditer(s.text):
+        before = s.text[:m.start()].lower()
+        if ctx.speaker is None or _NOT_SAID.search(before) or re.search(r"\b(?:quit|left|lost|leav\w*"
+                                                                         r"|quitting|lose|losing|miss)\s+$",
+                                                                         before):
+            continue
+        obj = parse_object(s, m.end(), "np", ctx)
+        when = s.time_in(*s.clauses[s.clause_of(m.start())])
+        if obj is None or (when is not None and when.value > ctx.reference):
+            continue
+        owner = ctx.registry.add(ctx.speaker, "Person", -1)
+        target = ctx.registry.add(obj.name, "Organization", s.offset + obj.start)
+        ctx.covered.append((s.offset + obj.start, s.offset + obj.end))
+        start = when.value if when else ctx.reference
+        said = "started at" if m["first"] else "works for"
+        ctx.fact(owner, target, "WORKS_FOR", f"{owner} {said} {target}.", valid=start,
+                 functional=True, stated=when is not None)
 
 
 def _fact_sentence(rule: Rule, m: re.Match[str], g: Grammar, obj: str, negated: bool,
@@ -121,7 +182,7 @@ def role_at(s: Sentence, ctx: Ctx) -> None:
         article = "an" if role[0].lower() in "aeiou" else "a"
         ctx.fact(g.subject, target, "STUDIES_AT" if student else "WORKS_FOR",
                  f"{g.subject} {said} {target} as {article} {role}.", valid=valid, invalid=invalid,
-                 functional=not student, negated=negated, stated=g.when is not None, role=role)
+                 functional=True, negated=negated, stated=g.when is not None, role=role)
 
 
 def possessions(s: Sentence, ctx: Ctx) -> None:

@@ -14,7 +14,7 @@ _JSON_KEYS = {  # key -> (relation, label, functional, phrase)
     "location": ("LOCATED_IN", "Place", True, "is located in"),
     **dict.fromkeys(["hometown", "birthplace"], ("IS_FROM", "Place", False, "is from")),
     **dict.fromkeys(["school", "university", "college"],
-                    ("STUDIES_AT", "Organization", False, "studies at")),
+                    ("STUDIES_AT", "Organization", True, "studies at")),
     **dict.fromkeys(["spouse", "wife", "husband"], ("MARRIED_TO", "Person", True, "is married to")),
 }
 

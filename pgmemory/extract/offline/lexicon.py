@@ -26,12 +26,14 @@ in at on for with to from by about of into onto over under near around through d
 after before until without like as than and or but so because while when where which who
 whom whose that if though although now then today yesterday tomorrow tonight last next this
 ago again too very really lately recently anymore already still yet soon every each almost
+originally
 is are was were be been am have has had do does did will would can could should may might
 must not i you he she it we they me him her us them my your his its our their there here
 get got make made feel felt look looks looked seem seems seemed went go goes take took want
 wants need needs think thought know knew see saw said says love loves like likes enjoy
 enjoys hate hates just also even only both either much more most lot all twice once
-together alone often sometimes everyday daily weekly home back ever well lol haha
+together alone often sometimes everyday daily weekly home back ever well lol haha these
+a an nowadays
 """.split())
 PRONOUNS = frozenset("""
 it this that these those them him her you us me everything something anything nothing
@@ -106,6 +108,9 @@ JOB_WORDS = ("engineer|developer|programmer|manager|designer|teacher|nurse|docto
              "executive|owner|waiter|waitress|bartender|server|janitor|secretary|agent|"
              "student|freshman|sophomore|junior|senior|undergrad|undergraduate|postdoc|"
              "fellow|candidate")
+JOB_NOUNS = frozenset(["job", "position", "role", "gig", "internship", "jobs"])
+SCHOOL_WORDS = frozenset(["university", "college", "school", "institute", "academy", "polytechnic",
+                          "conservatory", "seminary"])
 PLURAL_ROLES = frozenset(["kids", "children", "sons", "daughters", "twins"])
 STUDENT_WORDS = frozenset(["student", "freshman", "sophomore", "junior", "senior", "undergrad",
                            "undergraduate", "postdoc", "fellow", "candidate"])
@@ -135,6 +140,11 @@ often sometimes truly totally absolutely definitely honestly basically mostly ev
 ever again happily proudly newly originally used to
 """.split())
 NOT_VERBS = NP_STOP - AUX
+ASSISTANT_NAMES = frozenset(["assistant", "ai", "ai assistant", "bot", "chatbot"])
+LEAD_IN_LABELS = frozenset("""
+news update updates fact note reminder question fyi ps edit psa tldr warning spoiler alert up
+talk story summary answer confession hint tip lol ok okay so well also btw anyway
+""".split())
 NOT_ACTIVITIES = _LIGHT_VERBS | NP_STOP
 
 

@@ -73,7 +73,8 @@ def parse_object(s: Sentence, pos: int, kind: str, ctx: Ctx) -> Phrase | None:
         return None
     if kind == "bare" and first == "to" and not det:
         return _infinitive(s, m.end(), start, ctx)
-    capital = m[1][0].isupper()
+    casual = s.casual and kind != "bare" and det in ("", "the") and _casual_name(m[1])
+    capital = m[1][0].isupper() or casual
     if kind == "proper" and (not capital or det not in ("", "the")):
         return None
     if (not capital and not det and kind != "bare") or (det in SPECIFIC_DETS and kind == "bare"):
@@ -83,6 +84,8 @@ def parse_object(s: Sentence, pos: int, kind: str, ctx: Ctx) -> Phrase | None:
     end = pos
     while m is not None and len(words) < 6 and not s.is_time(m.start(1)):
         w, lw = m[1], m[1].lower()
+        if casual and _casual_name(w):
+            w = w[0].upper() + w[1:]
         if w[0].isupper():
             if lw in CAP_STOP:
                 break
@@ -104,6 +107,12 @@ def parse_object(s: Sentence, pos: int, kind: str, ctx: Ctx) -> Phrase | None:
             re.match(r"\s+(?:[Mm]y|the|a|an|our|your|his|her|their|this|that|\")\b", text[end:]):
         return None
     return _finish_phrase(words, det, start, end, ctx)
+
+
+def _casual_name(word: str) -> bool:
+    """In an all-lowercase sentence, a word that may be a name ("berlin", not "now" or "the")."""
+    lw = word.lower()
+    return word.isalpha() and lw not in NP_STOP and lw not in CAP_STOP and lw not in MEANINGLESS
 
 
 def _infinitive(s: Sentence, pos: int, start: int, ctx: Ctx) -> Phrase | None:

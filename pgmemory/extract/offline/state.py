@@ -32,6 +32,7 @@ class Sentence:
     clauses: list[tuple[int, int]]
     masked: str = ""
     leads: list[tuple[str, int] | None] = field(default_factory=list)
+    casual: bool = False  # typed all in lowercase: a lowercase word may be a name
 
     def clause_of(self, pos: int) -> int:
         return next(i for i, (_, end) in enumerate(self.clauses)
@@ -83,6 +84,7 @@ class Ctx:
     stated: list[bool] = field(default_factory=list)
     keys: set[tuple[str, str, str, bool]] = field(default_factory=set)
     covered: list[tuple[int, int]] = field(default_factory=list)
+    antecedent: str | None = None  # the relative or pet last introduced by name: "he"/"she"
 
     def fact(self, source: str, target: str, relation: str, text: str, *,
              valid: datetime | None = None, invalid: datetime | None = None,

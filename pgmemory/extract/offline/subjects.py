@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from pgmemory.extract.dates import TimeMention
+from pgmemory.extract.dates import TimeMention, day_of
 from pgmemory.extract.offline.lexicon import AUX, KIN, KIN_ALT, NOT_VERBS, PETS, VERB_FORMS_PAST
 from pgmemory.extract.offline.phrases import clean_name
 from pgmemory.extract.offline.state import Ctx, Sentence
@@ -13,21 +13,33 @@ from pgmemory.extract.offline.text import NAME, possessive
 
 _LEADING_FILLER = re.compile(
     r"^(?:[\s,!\-]|(?:oh|well|so|yeah|yes|yep|actually|anyway|btw|by\s+the\s+way|also|and|but"
-    r"|hey|wow|um|uh|haha|lol|then|plus|now|honestly|guess\s+what|fun\s+fact|recently|lately"
-    r"|finally)\b)*",
+    r"|hey|wow|um|uh|haha|hahaha|lol|lmao|omg|ugh|phew|welp|yay|then|plus|now|honestly|guess\s+what"
+    r"|fun\s+fact|recently|lately|finally|fyi|ok|okay|alright|seriously|anyways|ps|news|update"
+    r"|I\s+(?:think|guess|believe|suppose)(?:\s+that)?(?=\s+(?:I|we)\b))\b)*",
     re.IGNORECASE)
+# Where a lead-in ends: "Big news: I ...", "Quick update - I ...", "Guess what, I ...".
+_LEAD_IN_END = re.compile(r"[,:;]|\s[-\u2013\u2014]+\s|^[-\u2013\u2014]+\s")
+_HEDGES = frozenset(["kinda", "sorta", "pretty", "probably"])
+_PAST_OR_GERUND = re.compile(r"(?:ed|ing)$|^(?:left|quit|got|had|went|won|met|bought|flew|drove|ran"
+                             r"|came|grew|began|took|made)$", re.IGNORECASE)
 _NOW = re.compile(r"\b(?:now|currently|nowadays|these\s+days)\b", re.IGNORECASE)
-_ROLE_SUBJECT = re.compile(rf"^(?:(?P<my>[Mm]y)|(?P<owner>{NAME})'s?)\s+(?P<role>(?i:{KIN_ALT}))"
+_ROLE_SUBJECT = re.compile(rf"^(?:(?P<my>[Mm]y|[Oo]ur)|(?P<your>[Yy]our)|(?P<owner>{NAME})'s?)\s+(?P<role>(?i:{KIN_ALT}))"
                            rf"(?:\s*,?\s+(?P<name>{NAME}))?,?$")
 _NAME_SUBJECT = re.compile(rf"^{NAME}$")
-_LEAD = re.compile(rf"I\b|[Mm]y\s+(?i:{KIN_ALT})(?:\s*,?\s+{NAME})?|{NAME}")
+_LEAD = re.compile(rf"I\b|[Ww]e\b|[Hh]e\b|[Ss]he\b|(?:[Mm]y|[Oo]ur|[Yy]our)\s+(?i:{KIN_ALT})(?:\s*,?\s+{NAME})?|{NAME}")
+_FIRST_PERSON = frozenset(["I", "we", "We"])
+_THIRD_PERSON = frozenset(["He", "She", "he", "she"])
 
 
 def _is_subject(head: str, ctx: Ctx) -> bool:
-    if head == "I":
+    if head in _FIRST_PERSON:
         return ctx.speaker is not None
+    if head in _THIRD_PERSON:
+        return ctx.antecedent is not None
     m = _ROLE_SUBJECT.match(head)
     if m:
+        if m["your"]:
+            return bool(m["name"])
         return bool(ctx.speaker if m["my"] else clean_name(m["owner"]) == m["owner"])
     return bool(_NAME_SUBJECT.match(head)) and clean_name(head) == head and \
         not (" " not in head and head.endswith("ing"))
@@ -35,10 +47,15 @@ def _is_subject(head: str, ctx: Ctx) -> bool:
 
 def _resolve_subject(head: str, pos: int, ctx: Ctx) -> str:
     """The entity a subject phrase (already checked by _is_subject) names, registering it."""
-    if head == "I":
+    if head in _FIRST_PERSON:
         assert ctx.speaker is not None
         return ctx.registry.add(ctx.speaker, "Person", -1)
+    if head in _THIRD_PERSON:
+        assert ctx.antecedent is not None
+        return ctx.antecedent
     m = _ROLE_SUBJECT.match(head)
+    if m and m["your"]:  # the listener is unknown: only the named relative is
+        return ctx.registry.add(m["name"], KIN[m["role"].lower()][2], pos)
     if m:
         owner = ctx.speaker if m["my"] else m["owner"]
         assert owner is not None
@@ -54,9 +71,11 @@ def role_entity(owner: str, role: str, name: str | None, pos: int, ctx: Ctx) -> 
     if name and role in PETS:
         target = ctx.registry.add(name, label, pos, **extra)
         text = f"{owner} has a {role} named {target}."
+        ctx.antecedent = target
     elif name:
         target = ctx.registry.add(name, label, pos)
         text = f"{target} is {possessive(owner)} {role}."
+        ctx.antecedent = target
     else:
         target = ctx.registry.add(f"{possessive(owner)} {role}", label, pos, **extra)
         text = f"{owner} has {role}." if role.endswith(("s", "ren")) else f"{owner} has a {role}."
@@ -67,7 +86,7 @@ def role_entity(owner: str, role: str, name: str | None, pos: int, ctx: Ctx) -> 
 def lead_subject(s: Sentence, start: int, end: int, ctx: Ctx) -> tuple[str, int] | None:
     """The clause's own subject if it opens with one followed by a verb-like word."""
     clause = s.masked[start:end]
-    head = _LEADING_FILLER.sub("", clause)
+    head = _LEADING_FILLER.sub("", _after_lead_in(clause))
     m = _LEAD.match(head)
     if m is None:
         return None
@@ -103,8 +122,17 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
     c_start, c_end = s.clauses[ci]
     words = s.masked[c_start:verb_start].split()
     neg = used_to = past = perfect = copula = False
-    while words and words[-1].lower().strip(",") in AUX:
-        w = words.pop().lower().strip(",")
+    while words:
+        w = words[-1].lower().strip(",")
+        if w == "of" and len(words) > 1 and words[-2].lower() in ("kind", "sort"):
+            del words[-2:]
+            continue
+        if w in _HEDGES:
+            words.pop()
+            continue
+        if w not in AUX:
+            break
+        words.pop()
         copula = copula or w in ("am", "is", "are", "was", "were", "be", "been")
         if w == "to":
             if not (words and words[-1].lower() == "used"):
@@ -119,7 +147,7 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
             past = True
         elif w in ("have", "has"):
             perfect = True
-    head = _LEADING_FILLER.sub("", " ".join(words).strip(" ,").rsplit(",", 1)[-1]).strip()
+    head = _LEADING_FILLER.sub("", _after_lead_in(" ".join(words).strip(" ,"))).strip()
     when = s.time_in(c_start, c_end)
     if copula and verb.lower() == "like":
         return None
@@ -130,7 +158,7 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
     else:
         j = next((j for j in range(ci - 1, -1, -1) if s.leads[j] is not None), None)
         if j is None:
-            return None
+            return _without_subject(s, ci, verb, neg, used_to, past, perfect, when, ctx)
         lead = s.leads[j]
         assert lead is not None
         subject = _resolve_subject(lead[0], lead[1], ctx)
@@ -139,6 +167,27 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
             when = next((t for t in earlier if t is not None), None)
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
     return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end))
+
+
+def _after_lead_in(text: str) -> str:
+    """The words after a lead-in ("Big news: I" -> " I"); the text itself when there is none."""
+    last = None
+    for last in _LEAD_IN_END.finditer(text):
+        pass
+    return text[last.end():] if last else text
+
+
+def _without_subject(s: Sentence, ci: int, verb: str, neg: bool, used_to: bool, past: bool,
+                     perfect: bool, when: TimeMention | None, ctx: Ctx) -> Grammar | None:
+    """Chat drops the subject: "Started a new gig at X", "Loving yoga lately" are the speaker's.
+
+    Only a past or -ing verb opening the sentence's first clause counts (not imperatives).
+    """
+    if ctx.speaker is None or ci != 0 or not _PAST_OR_GERUND.search(verb):
+        return None
+    subject = ctx.registry.add(ctx.speaker, "Person", -1)
+    past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
+    return Grammar(subject, neg, used_to, past, perfect, when, s.clauses[ci])
 
 
 _Timing = tuple[datetime | None, datetime | None, bool]
@@ -154,16 +203,22 @@ def times(mode: str, g: Grammar, reference: datetime,
         return None, stated or reference, True
     if mode == "start":
         return stated or reference, None, False
-    if mode == "event":
-        return (stated, None, False) if g.perfect else (stated or reference, None, False)
-    if mode == "experience":
-        return stated, None, False
+    if mode in ("event", "experience") and g.when is not None and g.when.value > reference:
+        return None  # a plan, not something that happened
+    if mode == "event":  # a one-off event: the stated period, else the day it was told
+        if g.when is not None:
+            return g.when.value, g.when.until or day_of(g.when.value)[1], False
+        return (None, reference, False) if g.perfect else (*day_of(reference), False)
+    if mode == "experience":  # "have been to": some time before now, unless a time is said
+        if g.when is not None:
+            return g.when.value, g.when.until or day_of(g.when.value)[1], False
+        return None, reference, False
     if g.neg:
         return None, stated or reference, True
     if g.used_to:
         return None, reference, False
     if g.past:
-        if mode == "state" and stated is None:
+        if mode in ("state", "social") and stated is None:
             return None, reference, False
         return stated, None, False
     if mode == "origin":

@@ -12,12 +12,23 @@ _CONTRACTIONS = [
     (re.compile(r"\b(\w+)'re\b"), r"\1 are"), (re.compile(r"\b(\w+)'ve\b"), r"\1 have"),
     (re.compile(r"\b(\w+)'ll\b"), r"\1 will"), (re.compile(r"\b(\w+)'d\b"), r"\1 would"),
     (re.compile(r"\b([Ii]t|[Tt]hat|[Ww]hat|[Tt]here|[Hh]ere|[Hh]e|[Ss]he|[Ww]ho)'s\b"), r"\1 is"),
+    # chat spellings and common typos
+    (re.compile(r"\b(?:Im|IM)\b"), "I am"), (re.compile(r"\b[Ii]ve\b"), "I have"),
+    (re.compile(r"\b([Dd]o|[Dd]oes|[Dd]id|[Ii]s|[Aa]re|[Ww]as|[Ww]ere|[Hh]ave|[Hh]as)nt\b"), r"\1 not"),
+    (re.compile(r"\b([Cc])ant\b"), r"\1an not"), (re.compile(r"\b([Ww])ont\b"), r"\1ill not"),
+    (re.compile(r"\b([Ww])(?:rok|okr|ork)(s|ed|ing)?\b"), r"\1ork\2"), (re.compile(r"\bteh\b"), "the"),
+    (re.compile(r"\byrs\b"), "years"), (re.compile(r"\byr\b"), "year"),
 ]
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?:\s+|$)|\n+")
 _CLAUSE_SPLIT = re.compile(
     r"\s*;\s*|,?\s+(?:and|but|then|whereas|while|although|though|because|plus)\s+")
 _CAPW = r"[A-Z][a-zA-Z0-9&-]*"
 NAME = rf"{_CAPW}(?:\s+(?:(?:of\s+the|of|de|del|da|du|van|von|la|le|for|&)\s+)?{_CAPW})*"
+
+
+def is_casual(sentence: str) -> bool:
+    """True for a sentence typed all in lowercase ("i live in berlin now"): names lose capitals."""
+    return not re.search(r"[A-Z]", re.sub(r"\bI\b", "", sentence))
 
 
 def normalise(text: str) -> str:

@@ -1,0 +1,123 @@
+-- Writing facts from SQL, for apps in any language: the same claims and the
+-- same temporal rules (sql/35_fact_rules.sql) as ingested episodes.
+
+-- The entity named p_name in p_group (exact, case-insensitive), created if missing.
+CREATE OR REPLACE FUNCTION pgmemory.entity_by_name(p_group text, p_name text, p_embedding vector DEFAULT NULL,
+                                                   OUT entity_id uuid, OUT created boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT e.id INTO entity_id FROM pgmemory.entities e
+     WHERE e.group_id = p_group AND lower(e.name) = lower(p_name)
+     ORDER BY e.created_at, e.id LIMIT 1;
+    created := NOT FOUND;
+    IF created THEN
+        entity_id := gen_random_uuid();
+        INSERT INTO pgmemory.entities (id, group_id, name, name_embedding)
+        VALUES (entity_id, p_group, p_name, p_embedding);
+    END IF;
+END
+$$;
+
+-- State that p_source p_relation p_target (p_fact is the sentence), valid
+-- from p_valid_from to p_valid_to (NULL: not stated). Entities are resolved
+-- by exact name and created if missing; a believed fact with the same
+-- relation between the same pair is repeated (dedupe within the pair) when
+-- its interval overlaps or touches, else a new interval opens. p_negated: the
+-- relation ended at p_valid_to (or p_reference_time). p_functional: one value
+-- per source (one employer, one home), so other targets of the relation end.
+-- Returns {fact_id, action, source_id, target_id, entities_created, ended, withdrawn}.
+CREATE OR REPLACE FUNCTION pgmemory.add_fact(
+    p_group text, p_source text, p_relation text, p_target text, p_fact text,
+    p_valid_from timestamptz DEFAULT NULL, p_valid_to timestamptz DEFAULT NULL,
+    p_negated boolean DEFAULT false, p_functional boolean DEFAULT false,
+    p_attributes jsonb DEFAULT '{}', p_reference_time timestamptz DEFAULT NULL,
+    p_embedding vector DEFAULT NULL, p_source_embedding vector DEFAULT NULL,
+    p_target_embedding vector DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    rel text := upper(regexp_replace(btrim(coalesce(p_relation, '')), '[^A-Za-z0-9]+', '_', 'g'));
+    src record;
+    tgt record;
+    dup uuid;
+    new_id uuid := gen_random_uuid();
+    c pgmemory.fact_claims;
+    did jsonb;
+    created text[] := '{}';
+BEGIN
+    IF coalesce(btrim(p_group), '') = '' THEN
+        RAISE EXCEPTION 'group must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
+        RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
+    END IF;
+    IF lower(btrim(p_source)) = lower(btrim(p_target)) THEN
+        RAISE EXCEPTION 'source and target are the same entity %', p_source USING ERRCODE = '22023';
+    END IF;
+    IF rel !~ '^[A-Z][A-Z0-9_]*$' THEN
+        RAISE EXCEPTION 'relation % must start with a letter (e.g. WORKS_FOR)', p_relation USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(btrim(p_fact), '') = '' THEN
+        RAISE EXCEPTION 'fact must be a non-empty sentence' USING ERRCODE = '22023';
+    END IF;
+    IF p_valid_from >= p_valid_to THEN
+        RAISE EXCEPTION 'valid_from % is not before valid_to %', p_valid_from, p_valid_to USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    SELECT * INTO src FROM pgmemory.entity_by_name(p_group, btrim(p_source), p_source_embedding);
+    SELECT * INTO tgt FROM pgmemory.entity_by_name(p_group, btrim(p_target), p_target_embedding);
+    IF src.created THEN created := created || btrim(p_source); END IF;
+    IF tgt.created THEN created := created || btrim(p_target); END IF;
+    SELECT f.lineage INTO dup FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.relation = rel
+       AND ((f.source_id = src.entity_id AND f.target_id = tgt.entity_id)
+         OR (f.source_id = tgt.entity_id AND f.target_id = src.entity_id))
+     ORDER BY lower(f.recorded) LIMIT 1;
+    INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
+                                      embedding, attributes, valid_from, valid_to, ref_time, contradicts)
+    VALUES (p_group, CASE WHEN p_negated THEN 'negate' ELSE 'assert' END, new_id, coalesce(dup, new_id),
+            src.entity_id, tgt.entity_id, rel, btrim(p_fact), p_embedding, coalesce(p_attributes, '{}'),
+            p_valid_from, p_valid_to, coalesce(p_reference_time, now()),
+            CASE WHEN p_functional AND NOT p_negated THEN ARRAY(
+                SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                 WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id
+                   AND f.relation = rel AND f.target_id <> tgt.entity_id) ELSE '{}' END)
+    RETURNING * INTO c;
+    did := pgmemory.apply_claim(c);
+    UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
+    PERFORM pgmemory.derive_summaries(ARRAY(
+        SELECT unnest(ARRAY[src.entity_id, tgt.entity_id])
+        UNION
+        SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+         WHERE f.group_id = p_group AND f.id IN (
+               SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x)));
+    RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
+                                     'relation', rel, 'entities_created', to_jsonb(created));
+END
+$$;
+
+-- We no longer believe fact p_fact of p_group (history kept: a new
+-- transaction-time version). Recorded as a claim, so re-folds keep it retracted.
+CREATE OR REPLACE FUNCTION pgmemory.retract_fact(p_group text, p_fact uuid)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    c pgmemory.fact_claims;
+    did jsonb;
+    src uuid;
+    tgt uuid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
+                                      ref_time)
+    SELECT p_group, 'retract', f.id, f.lineage, f.source_id, f.target_id, f.relation, f.fact, now()
+      FROM pgmemory.facts f
+     WHERE f.id = p_fact AND f.group_id = p_group AND upper_inf(f.recorded)
+    RETURNING * INTO c;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fact % is not believed in group %', p_fact, p_group USING ERRCODE = 'P0002';
+    END IF;
+    did := pgmemory.apply_claim(c);
+    UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE seq = c.seq;
+    PERFORM pgmemory.derive_summaries(ARRAY[c.source_id, c.target_id]);
+    RETURN did;
+END
+$$;

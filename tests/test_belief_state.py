@@ -1,0 +1,80 @@
+"""Issue 18 items 1-2 through the public API, in both extractor modes: returning to an earlier
+state is a new validity interval; an earlier episode repeating a fact moves its start back.
+Each sequence is asked now, as of each period, and as believed before each change."""
+from __future__ import annotations
+
+import pytest
+
+from tests.belief import MODES, ingest, open_memory, targets
+from tests.support import utc
+
+
+@pytest.fixture(params=MODES)
+async def mem(request, db_dsn, fake_openai):
+    m = await open_memory(request.param, db_dsn, fake_openai)
+    yield m
+    await m.close()
+
+
+JOBS = [
+    ("j1", "2020-01-10", "I work at Acme Corp."),
+    ("j2", "2021-03-01", "I left Acme Corp last week and now work at Globex."),
+    ("j3", "2022-05-02", "I left Globex last week and now work at Acme Corp."),
+]
+
+
+async def test_back_at_the_first_employer(mem, group):
+    known = await ingest(mem, group, JOBS)
+    assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2020-06-01") == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2021-06-01") == {"Globex"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2023-06-01") == {"Acme Corp"}
+    # Before the return we believed Globex was still the employer; before that, Acme.
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j2"]) == {"Globex"}
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j1"]) == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2021-06-01", known_at=known["j1"]) == {"Acme Corp"}
+    async with mem.pool.acquire() as conn:
+        acme = await conn.fetch(
+            "SELECT id, lower(valid) AS vf, upper(valid) AS vt FROM pgmemory.current_facts c"
+            " JOIN pgmemory.facts f USING (id) WHERE c.group_id = $1 AND c.target = 'Acme Corp'"
+            " AND upper_inf(f.recorded) ORDER BY 2", group)
+    # Two validity intervals, two fact ids: the ended one is not re-opened.
+    assert [(r["vf"], r["vt"]) for r in acme] == [(utc("2020-01-10"), utc("2021-02-22")),
+                                                 (utc("2022-04-25"), None)]
+
+
+HOMES = [
+    ("h1", "2020-01-10", "I live in Boston."),
+    ("h2", "2021-01-10", "I moved to Denver."),
+    ("h3", "2022-01-10", "I moved back to Boston."),
+]
+
+
+async def test_boston_denver_boston(mem, group):
+    known = await ingest(mem, group, HOMES)
+    assert await targets(mem, group, "LIVES_IN") == {"Boston"}
+    assert await targets(mem, group, "LIVES_IN", as_of="2020-06-01") == {"Boston"}
+    assert await targets(mem, group, "LIVES_IN", as_of="2021-06-01") == {"Denver"}
+    assert await targets(mem, group, "LIVES_IN", as_of="2023-06-01") == {"Boston"}
+    assert await targets(mem, group, "LIVES_IN", known_at=known["h2"]) == {"Denver"}
+    assert await targets(mem, group, "LIVES_IN", known_at=known["h1"]) == {"Boston"}
+
+
+EARLIER = [
+    ("s1", "2025-01-10", "I work at Initech."),
+    ("s2", "2023-01-10", "I work at Initech."),  # arrives later, says it earlier
+]
+
+
+async def test_earlier_episode_moves_the_start_back(mem, group):
+    known = await ingest(mem, group, EARLIER)
+    assert await targets(mem, group, "WORKS_FOR", as_of="2024-01-01") == {"Initech"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2022-06-01") == set()
+    assert await targets(mem, group, "WORKS_FOR") == {"Initech"}
+    # What we believed before the earlier episode arrived stays answerable.
+    assert await targets(mem, group, "WORKS_FOR", as_of="2024-01-01", known_at=known["s1"]) == set()
+    async with mem.pool.acquire() as conn:
+        history = await conn.fetch(
+            "SELECT lower(h.valid) AS vf FROM pgmemory.facts f, pgmemory.fact_history(f.id) h"
+            " WHERE f.group_id = $1 AND upper_inf(f.recorded)", group)
+    assert [r["vf"] for r in history] == [utc("2025-01-10"), utc("2023-01-10")]

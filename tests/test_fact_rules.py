@@ -1,0 +1,182 @@
+"""The temporal rules (sql/35_fact_rules.sql), table-driven through the SQL API pgmemory.add_fact
+and pgmemory.retract_fact: every branch of apply_claim, as any writer on a DB connection sees it."""
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from tests.support import utc
+
+# Each step: (target, kwargs). kwargs: frm / to (valid bounds), ref (reference time), neg (negated),
+# fn (functional), retract (retract the believed fact to that target). Expected: target -> intervals
+# believed now, as (from, to) date strings (None: unknown start / open end), sorted.
+CASES = {
+    "new fact keeps its stated start": (
+        [("Acme", {"frm": "2020-01-01"})],
+        {"Acme": [("2020-01-01", None)]}),
+    "unstated start stays unknown": (
+        [("Acme", {"ref": "2020-01-01"})],
+        {"Acme": [(None, None)]}),
+    "repeat inside the interval changes nothing": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"frm": "2021-01-01"})],
+        {"Acme": [("2020-01-01", None)]}),
+    "earlier repeat moves the start back": (
+        [("Acme", {"frm": "2022-01-01"}), ("Acme", {"frm": "2020-01-01"})],
+        {"Acme": [("2020-01-01", None)]}),
+    "earlier reference time moves a known start back": (
+        [("Acme", {"frm": "2022-01-01"}), ("Acme", {"ref": "2021-01-01"})],
+        {"Acme": [("2021-01-01", None)]}),
+    "a stated start fills an unknown one": (
+        [("Acme", {"ref": "2022-01-01"}), ("Acme", {"frm": "2019-01-01"})],
+        {"Acme": [("2019-01-01", None)]}),
+    "a stated end ends an open interval": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"frm": "2020-06-01", "to": "2021-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01")]}),
+    "re-assertion after the end opens a new interval": (
+        [("Acme", {"frm": "2020-01-01", "to": "2021-01-01"}), ("Acme", {"frm": "2022-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01"), ("2022-01-01", None)]}),
+    "re-assertion touching the end merges": (
+        [("Acme", {"frm": "2020-01-01", "to": "2021-01-01"}), ("Acme", {"frm": "2021-01-01", "to": "2022-01-01"})],
+        {"Acme": [("2020-01-01", "2022-01-01")]}),
+    "a claim bridging two intervals joins them": (
+        [("Acme", {"frm": "2020-01-01", "to": "2021-01-01"}), ("Acme", {"frm": "2022-01-01", "to": "2023-01-01"}),
+         ("Acme", {"frm": "2020-06-01", "to": "2022-06-01"})],
+        {"Acme": [("2020-01-01", "2023-01-01")]}),
+    "functional: the new value ends the old at its start": (
+        [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2021-01-01", "fn": True})],
+        {"Acme": [("2020-01-01", "2021-01-01")], "Globex": [("2021-01-01", None)]}),
+    "functional: same start withdraws the old belief": (
+        [("Acme", {"frm": "2021-01-01"}), ("Globex", {"frm": "2021-01-01", "fn": True})],
+        {"Globex": [("2021-01-01", None)]}),
+    "functional: an already ended value is left alone": (
+        [("Acme", {"frm": "2019-01-01", "to": "2020-01-01"}), ("Globex", {"frm": "2021-01-01", "fn": True})],
+        {"Acme": [("2019-01-01", "2020-01-01")], "Globex": [("2021-01-01", None)]}),
+    "functional late arrival about the past ends where the newer begins": (
+        [("Globex", {"frm": "2021-01-01"}), ("Initech", {"frm": "2019-01-01", "fn": True})],
+        {"Globex": [("2021-01-01", None)], "Initech": [("2019-01-01", "2021-01-01")]}),
+    "negation ends the open interval": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"neg": True, "ref": "2021-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01")]}),
+    "negation with a stated end": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"neg": True, "to": "2020-07-01", "ref": "2021-01-01"})],
+        {"Acme": [("2020-01-01", "2020-07-01")]}),
+    "negation of an unknown fact records it as ended": (
+        [("Acme", {"neg": True, "ref": "2021-01-01"})],
+        {"Acme": [(None, "2021-01-01")]}),
+    "negation about a time before the interval leaves it": (
+        [("Acme", {"frm": "2022-01-01"}), ("Acme", {"neg": True, "ref": "2021-01-01"})],
+        {"Acme": [("2022-01-01", None)]}),
+    "retraction withdraws the belief": (
+        [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2020-01-01"}), ("Acme", {"retract": True})],
+        {"Globex": [("2020-01-01", None)]}),
+}
+
+
+def add(conn, group: str, target: str, kw: dict) -> dict:
+    if kw.get("retract"):
+        fid = conn.execute("SELECT id FROM pgmemory.current_facts WHERE group_id = %s AND target = %s",
+                           (group, target)).fetchone()[0]
+        return conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fid)).fetchone()[0]
+    day = lambda k: utc(kw[k]) if kw.get(k) else None  # noqa: E731
+    return conn.execute(
+        "SELECT pgmemory.add_fact(%s, 'Alice', 'works for', %s, %s, p_valid_from => %s, p_valid_to => %s,"
+        " p_negated => %s, p_functional => %s, p_reference_time => coalesce(%s, %s))",
+        (group, target, f"Alice works for {target}.", day("frm"), day("to"), kw.get("neg", False),
+         kw.get("fn", False), day("ref"), day("frm") or utc("2020-01-01"))).fetchone()[0]
+
+
+def intervals(conn, group: str) -> dict[str, list]:
+    rows = conn.execute(
+        "SELECT target, valid_from, valid_to FROM pgmemory.current_facts WHERE group_id = %s", (group,)).fetchall()
+    out: dict[str, list] = {}
+    for target, vf, vt in rows:
+        out.setdefault(target, []).append((vf and vf.date().isoformat(), vt and vt.date().isoformat()))
+    return {k: sorted(v, key=lambda p: p[0] or "") for k, v in out.items()}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule(conn, group, name):
+    steps, expected = CASES[name]
+    for target, kw in steps:
+        add(conn, group, target, kw)
+        conn.commit()
+    assert intervals(conn, group) == expected
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_refold_from_claims_reproduces_the_belief(conn, group, name):
+    """Re-folding a lineage from nothing gives the belief the rules built step by step, unchanged."""
+    steps, _ = CASES[name]
+    for target, kw in steps:
+        add(conn, group, target, kw)
+        conn.commit()
+    before = conn.execute("SELECT version_id, recorded FROM pgmemory.facts WHERE group_id = %s ORDER BY 1",
+                          (group,)).fetchall()
+    lineages = [r[0] for r in conn.execute(
+        "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
+    changed = conn.execute("SELECT pgmemory.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
+    conn.commit()
+    assert changed == []
+    assert conn.execute("SELECT version_id, recorded FROM pgmemory.facts WHERE group_id = %s ORDER BY 1",
+                        (group,)).fetchall() == before
+
+
+def test_add_fact_reports_what_it_did(conn, group):
+    first = add(conn, group, "Acme", {"frm": "2020-01-01"})
+    conn.commit()
+    assert first["action"] == "created" and first["entities_created"] == ["Alice", "Acme"]
+    again = add(conn, group, "Acme", {"frm": "2019-01-01"})
+    conn.commit()
+    assert (again["action"], again["fact_id"], again["entities_created"]) == ("extended", first["fact_id"], [])
+    moved = add(conn, group, "Globex", {"frm": "2021-01-01", "fn": True})
+    conn.commit()
+    assert moved["action"] == "created" and moved["ended"] == [first["fact_id"]]
+    summary = conn.execute("SELECT summary FROM pgmemory.entities WHERE group_id = %s AND name = 'Acme'",
+                           (group,)).fetchone()[0]
+    assert summary == "Alice works for Acme (until 2021-01-01)."
+    history = conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s)", (first["fact_id"],)).fetchone()[0]
+    assert history == 3  # recorded, start moved back, ended
+
+
+@pytest.mark.parametrize("args, message", [
+    (("", "Alice", "WORKS_FOR", "Acme", "x"), "group must be"),
+    (("g", " ", "WORKS_FOR", "Acme", "x"), "non-empty entity names"),
+    (("g", "Alice", "WORKS_FOR", "alice", "x"), "the same entity"),
+    (("g", "Alice", "42", "Acme", "x"), "must start with a letter"),
+    (("g", "Alice", "WORKS_FOR", "Acme", ""), "non-empty sentence"),
+])
+def test_add_fact_refuses_bad_input(conn, args, message):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        conn.execute("SELECT pgmemory.add_fact(%s, %s, %s, %s, %s)", args)
+    conn.rollback()
+
+
+def test_retract_fact_of_another_group_is_not_found(conn, group):
+    fid = add(conn, group, "Acme", {"frm": "2020-01-01"})["fact_id"]
+    conn.commit()
+    with pytest.raises(psycopg.errors.NoDataFound, match="not believed in group"):
+        conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group + "-other", fid))
+    conn.rollback()
+    assert intervals(conn, group) == {"Acme": [("2020-01-01", None)]}
+
+
+async def test_memory_add_fact_and_retract_fact(memory, group):
+    out = await memory.add_fact(group, "Alice", "WORKS_FOR", "Acme", "Alice works for Acme.",
+                                valid_from="2020-01-01T00:00:00Z")
+    assert out["action"] == "created"
+    results = await memory.search("where does Alice work", group_ids=group)
+    assert [f.fact for f in results.facts] == ["Alice works for Acme."]
+    gone = await memory.retract_fact(group, out["fact_id"])
+    assert gone["action"] == "withdrawn"
+    assert (await memory.search("where does Alice work", group_ids=group)).facts == []
+    from pgmemory import InvalidInput
+
+    with pytest.raises(InvalidInput, match="not believed"):
+        await memory.retract_fact(group, out["fact_id"])
+    with pytest.raises(InvalidInput, match="no time zone"):
+        await memory.add_fact(group, "Alice", "WORKS_FOR", "Acme", "x", valid_from="2020-01-01")
+    with pytest.raises(InvalidInput, match="same entity"):
+        await memory.add_fact(group, "Alice", "WORKS_FOR", "ALICE", "x")
+    assert json.dumps(out)  # plain JSON for any caller
