@@ -67,11 +67,14 @@ async def sample_activity(dsn: str, fake, stop: asyncio.Event, out: dict[str, fl
     interval = 0.02
     try:
         while not stop.is_set():
-            idle, busy = await conn.fetchrow(
+            idle, busy, queries = await conn.fetchrow(
                 "SELECT count(*) FILTER (WHERE state = 'idle in transaction'),"
-                " count(*) FILTER (WHERE state <> 'idle')"
+                " count(*) FILTER (WHERE state <> 'idle'),"
+                " array_agg(left(query, 60)) FILTER (WHERE state = 'idle in transaction')"
                 " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 " AND backend_type = 'client backend'")
+            for q in queries or []:
+                out["idle_queries"][q] = out["idle_queries"].get(q, 0) + 1
             out["idle_in_tx_s"] += idle * interval
             if fake._in_flight > 0:
                 out["idle_in_tx_during_llm_s"] += idle * interval
@@ -107,7 +110,8 @@ async def latency_phase(args: argparse.Namespace) -> dict[str, Any]:
     client = LLMClient(base_url=fake.base_url, api_key="bench", model="scripted", max_retries=0,
                        max_concurrency=64)
     memory = await Memory.open(dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client), pool_size=args.pool)
-    activity = {"idle_in_tx_s": 0.0, "idle_in_tx_during_llm_s": 0.0, "max_busy_connections": 0, "samples": 0}
+    activity = {"idle_in_tx_s": 0.0, "idle_in_tx_during_llm_s": 0.0, "max_busy_connections": 0, "samples": 0,
+                "idle_queries": {}}
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_activity(dsn, fake, stop, activity))
     started = time.perf_counter()
@@ -137,6 +141,7 @@ async def latency_phase(args: argparse.Namespace) -> dict[str, Any]:
         "idle_in_tx_backend_s": round(activity["idle_in_tx_s"], 2),
         "idle_in_tx_during_llm_backend_s": round(activity["idle_in_tx_during_llm_s"], 2),
         "max_busy_connections": activity["max_busy_connections"],
+        "idle_in_tx_last_queries": activity["idle_queries"],
         "duplicate_entities": dup_entities, "duplicate_facts": dup_facts,
     }
 

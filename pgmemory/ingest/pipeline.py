@@ -38,7 +38,7 @@ from pgmemory.providers.llm import Usage
 CONTEXT_EPISODES = 4
 EPISODE_EMBED_CHARS = 2000
 DEFAULT_LEASE_SECONDS = 300.0
-DECIDE_ROUNDS = 4  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
+DECIDE_ROUNDS = 8  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
 
 
 @dataclass
@@ -150,8 +150,11 @@ class Ingestor:
                                     ep.group_id, ep.id, self.owner, version,
                                     _payload(ep, resolved, plan, usage, episode_vec))
             if out["state"] == "changed":
-                # Another writer changed the group since the read: read again under the lock and
-                # apply at once if no question changed (or the extractor decides locally).
+                # Another writer changed the group since the read. With an LLM: read again (no
+                # lock, no transaction); only questions whose candidates changed go back to it.
+                if not getattr(self.extractor, "decides_locally", False):
+                    continue
+                # A local extractor re-decides under the lock, so the next apply cannot miss.
                 started = time.perf_counter()
                 try:
                     async with self.pool.acquire() as conn, conn.transaction():
@@ -161,7 +164,7 @@ class Ingestor:
                             resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
                                                            decisions.cached(), previous, usage)
                         except _NotDecided:
-                            continue  # some question changed: back to the extractor, no lock held
+                            continue  # cannot happen with a local extractor; read again to be safe
                         out = await conn.fetchval(
                             "SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
                             self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
