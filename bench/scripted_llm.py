@@ -107,7 +107,8 @@ class ScriptedModel:
             "facts": [{"source": f.source, "target": f.target, "relation_type": f.relation, "fact": f.fact,
                        "valid_at": prompts.iso(f.valid_at) if f.valid_at else None,
                        "invalid_at": prompts.iso(f.invalid_at) if f.invalid_at else None,
-                       "negated": f.negated, "functional": f.functional, "attributes": {}}
+                       "negated": f.negated, "functional": f.functional, "attributes": {},
+                       "kind": f.attributes.get("kind", "state")}
                       for f in found.facts],
         }
 

@@ -32,6 +32,12 @@ CREATE TABLE pgmemory.fact_claims (
     contradicts  uuid[] NOT NULL DEFAULT '{}',  -- lineages this claim ends
     recorded_at  timestamptz NOT NULL DEFAULT now()
 );
+DO $$ BEGIN  -- a database whose embedding dimension is already fixed
+    IF (SELECT value FROM pgmemory.settings WHERE key = 'embedding_dim') IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE pgmemory.fact_claims ALTER COLUMN embedding TYPE vector(%s)',
+                       (SELECT value FROM pgmemory.settings WHERE key = 'embedding_dim')::integer);
+    END IF;
+END $$;
 CREATE INDEX fact_claims_lineage ON pgmemory.fact_claims (group_id, lineage);
 CREATE INDEX fact_claims_episode ON pgmemory.fact_claims (group_id, episode_id);
 CREATE INDEX fact_claims_contradicts ON pgmemory.fact_claims USING gin (contradicts);

@@ -1,6 +1,6 @@
 """The README demo: init, doctor, ingest a bundled multi-session conversation offline, then
-search, build the context string, and answer one question at three valid times and two
-transaction times."""
+search, build the context string (now and as of a past date), and answer one question at three
+valid times and two transaction times."""
 from __future__ import annotations
 
 import asyncio
@@ -57,6 +57,9 @@ async def _run() -> int:
         print(render(await memory.search(QUESTION, group_ids=[GROUP], limit=5)))
         print("\nContext string for the LLM:\n")
         print(await memory.context(QUESTION, group_ids=[GROUP], limit=5, max_chars=1500))
+        print("\nThe same, as of 2022-06-01 (only what was true then):\n")
+        print(await memory.context(QUESTION, group_ids=[GROUP], limit=5, max_chars=1500,
+                                   filters=SearchFilters(as_of=_utc("2022-06-01"))))
 
         print(f"\n{QUESTION} — by valid time T (rows) and what we knew at T' (columns)\n")
         times = [_utc("2022-06-01"), _utc("2023-06-01"), _utc("2024-06-01")]

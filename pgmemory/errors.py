@@ -9,6 +9,10 @@ class DatabaseUnavailable(PgMemoryError):
     """The configured Postgres did not answer, or refused the connection."""
 
 
+class DatabaseTimeout(DatabaseUnavailable):
+    """A statement ran or waited for a lock longer than its configured timeout."""
+
+
 class SetupError(PgMemoryError):
     """The server lacks something pgmemory needs (version, extension, init)."""
 

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from pydantic import BaseModel
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import ExtractedFact, Extractor
-from pgmemory.ingest.episode import Episode, episode_uuid, parse_time, validate_episode, validate_group_id
+from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
+                                     validate_group_id, validate_group_ids)
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
                                       fact_embedding_text)
 from pgmemory.ingest.worker import Worker, WorkerStats
@@ -19,10 +21,12 @@ from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
 from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
+from pgmemory.search.candidates import refused_ids_as_input_errors
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
                   "episode_id")
@@ -78,9 +82,10 @@ class Memory:
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
         `lease_seconds`: how long an episode this process works on stays leased to it without a
         renewal (renewed every third of it); after a crash, others take the episode over then."""
+        check_int(pool_size, "pool_size", 1, 1000)
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
-            raise InvalidInput(f"lease_seconds must be a number between 1 and 86400, got {lease_seconds!r}")
+            raise InvalidInput(f"lease_seconds must be between 1 and 86400, got {lease_seconds!r}")
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
         await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
@@ -111,6 +116,8 @@ class Memory:
         """
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
                               source_description=source_description, episode_id=episode_id)
+        check_custom_types(entity_types, "entity_types")
+        check_custom_types(edge_types, "edge_types")
         return await self.ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
 
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
@@ -119,12 +126,15 @@ class Memory:
                            edge_types: dict[str, type] | None = None) -> list[EpisodeResult | IngestError]:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
         then ordered within each group and parallel across groups. Failures are returned, not raised."""
+        check_int(concurrency, "concurrency", 1, 1000)
+        check_custom_types(entity_types, "entity_types")
+        check_custom_types(edge_types, "edge_types")
         validated = validate_batch(episodes)
         by_group: dict[str, list[tuple[int, Episode]]] = {}
         for i, ep in enumerate(validated):
             by_group.setdefault(ep.group_id, []).append((i, ep))
         results: list[EpisodeResult | IngestError | None] = [None] * len(validated)
-        gate = asyncio.Semaphore(max(1, concurrency))
+        gate = asyncio.Semaphore(concurrency)
 
         async def run_group(items: list[tuple[int, Episode]]) -> None:
             async with gate:
@@ -184,8 +194,9 @@ class Memory:
         """The paper's context string for a query: facts with UTC date ranges (one-day events
         "on <date>"), entities with summaries (and community summaries / raw episodes on request),
         never more than max_chars, facts first. With as-of filters, only that slice's text."""
-        if not isinstance(max_chars, int) or max_chars < 200:
-            raise InvalidInput(f"max_chars must be an integer of at least 200, got {max_chars!r}")
+        check_int(max_chars, "max_chars", 200, 1_000_000)
+        check_bool(communities, "communities")
+        check_bool(episodes, "episodes")
         results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)
         return build_context(results, max_chars=max_chars, communities=communities, episodes=episodes)
 
@@ -193,22 +204,17 @@ class Memory:
                   engine: str = "sql") -> dict[Any, int]:
         """Entities within `depth` hops of `seeds` over believed facts -> distance. engine "sql"
         (recursive SQL, the default: faster, see bench/) or "age" (Cypher over the AGE mirror)."""
-        groups = [validate_group_id(g) for g in ([group_ids] if isinstance(group_ids, str) else group_ids)]
-        if not isinstance(depth, int) or not 1 <= depth <= 5:
-            raise InvalidInput(f"depth must be an integer between 1 and 5, got {depth!r}")
+        groups = validate_group_ids(group_ids)
+        check_int(depth, "depth", 1, 5)
         if engine not in ("sql", "age"):
-            raise InvalidInput(f"unknown BFS engine {engine!r}: use sql or age")
-        seed_ids = [uuid.UUID(str(s)) for s in seeds]
+            raise InvalidInput(f"unknown BFS engine {engine!r:.40}: use sql or age")
+        seed_ids = list(check_uuids(seeds, "seeds"))
+        function = "bfs_entities_age" if engine == "age" else "bfs_entities"
         async with self.pool.acquire() as conn:
-            if engine == "age":
-                if await conn.fetchval("SELECT pgmemory.setting('graph_mode') #>> '{}'") != "age":
-                    raise InvalidInput("BFS engine 'age' needs Apache AGE; this database uses SQL traversal")
-                rows = await conn.fetch(
-                    "SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities_age($1, $2) b"
-                    " JOIN pgmemory.entities e ON e.id = b.entity_id WHERE e.group_id = ANY ($3)",
-                    seed_ids, depth, groups)
-            else:
-                rows = await conn.fetch("SELECT entity_id, distance FROM pgmemory.bfs_entities($1, $2, $3)",
+            if engine == "age" and await conn.fetchval("SELECT pgmemory.setting('graph_mode') #>> '{}'") != "age":
+                raise InvalidInput("BFS engine 'age' needs Apache AGE; this database uses SQL traversal")
+            with refused_ids_as_input_errors():
+                rows = await conn.fetch(f"SELECT entity_id, distance FROM pgmemory.{function}($1, $2, $3)",
                                         groups, seed_ids, depth)
         return {r["entity_id"]: r["distance"] for r in rows}
 
@@ -217,6 +223,8 @@ class Memory:
                     ) -> list[EpisodeResult | IngestError]:
         """Re-run failed or unfinished (pending, or processing with an expired lease) episodes,
         oldest first within each group. Episodes another worker holds a live lease on are left to it."""
+        if group_id is not None:
+            validate_group_id(group_id)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
                 "SELECT id, group_id, content, kind, actor, valid_at, source_description"
@@ -229,13 +237,13 @@ class Memory:
                   "source_description": r["source_description"], "episode_id": r["id"]} for r in rows]
         return await self.add_episodes(batch, on_done=on_done)
 
-    async def episode_status(self, episode_id: Any, group_id: str | None = None) -> dict[str, Any] | None:
-        """Status, attempts, error and LLM cost of one episode (None if unknown)."""
-        eid = episode_uuid(group_id or "", episode_id)
+    async def episode_status(self, episode_id: Any, group_id: str) -> dict[str, Any] | None:
+        """Status, attempts, error and LLM cost of one episode of the group (None if unknown there)."""
+        eid = episode_uuid(validate_group_id(group_id), episode_id)
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT id, group_id, status, attempts, error, llm_calls, prompt_tokens, completion_tokens"
-                " FROM pgmemory.episodes WHERE id = $1", eid)
+                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2", group_id, eid)
         return dict(row) if row else None
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
@@ -251,7 +259,9 @@ class Memory:
             try:
                 out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"episode {episode_id} does not exist in group {group!r}") from None
+                raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
+            if erase:
+                await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
 
@@ -264,8 +274,7 @@ class Memory:
         (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
         group = validate_group_id(group_id)
         for name, value in (("source", source), ("relation", relation), ("target", target), ("fact", fact)):
-            if not isinstance(value, str) or not value.strip():
-                raise InvalidInput(f"{name} must be a non-empty string")
+            check_text(value, name, max_chars=MAX_CONTENT_CHARS)
         times = [None if v is None else parse_time(v, n)
                  for n, v in (("valid_from", valid_from), ("valid_to", valid_to),
                               ("reference_time", reference_time))]
@@ -287,10 +296,7 @@ class Memory:
     async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
         """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
         group = validate_group_id(group_id)
-        try:
-            fid = uuid.UUID(str(fact_id))
-        except ValueError:
-            raise InvalidInput(f"fact id must be a UUID, got {fact_id!r}") from None
+        fid = check_uuid(fact_id, "fact id")
         async with self.pool.acquire() as conn:
             try:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
@@ -304,24 +310,63 @@ class Memory:
             return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
 
 
-def validate_batch(episodes: Iterable[Mapping[str, Any]]) -> list[Episode]:
-    """Validate every episode of a batch; the first malformed one is named by its position."""
-    out = []
-    for n, item in enumerate(episodes, start=1):
+ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
+                      "term_stats")
+
+
+async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
+    """After an erase, VACUUM the tables (and AGE label tables) that held its text, so dead
+    row versions and their index entries do not keep the bytes until autovacuum."""
+    names = [f"pgmemory.{t}" for t in ERASED_TEXT_TABLES]
+    graph = await conn.fetch("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) AS t FROM pg_tables"
+                             " WHERE schemaname = 'pgmemory_graph' AND tablename IN ('Entity', 'Episode', 'RELATES_TO')")
+    await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(names + [r["t"] for r in graph]))
+
+
+def check_custom_types(types: Any, name: str) -> None:
+    """entity_types / edge_types: None or a dict of type name -> pydantic model class."""
+    if types is None:
+        return
+    if not isinstance(types, Mapping) or not all(
+            isinstance(k, str) and k.strip() and isinstance(v, type) and issubclass(v, BaseModel)
+            for k, v in types.items()):
+        raise InvalidInput(f"{name} must be a dict of type name -> pydantic model class")
+
+
+def validate_batch(episodes: Iterable[Mapping[str, Any]], *,
+                   positions: Sequence[int] | None = None, unit: str = "episode") -> list[Episode]:
+    """Validate every episode of a batch; the first malformed one is named by its position
+    (`positions[i]`, e.g. file line numbers, else 1, 2, ...). One id used twice in a group with
+    different content is an error naming both positions (the same episode twice is a no-op)."""
+    out: list[Episode] = []
+    first: dict[tuple[str, uuid.UUID], tuple[int, Episode]] = {}
+    for i, item in enumerate(check_list(episodes, "episodes")):
+        n = positions[i] if positions is not None else i + 1
         if not isinstance(item, Mapping):
-            raise InvalidInput(f"episode {n}: expected an object, got {type(item).__name__}")
-        unknown = set(item) - set(EPISODE_FIELDS)
+            raise InvalidInput(f"{unit} {n}: expected an object, got {type(item).__name__}")
+        unknown = sorted(repr(k) for k in item if k not in EPISODE_FIELDS)
         if unknown:
-            raise InvalidInput(f"episode {n}: unknown field(s) {', '.join(sorted(unknown))}; "
+            raise InvalidInput(f"{unit} {n}: unknown field(s) {', '.join(unknown)[:200]}; "
                                f"allowed: {', '.join(EPISODE_FIELDS)}")
         try:
-            out.append(validate_episode(
+            ep = validate_episode(
                 item.get("group_id"), item.get("content"), kind=item.get("kind", "message"),
                 actor=item.get("actor"), reference_time=item.get("reference_time"),
-                source_description=item.get("source_description", ""), episode_id=item.get("episode_id")))
+                source_description=item.get("source_description", ""), episode_id=item.get("episode_id"))
         except InvalidInput as exc:
-            raise InvalidInput(f"episode {n}: {exc}") from None
+            raise InvalidInput(f"{unit} {n}: {exc}") from None
+        seen = first.setdefault((ep.group_id, ep.id), (n, ep))
+        if seen[1] is not ep and not _same_episode(seen[1], ep):
+            given = item.get("episode_id")
+            raise InvalidInput(f"{unit}s {seen[0]} and {n} use the same episode_id {given!r:.80} in group "
+                               f"{ep.group_id!r:.80} for different episodes; give each its own id")
+        out.append(ep)
     return out
+
+
+def _same_episode(a: Episode, b: Episode) -> bool:
+    return (a.content, a.kind, a.actor, a.reference_time, a.source_description) == \
+        (b.content, b.kind, b.actor, b.reference_time, b.source_description)
 
 
 class SyncMemory:

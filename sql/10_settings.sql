@@ -18,26 +18,34 @@ BEGIN
         RAISE EXCEPTION 'embedding dimension must be between 1 and 16000, got %', p_dim
             USING ERRCODE = '22023';
     END IF;
-    IF current_dim IS NOT NULL THEN
-        IF current_dim <> p_dim THEN
-            RAISE EXCEPTION 'embedding dimension mismatch: this database stores %-d embeddings, the embedder produces %-d',
-                current_dim, p_dim
-                USING ERRCODE = '22023',
-                      HINT = 'use the embedder this database was initialised with, or re-embed into a new database';
-        END IF;
-        RETURN current_dim;
+    IF current_dim IS NOT NULL AND current_dim <> p_dim THEN
+        RAISE EXCEPTION 'embedding dimension mismatch: this database stores %-d embeddings, the embedder produces %-d',
+            current_dim, p_dim
+            USING ERRCODE = '22023',
+                  HINT = 'use the embedder this database was initialised with, or re-embed into a new database';
     END IF;
+    -- Every embedding column, typed; the searched ones indexed. Columns added by later
+    -- migrations are typed on the next init; what is already typed and indexed is not touched
+    -- (no lock taken: init runs while writers ingest).
     FOR col IN
-        SELECT * FROM (VALUES
-            ('episodes', 'embedding'), ('entities', 'name_embedding'),
-            ('facts', 'embedding'), ('communities', 'name_embedding')) AS c(tbl, colname)
+        SELECT c.*, format_type(a.atttypid, a.atttypmod) AS typed FROM (VALUES
+            ('episodes', 'embedding', true), ('entities', 'name_embedding', true),
+            ('facts', 'embedding', true), ('communities', 'name_embedding', true),
+            ('fact_claims', 'embedding', false)) AS c(tbl, colname, searched)
+        JOIN pg_attribute a ON a.attrelid = to_regclass('pgmemory.' || c.tbl) AND a.attname = c.colname
     LOOP
-        EXECUTE format('ALTER TABLE pgmemory.%I ALTER COLUMN %I TYPE vector(%s)',
-                       col.tbl, col.colname, p_dim);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgmemory.%I USING hnsw (%I vector_cosine_ops)',
-                       col.tbl || '_' || col.colname || '_hnsw', col.tbl, col.colname);
+        IF col.typed <> format('vector(%s)', p_dim) THEN
+            EXECUTE format('ALTER TABLE pgmemory.%I ALTER COLUMN %I TYPE vector(%s)',
+                           col.tbl, col.colname, p_dim);
+        END IF;
+        IF col.searched AND to_regclass(format('pgmemory.%I', col.tbl || '_' || col.colname || '_hnsw')) IS NULL THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgmemory.%I USING hnsw (%I vector_cosine_ops)',
+                           col.tbl || '_' || col.colname || '_hnsw', col.tbl, col.colname);
+        END IF;
     END LOOP;
-    INSERT INTO pgmemory.settings (key, value) VALUES ('embedding_dim', to_jsonb(p_dim));
+    IF current_dim IS NULL THEN
+        INSERT INTO pgmemory.settings (key, value) VALUES ('embedding_dim', to_jsonb(p_dim));
+    END IF;
     RETURN p_dim;
 END
 $$;

@@ -117,20 +117,21 @@ BEGIN
 END
 $$;
 
--- The four query shapes.
+-- The four query shapes. "True at T" is pgmemory.holds_at: a state valid at T, or a
+-- one-off event that had happened by T.
 
 -- What is true now, as we know it now.
 CREATE OR REPLACE FUNCTION pgmemory.facts_current(p_group text)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
     SELECT * FROM pgmemory.facts
-     WHERE group_id = p_group AND valid @> now() AND upper_inf(recorded)
+     WHERE group_id = p_group AND pgmemory.holds_at(valid, is_event, now()) AND upper_inf(recorded)
 $$;
 
 -- What was true at p_valid_at, as we know it now.
 CREATE OR REPLACE FUNCTION pgmemory.facts_valid_at(p_group text, p_valid_at timestamptz)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
     SELECT * FROM pgmemory.facts
-     WHERE group_id = p_group AND valid @> p_valid_at AND upper_inf(recorded)
+     WHERE group_id = p_group AND pgmemory.holds_at(valid, is_event, p_valid_at) AND upper_inf(recorded)
 $$;
 
 -- What we believed at p_known_at about p_valid_at.
@@ -138,13 +139,14 @@ CREATE OR REPLACE FUNCTION pgmemory.facts_as_of(
     p_group text, p_valid_at timestamptz, p_known_at timestamptz)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
     SELECT * FROM pgmemory.facts
-     WHERE group_id = p_group AND valid @> p_valid_at AND recorded @> p_known_at
+     WHERE group_id = p_group AND pgmemory.holds_at(valid, is_event, p_valid_at) AND recorded @> p_known_at
 $$;
 
--- Every version of fact p_id, oldest belief first.
-CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_id uuid)
+-- Every version of fact p_id of group p_group, oldest belief first (scoped to
+-- the group like every read: another group's fact id returns nothing).
+CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_group text, p_id uuid)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
-    SELECT * FROM pgmemory.facts WHERE id = p_id ORDER BY lower(recorded), version_id
+    SELECT * FROM pgmemory.facts WHERE group_id = p_group AND id = p_id ORDER BY lower(recorded), version_id
 $$;
 
 -- Readable view of what is believed now, with entity names and bound status.

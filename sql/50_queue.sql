@@ -131,8 +131,15 @@ BEGIN
     IF p_source_description IS NULL THEN
         RAISE EXCEPTION 'source_description must be a string' USING ERRCODE = '22023';
     END IF;
-    v_id := CASE WHEN p_episode_id IS NULL THEN gen_random_uuid()
-                 ELSE pgmemory.episode_uuid(p_group, p_episode_id) END;
+    -- Without an id: derived from (group, actor, reference time as a UTC instant, content)
+    -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
+    v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory.episode_uuid(p_group, p_episode_id)
+                 ELSE pgmemory.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', concat_ws(chr(31), 'default', p_group,
+                          coalesce(btrim(p_actor), ''),
+                          to_char(p_reference_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+                          || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
+                                  THEN to_char(p_reference_time AT TIME ZONE 'UTC', '.US') ELSE '' END
+                          || '+00:00', p_content)) END;
     INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)
     VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time)
     ON CONFLICT DO NOTHING;

@@ -67,6 +67,7 @@ BEGIN
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
            AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = fe.fact_id);
         DELETE FROM pgmemory.entity_versions WHERE group_id = p_group AND entity_id = ANY (touched);
+        DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;  -- words only it used
         INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
         VALUES (p_group, p_episode, cardinality(changed) + cardinality(removed),
                 cardinality(touched) + entities_removed);

@@ -1,17 +1,19 @@
 -- Entities as of a slice of time (issue 18.4): the slice is the fact versions
--- valid at T (p_point; any time when NULL) and believed at T' (p_known_at; now
--- when NULL). In an as-of search an entity is shown only if a fact of the
+-- that hold at T (pgmemory.holds_at: states valid then, events that had
+-- happened by then; p_point, any time when NULL) and were believed at T'
+-- (p_known_at; now when NULL). In an as-of search an entity is shown only if a fact of the
 -- slice touches it, with its name/labels/attributes as recorded at T' and a
 -- summary built from slice facts only, so no text from outside the slice (a
 -- later job, a fact learned after T') reaches the answer. Communities are not
 -- part of as-of answers (nothing versions them yet).
 
--- Is a fact version in the slice (valid at p_point, believed at p_known_at)?
+-- Is a fact version in the slice (holds at p_point, believed at p_known_at)?
 CREATE OR REPLACE FUNCTION pgmemory.fact_in_slice(
-    p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz)
+    p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz,
+    p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT (CASE WHEN p_known_at IS NULL THEN upper_inf(p_recorded) ELSE p_recorded @> p_known_at END)
-       AND (p_point IS NULL OR p_valid @> p_point)
+       AND pgmemory.holds_at(p_valid, p_event, p_point)
 $$;
 
 -- The same test, worded so that the planner cannot match the partial indexes
@@ -20,10 +22,11 @@ $$;
 -- read and sort all of a hub's facts, instead of a few entries of
 -- facts_source_started / facts_target_started (measured: 5x slower).
 CREATE OR REPLACE FUNCTION pgmemory.fact_in_slice_unindexed(
-    p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz)
+    p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz,
+    p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT (CASE WHEN p_known_at IS NULL THEN upper(p_recorded) IS NULL ELSE p_recorded @> p_known_at END)
-       AND (p_point IS NULL OR p_valid @> p_point)
+       AND pgmemory.holds_at(p_valid, p_event, p_point)
 $$;
 
 -- The slice facts touching an entity (as source or target). A set-returning
@@ -35,11 +38,11 @@ CREATE OR REPLACE FUNCTION pgmemory.slice_facts_of(
 RETURNS TABLE (fact text, rec timestamptz, version_id bigint) LANGUAGE sql STABLE AS $$
     SELECT f.fact, lower(f.recorded), f.version_id FROM pgmemory.facts f
      WHERE f.group_id = p_group AND f.source_id = p_entity
-       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at)
+       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
     UNION ALL
     SELECT f.fact, lower(f.recorded), f.version_id FROM pgmemory.facts f
      WHERE f.group_id = p_group AND f.target_id = p_entity
-       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at)
+       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
 $$;
 
 -- The entity's summary in the slice: its five slice facts (as source or
@@ -56,23 +59,23 @@ RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
                    FROM pgmemory.facts f
                   WHERE f.source_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at)
+                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, lower(f.valid), lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.target_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at)
+                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, NULL, lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.source_id = p_entity AND f.group_id = p_group AND lower(f.valid) IS NULL
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at)
+                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.recorded) DESC, f.version_id DESC LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, NULL, lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.target_id = p_entity AND f.group_id = p_group AND lower(f.valid) IS NULL
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at)
+                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.recorded) DESC, f.version_id DESC LIMIT 5)) u
              ORDER BY u.started DESC NULLS LAST, u.rec DESC, u.version_id DESC LIMIT 5) s
 $$;
@@ -118,7 +121,7 @@ BEGIN
           JOIN pgmemory.facts f ON f.version_id = h.version_id
          CROSS JOIN LATERAL (VALUES (f.source_id), (f.target_id)) AS x (id)
     ), scored AS (
-        SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' || string_agg(c.fact, ' ')), tq)::double precision AS s
+        SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' || string_agg(c.fact, ' ' ORDER BY c.fact)), tq)::double precision AS s
           FROM (SELECT named.id, named.fact FROM named UNION ALL SELECT described.id, described.fact FROM described) c
           JOIN pgmemory.entities e ON e.id = c.id AND e.group_id = ANY (p_groups)
          WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)

@@ -11,8 +11,27 @@ RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
 $$;
 
+-- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
+-- no id of another group can enter a query. The message is the same for an id
+-- of another group and for one that does not exist: it reveals nothing.
+CREATE OR REPLACE FUNCTION pgmemory.require_group_entities(p_groups text[], p_ids uuid[], p_what text)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    bad uuid;
+BEGIN
+    SELECT s INTO bad FROM unnest(p_ids) AS s
+     WHERE s IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.entities e WHERE e.id = s AND e.group_id = ANY (p_groups))
+     LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION '% % is not an entity of the searched groups', p_what, bad USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+
 -- Entities within p_depth hops of p_seeds over believed facts visible at the
--- given time point(s), with their distance (no AGE needed). Expands one
+-- given time point(s), with their distance (no AGE needed). Seeds must be
+-- entities of p_groups (refused otherwise). Expands one
 -- frontier per hop, never revisiting an entity; p_max_entities (NULL: no
 -- limit) stops the walk once that many entities are reached, which keeps the
 -- nearest ones because BFS visits them in distance order.
@@ -26,6 +45,7 @@ DECLARE
     frontier uuid[] := seen;
     d integer := 0;
 BEGIN
+    PERFORM pgmemory.require_group_entities(p_groups, seen, 'bfs seed');
     RETURN QUERY SELECT s, 0 FROM unnest(seen) AS s;
     WHILE d < p_depth AND cardinality(frontier) > 0
           AND (p_max_entities IS NULL OR cardinality(seen) < p_max_entities) LOOP
@@ -35,12 +55,12 @@ BEGIN
                 SELECT f.target_id AS n FROM pgmemory.facts f
                  WHERE f.source_id = ANY (frontier) AND f.group_id = ANY (p_groups)
                    AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
-                   AND (p_as_of IS NULL OR f.valid @> p_as_of)
+                   AND pgmemory.holds_at(f.valid, f.is_event, p_as_of)
                 UNION ALL
                 SELECT f.source_id FROM pgmemory.facts f
                  WHERE f.target_id = ANY (frontier) AND f.group_id = ANY (p_groups)
                    AND (CASE WHEN p_known_at IS NULL THEN upper_inf(f.recorded) ELSE f.recorded @> p_known_at END)
-                   AND (p_as_of IS NULL OR f.valid @> p_as_of)) x
+                   AND pgmemory.holds_at(f.valid, f.is_event, p_as_of)) x
              WHERE x.n <> ALL (seen));
         seen := seen || frontier;
         RETURN QUERY SELECT n, d FROM unnest(frontier) AS n;
@@ -54,11 +74,12 @@ $$;
 -- p_bounds (see search_candidates). Inlined by the planner.
 CREATE OR REPLACE FUNCTION pgmemory.fact_in_view(
     p_valid tstzrange, p_recorded tstzrange, p_relation text, p_point timestamptz,
-    p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[])
+    p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[],
+    p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT (CASE WHEN p_known_at IS NOT NULL THEN p_recorded @> p_known_at
                  ELSE p_superseded OR upper_inf(p_recorded) END)
-       AND (p_point IS NULL OR p_valid @> p_point)
+       AND pgmemory.holds_at(p_valid, p_event, p_point)
        AND (cardinality(p_relations) = 0 OR p_relation = ANY (p_relations))
        AND (p_bounds[1] IS NULL OR lower(p_valid) >= p_bounds[1])
        AND (p_bounds[2] IS NULL OR lower(p_valid) <= p_bounds[2])
@@ -105,15 +126,18 @@ DECLARE
     point timestamptz;
     tq tsquery := pgmemory.or_tsquery(p_query);
 BEGIN
+    -- Every id the caller passes must be an entity of the searched groups.
+    PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
+    PERFORM pgmemory.require_group_entities(p_groups, ARRAY[center], 'center');
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
         seeds := ARRAY(
             SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
-             WHERE m.episode_id IN (
-                SELECT r.id FROM unnest(p_groups) AS g (gid)
+             WHERE (m.group_id, m.episode_id) IN (
+                SELECT r.group_id, r.id FROM unnest(p_groups) AS g (gid)
                 CROSS JOIN LATERAL (
-                    SELECT e.id, e.valid_at FROM pgmemory.episodes e
+                    SELECT e.group_id, e.id, e.valid_at FROM pgmemory.episodes e
                      WHERE e.group_id = g.gid AND e.status = 'done'
                        AND (known_at IS NULL OR e.recorded_at <= known_at)
                      ORDER BY e.valid_at DESC LIMIT bfs_recent) r
@@ -128,7 +152,7 @@ BEGIN
              WHERE 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                AND f.group_id = ANY (p_groups)
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds)
+                                         include_superseded, relations, bounds, f.is_event)
              ORDER BY f.embedding <=> p_embedding
              LIMIT k) c
     ),
@@ -151,7 +175,7 @@ BEGIN
               JOIN reach rt ON rt.entity_id = f.target_id
              WHERE 'facts' = ANY (kinds) AND f.group_id = ANY (p_groups)
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds)
+                                         include_superseded, relations, bounds, f.is_event)
              ORDER BY 2, 3 DESC
              LIMIT k) c
     ),
@@ -188,7 +212,7 @@ BEGIN
     ent_bfs AS (
         SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
           FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
-         WHERE 'entities' = ANY (kinds)
+         WHERE 'entities' = ANY (kinds) AND e.group_id = ANY (p_groups)
            AND (known_at IS NULL OR e.created_at <= known_at)
            AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
            AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
@@ -228,8 +252,8 @@ BEGIN
           FROM (SELECT version_id, r FROM fact_cos UNION ALL SELECT version_id, r FROM fact_text) fr
           JOIN pgmemory.facts f ON f.version_id = fr.version_id
           JOIN pgmemory.fact_episodes fe ON fe.fact_id = f.id
-          JOIN pgmemory.episodes ep ON ep.id = fe.episode_id
-         WHERE 'episodes' = ANY (kinds)
+          JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
+         WHERE 'episodes' = ANY (kinds) AND fe.group_id = ANY (p_groups)
            AND (known_at IS NULL OR ep.recorded_at <= known_at)
            AND (as_of IS NULL OR ep.valid_at <= as_of)
          GROUP BY fe.episode_id
@@ -295,6 +319,6 @@ BEGIN
                'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
                'source_description', ep.source_description,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
-      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id;
+      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND ep.group_id = ANY (p_groups);
 END
 $$;

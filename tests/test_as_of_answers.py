@@ -33,7 +33,8 @@ async def now_ts(memory) -> datetime:
 
 
 async def slice_sentences(memory, group, as_of, known_at) -> tuple[set[str], set[str]]:
-    """(sentences of the slice, every other fact sentence of the group), from the public SQL API."""
+    """(sentences of the slice, every other fact sentence of the group), from the public SQL API
+    (facts_valid_at / facts_as_of: true at T by pgmemory.holds_at, believed at T')."""
     async with memory.pool.acquire() as conn:
         every = {r[0] for r in await conn.fetch("SELECT fact FROM pgmemory.facts WHERE group_id = $1", group)}
         point = as_of or await conn.fetchval("SELECT now()")
@@ -173,10 +174,10 @@ async def test_dates_are_utc_whatever_the_session_time_zone(db_dsn, memory, maya
 
 # --- LLM extractor through the fake OpenAI server, with scripted answers --------------------
 
-def _fact(source, target, relation, fact, valid_at=None, invalid_at=None, **extra):
+def _fact(source, target, relation, fact, valid_at=None, invalid_at=None, kind="state"):
     return {"source": source, "target": target, "relation_type": relation, "fact": fact,
-            "valid_at": valid_at, "invalid_at": invalid_at, "negated": False,
-            "functional": relation in ("WORKS_FOR", "LIVES_IN"), **extra}
+            "valid_at": valid_at, "invalid_at": invalid_at, "negated": False, "kind": kind,
+            "functional": relation in ("WORKS_FOR", "LIVES_IN")}
 
 
 def _entity(name, summary=""):
@@ -196,7 +197,7 @@ EPISODES = [  # (reference time, text, scripted extraction reply)
     ("2023-08-20T10:00:00+00:00", "I visited Lisbon last Saturday.", {
         "entities": [_entity("Alice"), _entity("Lisbon", "A city Alice visited.")],
         "facts": [_fact("Alice", "Lisbon", "VISITED", "Alice visited Lisbon.", "2023-08-12T00:00:00Z",
-                        "2023-08-13T00:00:00Z", attributes={"kind": "event"})]}),
+                        "2023-08-13T00:00:00Z", kind="event")]}),
     ("2024-02-01T10:00:00+00:00", "I moved to Denver, joined Initech and now follow the Broncos.", {
         "entities": [_entity("Alice"), _entity("Denver", "Alice's new city."),
                      _entity("Initech", "Alice's employer since 2024."),
@@ -269,9 +270,12 @@ async def test_llm_event_is_rendered_on_its_day(alice):
     memory, group = alice["memory"], alice["group"]
     on_the_day = await memory.context("Lisbon", group_ids=[group], filters=SearchFilters(as_of=utc("2023-08-12T15:00")))
     assert "- Alice visited Lisbon. (on 2023-08-12)" in on_the_day
-    history = await memory.context("Lisbon", group_ids=[group],
-                                   filters=SearchFilters(include_invalidated=True))
-    assert "- Alice visited Lisbon. (on 2023-08-12)" in history
+    # A past event stays in later answers (pgmemory.holds_at), and is not in earlier ones.
+    later = await memory.context("Lisbon", group_ids=[group], filters=SearchFilters(as_of=utc("2024-06-01")))
+    assert "- Alice visited Lisbon. (on 2023-08-12)" in later
+    assert "- Alice visited Lisbon. (on 2023-08-12)" in await memory.context("Lisbon", group_ids=[group])
+    before = await memory.context("Lisbon", group_ids=[group], filters=SearchFilters(as_of=utc("2023-08-01")))
+    assert "Alice visited Lisbon" not in before
     assert "(Date range: 2021-03-01 10:00 UTC - 2022-04-01 00:00 UTC)" in await memory.context(
         "Alice Acme", group_ids=[group], filters=SearchFilters(include_invalidated=True))
 
@@ -353,3 +357,13 @@ async def test_known_at_shows_names_as_recorded_then(db_dsn, fake_openai, group)
         assert [f.target for f in now.facts] == ["Acme Robotics Inc"]
     finally:
         await memory.close()
+
+
+async def test_offline_event_is_rendered_on_its_day(memory, group):
+    await memory.add_episode(group, "I visited Lisbon yesterday.", actor="Maya", reference_time=utc("2024-03-10T09:00"))
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Maya", reference_time=utc("2024-03-10T09:05"))
+    on_the_day = await memory.context("Lisbon", group_ids=[group], filters=SearchFilters(as_of=utc("2024-03-09T12:00")))
+    assert "- Maya visited Lisbon. (on 2024-03-09)" in on_the_day and "Acme" not in on_the_day
+    now = await memory.context("Maya", group_ids=[group])  # a past event stays in view
+    assert "- Maya visited Lisbon. (on 2024-03-09)" in now
+    assert "- Maya works for Acme Corp. (Date range: 2024-03-10 09:05 UTC - present)" in now

@@ -75,6 +75,6 @@ async def test_earlier_episode_moves_the_start_back(mem, group):
     assert await targets(mem, group, "WORKS_FOR", as_of="2024-01-01", known_at=known["s1"]) == set()
     async with mem.pool.acquire() as conn:
         history = await conn.fetch(
-            "SELECT lower(h.valid) AS vf FROM pgmemory.facts f, pgmemory.fact_history(f.id) h"
+            "SELECT lower(h.valid) AS vf FROM pgmemory.facts f, pgmemory.fact_history(f.group_id, f.id) h"
             " WHERE f.group_id = $1 AND upper_inf(f.recorded)", group)
     assert [r["vf"] for r in history] == [utc("2025-01-10"), utc("2023-01-10")]

@@ -72,7 +72,7 @@ def test_ingest_names_the_bad_line_and_writes_nothing(db_dsn, group, tmp_path):
     naive = tmp_path / "naive.jsonl"
     write_jsonl(naive, group, [{"content": "I live in Oslo.", "reference_time": "2024-01-01T00:00:00"}])
     result = run_cli("ingest", str(naive), dsn=db_dsn)
-    assert result.returncode == 2 and "episode 1: reference_time" in result.stderr
+    assert result.returncode == 2 and "line 1: reference_time" in result.stderr
     search = run_cli("search", "Oslo", "--group", group, "--json", dsn=db_dsn)
     assert json.loads(search.stdout)["episodes"] == []
 

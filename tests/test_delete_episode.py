@@ -138,7 +138,7 @@ async def test_delete_is_scoped_by_group(memory, group):
     with pytest.raises(InvalidInput, match="does not exist in group"):
         await memory.delete_episode("attacker", eid, erase=True)
     assert await targets(memory, group, "WORKS_FOR") == {"Acme Corp"}
-    assert (await memory.episode_status(eid))["status"] == "done"
+    assert (await memory.episode_status(eid, group))["status"] == "done"
     with pytest.raises(InvalidInput, match="does not exist"):
         await memory.delete_episode(group, uuid.uuid4())
     out = await memory.delete_episode(group, eid)

@@ -65,8 +65,12 @@ def check_recomputed(results: dict, system: str) -> None:
     summary = results["systems"][system]
     groups = [("overall", rows)] + [
         (c, [r for r in rows if r["category"] == c]) for c in {r["category"] for r in rows}]
+    answerable = [r for r in rows if not r["adversarial"]]
+    assert ("non_adversarial" in summary) == (0 < len(answerable) < len(rows))
+    if "non_adversarial" in summary:
+        groups.append(("non_adversarial", answerable))
     for name, members in groups:
-        stats = summary["overall"] if name == "overall" else summary["by_category"][name]
+        stats = summary[name] if name in ("overall", "non_adversarial") else summary["by_category"][name]
         assert stats["n"] == len(members)
         if system != "full_context":
             for k in DEFAULT_KS:
@@ -110,6 +114,7 @@ async def test_retrieval_eval_on_one_short_conversation(memory, tmp_path, capsys
     assert results["conversations"][conv.conversation_id]["ingest"]["episodes"] == 44
     report = (out / "report.md").read_text()
     assert "recall@k per category" in report and QA_SKIPPED in report
+    assert "| non-adversarial | " in report
     for name in ("recall_by_category.png", "latency.png", f"partial/{conv.conversation_id}.json"):
         assert (out / name).stat().st_size > 0
 
@@ -406,3 +411,17 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, benchmark, content
     err = capsys.readouterr().err.strip()
     assert message in err and err.startswith("pgmemory: error: ") and "\n" not in err
     assert not (tmp_path / "out").exists()
+
+
+async def test_group_is_reused_only_when_built_by_the_same_ingestion_code(memory, tmp_path, monkeypatch):
+    from pgmemory.eval import ingestion
+
+    (conversation, _) = load_conversations("locomo", irregular_copy(tmp_path))
+    first = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    again = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    assert (first.reused, again.reused) == (False, True)
+    assert len(ingestion.ingestion_fingerprint()) == 10
+    monkeypatch.setattr(ingestion, "ingestion_fingerprint", lambda: "0123456789")
+    changed = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    assert changed.reused is False and changed.episodes == 10 and changed.failed == 0
+    assert "code 0123456789]" in ingestion.build_marker(memory)

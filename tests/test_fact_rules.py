@@ -136,7 +136,8 @@ def test_add_fact_reports_what_it_did(conn, group):
     summary = conn.execute("SELECT summary FROM pgmemory.entities WHERE group_id = %s AND name = 'Acme'",
                            (group,)).fetchone()[0]
     assert summary == "Alice works for Acme (until 2021-01-01)."
-    history = conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s)", (first["fact_id"],)).fetchone()[0]
+    history = conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s, %s)",
+                           (group, first["fact_id"])).fetchone()[0]
     assert history == 3  # recorded, start moved back, ended
 
 
@@ -180,3 +181,47 @@ async def test_memory_add_fact_and_retract_fact(memory, group):
     with pytest.raises(InvalidInput, match="same entity"):
         await memory.add_fact(group, "Alice", "WORKS_FOR", "ALICE", "x")
     assert json.dumps(out)  # plain JSON for any caller
+
+
+@pytest.fixture
+def sql_graph_dsn(server_without_age):
+    """A fresh database on a server without AGE (rows written before init need no graph mirror)."""
+    from tests.servers import create_database, drop_database
+
+    dsn = create_database(server_without_age.dsn)
+    yield dsn
+    drop_database(server_without_age.dsn, dsn)
+
+
+def test_upgrade_turns_believed_facts_into_claims(sql_graph_dsn):
+    """Migration 0040 on a database with facts: one claim per believed fact, so a later re-fold
+    (a delete) keeps believing them, and an episode that supported one can still retract it."""
+    from pgmemory.storage.migrate import apply_migrations, load_migrations
+    from pgmemory.storage.setup import ensure_current
+
+    with psycopg.connect(sql_graph_dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        apply_migrations(conn, [m for m in load_migrations() if m.version < 40])
+        a, b, c, ep = (conn.execute("SELECT gen_random_uuid()").fetchone()[0] for _ in range(4))
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, 'g', 'Alice'),"
+                     " (%s, 'g', 'Acme'), (%s, 'g', 'Globex')", (a, b, c))
+        conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
+                     " VALUES (%s, 'g', 'text', 'Alice works for Globex.', '2021-01-01Z')", (ep,))
+        conn.execute("INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact, valid)"
+                     " VALUES (gen_random_uuid(), 'g', %s, %s, 'WORKS_FOR', 'Alice worked for Acme.',"
+                     " '[2020-01-01Z,2021-01-01Z)'), (gen_random_uuid(), 'g', %s, %s, 'WORKS_FOR',"
+                     " 'Alice works for Globex.', '[2021-01-01Z,)')", (a, b, a, c))
+        conn.execute("INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)"
+                     " SELECT id, %s, 'g' FROM pgmemory.facts WHERE fact LIKE '%%Globex%%'", (ep,))
+        conn.commit()
+        ensure_current(conn, 384)
+        conn.commit()
+        claims = conn.execute("SELECT fact, episode_id IS NOT NULL, valid_from, valid_to FROM pgmemory.fact_claims"
+                              " WHERE group_id = 'g' ORDER BY fact").fetchall()
+        assert [(f, has_ep) for f, has_ep, _, _ in claims] == [("Alice worked for Acme.", False),
+                                                               ("Alice works for Globex.", True)]
+        assert conn.execute("SELECT pgmemory.refold_lineages('g', ARRAY(SELECT lineage FROM pgmemory.facts"
+                            " WHERE group_id = 'g'))").fetchone()[0] == []
+        conn.execute("SELECT pgmemory.delete_episode('g', %s)", (ep,))
+        conn.commit()
+        assert intervals(conn, "g") == {"Acme": [("2020-01-01", "2021-01-01")]}

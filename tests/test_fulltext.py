@@ -32,7 +32,7 @@ async def test_statistics_follow_inserts_updates_and_deletes(memory, db_dsn, gro
                               "My sister Ann lives in Oslo.", "I love sailing and sailing loves me."]):
         await memory.add_episode(group, text, actor="Zoe", reference_time=utc(f"2024-0{n + 1}-01"),
                                  episode_id=f"z{n}")
-    await memory.delete_episode("z2", group)
+    await memory.delete_episode(group, "z2")
     with psycopg.connect(db_dsn) as conn:
         kept, rebuilt = stats_now_and_rebuilt(conn, group)
     assert kept == rebuilt
@@ -55,7 +55,7 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
         conn.commit()
         docs = {r[0]: (r[1], r[2]) for r in conn.execute(
             "SELECT ep.id, ep.content, array_agg(u.lexeme || ':' || coalesce(array_length(u.positions, 1), 1))"
-            " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.id", (group,))}
+            " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.group_id, ep.id", (group,))}
         hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
                             " NULL, NULL)", (group,)).fetchall()
     tf = {i: {p.split(":")[0]: int(p.split(":")[1]) for p in lexemes} for i, (_, lexemes) in docs.items()}

@@ -70,7 +70,7 @@ async def test_normal_episode_one_call(llm_memory, fake_openai, group):
     assert ("Alice", "WORKS_FOR", "Tencent", None, datetime(2024, 1, 8, tzinfo=timezone.utc)) in facts
     body = fake_openai.requests[0].body
     assert TEXT in str(body["messages"]) and "2024-01-15T10:00:00Z" in str(body["messages"])
-    status = await llm_memory.episode_status(result.episode_id)
+    status = await llm_memory.episode_status(result.episode_id, group)
     assert (status["status"], status["llm_calls"]) == ("done", 1)
     async with llm_memory.pool.acquire() as conn:
         summaries = dict(await conn.fetch(
@@ -112,7 +112,7 @@ async def test_timeouts_exhaust_retries_then_retry_succeeds(llm_memory, fake_ope
     fake_openai.script(*[Delay(2.0, extraction_reply()) for _ in range(3)])
     with pytest.raises(IngestError, match="failed after 3 attempts") as info:
         await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="ep-1")
-    status = await llm_memory.episode_status(info.value.episode_id)
+    status = await llm_memory.episode_status(info.value.episode_id, group)
     assert status["status"] == "failed" and status["attempts"] == 1 and "timed out" in status["error"].lower()
     assert await counts(llm_memory, group) == {"entities": 0, "facts": 0, "episode_mentions": 0,
                                                "fact_episodes": 0}

@@ -142,8 +142,8 @@ async def test_bulk_batch_with_one_bad_episode_writes_nothing(memory, group):
 async def test_eight_writers_one_group_no_duplicates(memory, group):
     texts = [f"I work at Acme Corp and I like {hobby}." for hobby in
              ("chess", "tennis", "hiking", "jazz", "chess", "tennis", "hiking", "jazz")]
-    await asyncio.gather(*(memory.add_episode(group, t, actor="Carol", reference_time=utc("2024-01-01"))
-                           for t in texts))
+    await asyncio.gather(*(memory.add_episode(group, t, actor="Carol", reference_time=utc("2024-01-01"),
+                                              episode_id=f"w{i}") for i, t in enumerate(texts)))
     async with memory.pool.acquire() as conn:
         names = [r["name"] for r in await conn.fetch(
             "SELECT name FROM pgmemory.entities WHERE group_id = $1", group)]
@@ -183,7 +183,8 @@ async def test_delete_episode_cascades(memory, group):
         assert await conn.fetchval(
             "SELECT count(*) FROM pgmemory.graph_vertices v WHERE NOT EXISTS"
             " (SELECT 1 FROM pgmemory.entities WHERE id = v.node_id) AND NOT EXISTS"
-            " (SELECT 1 FROM pgmemory.episodes WHERE id = v.node_id) AND NOT EXISTS"
+            " (SELECT 1 FROM pgmemory.episodes e WHERE pgmemory.episode_node(e.group_id, e.id) = v.node_id)"
+            " AND NOT EXISTS"
             " (SELECT 1 FROM pgmemory.communities WHERE id = v.node_id)") == 0
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
+from pgmemory.storage.doctor import run_checks
 from pgmemory.storage.migrate import load_migrations, sql_fingerprint
 from pgmemory.storage.setup import ensure_current, init_database
 
@@ -61,13 +62,22 @@ def test_pg_textsearch_1_0_0_is_refused_with_the_reason(empty_dsn):
 def test_database_on_pg_textsearch_moves_to_tsvector(empty_dsn):
     with psycopg.connect(empty_dsn) as conn:
         init_database(conn, 384)
-        # What an older pgmemory left: pg_textsearch 1.0.0 indexes chosen implicitly.
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_textsearch")
-        conn.execute("CREATE INDEX episodes_bm25 ON pgmemory.episodes USING bm25 (search_text)"
-                     " WITH (text_config = 'english')")
+        # What an older pgmemory left: pg_textsearch 1.0.0 indexes chosen implicitly. A btree of
+        # the same name stands in for the bm25 index: pg_textsearch 1.0.0 must not run on the
+        # shared test server (a database dropped with a bm25 index in it can crash it later).
+        conn.execute("CREATE INDEX episodes_bm25 ON pgmemory.episodes (search_text)")
         conn.execute("UPDATE pgmemory.settings SET value = '\"bm25\"' WHERE key = 'text_search'")
         conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
                      " VALUES (gen_random_uuid(), 'g', 'message', 'we went sailing', 'Ann', now())")
+        conn.commit()
+        found = {c.name: c for c in run_checks(conn)}["full text"]
+        assert (found.status, found.fix) == ("fail", "run `pgmemory init`: it moves the database to tsvector full text")
+        conn.execute("UPDATE pgmemory.settings SET value = '\"pg_textsearch\"' WHERE key = 'text_search'")
+        found = {c.name: c for c in run_checks(conn)}["full text"]
+        assert found.status == "fail" and "pg_textsearch 1.0.0 is known to hang concurrent writers" in found.detail
+        with pytest.raises(SetupError, match="pg_textsearch refused"):  # an explicit choice is not overridden
+            ensure_current(conn, 384)
+        conn.execute("UPDATE pgmemory.settings SET value = '\"bm25\"' WHERE key = 'text_search'")
         conn.commit()
         ensure_current(conn, 384)  # what Memory.open does
         assert conn.execute("SELECT to_regclass('pgmemory.episodes_bm25')").fetchone()[0] is None
@@ -102,6 +112,7 @@ def test_every_embedding_has_an_hnsw_index(db_dsn):
     assert sorted(t for t, _ in rows) == ["communities", "entities", "episodes", "facts"]
     assert all("vector_cosine_ops" in d for _, d in rows)
     assert set(types.values()) == {"vector(384)"}
+    assert "pgmemory.fact_claims.embedding" in types  # typed, not searched: no index
 
 
 def test_dimension_mismatch_names_both(db_dsn):
@@ -166,7 +177,8 @@ def test_open_brings_an_older_database_up_to_date(empty_dsn):
         assert conn.execute("SELECT pgmemory.setting('sql_fingerprint') #>> '{}'").fetchone()[0] == sql_fingerprint()
         overloads = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'bfs_entities'").fetchone()[0]
         assert overloads == 1
-        assert conn.execute("SELECT count(*) FROM pgmemory.bfs_entities(ARRAY['g'], ARRAY[gen_random_uuid()], 1,"
-                            " NULL, NULL)").fetchone()[0] == 1
+        # The stale overload would answer one row; the current function none (no seeds).
+        assert conn.execute("SELECT count(*) FROM pgmemory.bfs_entities(ARRAY['g'], ARRAY[]::uuid[], 1,"
+                            " NULL, NULL)").fetchone()[0] == 0
         with pytest.raises(SetupError, match="stores 384-d embeddings, the embedder produces 768-d"):
             ensure_current(conn, 768)

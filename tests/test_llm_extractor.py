@@ -159,6 +159,39 @@ async def test_dates_in_extraction(fake_openai: FakeOpenAI) -> None:
     assert (rome.valid_at, rome.invalid_at) == (datetime(2020, 5, 1, tzinfo=UTC), None)  # end before start dropped
 
 
+async def test_events_are_bounded_and_states_stay_open(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(reply(
+        [entity("Alice"), entity("Lisbon"), entity("Porto"), entity("Web Summit"), entity("Acme")],
+        [fact("Alice", "Lisbon", "VISITED", kind="event", valid_at="2019-05-03"),
+         fact("Alice", "Porto", "VISITED", kind="event"),
+         fact("Alice", "Web Summit", "ATTENDED", kind="Event", valid_at="2023-06-01",
+              invalid_at="2023-09-01"),
+         fact("Alice", "Acme", "WORKS_FOR", kind="state", valid_at="2020-01-01")],
+    ))
+    out = await extractor(fake_openai).extract(EPISODE, [], Usage())
+    lisbon, porto, summit, acme = out.facts
+    assert (lisbon.valid_at, lisbon.invalid_at) == (datetime(2019, 5, 3, tzinfo=UTC), datetime(2019, 5, 4, tzinfo=UTC))
+    assert (porto.valid_at, porto.invalid_at) == (datetime(2024, 1, 15, tzinfo=UTC), datetime(2024, 1, 16, tzinfo=UTC))
+    assert (summit.valid_at, summit.invalid_at) == (datetime(2023, 6, 1, tzinfo=UTC), datetime(2023, 9, 1, tzinfo=UTC))
+    assert all(f.attributes == {"kind": "event"} for f in (lisbon, porto, summit))
+    assert (acme.invalid_at, acme.attributes) == (None, {})
+    schema = fake_openai.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert "kind" in schema["$defs"]["FactOut"]["properties"]
+    assert "EVENTS vs STATES" in prompt_text(fake_openai)
+
+
+async def test_the_assistants_chatter_is_no_entity_and_no_fact(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(reply(
+        [entity("Assistant", ""), entity("Marta"), entity("Siemens")],
+        [fact("Assistant", "Marta", "HELPS"), fact("Marta", "Siemens", "WORKS_FOR")],
+    ))
+    episode = EpisodeInput("Sure, I can help! So Marta works at Siemens.", "message", REF, actor="Assistant")
+    out = await extractor(fake_openai).extract(episode, [], Usage())
+    assert [e.name for e in out.entities] == ["Marta", "Siemens"]
+    assert [(f.source, f.relation, f.target) for f in out.facts] == [("Marta", "WORKS_FOR", "Siemens")]
+    assert "SPEAKER: Assistant (the AI assistant: not an entity" in prompt_text(fake_openai)
+
+
 class Person(pydantic.BaseModel):
     """A human being, real or fictional."""
 

@@ -13,8 +13,14 @@ import pytest
 
 from pgmemory.ingest.embed_episode import stored_name_vectors
 from pgmemory.providers import local_model
+from pgmemory.providers.embedder import (
+    EmbeddingError,
+    HashEmbedder,
+    LocalEmbedder,
+    available_cores,
+    embedder_from_env,
+)
 from tests.support import utc
-from pgmemory.providers.embedder import EmbeddingError, HashEmbedder, LocalEmbedder, embedder_from_env
 
 TEXTS = ["Alice", "Bob", "where does Alice work now?", "I left Tencent last week and now I work at OpenAI.",
          "My sister Maya moved to Lisbon in 2021 and she teaches mathematics at a secondary school there.",
@@ -94,9 +100,9 @@ async def test_thread_setting_is_honoured() -> None:
     emb = LocalEmbedder(threads=2, workers=1, runtime="onnx")
     model = await emb.model()
     assert model.threads == 2
-    assert model._run.session.get_session_options().intra_op_num_threads == 2
+    assert model.threads_in_use() == 2
     default = LocalEmbedder()
-    assert default.threads * default.workers <= max(local_model_cores(), 1)
+    assert default.threads * default.workers <= available_cores()
     configured = embedder_from_env({"PGMEMORY_EMBED_THREADS": "3", "PGMEMORY_EMBED_WORKERS": "2",
                                     "PGMEMORY_EMBED_RUNTIME": "torch", "PGMEMORY_EMBED_CACHE": "0"})
     assert (configured.threads, configured.workers, configured.runtime, configured.cache.max_entries) == (
@@ -107,17 +113,11 @@ async def test_thread_setting_is_honoured() -> None:
             embedder_from_env(bad)
 
 
-def local_model_cores() -> int:
-    from pgmemory.providers.embedder import available_cores
-
-    return available_cores()
-
-
 async def test_torch_thread_setting_is_honoured() -> None:
     import torch
 
     model = await LocalEmbedder(threads=1, workers=1, runtime="torch").model()
-    assert model.runtime == "torch" and torch.get_num_threads() == 1
+    assert model.runtime == "torch" and model.threads_in_use() == torch.get_num_threads() == 1
 
 
 @pytest.mark.parametrize("workers", [1, 2])

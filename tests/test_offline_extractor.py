@@ -8,7 +8,8 @@ import pytest
 
 from pgmemory.extract.dates import find_duration, find_time, find_times
 from pgmemory.extract.offline import OfflineExtractor
-from pgmemory.extract.types import EpisodeInput, Extraction
+from pgmemory.extract.rules import decide
+from pgmemory.extract.types import EpisodeInput, Extraction, FactCandidate, FactQuestion
 
 REF = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)  # a Monday
 
@@ -574,3 +575,158 @@ def test_json_single_object() -> None:
     x = run(json.dumps({"name": "Initech", "location": "Austin"}), actor=None, kind="json")
     assert names(x) == ["Initech", "Austin"]
     assert facts(x) == {("Initech", "LOCATED_IN", "Austin", REF, None, False, True)}
+
+
+# ------------------------------------------------- everyday chat (issue 16)
+
+@pytest.mark.parametrize("text", [
+    "Big news: I moved to Austin last month.", "Guess what, I moved to Austin last month.",
+    "So, I moved to Austin last month.", "Update: I moved to Austin last month.",
+    "Quick update - I moved to Austin last month.", "We moved to Austin last month.",
+    "Just moved to Austin last month!",
+])
+def test_lead_ins_we_and_dropped_subjects_are_the_speaker(text: str) -> None:
+    assert facts(run(text)) == {("Alice", "LIVES_IN", "Austin", day(2023, 12, 1), None, False, True)}
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("Tom and I broke up in October.", "DATING"), ("Tom and I split up in October.", "DATING"),
+    ("Tom and I got divorced in October.", "MARRIED_TO"),
+])
+def test_a_pair_ending_its_relationship(text: str, relation: str) -> None:
+    x = run(text)
+    assert facts(x) == {("Alice", relation, "Tom", None, day(2023, 10, 1), True, relation == "MARRIED_TO")}
+
+
+def test_each_name_colon_line_is_that_speakers_and_a_leading_actor_name_is_dropped() -> None:
+    x = run("Maya: How is the new job?\nNina: I work at Shopify now.", actor=None)
+    assert names(x)[:2] == ["Maya", "Nina"]
+    assert facts(x) == {("Nina", "WORKS_FOR", "Shopify", REF, None, False, True)}
+    own = run("Dana Whitfield: I moved to Phoenix.", actor="Dana Whitfield")
+    assert facts(own) == {("Dana Whitfield", "LIVES_IN", "Phoenix", REF, None, False, True)}
+    assert run("Big news: I work at Acme.", actor=None).facts == []  # a lead-in, not a speaker
+
+
+@pytest.mark.parametrize("actor", ["Assistant", "assistant", "AI"])
+def test_the_assistants_chatter_is_no_fact_and_no_entity(actor: str) -> None:
+    x = run("Sure, I can help! I love planning trips. I work best with details.", actor=actor)
+    assert x.facts == [] and names(x) == []
+    world = run("Got it, so Marta works at Siemens.", actor=actor)
+    assert names(world) == ["Marta", "Siemens"]
+    assert facts(world) == {("Marta", "WORKS_FOR", "Siemens", REF, None, False, True)}
+    quoted = run("Sue: I quit Lidl.\nAssistant: Sorry to hear that, I can help.", actor=None)
+    assert names(quoted) == ["Sue", "Lidl"]
+
+
+@pytest.mark.parametrize("text, target, negated", [
+    ("I'm vegetarian now.", "vegetarian", False), ("I'm a vegan.", "vegan", False),
+    ("I went vegan in 2023.", "vegan", False), ("I'm pregnant!", "pregnant", False),
+    ("I'm retired", "retired", False), ("I'm not vegetarian anymore.", "vegetarian", True),
+])
+def test_states_of_the_person(text: str, target: str, negated: bool) -> None:
+    (fact,) = run(text).facts
+    assert (fact.relation, fact.target, fact.negated) == ("IS", target, negated)
+
+
+def test_tacos_these_days_is_tacos() -> None:
+    x = run("I like tacos these days.")
+    assert names(x) == ["Alice", "tacos"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I started at Notion yesterday.", ("WORKS_FOR", "Notion", day(2024, 1, 14))),
+    ("Today was my first day at Stripe.", ("WORKS_FOR", "Stripe", day(2024, 1, 15))),
+    ("I prefer tea over coffee.", ("PREFERS", "tea", REF)),
+    ("I like dogs more than cats.", ("PREFERS", "dogs", REF)),
+    ("Rachel knows Tom.", ("KNOWS", "Tom", REF)),
+    ("I'm friends with Kevin Park.", ("HAS_FRIEND", "Kevin Park", REF)),
+    ("i work at amazon now", ("WORKS_FOR", "Amazon", REF)),
+    ("Im working at Pfizer", ("WORKS_FOR", "Pfizer", REF)),
+])
+def test_everyday_phrasings(text: str, expected: tuple) -> None:
+    assert [(f.relation, f.target, f.valid_at) for f in run(text).facts] == [expected]
+
+
+def test_he_and_she_refer_to_a_relative_or_pet_named_just_before() -> None:
+    x = run("My dog Rex is getting old. He loves the beach though.")
+    assert ("Rex", "LOVES", "beach") in {(f.source, f.relation, f.target) for f in x.facts}
+    assert run("He loves the beach.").facts == []
+
+
+@pytest.mark.parametrize("text", [
+    "If I got the job at Apple I'd move to Cupertino.", "I might switch to Lyft, not sure yet.",
+    "Jake is planning to leave Oracle next year.", "Maybe I'll move to Berlin someday.",
+    "I will start at Apple next month.", "Tomorrow is my first day at Apple.",
+    "I'm visiting Paris next week.", "I'm starting at Google next week.", "I'm going vegan next month.",
+])
+def test_plans_and_hypotheticals_assert_nothing(text: str) -> None:
+    assert run(text).facts == []
+
+
+@pytest.mark.parametrize("text", [
+    "I knew Anna would love it.", "I'm single-handedly running this.", "I am vegan-curious.",
+    "I started with Python.", "Loving the colours!", "i met up with friends", "I met up with friends.",
+    "I'm a single mom.", "I know what you mean.",
+])
+def test_look_alikes_assert_nothing(text: str) -> None:
+    assert run(text).facts == []
+
+
+def test_an_opinion_of_the_job_is_about_the_employer() -> None:
+    assert facts(run("I hate my job at Google.")) == {("Alice", "WORKS_FOR", "Google", REF, None, False, True)}
+
+
+# ---------------------------------------------------- events vs states (issue 18.5)
+
+@pytest.mark.parametrize("text, relation, valid, invalid", [
+    ("I visited Lisbon yesterday.", "VISITED", day(2024, 1, 14), day(2024, 1, 15)),
+    ("I visited Lisbon.", "VISITED", day(2024, 1, 15), day(2024, 1, 16)),  # the day it was told
+    ("I visited Lisbon in 2019.", "VISITED", day(2019, 1, 1), day(2020, 1, 1)),
+    ("I visited Lisbon in March 2020.", "VISITED", day(2020, 3, 1), day(2020, 4, 1)),
+    ("I attended the Web Summit last summer.", "ATTENDED", day(2023, 6, 1), day(2023, 9, 1)),
+    ("I met Sofia on May 8, 2023.", "MET", day(2023, 5, 8), day(2023, 5, 9)),
+    ("I won the chess tournament on Saturday.", "WON", day(2024, 1, 13), day(2024, 1, 14)),
+    ("I had knee surgery last week.", "UNDERWENT", day(2024, 1, 8), day(2024, 1, 15)),
+])
+def test_events_get_a_bounded_interval_and_kind_event(text: str, relation: str, valid, invalid) -> None:
+    (fact,) = run(text).facts
+    assert (fact.relation, fact.valid_at, fact.invalid_at, fact.negated) == (relation, valid, invalid, False)
+    assert fact.attributes["kind"] == "event"
+
+
+def test_states_stay_open_until_ended() -> None:
+    for text in ("I work at Acme Corp.", "I live in Boston.", "I like hiking.", "I am married to Bob."):
+        (fact,) = run(text).facts
+        assert fact.invalid_at is None and "kind" not in fact.attributes
+
+
+# ------------------------------------------------------- what a new fact ends
+
+def _ended(text: str, believed: list[tuple[str, str, str, str]]) -> set[str]:
+    """The believed (source, relation, target, sentence) facts the offline judge ends for text."""
+    candidates = [FactCandidate(f"F{i}", s, t, r, sentence, None, None)
+                  for i, (s, r, t, sentence) in enumerate(believed)]
+    ended: set[str] = set()
+    for i, fact in enumerate(run(text).facts):
+        d = decide(FactQuestion(i, fact, candidates, candidates))
+        if fact.negated and d.duplicate_of:
+            ended.add(f"{believed[int(d.duplicate_of[1:])][2]}")
+        if not fact.negated:
+            ended |= {believed[int(c[1:])][2] for c in d.contradicts}
+    return ended
+
+
+@pytest.mark.parametrize("text, believed, ends", [
+    ("I love olives now.", [("Alice", "HATES", "olives", ""), ("Alice", "LIKES", "jazz", "")], {"olives"}),
+    ("I don't like olives anymore.", [("Alice", "LOVES", "olives", "")], {"olives"}),
+    ("I prefer coffee these days.", [("Alice", "PREFERS", "tea", "Alice prefers tea over coffee."),
+                                     ("Alice", "PREFERS", "window seats", "")], {"tea"}),
+    ("I'm vegan now.", [("Alice", "IS", "vegetarian", ""), ("Alice", "IS", "pregnant", "")], {"vegetarian"}),
+    ("I'm retired", [("Alice", "WORKS_FOR", "Acme", ""), ("Alice", "LIVES_IN", "Paris", "")], {"Acme"}),
+    ("I study at Concordia now.", [("Alice", "STUDIES_AT", "McGill", "")], {"McGill"}),
+    ("Bob and I got married.", [("Alice", "ENGAGED_TO", "Bob", "")], {"Bob"}),
+    ("I like swimming.", [("Alice", "LIKES", "hiking", "")], set()),
+    ("I'm pregnant!", [("Alice", "IS", "vegan", "")], set()),
+])
+def test_what_a_new_fact_ends(text: str, believed: list, ends: set[str]) -> None:
+    assert _ended(text, believed) == ends

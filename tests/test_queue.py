@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timezone
 
 import psycopg
 import pytest
 
 from pgmemory import InvalidInput, Memory
 from pgmemory.extract.rules import RuleExtractor
-from pgmemory.ingest.episode import episode_uuid
+from pgmemory.ingest.episode import default_episode_uuid, episode_uuid
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.storage.setup import init_database
 from tests.conftest import DIM
@@ -75,6 +76,13 @@ def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
     again = enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
     # The same id Python derives for the same (group, string id): both surfaces agree.
     assert first == again == episode_uuid(group, "z1")
+    # Without an id: the same stable default as Python's, so enqueueing twice is a no-op.
+    plain = [enqueue(queue_dsn, group, "Hi there.", when, actor="Ann") for when in
+             ("2024-01-03T10:00:00+02:00", "2024-01-03T10:00:00+02:00", "2024-01-03T08:00:00.250000Z")]
+    assert plain[0] == plain[1] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, tzinfo=timezone.utc),
+                                                          "Hi there.")
+    assert plain[2] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, 0, 0, 250000, tzinfo=timezone.utc),
+                                            "Hi there.")
     given = str(uuid.uuid4())
     assert str(enqueue(queue_dsn, group, "Hello.", "2024-01-02T00:00:00Z", episode_id=given)) == given
     bad = [
@@ -93,7 +101,8 @@ def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
                 conn.execute(ENQUEUE, args)
     rows = episodes(queue_dsn)
     assert [(r["content"], r["status"], r["attempts"]) for r in rows] == [
-        ("I work at Acme Corp.", "pending", 0), ("Hello.", "pending", 0)]
+        ("I work at Acme Corp.", "pending", 0), ("Hello.", "pending", 0), ("Hi there.", "pending", 0),
+        ("Hi there.", "pending", 0)]
 
 
 def test_sql_uuid5_equals_python(queue_dsn):

@@ -85,7 +85,7 @@ def test_nothing_was_believed_before_it_was_recorded(conn, scenario):
 def test_history_keeps_every_version(conn, scenario):
     rows = conn.execute(
         "SELECT lower(valid), upper(valid), upper_inf(recorded), upper(recorded)"
-        " FROM pgmemory.fact_history(%s)", (scenario["acme"],)).fetchall()
+        " FROM pgmemory.fact_history(%s, %s)", (scenario["group"], scenario["acme"])).fetchall()
     assert [(r[0], r[1], r[2]) for r in rows] == [
         (utc("2020-03-01"), None, False), (utc("2020-03-01"), utc("2023-06-30"), True)]
     assert scenario["t1"] < rows[0][3] < scenario["t2"]
@@ -112,7 +112,7 @@ def test_correction_in_the_same_transaction_rewrites_in_place(conn, group):
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'LIKES', 'A likes B', %s, NULL)",
                  (fid, group, a, b, utc("2021-01-01")))
     conn.execute("SELECT pgmemory.invalidate_fact(%s, %s)", (fid, utc("2022-01-01")))
-    rows = conn.execute("SELECT valid FROM pgmemory.fact_history(%s)", (fid,)).fetchall()
+    rows = conn.execute("SELECT valid FROM pgmemory.fact_history(%s, %s)", (group, fid)).fetchall()
     assert len(rows) == 1 and rows[0][0].upper == utc("2022-01-01")
 
 
@@ -125,7 +125,7 @@ def test_retraction_keeps_history(conn, group):
     assert conn.execute("SELECT pgmemory.withdraw_fact(%s)", (fid,)).fetchone()[0] is True
     conn.commit()
     assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (group,)).fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s)", (fid,)).fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s, %s)", (group, fid)).fetchone()[0] == 1
 
 
 def test_bad_ranges_and_double_record_are_refused(conn, group):

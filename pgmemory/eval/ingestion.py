@@ -4,11 +4,13 @@ Each conversation (LoCoMo sample, LongMemEval question) gets the group
 ``eval-<benchmark>-<id>``; every turn becomes a message episode whose
 ``episode_id`` is the turn id, whose actor is the speaker and whose reference
 time is the real session date.  A group that already holds exactly these
-turns, all done, built with the same embedder and extractor, is reused;
-anything else is erased and ingested again from scratch.
+turns, all done, built with the same embedder, extractor and ingestion code
+(a hash of the extractor and ingestion modules, migrations and stored SQL
+other than search), is reused; anything else is erased and ingested again.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from pgmemory.eval.retrieval import session_numbers
 from pgmemory.ingest.episode import episode_uuid
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.memory import Memory
+from pgmemory.storage.migrate import MIGRATIONS_DIR, ROOT, SQL_DIR
 
 BENCHMARK_NAMES = {"locomo": "LoCoMo", "longmemeval": "LongMemEval"}
 
@@ -45,12 +48,25 @@ def group_id(benchmark: str, conversation_id: str) -> str:
     return f"eval-{benchmark}-{conversation_id}"
 
 
+def ingestion_fingerprint() -> str:
+    """A short hash of the code that decides what ingestion stores: the extractor and ingestion
+    modules, the migrations and the stored SQL except search's."""
+    package = ROOT / "pgmemory"
+    paths = [*(package / "extract").rglob("*.py"), *(package / "ingest").rglob("*.py"),
+             *MIGRATIONS_DIR.glob("*.sql"), *(p for p in SQL_DIR.rglob("*.sql") if "search" not in p.name)]
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:10]
+
+
 def build_marker(memory: Memory) -> str:
-    """Names the embedder and extractor, so a group built with other ones is not reused."""
+    """Names the embedder, the extractor and the ingestion code, so a group built otherwise is
+    not reused."""
     extractor = memory.extractor
     model = getattr(getattr(extractor, "client", None), "model", None)
     label = type(extractor).__name__ + (f" {model}" if model else "")
-    return f"[pgmemory eval; embedder {memory.embedder.name}; extractor {label}]"
+    return f"[pgmemory eval; embedder {memory.embedder.name}; extractor {label}; code {ingestion_fingerprint()}]"
 
 
 def episode_map(group: str, conversation: Conversation) -> dict[uuid.UUID, str]:

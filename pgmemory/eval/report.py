@@ -21,7 +21,17 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def _groups(system: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [("overall", system["overall"]), *system["by_category"].items()]
+    extra = [("non-adversarial", system["non_adversarial"])] if "non_adversarial" in system else []
+    return [("overall", system["overall"]), *extra, *system["by_category"].items()]
+
+
+def _stats(system: dict[str, Any], name: str) -> dict[str, Any]:
+    """One named group of a system summary: overall, non-adversarial or a category."""
+    if name == "overall":
+        return system["overall"]
+    if name == "non-adversarial":
+        return system.get("non_adversarial", {})
+    return system["by_category"].get(name, {})
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -36,8 +46,7 @@ def retrieval_table(results: dict[str, Any]) -> list[str]:
         f"{LABELS[s]} R@{k}" for s in systems for k in DEFAULT_KS]
     rows = []
     for name, group in _groups(results["systems"]["pgmemory"]):
-        stats = [results["systems"][s]["overall"] if name == "overall"
-                 else results["systems"][s]["by_category"].get(name, {}) for s in systems]
+        stats = [_stats(results["systems"][s], name) for s in systems]
         rows.append([name, str(group["n_with_gold"])]
                     + [_pct(st.get(f"recall@{k}")) for st in stats for k in DEFAULT_KS])
     return _table(header, rows)
@@ -106,8 +115,7 @@ def qa_table(results: dict[str, Any]) -> list[str]:
     for name, group in _groups(results["systems"][systems[0]]):
         cells = [name, str(group["n"])]
         for s in systems:
-            st = results["systems"][s]["overall"] if name == "overall" \
-                else results["systems"][s]["by_category"].get(name, {})
+            st = _stats(results["systems"][s], name)
             cells += [_pct(st.get("accuracy")),
                       _num(None if st.get("latency_p50_ms") is None else st["latency_p50_ms"] / 1000, 2),
                       _num(None if st.get("latency_p95_ms") is None else st["latency_p95_ms"] / 1000, 2),
@@ -139,8 +147,7 @@ def plot_recall(results: dict[str, Any], path: Path) -> None:
     for ax, k in zip(axes, DEFAULT_KS):
         for i, system in enumerate(systems):
             summary = results["systems"][system]
-            values = [(summary["overall"] if n == "overall" else summary["by_category"].get(n, {}))
-                      .get(f"recall@{k}") for n in names]
+            values = [_stats(summary, n).get(f"recall@{k}") for n in names]
             xs = [j + (i - (len(systems) - 1) / 2) * width for j in range(len(names))]
             ax.bar(xs, [0 if v is None else 100 * v for v in values], width, label=LABELS[system])
         ax.set_title(f"recall@{k}")
@@ -263,6 +270,8 @@ def summary_lines(results: dict[str, Any]) -> list[str]:
     for system, summary in results["systems"].items():
         o = summary["overall"]
         parts = [f"R@{k} {_pct(o[f'recall@{k}'])}" for k in DEFAULT_KS if f"recall@{k}" in o]
+        if "recall@10" in summary.get("non_adversarial", {}):
+            parts.append(f"non-adversarial R@10 {_pct(summary['non_adversarial']['recall@10'])}")
         if "accuracy" in o:
             parts.append(f"accuracy {_pct(o['accuracy'])}")
         parts.append(f"context {_num(o.get('context_tokens'))} tokens")

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from pgmemory.extract import prompts
+from pgmemory.extract.dates import day_of
 from pgmemory.extract.prompts import EntityOut, ExtractionReply, FactOut
+from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import (
     EntityDecision,
     EntityQuestion,
@@ -144,11 +146,13 @@ class LLMExtractor:
         messages = prompts.extraction_messages(episode, previous, entity_types, fact_types)
         reply = await self.client.complete(messages, ExtractionReply, usage=usage)
         entities = _entities(reply, episode, entity_types)
-        names = {_key(e.name): e.name for e in entities}
+        assistant = _key(episode.actor) if is_assistant(episode.actor) else None
+        names = {_key(e.name): e.name for e in entities if _key(e.name) != assistant}
+        entities = [e for e in entities if _key(e.name) != assistant]
         facts: list[ExtractedFact] = []
         seen: set[tuple[Any, ...]] = set()
         for out in reply.facts:
-            fact = _fact(out, names, fact_types)
+            fact = _fact(out, names, fact_types, episode.reference_time)
             if fact is None:
                 continue
             identity = (fact.source, fact.target, fact.relation, fact.negated, fact.valid_at, fact.invalid_at)
@@ -242,6 +246,8 @@ def _entities(
 ) -> list[ExtractedEntity]:
     """First list plus reflexion's missed ones, minus reflexion's rejects, merged by name, speaker first."""
     speaker = episode.actor if episode.kind == "message" and episode.actor else None
+    if is_assistant(speaker):
+        speaker = None  # the assistant is not an entity of its own chatter
     rejected = {_key(name) for name in reply.invalid_entities} - {_key(speaker or "")}
     merged: dict[str, ExtractedEntity] = {}
     for out in reply.entities + reply.missed_entities:
@@ -264,8 +270,13 @@ def _entities(
     return [first, *merged.values()]
 
 
-def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseModel]]) -> ExtractedFact | None:
-    """A validated fact, or None when an endpoint is unknown or both endpoints are the same."""
+def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseModel]],
+          reference: datetime) -> ExtractedFact | None:
+    """A validated fact, or None when an endpoint is unknown or both endpoints are the same.
+
+    An event (kind "event") is bounded: without a stated end it lasts the day it started, or
+    the day of the reference time when no time is given.
+    """
     source, target = names.get(_key(out.source)), names.get(_key(out.target))
     if source is None or target is None or source == target:
         return None
@@ -274,6 +285,11 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
     valid_at, invalid_at = parse_datetime(out.valid_at), parse_datetime(out.invalid_at)
     if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
         invalid_at = None
+    attributes = typed_fields(model, out.attributes) if model else {}
+    if out.kind.strip().lower() == "event" and not out.negated:
+        attributes["kind"] = "event"
+        if invalid_at is None:
+            valid_at, invalid_at = day_of(valid_at or reference)
     sentence = " ".join(out.fact.split()) or f"{source} {relation.lower().replace('_', ' ')} {target}"
     return ExtractedFact(
         source=source,
@@ -284,5 +300,5 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
         invalid_at=invalid_at,
         functional=out.functional,
         negated=out.negated,
-        attributes=typed_fields(model, out.attributes) if model else {},
+        attributes=attributes,
     )

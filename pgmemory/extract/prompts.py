@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import EntityCandidate, EpisodeInput, ExtractedEntity, ExtractedFact, FactCandidate
 
 # --- reply schemas ---------------------------------------------------------------------
@@ -38,6 +39,12 @@ class FactOut(BaseModel):
     fact: str = Field(description="Detailed sentence stating the fact, with full names")
     valid_at: str | None = Field(None, description="ISO 8601 when it became true, or null")
     invalid_at: str | None = Field(None, description="ISO 8601 when it stopped being true, or null")
+    kind: str = Field(
+        "state",
+        description="'event' for a one-off happening (visited, attended, met, bought, won, had surgery): "
+        "valid_at..invalid_at is when it happened; 'state' for an ongoing relation (works for, lives in, "
+        "likes, is married to) that stays true until it ends",
+    )
     negated: bool = Field(False, description="True if the episode says it does not or no longer holds")
     functional: bool = Field(
         False, description="True if the source can have only one current value for this relation"
@@ -96,7 +103,7 @@ You build a knowledge graph from a conversation or document, one episode at a ti
 Read the CURRENT EPISODE; PREVIOUS MESSAGES are context only (to resolve pronouns and names).
 
 ENTITIES
-1. If the episode has a speaker, the speaker is ALWAYS the first entity.
+1. If the episode has a speaker, the speaker is ALWAYS the first entity (unless it is the AI assistant).
 2. Extract significant entities, concepts and actors explicitly or implicitly mentioned in the
    CURRENT EPISODE: people, organisations, places, products, events, topics, preferences.
 3. Do NOT create entities for relationships or actions, nor for dates or times (those belong on facts).
@@ -116,13 +123,22 @@ FACTS
    ("I left Tencent" -> WORKS_FOR Tencent, negated, invalid_at = when they left).
 5. `functional`: true when the source can have only one current value for the relation
    (employer, home city, spouse, a favourite X); a new value replaces the old one.
+6. Only what the episode asserts: nothing from questions, plans, wishes, hypotheticals or jokes.
+7. If the speaker is the AI assistant, its own chatter (offers, abilities, feelings: "Sure, I can
+   help") is not a fact and the assistant is not an entity; extract only what it states about the
+   world or the user.
 
 DATES (valid_at = when the relation became true; invalid_at = when it stopped)
 - ISO 8601 with timezone, e.g. 2024-01-08T00:00:00Z (use Z when no zone is known).
 - Resolve relative times ("last week", "two years ago", "next Thursday") against the REFERENCE TIME.
 - Present tense (an ongoing relation with no stated start): valid_at = the REFERENCE TIME.
 - A date without a time of day: 00:00:00. A year alone: January 1st 00:00:00 of that year.
-- A one-off event that is datable but not ongoing: set only valid_at.
+- EVENTS vs STATES: `kind` = "event" for a one-off happening (visited, went to, attended, met,
+  bought, won, had surgery, ran a marathon): valid_at = the start of when it happened and
+  invalid_at = its end: the day ("yesterday" -> that day 00:00 to the next day 00:00) or the
+  stated span ("in 2019" -> 2019-01-01 to 2020-01-01); no stated time: the day of the REFERENCE
+  TIME. `kind` = "state" for an ongoing relation (works for, lives in, likes, is married to): it
+  stays open (invalid_at null) until the text says it ended.
 - Only dates that belong to the fact itself; never infer them from related events. No date: null.
 """
 
@@ -167,6 +183,9 @@ def render_episode(episode: EpisodeInput) -> str:
 
 
 def _speaker_line(episode: EpisodeInput) -> str:
+    if episode.kind == "message" and is_assistant(episode.actor):
+        return (f"SPEAKER: {episode.actor} (the AI assistant: not an entity; its offers, abilities and "
+                "feelings are not facts)")
     if episode.kind == "message":
         who = episode.actor or "the text before the colon"
         return f"SPEAKER: {who} (first-person words refer to the speaker)"

@@ -4,15 +4,18 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import EpisodeInput
+from pgmemory.validate import check_list, check_text, check_time
 
 KINDS = ("message", "text", "json")
 MAX_CONTENT_CHARS = 50_000  # about 12k tokens: one message, document chunk or record
 MAX_GROUP_ID_CHARS = 200
+MAX_ACTOR_CHARS = 200
+MAX_EPISODE_ID_CHARS = 200
 EPISODE_NAMESPACE = uuid.UUID("5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11")
 
 
@@ -34,41 +37,56 @@ class Episode:
 
 
 def parse_time(value: Any, field: str = "reference_time") -> datetime:
-    """A tz-aware datetime from a datetime or ISO 8601 string; naive or unparsable is an error."""
+    """A tz-aware datetime in the supported range (validate.EARLIEST..LATEST) from a datetime or
+    ISO 8601 string; naive, unparsable or out-of-range is an error."""
     if isinstance(value, str):
+        text = check_text(value, field)
         try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidInput(f"{field} {value!r} is not an ISO 8601 datetime") from None
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"{field} must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise InvalidInput(f"{field} {value.isoformat()} has no time zone: pass an aware datetime "
-                           "(e.g. 2024-01-15T10:00:00+00:00)")
-    return value
+            raise InvalidInput(f"{field} {text!r:.60} is not an ISO 8601 datetime") from None
+    return check_time(value, field)
 
 
 def episode_uuid(group_id: str, episode_id: Any) -> uuid.UUID:
-    """The episode's UUID: given as one, derived (uuid5) from any other id, or new."""
-    if episode_id is None:
-        return uuid.uuid4()
+    """The episode's UUID within its group: given as one, or derived (uuid5) from any other id.
+    Ids are scoped to their group (the key is (group_id, id)), so a UUID used elsewhere is fine."""
     if isinstance(episode_id, uuid.UUID):
         return episode_id
     if not isinstance(episode_id, str) or not episode_id.strip():
         raise InvalidInput("episode_id must be a UUID or a non-empty string")
+    check_text(episode_id, "episode_id", max_chars=MAX_EPISODE_ID_CHARS)
     try:
         return uuid.UUID(episode_id)
     except ValueError:
         return uuid.uuid5(EPISODE_NAMESPACE, f"{group_id}\x1f{episode_id}")
 
 
-def validate_group_id(group_id: Any) -> str:
+def default_episode_uuid(group_id: str, actor: str | None, reference_time: datetime, content: str) -> uuid.UUID:
+    """The id of an episode given without one: derived from (group, actor, reference time as an
+    instant, content), so re-running an interrupted ingest finds the episodes it already stored."""
+    instant = reference_time.astimezone(timezone.utc).isoformat()
+    return uuid.uuid5(EPISODE_NAMESPACE, "\x1f".join(("default", group_id, actor or "", instant, content)))
+
+
+def validate_group_id(group_id: Any, name: str = "group_id") -> str:
     """Group ids are non-empty strings of at most MAX_GROUP_ID_CHARS printable characters."""
     if not isinstance(group_id, str) or not group_id.strip():
-        raise InvalidInput("group_id must be a non-empty string")
+        raise InvalidInput(f"{name} must be a non-empty string")
+    check_text(group_id, name)
     if len(group_id) > MAX_GROUP_ID_CHARS or not group_id.isprintable():
-        raise InvalidInput(f"group_id must be at most {MAX_GROUP_ID_CHARS} printable characters")
+        raise InvalidInput(f"{name} must be at most {MAX_GROUP_ID_CHARS} printable characters")
     return group_id
+
+
+def validate_group_ids(group_ids: Any) -> list[str]:
+    """One group id, or a non-empty list of them."""
+    if isinstance(group_ids, str):
+        group_ids = [group_ids]
+    items = check_list(group_ids, "group_ids")
+    if not items:
+        raise InvalidInput("group_ids must name at least one group")
+    return [validate_group_id(g, "group_ids") for g in items]
 
 
 def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", actor: Any = None,
@@ -77,12 +95,15 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
     """Check every field of an episode and return it normalised, or raise InvalidInput."""
     group_id = validate_group_id(group_id)
     if kind not in KINDS:
-        raise InvalidInput(f"unknown episode kind {kind!r}: use one of {', '.join(KINDS)}")
-    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput(f"unknown episode kind {kind!r:.40}: use one of {', '.join(KINDS)}")
+    if not isinstance(content, str):
+        raise InvalidInput(f"episode content must be a string, got {type(content).__name__}")
+    if not content.strip():
         raise InvalidInput("episode content is empty")
     if len(content) > MAX_CONTENT_CHARS:
         raise InvalidInput(f"episode content has {len(content)} characters; the limit is "
                            f"{MAX_CONTENT_CHARS}: split it into several episodes")
+    check_text(content, "content")
     if kind == "json":
         try:
             json.loads(content)
@@ -91,9 +112,11 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
     if reference_time is None:
         raise InvalidInput("reference_time is required (when the episode was said or happened)")
     reference_time = parse_time(reference_time)
-    if actor is not None and (not isinstance(actor, str) or not actor.strip()):
-        raise InvalidInput("actor must be a non-empty string or None")
-    if not isinstance(source_description, str):
-        raise InvalidInput("source_description must be a string")
-    return Episode(episode_uuid(group_id, episode_id), group_id, content, kind, reference_time,
-                   actor.strip() if actor else None, source_description)
+    if actor is not None:
+        if not isinstance(actor, str) or not actor.strip():
+            raise InvalidInput("actor must be a non-empty string or None")
+        actor = check_text(actor, "actor", max_chars=MAX_ACTOR_CHARS).strip()
+    check_text(source_description, "source_description", max_chars=MAX_CONTENT_CHARS, allow_empty=True)
+    eid = (default_episode_uuid(group_id, actor, reference_time, content) if episode_id is None
+           else episode_uuid(group_id, episode_id))
+    return Episode(eid, group_id, content, kind, reference_time, actor, source_description)

@@ -280,14 +280,15 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
         "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
         " status, lease_owner, lease_until, attempts)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1)"
-        " ON CONFLICT (id) DO NOTHING RETURNING 'leased'",
+        " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
         ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
         owner, _interval(lease_seconds))
     if row is not None:
         return row[0]
-    stored = await conn.fetchrow("SELECT group_id, content, status FROM pgmemory.episodes WHERE id = $1", ep.id)
-    if stored["group_id"] != ep.group_id or stored["content"] != ep.content:
-        raise InvalidInput(f"episode id {ep.id} is already used by a different episode")
+    stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
+                                 ep.group_id, ep.id)
+    if stored["content"] != ep.content:
+        raise InvalidInput(f"episode id {ep.id} is already used by a different episode of group {ep.group_id!r}")
     return stored["status"]
 
 

@@ -100,7 +100,8 @@ def available_cores() -> int:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    """The process's embedding threads for this bound; shared, so embedders never add up past it."""
+    """The process's embedding threads for this bound, shared by every local embedder that has it
+    (so many embedders with the same settings never add up past it)."""
     with _EXECUTORS_LOCK:
         pool = _EXECUTORS.get(workers)
         if pool is None:
@@ -155,11 +156,12 @@ class LocalEmbedder:
         return await embed_reusing(list(texts), self.cache, self._encode)
 
     async def _encode(self, texts: list[str]) -> list[list[float]]:
-        """Tokenize in a worker, then run the length batches on the workers concurrently."""
+        """Tokenize and plan in a worker and run the batches right there when there is one (a query:
+        one thread hop) or one worker; otherwise spread the length batches over the workers."""
         model = await self.model()
-        tokens = await self._in_worker(model.tokenize, texts)
-        batches = local_model.plan_batches(tokens.lengths)
-        results = await asyncio.gather(*(self._in_worker(model.run, *tokens.padded(b)) for b in batches))
+        tokens, batches, results = await self._in_worker(model.plan_and_run, texts, self.workers == 1)
+        if results is None:
+            results = await asyncio.gather(*(self._in_worker(model.run, *tokens.padded(b)) for b in batches))
         vectors: list[list[float]] = [[] for _ in texts]
         for batch, rows in zip(batches, results):
             for i, row in zip(batch, rows.tolist()):

@@ -99,7 +99,7 @@ class LocalModel:
         self._tokenizer_file = str(self.directory / "tokenizer.json")
         self._local = threading.local()
         self._tokenizer()  # fail now, not in a worker, if the file is unusable
-        self.runtime, self._run = _load_runtime(runtime, self.directory, threads)
+        self.runtime, self._run, self._threads_in_use = _load_runtime(runtime, self.directory, threads)
         self._active = 0
         self.peak_active = 0
         self._count_lock = threading.Lock()
@@ -120,6 +120,20 @@ class LocalModel:
         """Token ids (with [CLS]/[SEP]) of each text, cut to ``max_tokens``: the model reads no more."""
         tok = self._tokenizer()
         return Tokens([tok.encode(t).ids for t in texts])
+
+    def plan_and_run(self, texts: list[str],
+                     run_all: bool) -> tuple[Tokens, list[list[int]], list[np.ndarray] | None]:
+        """Tokens and length batches of ``texts``, plus their vectors when there is one batch or
+        ``run_all`` asks for every batch to run here (None: the caller spreads them over workers)."""
+        tokens = self.tokenize(texts)
+        batches = plan_batches(tokens.lengths)
+        if run_all or len(batches) == 1:
+            return tokens, batches, [self.run(*tokens.padded(b)) for b in batches]
+        return tokens, batches, None
+
+    def threads_in_use(self) -> int:
+        """The intra-op thread count the runtime itself reports (ONNX session option, torch setting)."""
+        return self._threads_in_use()
 
     def run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Unit vectors (float32, one row per text) of a padded batch."""
@@ -145,15 +159,15 @@ def load(runtime: str, threads: int) -> LocalModel:
 
 
 def _load_runtime(runtime: str, directory: Path, threads: int):
-    """(name, run function) for the runtime asked; 'auto' prefers ONNX and falls back to torch."""
+    """(name, run function, reported thread count) for the runtime asked; 'auto' prefers ONNX and falls back to torch."""
     if runtime in ("auto", "onnx"):
         try:
-            return "onnx", _onnx_runner(directory, threads)
+            return ("onnx", *_onnx_runner(directory, threads))
         except Exception as exc:  # noqa: BLE001 - any failure to build or load the graph falls back
             if runtime == "onnx":
                 raise LocalModelError(f"ONNX Runtime cannot run the local model: {exc}") from exc
             log.warning("local embedder: ONNX Runtime unavailable (%s); using torch", exc)
-    return "torch", _torch_runner(directory, threads)
+    return ("torch", *_torch_runner(directory, threads))
 
 
 def _onnx_runner(directory: Path, threads: int):
@@ -176,8 +190,7 @@ def _onnx_runner(directory: Path, threads: int):
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         return session.run(None, feed)[0]
 
-    run.session = session  # type: ignore[attr-defined]
-    return run
+    return run, lambda: session.get_session_options().intra_op_num_threads
 
 
 def _torch_runner(directory: Path, threads: int):
@@ -194,4 +207,4 @@ def _torch_runner(directory: Path, threads: int):
             out = module(torch.from_numpy(ids), torch.from_numpy(mask), torch.zeros_like(torch.from_numpy(ids)))
         return out.numpy()
 
-    return run
+    return run, torch.get_num_threads

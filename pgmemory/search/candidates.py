@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
 
+from pgmemory.config import Timeouts
+from pgmemory.errors import DatabaseTimeout, InvalidInput
 from pgmemory.search.config import SearchConfig, SearchFilters
-from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
+from pgmemory.search.types import SINCE_FOREVER, CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
 from pgmemory.storage.vectors import vector_literals
 
 
@@ -33,10 +37,15 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
                            embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
     """All candidates of every kind and method, in one round trip."""
     vec = vector_literals([embedding])[0] if embedding is not None else None
-    rows = await conn.fetch(
-        "SELECT kind, id, version_id, ranks, detail"
-        " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
-        group_ids, query, vec, opts)
+    limit = Timeouts.from_env().search_s
+    try:
+        rows = await conn.fetch(
+            "SELECT kind, id, version_id, ranks, detail"
+            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
+            group_ids, query, vec, opts, timeout=limit)
+    except TimeoutError:
+        raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
+                              "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
     results = SearchResults()
     for row in rows:
         hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])
@@ -47,11 +56,24 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
 
 
+@contextmanager
+def refused_ids_as_input_errors() -> Iterator[None]:
+    """The database refuses a seed or centre outside the caller's groups (and a depth out of
+    range) with SQLSTATE 22023: surface that as the one-line InvalidInput it is."""
+    try:
+        yield
+    except asyncpg.InvalidParameterValueError as exc:
+        raise InvalidInput(exc.args[0] if exc.args else str(exc)) from None
+
+
 def _time(value: str | None) -> datetime | None:
-    """A timestamp from the JSON detail (written in the session's time zone), in UTC; None for
-    an open bound (NULL, or Postgres' +/-infinity)."""
-    if not value or value.endswith("infinity"):
+    """A timestamp from the JSON detail (written in the session's time zone), in UTC: None for an
+    open bound (NULL or 'infinity'), SINCE_FOREVER for '-infinity' (true since forever, which is
+    not the same as an unknown start)."""
+    if not value or value == "infinity":
         return None
+    if value == "-infinity":
+        return SINCE_FOREVER
     return datetime.fromisoformat(value).astimezone(timezone.utc)
 
 

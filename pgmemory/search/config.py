@@ -7,12 +7,15 @@ from datetime import datetime
 from typing import Any
 
 from pgmemory.errors import InvalidInput
+from pgmemory.validate import (check_bool, check_int, check_list, check_number, check_text, check_time,
+                               check_uuid, check_uuids)
 
 KINDS = ("facts", "entities", "communities", "episodes")
 METHODS = ("cosine", "fulltext", "bfs")
 RERANKERS = ("rrf", "mmr", "episode_mentions", "node_distance", "cross_encoder")
 MAX_QUERY_CHARS = 4000
 MAX_LIMIT = 100
+MAX_SEEDS = 1000
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,10 @@ class SearchConfig:
     method_weights: tuple[tuple[str, float], ...] = (
         ("fulltext", 1.0), ("cosine", 0.5), ("bfs", 0.5), ("facts", 0.5))
     mmr_lambda: float = 0.5
+    # Session proximity (episodes): hits within session_window_s of each other form a session;
+    # each gains session_weight / (rrf_k + the session's rank by summed score). 0 = off.
+    session_weight: float = 0.0
+    session_window_s: int = 1800
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -36,34 +43,48 @@ class SearchConfig:
     center: uuid.UUID | None = None  # the node_distance reranker's centre entity
 
     def validate(self) -> "SearchConfig":
-        """Refuse unknown names and out-of-range numbers with a message naming them."""
-        for name, allowed, values in (("kind", KINDS, self.kinds), ("method", METHODS, self.methods)):
+        """Refuse unknown names, wrong types and out-of-range numbers with a message naming them;
+        returns the config with seeds and centre as UUIDs."""
+        for name, allowed in (("kinds", KINDS), ("methods", METHODS)):
+            values = check_list(getattr(self, name), name)
             bad = [v for v in values if v not in allowed]
             if bad or not values:
-                raise InvalidInput(f"unknown search {name} {bad or values!r}: use {', '.join(allowed)}")
+                raise InvalidInput(f"unknown search {name[:-1]} {bad or list(values)!r:.80}: "
+                                   f"use {', '.join(allowed)}")
         if self.reranker not in RERANKERS:
-            raise InvalidInput(f"unknown reranker {self.reranker!r}: use one of {', '.join(RERANKERS)}")
-        if self.reranker == "node_distance" and self.center is None:
-            raise InvalidInput("the node_distance reranker needs a centre entity (config.center)")
-        if not 1 <= self.candidates <= 1000:
-            raise InvalidInput(f"candidates must be between 1 and 1000, got {self.candidates}")
-        if not 1 <= self.rrf_k <= 1000:
-            raise InvalidInput(f"rrf_k must be between 1 and 1000, got {self.rrf_k}")
-        bad = [m for m, w in self.method_weights if m not in (*METHODS, "facts") or not 0 <= w <= 10]
+            raise InvalidInput(f"unknown reranker {self.reranker!r:.40}: use one of {', '.join(RERANKERS)}")
+        check_int(self.candidates, "candidates", 1, 1000)
+        check_int(self.rrf_k, "rrf_k", 1, 1000)
+        weights = check_list(self.method_weights, "method_weights")
+        if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in weights):
+            raise InvalidInput("method_weights must be a list of (method, weight) pairs")
+        bad = [m for m, _ in weights if m not in (*METHODS, "facts")]
         if bad:
-            raise InvalidInput(f"method_weights: unknown method or weight outside 0..10 for {bad}")
-        if not 0.0 <= self.mmr_lambda <= 1.0:
-            raise InvalidInput(f"mmr_lambda must be between 0 and 1, got {self.mmr_lambda}")
-        if not 1 <= self.bfs_max_entities <= 100_000:
-            raise InvalidInput(f"bfs_max_entities must be between 1 and 100000, got {self.bfs_max_entities}")
-        if not 1 <= self.bfs_depth <= 5:
-            raise InvalidInput(f"bfs_depth must be between 1 and 5, got {self.bfs_depth}")
-        return self
+            raise InvalidInput(f"method_weights: unknown method(s) {bad!r:.80}")
+        for m, w in weights:
+            check_number(w, f"method_weights[{m}]", 0, 10)
+        check_number(self.session_weight, "session_weight", 0, 10)
+        check_int(self.session_window_s, "session_window_s", 0, 31 * 86400)
+        check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
+        check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
+        check_int(self.bfs_depth, "bfs_depth", 1, 5)
+        check_int(self.bfs_recent_episodes, "bfs_recent_episodes", 1, 100)
+        seeds = check_uuids(self.bfs_seeds, "bfs_seeds")
+        if len(seeds) > MAX_SEEDS:
+            raise InvalidInput(f"bfs_seeds has {len(seeds)} ids; the limit is {MAX_SEEDS}")
+        center = None if self.center is None else check_uuid(self.center, "center")
+        if self.reranker == "node_distance" and center is None:
+            raise InvalidInput("the node_distance reranker needs a centre entity (config.center)")
+        return replace(self, kinds=tuple(self.kinds), methods=tuple(self.methods), bfs_seeds=seeds,
+                       center=center)
 
 
 RECIPES: dict[str, SearchConfig] = {
     "combined_hybrid_rrf": SearchConfig(),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
+    # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
+    # conv-30 (pgmemory/eval/README.md has both folds).
+    "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),
@@ -88,16 +109,6 @@ def resolve_config(config: SearchConfig | str | None, **overrides: Any) -> Searc
     return replace(config, **overrides).validate()
 
 
-def _aware(value: datetime | None, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"filter {name} must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise InvalidInput(f"filter {name} {value.isoformat()} has no time zone: pass an aware datetime")
-    return value.isoformat()
-
-
 @dataclass(frozen=True)
 class SearchFilters:
     """Which results are in view. as_of is a point of valid time (T), known_at of transaction
@@ -119,21 +130,31 @@ class SearchFilters:
     expired_at_from: datetime | None = None
     expired_at_to: datetime | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse wrong types at construction: a str for a list, a non-bool flag, a naive time."""
+        check_bool(self.include_invalidated, "include_invalidated")
+        check_bool(self.include_superseded, "include_superseded")
+        for name in ("relation_types", "labels"):
+            values = check_list(getattr(self, name), name)
+            if len(values) > 100:
+                raise InvalidInput(f"{name} has {len(values)} items; the limit is 100")
+            for v in values:
+                check_text(v, f"{name} values", max_chars=200)
+            object.__setattr__(self, name, values)
+        for f in fields(self):
+            if f.type == "datetime | None" and getattr(self, f.name) is not None:
+                check_time(getattr(self, f.name), f.name)
+
     def to_options(self) -> dict[str, Any]:
         """The filters as search_candidates options (values only; never SQL text)."""
         out: dict[str, Any] = {
-            "include_invalidated": bool(self.include_invalidated),
-            "include_superseded": bool(self.include_superseded),
-            "relation_types": [_text(r, "relation_types") for r in self.relation_types],
-            "labels": [_text(label, "labels") for label in self.labels],
+            "include_invalidated": self.include_invalidated,
+            "include_superseded": self.include_superseded,
+            "relation_types": list(self.relation_types),
+            "labels": list(self.labels),
         }
         for f in fields(self):
-            if f.type in ("datetime | None",):
-                out[f.name] = _aware(getattr(self, f.name), f.name)
+            if f.type == "datetime | None":
+                value = getattr(self, f.name)
+                out[f.name] = value.isoformat() if value is not None else None
         return out
-
-
-def _text(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 200:
-        raise InvalidInput(f"filter {name} values must be non-empty strings of at most 200 characters")
-    return value

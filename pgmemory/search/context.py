@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from pgmemory.search.types import FactHit, SearchResults
+from pgmemory.search.types import SINCE_FOREVER, FactHit, SearchResults
 
 PREAMBLE = "FACTS and ENTITIES represent relevant context to the current conversation."
 FACT_HEADER = ("These are the most relevant facts and their valid date ranges (UTC). If the fact is about "
@@ -30,6 +30,8 @@ def _utc(value: datetime) -> datetime:
 
 
 def _date(value: datetime | None, unknown: str) -> str:
+    if value == SINCE_FOREVER:
+        return "forever"
     return _utc(value).strftime("%Y-%m-%d %H:%M") + " UTC" if value is not None else unknown
 
 

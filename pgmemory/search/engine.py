@@ -6,28 +6,23 @@ from typing import Any
 import asyncpg
 
 from pgmemory.errors import InvalidInput
-from pgmemory.ingest.episode import validate_group_id
+from pgmemory.ingest.episode import validate_group_ids
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.reranker import CrossEncoder
 from pgmemory.search import rerank
-from pgmemory.search.candidates import fetch_candidates, options
+from pgmemory.search.candidates import fetch_candidates, options, refused_ids_as_input_errors
 from pgmemory.search.config import MAX_LIMIT, MAX_QUERY_CHARS, SearchConfig, SearchFilters
 from pgmemory.search.types import Hit, SearchResults
+from pgmemory.validate import check_int, check_text
 
 
 def check_request(query: Any, group_ids: Any, limit: Any) -> list[str]:
     """Refuse an empty or oversized query, bad group ids or a limit out of range."""
-    if not isinstance(query, str) or not query.strip():
+    if isinstance(query, str) and not query.strip():
         raise InvalidInput("search query is empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidInput(f"search query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-    if isinstance(group_ids, str):
-        group_ids = [group_ids]
-    if not group_ids:
-        raise InvalidInput("group_ids must name at least one group")
-    groups = [validate_group_id(g) for g in group_ids]
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
+    check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
+    groups = validate_group_ids(group_ids)
+    check_int(limit, "limit", 1, MAX_LIMIT)
     return groups
 
 
@@ -42,7 +37,8 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
     embedding = (await embedder.embed([query]))[0] if needs_embedding else None
     opts = options(config, filters, with_embeddings=config.reranker == "mmr")
     async with pool.acquire() as conn:
-        found = await fetch_candidates(conn, group_ids, query, embedding, opts)
+        with refused_ids_as_input_errors():
+            found = await fetch_candidates(conn, group_ids, query, embedding, opts)
     out = SearchResults()
     for kind in ("facts", "entities", "communities", "episodes"):
         hits = rerank.described_first(
@@ -54,6 +50,8 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
 async def _rerank(hits: list[Hit], query: str, embedding, limit: int, config: SearchConfig,
                   cross_encoder: CrossEncoder | None) -> list[Hit]:
     fused = rerank.rrf(hits, config.rrf_k, dict(config.method_weights))
+    if config.session_weight:
+        fused = rerank.session_proximity(fused, config.session_weight, config.session_window_s, config.rrf_k)
     if config.reranker == "mmr":
         return rerank.mmr(fused, embedding, config.mmr_lambda, limit)
     if config.reranker == "episode_mentions":

@@ -5,7 +5,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from pgmemory.search.types import EntityHit, FactHit, Hit
+from pgmemory.search.types import EntityHit, EpisodeHit, FactHit, Hit
 
 H = TypeVar("H", bound=Hit)
 
@@ -17,6 +17,28 @@ def rrf(hits: Sequence[H], k: int = 60, weights: Mapping[str, float] | None = No
     for h in hits:
         h.scores["rrf"] = sum(weights.get(m, 1.0) / (k + r) for m, r in h.ranks.items())
         h.score = h.scores["rrf"]
+    return sorted(hits, key=lambda h: (-h.score, str(h.id)))
+
+
+def session_proximity(hits: Sequence[H], weight: float, window_s: float, k: int = 60) -> list[H]:
+    """Episodes of the strongest sessions first: episode hits whose times lie within `window_s`
+    of the next form a session, sessions are ranked by their hits' summed scores, and each hit
+    gains weight / (k + its session's rank), an RRF term like a method's. Evidence often sits in
+    the session of the best hits; other kinds of hits are returned unchanged."""
+    timed = sorted((h for h in hits if isinstance(h, EpisodeHit) and h.valid_at is not None),
+                   key=lambda h: h.valid_at)
+    if weight <= 0 or not timed:
+        return list(hits)
+    sessions: list[list[H]] = [[timed[0]]]
+    for prev, h in zip(timed, timed[1:]):
+        if (h.valid_at - prev.valid_at).total_seconds() > window_s:
+            sessions.append([])
+        sessions[-1].append(h)
+    ranked = sorted(sessions, key=lambda members: -sum(m.score for m in members))
+    for rank, members in enumerate(ranked, start=1):
+        for h in members:
+            h.scores["session"] = weight / (k + rank)
+            h.score += h.scores["session"]
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
 

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
+
+# A valid-time start of '-infinity' ("true since forever", as opposed to a NULL start: unknown),
+# read back as the earliest datetime, the same value asyncpg decodes '-infinity' to.
+SINCE_FOREVER = datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass
@@ -25,7 +29,9 @@ class Hit:
 
 @dataclass
 class FactHit(Hit):
-    """A fact version with its two time ranges, endpoints and provenance."""
+    """A fact version with its two time ranges, endpoints and provenance. valid_from is None
+    when the start is unknown (valid_from_unknown) and SINCE_FOREVER when it is '-infinity';
+    valid_to is None while the fact is open (a NULL or 'infinity' end)."""
 
     version_id: int = 0
     relation: str = ""

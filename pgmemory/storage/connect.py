@@ -11,7 +11,7 @@ import asyncpg
 import psycopg
 from pgvector.asyncpg import register_vector
 
-from pgmemory.config import Settings
+from pgmemory.config import Settings, Timeouts
 from pgmemory.errors import DatabaseUnavailable
 from pgmemory.storage.embedded import embedded_dsn
 
@@ -48,13 +48,48 @@ def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
-    """Open a psycopg connection, failing within CONNECT_TIMEOUT_S with a clear error."""
+    """Open a psycopg connection with the statement and lock timeouts (config.Timeouts),
+    failing within CONNECT_TIMEOUT_S with a clear error."""
+    options = " ".join(f"-c {k}={v}" for k, v in Timeouts.from_env().server_settings().items())
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, options=options)
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"invalid DSN: {exc}") from None
     except psycopg.OperationalError as exc:
         raise _unavailable(dsn, exc) from None
+
+
+# Errors that mean the server went away (killed, restarted, unreachable), not a bad request.
+_CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError, asyncpg.exceptions.ConnectionDoesNotExistError,
+                    asyncpg.exceptions.AdminShutdownError, asyncpg.exceptions.CrashShutdownError,
+                    asyncpg.exceptions.CannotConnectNowError)
+
+
+def connection_lost(exc: BaseException) -> BaseException | None:
+    """The lost-connection error behind `exc` (itself, a cause or context, or a member of an
+    exception group), or None when the server did not go away."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, _CONNECTION_LOST):
+            return e
+        if isinstance(e, psycopg.OperationalError) and (e.sqlstate is None or e.sqlstate[:2] in ("08", "57")):
+            return e
+        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
+    return None
+
+
+def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
+    """The one-line error for a server that went away mid-command."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DatabaseUnavailable(
+        f"database unavailable: lost the connection to Postgres ({reason}). Nothing half-written was "
+        "kept; once the server is back, run the same command again (and `pgmemory retry` for "
+        "episodes left pending)")
 
 
 def _json_dumps(value: object) -> str:
@@ -76,11 +111,15 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     RESET ALL / UNLISTEN round trip on every release is skipped."""
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """Open an asyncpg pool with the vector and jsonb codecs registered."""
+async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10) -> asyncpg.Pool:
+    """Open an asyncpg pool with the vector and jsonb codecs registered and the statement and
+    lock timeouts (config.Timeouts) set on every connection at start-up (no extra round trip).
+    No connection floor by default: asyncpg would keep reconnecting a dead server in the
+    background and log a traceback for each attempt."""
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection, reset=_keep_session)
+            init=_init_async_connection, reset=_keep_session,
+            server_settings=Timeouts.from_env().server_settings())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None

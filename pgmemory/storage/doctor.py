@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import psycopg
 
@@ -27,8 +28,13 @@ class Check:
     fix: str = ""
 
 
-def run_checks(conn: psycopg.Connection) -> list[Check]:
-    """Inspect server, extensions, preload, migrations, graph and embedding dimension."""
+DOCTOR_STATEMENT_TIMEOUT = "15s"  # doctor must answer even when the database is stuck
+
+
+def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(minutes=1)) -> list[Check]:
+    """Inspect server, extensions, preload, migrations, graph, embedding dimension and
+    backends waiting on locks for longer than `lock_wait`."""
+    conn.execute("SELECT set_config('statement_timeout', %s, false)", (DOCTOR_STATEMENT_TIMEOUT,))
     checks: list[Check] = []
     num, text = server_version(conn)
     checks.append(Check("server", "ok" if num >= MIN_SERVER_VERSION else "fail", f"PostgreSQL {text}",
@@ -41,7 +47,37 @@ def run_checks(conn: psycopg.Connection) -> list[Check]:
     checks.append(_textsearch_check(ext, preload))
     checks.append(Check("shared_preload_libraries", "ok", ", ".join(preload) or "(empty)"))
     checks.extend(_schema_checks(conn, ext))
+    checks.append(_lock_waits_check(conn, lock_wait))
     return checks
+
+
+def lock_waiters(conn: psycopg.Connection, longer_than: timedelta) -> list[tuple]:
+    """Backends of this database waiting on a lock for longer than `longer_than`: (pid, what
+    they wait on, for how long, the statement). Heavyweight locks have their wait start in
+    pg_locks; a light-weight or extension lock wait is timed by its statement's start."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")  # activity is otherwise frozen per transaction
+    return conn.execute(
+        "SELECT a.pid, a.wait_event_type || ':' || a.wait_event,"
+        "       clock_timestamp() - coalesce(w.since, a.query_start), left(regexp_replace(a.query, '\\s+', ' ', 'g'), 80)"
+        "  FROM pg_stat_activity a"
+        "  LEFT JOIN LATERAL (SELECT min(l.waitstart) AS since FROM pg_locks l"
+        "                      WHERE l.pid = a.pid AND NOT l.granted) w ON true"
+        " WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.state = 'active'"
+        "   AND (w.since IS NOT NULL OR a.wait_event_type IN ('LWLock', 'Extension'))"
+        "   AND clock_timestamp() - coalesce(w.since, a.query_start) > %s"
+        " ORDER BY 3 DESC", (longer_than,)).fetchall()
+
+
+def _lock_waits_check(conn: psycopg.Connection, longer_than: timedelta) -> Check:
+    waiting = lock_waiters(conn, longer_than)
+    if not waiting:
+        return Check("lock waits", "ok", f"no backend waiting on a lock for more than {longer_than}")
+    pid, event, waited, query = waiting[0]
+    return Check("lock waits", "warn",
+                 f"{len(waiting)} backend(s) waiting on locks for more than {longer_than}; longest: pid {pid} "
+                 f"on {event} for {str(waited).split('.')[0]}: {query}",
+                 "find the holder in pg_locks / pg_stat_activity; pg_cancel_backend(pid) the stuck one; "
+                 "backends that ignore pg_terminate_backend need a server restart (`pg_ctl restart -m immediate`)")
 
 
 def _extension_check(name: str, ext: dict, *, required: bool, install: str) -> Check:

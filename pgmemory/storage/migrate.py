@@ -14,9 +14,19 @@ import psycopg
 
 from pgmemory.errors import MigrationError
 
-ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS_DIR = ROOT / "migrations"
-SQL_DIR = ROOT / "sql"
+PACKAGE = Path(__file__).resolve().parents[1]
+ROOT = PACKAGE.parent
+
+
+def _shipped(folder: str) -> Path:
+    """A top-level folder of the repository (source checkout), or its copy inside the installed
+    package (a wheel: see setup.py)."""
+    inside = PACKAGE / f"_{folder}"
+    return inside if inside.is_dir() else ROOT / folder
+
+
+MIGRATIONS_DIR = _shipped("migrations")
+SQL_DIR = _shipped("sql")
 LOCK_KEY = 0x70676D656D  # "pgmem": one advisory lock for all schema work
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -136,7 +146,7 @@ def apply_sql_file(conn: psycopg.Connection, path: Path) -> None:
     try:
         conn.execute(path.read_text())
     except psycopg.Error as exc:
-        raise MigrationError(f"{path.relative_to(ROOT)} failed: {exc}") from exc
+        raise MigrationError(f"{path.relative_to(SQL_DIR.parent)} failed: {exc}") from exc
 
 
 def apply_sql_dir(conn: psycopg.Connection, directory: Path) -> list[str]:

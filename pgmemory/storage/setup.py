@@ -102,13 +102,15 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             if time.monotonic() > deadline:
                 raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
-                                 "long transactions hold them (see `pgmemory doctor`); try again") from None
+                                 "long transactions hold them (`pgmemory doctor` lists them; backends stuck "
+                                 "in pg_textsearch 1.0.0 need a server restart); try again") from None
             time.sleep(0.2)
 
 
 def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, embedder: str | None,
                  text_search: str | None) -> InitReport:
     migrate.lock(conn)
+    conn.execute("SELECT set_config('statement_timeout', '0', true)")  # index builds on big tables
     extensions = available_extensions(conn)
     stored = _stored_settings(conn)
     mode = choose_text_search(text_search, stored)
@@ -247,6 +249,8 @@ def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str |
     upgraded pgmemory on an older database) or the full-text mode must change; refuse another
     embedding dimension or embedder than the database was built with."""
     stored = _stored_settings(conn)
+    if choose_text_search(None, stored) == "pg_textsearch":  # an opt-in of a version now known broken
+        check_pg_textsearch(available_extensions(conn), preloaded_libraries(conn))
     conn.commit()
     dim = stored.get("embedding_dim")
     if dim is not None and dim != embedding_dim:

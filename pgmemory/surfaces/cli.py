@@ -7,15 +7,16 @@ import sys
 from collections.abc import Callable
 
 from pgmemory.errors import PgMemoryError
-from pgmemory.storage.connect import connect, describe_target, resolve_dsn
+from pgmemory.storage.connect import connect, connection_lost, describe_target, lost_connection_error, resolve_dsn
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.providers.embedder import embedder_from_env
     from pgmemory.storage.setup import init_database
+    from pgmemory.validate import check_int
 
     embedder = embedder_from_env()
-    dim = args.dim or embedder.dim
+    dim = embedder.dim if args.dim is None else check_int(args.dim, "--dim", 1, MAX_INDEXED_DIM)
     dsn = resolve_dsn()
     with connect(dsn) as conn:
         report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
@@ -125,9 +126,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 1
 
 
+MAX_INDEXED_DIM = 2000  # pgvector's HNSW index takes vectors of at most 2000 dimensions
+
+
 def _bounded(high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer between 1 and {high}, got {text!r}") from None
         if not 1 <= value <= high:
             raise argparse.ArgumentTypeError(f"must be between 1 and {high}, got {value}")
         return value
@@ -176,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgmemory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
-    p.add_argument("--dim", type=int, help="embedding dimension (default: the configured embedder's)")
+    p.add_argument("--dim", type=int, help="embedding dimension, 1 to 2000 (HNSW's limit; "
+                                           "default: the configured embedder's)")
     p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
                    help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
                         "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
@@ -187,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
     p = sub.add_parser("ingest", help="ingest a JSON Lines file of episodes (one object per line)")
     p.add_argument("file", help="path to a .jsonl file, or - for standard input")
-    p.add_argument("--concurrency", type=int, default=4, help="groups ingested in parallel (default 4)")
+    p.add_argument("--concurrency", type=_bounded(64), default=4, help="groups ingested in parallel (default 4)")
     p.set_defaults(func=_cmd_ingest)
     p = sub.add_parser("worker", help="process queued episodes (pgmemory.enqueue_episode) until stopped")
     p.add_argument("--concurrency", type=_bounded(64), default=1,
@@ -235,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except PgMemoryError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        lost = connection_lost(exc)
+        if lost is None:
+            raise
+        print(f"pgmemory: error: {lost_connection_error(lost)}", file=sys.stderr)
         return 2
 
 

@@ -1,6 +1,7 @@
 """`pgmemory ingest FILE` and `pgmemory retry`: bulk ingestion with a progress bar and a summary."""
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from collections import Counter
@@ -14,24 +15,34 @@ from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.memory import Memory, validate_batch
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """Episodes of a JSON Lines file (blank lines skipped); a bad line is named by its number."""
-    stream = sys.stdin if path == "-" else None
-    if stream is None and not Path(path).is_file():
+def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """Episodes of a UTF-8 JSON Lines file (a leading BOM is accepted, blank lines skipped) and
+    the line number of each; a bad line (invalid UTF-8 or JSON, not an object) is named by its number."""
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    elif not Path(path).is_file():
         raise InvalidInput(f"{path}: no such file")
-    lines = (stream or open(path, encoding="utf-8")).read().splitlines()
-    out = []
-    for n, line in enumerate(lines, start=1):
+    else:
+        data = Path(path).read_bytes()
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    items, numbers = [], []
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{path} line {n}: not valid UTF-8 (byte {exc.start + 1})") from None
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path} line {n}: not valid JSON: {exc}") from None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InvalidInput(f"{path} line {n}: not valid JSON: {str(exc)[:200]}") from None
         if not isinstance(item, dict):
             raise InvalidInput(f"{path} line {n}: expected a JSON object")
-        out.append(item)
-    return out
+        items.append(item)
+        numbers.append(n)
+    return items, numbers
 
 
 def _report(results: list[EpisodeResult | IngestError]) -> int:
@@ -54,11 +65,11 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
 
 async def ingest_file(path: str, *, concurrency: int = 4) -> int:
     """Validate the whole file first (nothing written if a line is bad), then ingest it."""
-    items = read_jsonl(path)
+    items, numbers = read_jsonl(path)
     try:
-        validate_batch(items)
+        validate_batch(items, positions=numbers, unit="line")
     except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc} (counting non-blank lines)") from None
+        raise InvalidInput(f"{path}: {exc}") from None
     async with await Memory.open() as memory:
         with tqdm(total=len(items), unit="ep", desc="ingest") as bar:
             results = await memory.add_episodes(items, concurrency=concurrency,

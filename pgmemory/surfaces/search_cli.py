@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pgmemory.errors import InvalidInput
 from pgmemory.memory import Memory
 from pgmemory.search.config import SearchFilters
-from pgmemory.search.types import SearchResults
+from pgmemory.search.types import SINCE_FOREVER, SearchResults
 
 
 def cli_time(value: str, flag: str) -> datetime:
@@ -22,6 +22,8 @@ def cli_time(value: str, flag: str) -> datetime:
 
 
 def _day(value: datetime | None, missing: str) -> str:
+    if value == SINCE_FOREVER:
+        return "forever"
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d") if value else missing
 
 

@@ -73,13 +73,20 @@ BEGIN
 END
 $$;
 
+-- The mirror key of an episode's vertex: episode ids are unique only within a
+-- group, so the vertex is keyed by (group, id) (migration 0020 re-keyed old ones).
+CREATE OR REPLACE FUNCTION pgmemory.episode_node(p_group text, p_id uuid)
+RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
+    SELECT md5('episode' || chr(31) || p_group || chr(31) || p_id::text)::uuid
+$$;
+
 CREATE OR REPLACE FUNCTION pgmemory.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory.graph_drop_vertex('Episode', OLD.id);
+        PERFORM pgmemory.graph_drop_vertex('Episode', pgmemory.episode_node(OLD.group_id, OLD.id));
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Episode', NEW.id, jsonb_build_object(
+    PERFORM pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(NEW.group_id, NEW.id), jsonb_build_object(
         'uuid', NEW.id, 'group_id', NEW.group_id, 'kind', NEW.kind,
         'actor', NEW.actor, 'valid_at', NEW.valid_at));
     RETURN NEW;
@@ -138,8 +145,10 @@ BEGIN
         PERFORM pgmemory.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
         RETURN OLD;
     END IF;
+    -- Entity ids are unique across groups, so the edge key needs no group.
     PERFORM pgmemory.graph_put_edge('MENTIONS', 'mention:' || NEW.episode_id || ':' || NEW.entity_id,
-        NEW.episode_id, NEW.entity_id, jsonb_build_object('group_id', NEW.group_id));
+        pgmemory.episode_node(NEW.group_id, NEW.episode_id), NEW.entity_id,
+        jsonb_build_object('group_id', NEW.group_id));
     RETURN NEW;
 END
 $$;

@@ -1,9 +1,11 @@
 -- BFS through AGE: entities within p_depth hops of p_seeds over the mirrored
 -- (currently believed) RELATES_TO edges, with their distance. The same answer
 -- as pgmemory.bfs_entities() without time arguments; kept for comparison and
--- for users who want Cypher (bench/ measures which is faster).
+-- for users who want Cypher (bench/ measures which is faster). Seeds must be
+-- entities of p_groups (refused otherwise), and only entities of p_groups are
+-- returned.
 
-CREATE OR REPLACE FUNCTION pgmemory.bfs_entities_age(p_seeds uuid[], p_depth integer)
+CREATE OR REPLACE FUNCTION pgmemory.bfs_entities_age(p_groups text[], p_seeds uuid[], p_depth integer)
 RETURNS TABLE (entity_id uuid, distance integer)
 LANGUAGE plpgsql
 SET search_path = ag_catalog, pgmemory, public
@@ -16,16 +18,20 @@ BEGIN
     IF p_depth < 1 OR p_depth > 5 THEN
         RAISE EXCEPTION 'BFS depth must be between 1 and 5, got %', p_depth USING ERRCODE = '22023';
     END IF;
+    PERFORM pgmemory.require_group_entities(p_groups, p_seeds, 'bfs seed');
     LOAD 'age';
     RETURN QUERY EXECUTE format($q$
-        SELECT s, 0 FROM unnest($1::uuid[]) s
+        SELECT DISTINCT s, 0 FROM unnest($1::uuid[]) s WHERE s IS NOT NULL
         UNION ALL
-        SELECT btrim(u::text, '"')::uuid, min(d::text::integer)::integer
-          FROM ag_catalog.cypher('pgmemory_graph', $c$
-                 MATCH p = (s:Entity)-[:RELATES_TO*1..%s]-(t:Entity)
-                 WHERE s.uuid IN [%s] AND NOT (t.uuid IN [%s])
-                 RETURN t.uuid, length(p) $c$) AS (u ag_catalog.agtype, d ag_catalog.agtype)
-         GROUP BY 1 $q$, p_depth, seed_list, seed_list)
-    USING p_seeds;
+        SELECT r.id, r.d FROM (
+            SELECT btrim(u::text, '"')::uuid AS id, min(d::text::integer)::integer AS d
+              FROM ag_catalog.cypher('pgmemory_graph', $c$
+                     MATCH p = (s:Entity)-[:RELATES_TO*1..%s]-(t:Entity)
+                     WHERE s.uuid IN [%s] AND NOT (t.uuid IN [%s])
+                     RETURN t.uuid, length(p) $c$) AS (u ag_catalog.agtype, d ag_catalog.agtype)
+             GROUP BY 1) r
+         WHERE EXISTS (SELECT 1 FROM pgmemory.entities e WHERE e.id = r.id AND e.group_id = ANY ($2)) $q$,
+        p_depth, seed_list, seed_list)
+    USING p_seeds, p_groups;
 END
 $$;

@@ -11,7 +11,7 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
       FROM pgmemory.facts f
      WHERE f.group_id = ANY (p_groups)
        AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
-                                 p_superseded, p_relations, p_bounds)
+                                 p_superseded, p_relations, p_bounds, f.is_event)
      ORDER BY f.search_text <@> to_bm25query(p_query, 'pgmemory.facts_bm25') LIMIT p_k
 $$;
 

@@ -11,29 +11,49 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)::integer FROM unnest(p_tsv) u
 $$;
 
--- Add documents (p_sign +1) or remove them (-1) from the statistics of p_kind.
+-- Add documents (p_sign +1) or remove them (-1) from the statistics of p_kind. A count that
+-- reaches zero deletes its row: an erased group leaves none of its words behind.
 CREATE OR REPLACE FUNCTION pgmemory.add_text_stats(
     p_kind text, p_groups text[], p_tsvs tsvector[], p_signs integer[])
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    gone_groups text[];
+    gone_terms text[];
+BEGIN
     WITH docs AS (
-        SELECT d.g, d.tsv, d.sign FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign)
+        SELECT d.g, d.sign, pgmemory.tsv_length(d.tsv) AS len
+          FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign)
     ), per_group AS (
-        SELECT g, sum(sign) AS docs, sum(sign * pgmemory.tsv_length(tsv)) AS len
-          FROM docs GROUP BY g HAVING sum(sign) <> 0 OR sum(sign * pgmemory.tsv_length(tsv)) <> 0
-    ), per_term AS (
-        SELECT d.g, u.lexeme, sum(d.sign) AS n
-          FROM docs d CROSS JOIN LATERAL unnest(d.tsv) u
-         GROUP BY d.g, u.lexeme HAVING sum(d.sign) <> 0
-    ), groups_done AS (
+        SELECT g, sum(sign) AS docs, sum(sign * len) AS len
+          FROM docs GROUP BY g HAVING sum(sign) <> 0 OR sum(sign * len) <> 0
+    ), changed AS (
         INSERT INTO pgmemory.text_stats AS s (group_id, kind, docs, total_len)
         SELECT g, p_kind, docs, len FROM per_group ORDER BY g
         ON CONFLICT (group_id, kind) DO UPDATE
            SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len
-        RETURNING 1
+        RETURNING s.group_id, s.docs
     )
-    INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs)
-    SELECT g, p_kind, lexeme, n FROM per_term ORDER BY g, lexeme
-    ON CONFLICT (group_id, kind, term) DO UPDATE SET docs = t.docs + excluded.docs
+    SELECT array_agg(group_id) INTO gone_groups FROM changed WHERE docs <= 0;
+    IF gone_groups IS NOT NULL THEN
+        DELETE FROM pgmemory.text_stats WHERE kind = p_kind AND group_id = ANY (gone_groups);
+    END IF;
+
+    WITH per_term AS (
+        SELECT d.g, u.lexeme, sum(d.sign) AS n
+          FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign) CROSS JOIN LATERAL unnest(d.tsv) u
+         GROUP BY d.g, u.lexeme HAVING sum(d.sign) <> 0
+    ), changed AS (
+        INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs)
+        SELECT g, p_kind, lexeme, n FROM per_term ORDER BY g, lexeme
+        ON CONFLICT (group_id, kind, term) DO UPDATE SET docs = t.docs + excluded.docs
+        RETURNING t.group_id, t.term, t.docs
+    )
+    SELECT array_agg(group_id), array_agg(term) INTO gone_groups, gone_terms FROM changed WHERE docs <= 0;
+    IF gone_groups IS NOT NULL THEN
+        DELETE FROM pgmemory.term_stats t USING unnest(gone_groups, gone_terms) AS z (g, term)
+         WHERE t.group_id = z.g AND t.kind = p_kind AND t.term = z.term;
+    END IF;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.track_text_stats()

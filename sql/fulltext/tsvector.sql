@@ -44,7 +44,7 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
            (SELECT pgmemory.or_tsquery(p_query) AS tq) q
      WHERE f.tsv @@ q.tq
        AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
-                                 p_superseded, p_relations, p_bounds)
+                                 p_superseded, p_relations, p_bounds, f.is_event)
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
 

@@ -17,9 +17,10 @@ from pgmemory.extract.offline.pairs import pair_statements
 from pgmemory.extract.offline.patterns import RULES
 from pgmemory.extract.offline.phrases import add_proper_nouns
 from pgmemory.extract.offline.state import Ctx, Sentence
-from pgmemory.extract.offline.speakers import is_assistant, segments
+from pgmemory.extract.offline.speakers import segments
 from pgmemory.extract.offline.subjects import lead_subject
 from pgmemory.extract.offline.text import _sentences, clauses, is_casual, normalise
+from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import EpisodeInput, Extraction
 
 
@@ -40,20 +41,20 @@ class OfflineExtractor:
             ctx.antecedent = None
             if ctx.speaker:
                 ctx.registry.add(ctx.speaker, "Person", base - 1)
-            text = normalise(part)
-            sentences += [_extract_sentence(sentence, base + offset, ctx)
+            text, casual = normalise(part), is_casual(part)
+            sentences += [_extract_sentence(sentence, base + offset, casual, ctx)
                           for offset, sentence in _sentences(text)]
             base += len(text) + 1
         add_proper_nouns(sentences, ctx)
         return Extraction(entities=ctx.registry.ordered(), facts=ctx.facts)
 
 
-def _extract_sentence(text: str, offset: int, ctx: Ctx) -> Sentence:
+def _extract_sentence(text: str, offset: int, casual: bool, ctx: Ctx) -> Sentence:
     times = find_times(text, ctx.reference)
     masked = list(text)
     for t in times:
         masked[t.start:t.end] = " " * (t.end - t.start)
-    s = Sentence(text, offset, times, clauses(text), "".join(masked), casual=is_casual(text))
+    s = Sentence(text, offset, times, clauses(text), "".join(masked), casual=casual)
     s.leads = [lead_subject(s, start, end, ctx) for start, end in s.clauses]
     if text.rstrip().endswith("?"):
         return s

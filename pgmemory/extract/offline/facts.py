@@ -51,7 +51,8 @@ _PREFERS = ("prefers", "prefer", "preferred", "does not prefer")
 
 
 def apply_rule(rule: Rule, m: re.Match[str], s: Sentence, ctx: Ctx) -> None:
-    objects = [o for o in _objects(s, m.end(), rule, ctx) if rule.accept is None or rule.accept(o)]
+    objects = [o for o in _objects(s, m.end(), rule, ctx) if (rule.accept is None or rule.accept(o))
+               and not (s.casual and rule.label == "Person")]  # "i met up with friends"
     if not objects:
         return
     g = grammar(s, m.start(), s.text[m.start():].split()[0], ctx)

@@ -140,10 +140,10 @@ often sometimes truly totally absolutely definitely honestly basically mostly ev
 ever again happily proudly newly originally used to
 """.split())
 NOT_VERBS = NP_STOP - AUX
-ASSISTANT_NAMES = frozenset(["assistant", "ai", "ai assistant", "bot", "chatbot"])
 LEAD_IN_LABELS = frozenset("""
 news update updates fact note reminder question fyi ps edit psa tldr warning spoiler alert up
-talk story summary answer confession hint tip lol ok okay so well also btw anyway
+talk story summary answer confession hint tip lol ok okay so well also btw anyway re fwd fw
+subject to from cc date time title status todo agenda notes important
 """.split())
 NOT_ACTIVITIES = _LIGHT_VERBS | NP_STOP
 

@@ -106,9 +106,9 @@ RULES: list[Rule] = [
     _r(r"\b(?:started\s+(?:working|a\s+(?:new\s+)?job|a\s+(?:new\s+)?position|an?\s+internship)"
        r"|got\s+(?:a\s+|an\s+)?(?:new\s+)?(?:job|position|internship)|(?:was|got|been)\s+hired)"
        r"\s+(?:at|for|with|by)\s+", "WORKS_FOR", "start", "np", "Organization", True),
-    _r(r"\b(?:started|starting)\s+(?:at|with)\s+", "WORKS_FOR", "start", "proper", "Organization", True,
+    _r(r"\b(?:started|starting)\s+at\s+", "WORKS_FOR", "start", "proper", "Organization", True,
        accept=lambda p: not _is_school(p) and not _is_place(p)),
-    _r(r"\b(?:started|starting)\s+(?:at|with)\s+", "STUDIES_AT", "start", "proper", "Organization", True,
+    _r(r"\b(?:started|starting)\s+at\s+", "STUDIES_AT", "start", "proper", "Organization", True,
        accept=_is_school),
     _r(r"\b(?:started|starting)\s+(?:an?\s+)?(?:new\s+)?(?:job|position|role|gig|internship)\s+"
        r"(?:at|with)\s+", "WORKS_FOR", "start", "np", "Organization", True),
@@ -152,7 +152,9 @@ RULES: list[Rule] = [
        "state", "proper", "Person", phrases=_DATING),
     _r(rf"\b(?:am|is|are|was|were|been)\s+{_NEG}(?:(?:good|best|close|old|great)\s+)?friends\s+with\s+",
        "HAS_FRIEND", "social", "proper", "Person", phrases=_FRIENDS),
-    _r(r"\b(?:know|knows|knew)\s+", "KNOWS", "social", "proper", "Person",
+    # "X knows Y [from college|well|.]": not "I knew Anna would love it"
+    _r(r"\b(?:know|knows)\s+(?=[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?(?:\s+(?:from|since|through|well|personally"
+       r"|very|quite|pretty|really|and)\b|\s*[.,!;]|\s*$))", "KNOWS", "social", "proper", "Person",
        phrases=("knows", "know", "knew", "does not know"), accept=lambda p: not _is_place(p)),
     _r(r"\b(?:broke\s+up|split\s+up)\s+with\s+", "DATING", "end", "proper", "Person"),
     _r(r"\b(?:like|likes|liked|liking)\s+", "LIKES", "pref", "bare", phrases=_pref("like"),
@@ -168,9 +170,9 @@ RULES: list[Rule] = [
     _r(r"\b(?:love|loves|loved|loving)\s+", "LOVES", "pref", "bare", phrases=_pref("love"),
        accept=_not_a_job),
     _r(r"\b(?:hate|hates|hated|hating|can\s+not\s+stand)\s+", "HATES", "pref", "bare",
-       phrases=_pref("hate")),
+       phrases=_pref("hate"), accept=_not_a_job),
     _r(r"\b(?:enjoy|enjoys|enjoyed|enjoying)\s+", "ENJOYS", "pref", "bare",
-       phrases=("enjoys", "enjoy", "enjoyed", "does not enjoy")),
+       phrases=("enjoys", "enjoy", "enjoyed", "does not enjoy"), accept=_not_a_job),
     _r(r"\b(?:study|studies|studied|studying)\s+(?:(?P<field>[a-z]+(?:\s+[a-z]+){0,2})\s+)?at\s+",
        "STUDIES_AT", "state", "proper", "Organization", True, phrases=_STUDIES),
     _r(r"\b(?:enrolled\s+(?:at|in)|started\s+(?:school|college|university|grad\s+school|studying)"
@@ -178,11 +180,11 @@ RULES: list[Rule] = [
     _r(r"\b(?:graduated\s+from|dropped\s+out\s+of)\s+", "STUDIES_AT", "end", "proper", "Organization",
        True),
     _r(rf"\b(?:am|is|are|was|were)\s+{_NEG}(?:(?:now|currently|officially|still|also|fully|strictly"
-       rf"|happily|finally)\s+)*(?=(?:an?\s+)?(?:{_STATES})\b)", "IS", "state", "bare", phrases=_IS,
+       rf"|happily|finally)\s+)*(?=(?:an?\s+)?(?:{_STATES})(?![\w-]))", "IS", "state", "bare", phrases=_IS,
        accept=_is_state),
-    _r(rf"\b(?:went|turned|became|become|becoming|going)\s+(?=(?:an?\s+)?(?:{_STATES})\b)", "IS", "start",
+    _r(rf"\b(?:went|turned|became|become|becoming|going)\s+(?=(?:an?\s+)?(?:{_STATES})(?![\w-]))", "IS", "start",
        "bare", accept=_is_state),
-    _r(r"(?<!\bam\s)(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)\b(?=retired\b)", "IS", "start",
+    _r(r"(?<!\bam\s)(?<!\bis\s)(?<!\bare\s)(?<!\bwas\s)(?<!\bwere\s)\b(?=retired(?![\w-]))", "IS", "start",
        "bare", accept=_is_state),
     _r(r"\b(?:bought|purchased)\s+(?:(?:myself|me|us)\s+)?", "BOUGHT", "event", "np",
        accept=_not_owned_thing),

@@ -3,14 +3,10 @@ from __future__ import annotations
 
 import re
 
-from pgmemory.extract.offline.lexicon import ASSISTANT_NAMES, CAP_STOP, LEAD_IN_LABELS
+from pgmemory.extract.offline.lexicon import CAP_STOP, LEAD_IN_LABELS
+from pgmemory.extract.roles import is_assistant
 
 _PREFIX = re.compile(r"^[ \t]*([A-Z][\w.'-]*(?:[ \t]+[A-Z][\w.'-]*){0,3})[ \t]*:[ \t]+")
-
-
-def is_assistant(name: str | None) -> bool:
-    """True for the assistant's role names ("Assistant", "AI", "bot"): its chatter is not a fact source."""
-    return name is not None and " ".join(name.split()).casefold() in ASSISTANT_NAMES
 
 
 def _speaker_prefix(line: str) -> re.Match[str] | None:

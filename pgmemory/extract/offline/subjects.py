@@ -20,8 +20,8 @@ _LEADING_FILLER = re.compile(
 # Where a lead-in ends: "Big news: I ...", "Quick update - I ...", "Guess what, I ...".
 _LEAD_IN_END = re.compile(r"[,:;]|\s[-\u2013\u2014]+\s|^[-\u2013\u2014]+\s")
 _HEDGES = frozenset(["kinda", "sorta", "pretty", "probably"])
-_PAST_OR_GERUND = re.compile(r"(?:ed|ing)$|^(?:left|quit|got|had|went|won|met|bought|flew|drove|ran"
-                             r"|came|grew|began|took|made)$", re.IGNORECASE)
+_PAST = re.compile(r"ed$|^(?:left|quit|got|had|went|won|met|bought|flew|drove|ran|came|grew|began|took"
+                   r"|made)$", re.IGNORECASE)
 _NOW = re.compile(r"\b(?:now|currently|nowadays|these\s+days)\b", re.IGNORECASE)
 _ROLE_SUBJECT = re.compile(rf"^(?:(?P<my>[Mm]y|[Oo]ur)|(?P<your>[Yy]our)|(?P<owner>{NAME})'s?)\s+(?P<role>(?i:{KIN_ALT}))"
                            rf"(?:\s*,?\s+(?P<name>{NAME}))?,?$")
@@ -179,11 +179,12 @@ def _after_lead_in(text: str) -> str:
 
 def _without_subject(s: Sentence, ci: int, verb: str, neg: bool, used_to: bool, past: bool,
                      perfect: bool, when: TimeMention | None, ctx: Ctx) -> Grammar | None:
-    """Chat drops the subject: "Started a new gig at X", "Loving yoga lately" are the speaker's.
+    """Chat drops the subject: "Started a new gig at X", "Moved to Austin!" are the speaker's.
 
-    Only a past or -ing verb opening the sentence's first clause counts (not imperatives).
+    Only a past-tense verb opening the sentence's first clause counts: not imperatives, and
+    not -ing forms, which are mostly reactions ("Loving the colours!").
     """
-    if ctx.speaker is None or ci != 0 or not _PAST_OR_GERUND.search(verb):
+    if ctx.speaker is None or ci != 0 or not _PAST.search(verb):
         return None
     subject = ctx.registry.add(ctx.speaker, "Person", -1)
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
@@ -199,12 +200,12 @@ def times(mode: str, g: Grammar, reference: datetime,
     stated = g.when.value if g.when else None
     if mode in ("start", "end", "event", "experience") and g.neg:
         return None
+    if mode in ("start", "end", "event", "experience") and g.when is not None and g.when.value > reference:
+        return None  # a plan ("starting at X next week"), not something that happened
     if mode == "end":
         return None, stated or reference, True
     if mode == "start":
         return stated or reference, None, False
-    if mode in ("event", "experience") and g.when is not None and g.when.value > reference:
-        return None  # a plan, not something that happened
     if mode == "event":  # a one-off event: the stated period, else the day it was told
         if g.when is not None:
             return g.when.value, g.when.until or day_of(g.when.value)[1], False

@@ -26,9 +26,10 @@ _CAPW = r"[A-Z][a-zA-Z0-9&-]*"
 NAME = rf"{_CAPW}(?:\s+(?:(?:of\s+the|of|de|del|da|du|van|von|la|le|for|&)\s+)?{_CAPW})*"
 
 
-def is_casual(sentence: str) -> bool:
-    """True for a sentence typed all in lowercase ("i live in berlin now"): names lose capitals."""
-    return not re.search(r"[A-Z]", re.sub(r"\bI\b", "", sentence))
+def is_casual(raw: str) -> bool:
+    """True for text typed without any capital, not even "I" ("i live in berlin now"): there a
+    lowercase word may be a name."""
+    return not re.search(r"[A-Z]", raw)
 
 
 def normalise(text: str) -> str:

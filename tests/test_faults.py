@@ -1,0 +1,155 @@
+"""Fault battery: kill -9 the writer, or the Postgres server, at random points of an ingest
+(several seeds); after recovery (the same ingest again, then `retry`) the current facts equal
+a clean run's (compared by digest). Killing the server prints one "database unavailable" line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgmemory import Memory
+from pgmemory.config import Settings
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage.connect import resolve_dsn
+from pgmemory.storage.setup import init_database
+from tests.conftest import DIM
+from tests.test_concurrency import chronology
+
+BOUND_S = 120
+CURRENT_FACTS = """
+    SELECT f.group_id, s.name, f.relation, t.name, f.fact, lower(f.valid)::text, upper(f.valid)::text
+      FROM pgmemory.facts f JOIN pgmemory.entities s ON s.id = f.source_id
+      JOIN pgmemory.entities t ON t.id = f.target_id
+     WHERE upper_inf(f.recorded) ORDER BY 1, 2, 3, 4, 5, 6
+"""
+
+
+def episodes() -> list[dict]:
+    """Three groups of four people changing jobs ("I left X last week and now work at Y")."""
+    return [{"group_id": f"faults-{g}", **ep, "reference_time": ep["reference_time"].isoformat()}
+            for g in range(3) for p in range(4) for ep in chronology(p + g, 5)]
+
+
+def digest(dsn: str) -> tuple[str, int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(CURRENT_FACTS).fetchall()
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest(), len(rows)
+
+
+def done_count(dsn: str) -> int:
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            return conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE status = 'done'").fetchone()[0]
+    except psycopg.OperationalError:
+        return 0
+
+
+async def ingest_in_process(dsn: str, items: list[dict]) -> None:
+    async with await Memory.open(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        results = await memory.add_episodes(items)
+        assert all(r.status in ("done", "skipped") for r in results), results
+        assert all(r.status == "done" for r in await memory.retry())
+
+
+@pytest.fixture(scope="module")
+def clean_digest(admin_dsn, tmp_path_factory):
+    from tests.servers import create_database, drop_database
+
+    import asyncio
+
+    dsn = create_database(admin_dsn)
+    try:
+        with psycopg.connect(dsn) as conn:
+            init_database(conn, DIM)
+        asyncio.run(ingest_in_process(dsn, episodes()))
+        found = digest(dsn)
+    finally:
+        drop_database(admin_dsn, dsn)
+    assert found[1] > 12  # every person has a current job, plus the ended ones
+    return found
+
+
+def start_cli_ingest(path: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", "ingest", str(path)],
+                            env={**os.environ, "PGMEMORY_EMBEDDER": "hash", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until_done(dsn: str, at_least: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + BOUND_S
+    while done_count(dsn) < at_least:
+        if proc.poll() is not None:
+            return  # finished before the chosen point: the kill then hits nothing, still valid
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"fewer than {at_least} episodes done within {BOUND_S} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_writer_killed_at_a_random_point_recovers_to_the_clean_facts(seed, empty_dsn, tmp_path,
+                                                                           clean_digest):
+    rng = random.Random(seed)
+    data = tmp_path / "episodes.jsonl"
+    data.write_text("\n".join(json.dumps(e) for e in episodes()) + "\n")
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, DIM)
+    proc = start_cli_ingest(data, {"PGMEMORY_DSN": empty_dsn})
+    wait_until_done(empty_dsn, rng.randint(1, 45), proc)
+    time.sleep(rng.random() * 0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    await ingest_in_process(empty_dsn, episodes())  # recovery: the same ingest, then retry
+    assert digest(empty_dsn) == clean_digest
+
+
+def test_server_killed_mid_ingest_is_one_line_and_recovers(tmp_path, clean_digest):
+    from pgserver._commands import pg_ctl
+
+    data = tmp_path / "pgdata"
+    dsn = resolve_dsn(Settings(None, data))
+    env = {"PGMEMORY_DATA_DIR": str(data)}
+    user = "pgserver" if os.geteuid() == 0 else None
+    jsonl = tmp_path / "episodes.jsonl"
+    jsonl.write_text("\n".join(json.dumps(e) for e in episodes()) + "\n")
+    try:
+        with psycopg.connect(dsn) as conn:
+            init_database(conn, DIM)
+        for seed in (1, 2):
+            proc = start_cli_ingest(jsonl, env)
+            wait_until_done(dsn, 10 * seed + random.Random(seed).randint(0, 9), proc)
+            if proc.poll() is not None:
+                break
+            postmaster = int((data / "postmaster.pid").read_text().split()[0])
+            os.kill(postmaster, signal.SIGKILL)
+            out, err = proc.communicate(timeout=BOUND_S)
+            errors = [line for line in err.splitlines() if "error" in line.lower()]
+            assert proc.returncode == 2, err
+            assert "Traceback" not in err
+            assert len(errors) == 1 and errors[0].startswith("pgmemory: error: database unavailable:"), err
+            assert "run the same command again" in errors[0]  # which starts the server again
+        rerun = start_cli_ingest(jsonl, env)
+        out, err = rerun.communicate(timeout=BOUND_S)
+        assert rerun.returncode == 0, err
+        retry = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "retry"], capture_output=True,
+                               text=True, timeout=BOUND_S,
+                               env={**os.environ, "PGMEMORY_EMBEDDER": "hash", **env})
+        assert retry.returncode == 0, retry.stderr
+        assert digest(dsn) == clean_digest
+    finally:
+        if (data / "postmaster.pid").exists():
+            try:
+                pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=data, user=user, timeout=60)
+            except subprocess.CalledProcessError:
+                pass  # the last kill left no server to stop

@@ -1,0 +1,267 @@
+"""Bad input of every shape gets one clear InvalidInput line and writes nothing (issue 8)."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from pgmemory import InvalidInput, SearchConfig, SearchFilters
+from pgmemory.search.types import SINCE_FOREVER
+from pgmemory.surfaces import cli
+from pgmemory.surfaces.search_cli import render
+from tests.support import utc
+
+
+@pytest.fixture
+def cli_env(db_dsn, monkeypatch):
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    monkeypatch.setenv("PGMEMORY_EMBEDDER", "hash")
+    for name in ("PGMEMORY_LLM_BASE_URL", "PGMEMORY_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    rc = cli.main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def stored(dsn: str, group: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone()[0]
+
+
+def line(group: str, **fields) -> bytes:
+    item = {"group_id": group, "content": "I live in Oslo.", "actor": "Kim",
+            "reference_time": "2024-01-01T00:00:00Z", **fields}
+    return json.dumps(item).encode() + b"\n"
+
+
+# --- reference times: a documented range, infinite bounds read back ---------------------------
+
+@pytest.mark.parametrize("when", [
+    "0001-01-01T00:00:00+00:00", "0001-01-01T00:00:00+05:00", "0001-01-01T00:00:00-05:00",
+    "9999-12-31T23:59:59.999999+00:00", "9999-12-31T23:59:59-05:00", "9999-12-31T20:00:00+05:00",
+    "0999-12-31T23:59:59+00:00", "3000-01-01T00:00:00+00:00", "1000-01-01T00:00:00+01:00"])
+async def test_reference_time_outside_the_range_is_refused(memory, group, db_dsn, when):
+    with pytest.raises(InvalidInput, match="reference_time .* between 1000-01-01 and 2999-12-31"):
+        await memory.add_episode(group, "I live in Oslo.", actor="Kim", reference_time=when)
+    assert stored(db_dsn, group) == 0
+
+
+@pytest.mark.parametrize("when", ["1000-01-01T00:00:00+00:00", "2999-12-31T23:59:59.999999+00:00",
+                                  "2999-12-31T23:00:00-00:30"])
+async def test_reference_time_at_the_range_edges_is_accepted_and_searchable(memory, group, when):
+    result = await memory.add_episode(group, "I live in Oslo.", actor="Kim", reference_time=when)
+    assert result.status == "done"
+    found = await memory.search("where does Kim live", group_ids=[group],
+                                filters=SearchFilters(include_invalidated=True))
+    assert found.episodes and found.episodes[0].valid_at == datetime.fromisoformat(when)
+
+
+async def test_search_reads_infinite_bounds_as_forever_and_open(memory, group):
+    async with memory.pool.acquire() as conn:
+        ids = [uuid.uuid4(), uuid.uuid4()]
+        for i, name in zip(ids, ("Earth", "Sun")):
+            await conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES ($1, $2, $3)",
+                               i, group, name)
+        await conn.execute(
+            "SELECT pgmemory.record_fact($1, $2, $3, $4, 'ORBITS', 'Earth orbits the Sun.',"
+            " '-infinity'::timestamptz, 'infinity'::timestamptz)", uuid.uuid4(), group, ids[0], ids[1])
+    found = await memory.search("Earth orbits Sun", group_ids=[group], config="edge_hybrid_rrf")
+    fact = found.facts[0]
+    assert fact.valid_from == SINCE_FOREVER and not fact.valid_from_unknown and fact.valid_to is None
+    past = await memory.search("Earth orbits Sun", group_ids=[group],
+                               filters=SearchFilters(as_of=utc("1000-01-01")))
+    assert [f.fact for f in past.facts] == ["Earth orbits the Sun."]
+    assert "Earth orbits the Sun. (Date range: forever - present)" in await memory.context(
+        "Earth orbits Sun", group_ids=[group])
+    assert "forever" in render(found)
+
+
+# --- NUL, lone surrogates, types ---------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"])
+@pytest.mark.parametrize("field", ["content", "actor", "group_id", "source_description", "episode_id"])
+async def test_nul_and_lone_surrogates_in_any_episode_field(memory, group, db_dsn, field, bad):
+    args = {"group_id": group, "content": "I live in Oslo.", "actor": "Kim",
+            "reference_time": utc("2024-01-01"), "source_description": "chat", "episode_id": "e1"}
+    args[field] = bad
+    with pytest.raises(InvalidInput, match=f"{field} .*(NUL|surrogate)"):
+        await memory.add_episode(args.pop("group_id"), args.pop("content"), **args)
+    assert stored(db_dsn, group) == 0
+
+
+@pytest.mark.parametrize("content", [42, ["a"], {"text": "a"}, b"bytes"])
+async def test_content_must_be_a_string(memory, group, content):
+    with pytest.raises(InvalidInput, match="content must be a string"):
+        await memory.add_episode(group, content, reference_time=utc("2024-01-01"))
+
+
+@pytest.mark.parametrize("query", ["where\x00 is Kim", "Kim \udfff"])
+async def test_nul_or_surrogate_in_a_search_query(memory, group, query):
+    with pytest.raises(InvalidInput, match="query .*(NUL|surrogate)"):
+        await memory.search(query, group_ids=[group])
+
+
+@pytest.mark.parametrize("changes", [{"bfs_seeds": ("not-a-uuid",)}, {"center": "nope"},
+                                     {"bfs_seeds": "6f1c5d3e-5b1a-4d0e-9f43-2b8f4c7a9e10"},
+                                     {"bfs_seeds": (42,)}, {"center": 7}])
+async def test_non_uuid_seeds_or_centre_are_refused(memory, group, changes):
+    with pytest.raises(InvalidInput, match="bfs_seeds|center"):
+        await memory.search("Kim", group_ids=[group], config=SearchConfig(methods=("bfs",), **changes))
+
+
+@pytest.mark.parametrize("seeds", [["not-a-uuid"], "6f1c5d3e-5b1a-4d0e-9f43-2b8f4c7a9e10", [None], 5])
+async def test_bfs_with_non_uuid_seeds_is_refused(memory, group, seeds):
+    with pytest.raises(InvalidInput, match="seeds"):
+        await memory.bfs(seeds, group_ids=[group])
+
+
+async def test_uuid_seeds_given_as_strings_are_accepted(memory, group):
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Kim", reference_time=utc("2024-01-01"))
+    async with memory.pool.acquire() as conn:
+        kim = await conn.fetchval("SELECT id FROM pgmemory.entities WHERE group_id = $1 AND name = 'Kim'", group)
+    reached = await memory.bfs([str(kim)], group_ids=[group], depth=1)
+    assert reached[kim] == 0 and len(reached) == 2
+    found = await memory.search("Acme", group_ids=[group],
+                                config=SearchConfig(methods=("bfs",), bfs_seeds=(str(kim),), center=str(kim),
+                                                    reranker="node_distance"))
+    assert found.facts and found.facts[0].distance == 0
+
+
+# --- API type looseness ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"relation_types": "WORKS_FOR"}, "relation_types must be a list"),
+    ({"labels": "Person"}, "labels must be a list"),
+    ({"relation_types": ["WORKS_FOR", 3]}, "relation_types"),
+    ({"include_invalidated": "no"}, "include_invalidated must be True or False"),
+    ({"include_superseded": 1}, "include_superseded must be True or False"),
+    ({"as_of": "2024-01-01T00:00:00Z"}, "as_of must be a datetime"),
+    ({"known_at": datetime(2024, 1, 1)}, "known_at .* no time zone"),
+    ({"as_of": datetime(2024, 1, 1)}, "as_of .* has no time zone"),
+    ({"valid_at_from": datetime(1, 1, 1, tzinfo=timezone.utc)}, "valid_at_from .* between"),
+])
+def test_search_filters_reject_loose_types(kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        SearchFilters(**kwargs)
+
+
+def test_search_filters_accept_lists_and_tuples():
+    assert SearchFilters(relation_types=["WORKS_FOR"], labels=("Person",)).to_options()["relation_types"] == \
+        ["WORKS_FOR"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kinds": "facts"}, "kinds must be a list"), ({"methods": "bfs"}, "methods must be a list"),
+    ({"candidates": True}, "candidates must be an integer"), ({"bfs_depth": "2"}, "bfs_depth must be an integer"),
+    ({"mmr_lambda": "0.5"}, "mmr_lambda must be a number"), ({"reranker": None}, "reranker"),
+    ({"rrf_k": 2.5}, "rrf_k must be an integer"), ({"bfs_recent_episodes": 0}, "bfs_recent_episodes"),
+])
+async def test_search_config_rejects_loose_types(memory, group, kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        await memory.search("Kim", group_ids=[group], config=SearchConfig(**kwargs))
+
+
+async def test_memory_arguments_reject_loose_types(memory, group):
+    with pytest.raises(InvalidInput, match="depth"):
+        await memory.bfs([], group_ids=[group], depth=True)
+    with pytest.raises(InvalidInput, match="episodes must be True or False"):
+        await memory.context("Kim", group_ids=[group], episodes="yes")
+    with pytest.raises(InvalidInput, match="concurrency"):
+        await memory.add_episodes([], concurrency=0)
+    with pytest.raises(InvalidInput, match="group_ids"):
+        await memory.search("Kim", group_ids=[group, 3])
+    with pytest.raises(InvalidInput, match="group_ids"):
+        await memory.search("Kim", group_ids={group: 1})
+    with pytest.raises(InvalidInput, match="group_id"):
+        await memory.retry(42)
+    with pytest.raises(InvalidInput, match="entity_types must be a dict"):
+        await memory.add_episode(group, "Hi.", reference_time=utc("2024-01-01"), entity_types={"Person": "str"})
+    with pytest.raises(InvalidInput, match="source contains a NUL"):
+        await memory.add_fact(group, "Kim\x00", "WORKS_FOR", "Acme", "Kim works for Acme.")
+    with pytest.raises(InvalidInput, match="valid_from .* between"):
+        await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", valid_from="0001-01-01T00:00Z")
+
+
+@pytest.mark.parametrize("dim", ["0", "-3", "100000"])
+def test_init_refuses_a_bad_dimension(cli_env, capsys, dim):
+    rc, _, err = run(capsys, "init", "--dim", dim)
+    assert rc == 2 and "dim must be" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ingest_refuses_a_bad_concurrency(cli_env, capsys, tmp_path, group):
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(line(group))
+    with pytest.raises(SystemExit) as info:
+        cli.main(["ingest", str(path), "--concurrency", "0"])
+    assert info.value.code == 2 and "between 1 and" in capsys.readouterr().err
+
+
+# --- files: encoding, BOM, duplicates, re-runs -------------------------------------------------
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe not utf-8", "line 2: not valid UTF-8"),
+    (b'{"group_id": "G", "content": "a\\u0000b", "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*NUL"),
+    (b'{"group_id": "G", "content": "a\\ud800b", "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*surrogate"),
+    (b'{"group_id": "G", "content": 42, "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*must be a string"),
+])
+def test_bad_bytes_in_a_file_are_one_line_rc2_and_nothing_written(cli_env, capsys, tmp_path, db_dsn, group,
+                                                                   content, message):
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(line(group) + content.replace(b'"G"', json.dumps(group).encode()) + b"\n")
+    rc, _, err = run(capsys, "ingest", str(path))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert __import__("re").search(message, err), err
+    assert stored(db_dsn, group) == 0
+
+
+def test_a_utf8_bom_is_accepted(cli_env, capsys, tmp_path, db_dsn, group):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + line(group) + line(group, content="I work at Acme."))
+    rc, out, err = run(capsys, "ingest", str(path))
+    assert rc == 0, err
+    assert "2 ingested" in out and stored(db_dsn, group) == 2
+
+
+def test_duplicate_episode_ids_with_different_content_name_both_lines(cli_env, capsys, tmp_path, db_dsn, group):
+    path = tmp_path / "dup.jsonl"
+    path.write_bytes(line(group, episode_id="x") + b"\n" + line(group, episode_id="y", content="Hi.")
+                     + line(group, episode_id="x", content="I live in Bergen."))
+    rc, _, err = run(capsys, "ingest", str(path))
+    assert rc == 2 and "lines 1 and 4" in err and "episode_id 'x'" in err, err
+    assert stored(db_dsn, group) == 0
+
+
+def test_the_same_episode_twice_in_a_file_is_ingested_once(cli_env, capsys, tmp_path, db_dsn, group):
+    path = tmp_path / "same.jsonl"
+    path.write_bytes(line(group, episode_id="x") + line(group, episode_id="x"))
+    rc, out, err = run(capsys, "ingest", str(path))
+    assert rc == 0, err
+    assert stored(db_dsn, group) == 1
+
+
+def test_rerunning_a_file_without_episode_ids_is_idempotent(cli_env, capsys, tmp_path, db_dsn, group):
+    path = tmp_path / "noid.jsonl"
+    path.write_bytes(line(group) + line(group, content="I work at Acme.")
+                     + line(group, reference_time="2024-01-01T01:00:00+01:00"))  # same instant: same episode
+    rc, out, _ = run(capsys, "ingest", str(path))
+    assert rc == 0 and stored(db_dsn, group) == 2
+    rc, out, _ = run(capsys, "ingest", str(path))
+    assert rc == 0 and "0 ingested, 3 already present" in out
+    assert stored(db_dsn, group) == 2
+
+
+async def test_default_episode_id_depends_on_group_actor_time_and_content(memory, group):
+    t = utc("2024-01-01")
+    first = await memory.add_episode(group, "I live in Oslo.", actor="Kim", reference_time=t)
+    again = await memory.add_episode(group, "I live in Oslo.", actor="Kim", reference_time=t)
+    assert again.status == "skipped" and again.episode_id == first.episode_id
+    for other in ({"actor": "Lee", "reference_time": t}, {"actor": "Kim", "reference_time": t + timedelta(seconds=1)}):
+        assert (await memory.add_episode(group, "I live in Oslo.", **other)).status == "done"
+    elsewhere = await memory.add_episode(f"{group}-2", "I live in Oslo.", actor="Kim", reference_time=t)
+    assert elsewhere.status == "done" and elsewhere.episode_id != first.episode_id
