@@ -15,7 +15,7 @@ from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
-                                      fact_embedding_text)
+                                      expire_dead_leases, fact_embedding_text)
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
@@ -225,6 +225,7 @@ class Memory:
         oldest first within each group. Episodes another worker holds a live lease on are left to it."""
         if group_id is not None:
             validate_group_id(group_id)
+        await expire_dead_leases(self.pool, group_id)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
                 "SELECT id, group_id, content, kind, actor, valid_at, source_description"

@@ -79,6 +79,34 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _dead_here(owner: str | None) -> bool:
+    """True when a lease owner is a process of this host that no longer runs (killed or crashed)."""
+    host, _, rest = (owner or "").partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) -> int:
+    """End at once the leases held by processes of this host that are gone (kill -9, a crash),
+    instead of waiting for them to expire; returns how many owners were found dead."""
+    owners = await pool.fetch(
+        "SELECT DISTINCT lease_owner FROM pgmemory.episodes WHERE status = 'processing'"
+        " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
+    dead = [r["lease_owner"] for r in owners if _dead_here(r["lease_owner"])]
+    if dead:
+        await pool.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp()"
+                           " WHERE status = 'processing' AND lease_owner = ANY ($1::text[])", dead)
+    return len(dead)
+
+
 @dataclass
 class Ingestor:
     """Runs the pipeline with one pool, embedder and extractor; leases in the name of `owner`."""
@@ -93,9 +121,13 @@ class Ingestor:
         """Store and process one validated episode in this process; a done episode id is a no-op."""
         async with self.pool.acquire() as conn:
             state = await _store_raw(conn, ep, self.owner, self.lease_seconds)
-            if state != "leased":
+            for _ in range(2):
+                if state == "leased" or state == "done":
+                    break
                 state = await conn.fetchval("SELECT pgmemory.lease_episode($1, $2, $3, $4::interval)",
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
+                if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
+                    break
         if state != "leased":
             return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
         return await self.process(ep, entity_types=entity_types, edge_types=edge_types)

@@ -19,7 +19,7 @@ from datetime import timedelta
 import asyncpg
 
 from pgmemory.ingest.episode import Episode
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 
 CHANNEL = "pgmemory_episodes"
 
@@ -93,6 +93,8 @@ class Worker:
                 " FROM pgmemory.claim_episode($1, $2) c"
                 " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
                 self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
+            if row is None and await expire_dead_leases(pool):
+                continue  # a crashed process of this host held some: claim again at once
             if row is None:
                 if self.drain and self.stats.in_progress == 0:
                     self._wake.set()  # let the other idle slots see that the queue is drained
