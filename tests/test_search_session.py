@@ -49,8 +49,8 @@ def test_session_window_splits_sessions_and_weight_zero_is_off():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"session_weight": -0.5}, "session_weight must be a number between 0 and 10"),
-    ({"session_window_s": -1}, "session_window_s must be an integer between 0 and"),
+    ({"session_weight": -0.5}, "session_weight must be between 0 and 10"),
+    ({"session_window_s": -1}, "session_window_s must be between 0 and"),
 ])
 def test_session_options_are_validated(overrides, message):
     with pytest.raises(InvalidInput, match=message):
