@@ -23,6 +23,7 @@ class TimedExtractor:
         self.inner = inner
         self.watch = watch
         self.client = getattr(inner, "client", None)
+        self.decides_locally = getattr(inner, "decides_locally", False)
 
     async def _timed(self, call: Any) -> Any:
         started = time.perf_counter()

@@ -14,7 +14,9 @@ from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, fact_embedding_text
+from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
+                                      expire_dead_leases, fact_embedding_text)
+from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
@@ -65,23 +67,30 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
 class Memory:
     """Bi-temporal knowledge-graph memory on Postgres. Open with `await Memory.open()`."""
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, extractor: Extractor) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, extractor: Extractor, *,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
         self.pool = pool
         self.embedder = embedder
         self.extractor = extractor
         self.cross_encoder: CrossEncoder | None = None
-        self._ingestor = Ingestor(pool, embedder, extractor)
+        self.ingestor = Ingestor(pool, embedder, extractor, lease_seconds=lease_seconds)
 
     @classmethod
     async def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
-                   extractor: Extractor | None = None, pool_size: int = 10) -> "Memory":
-        """Connect (starting the embedded server if no DSN), initialise if needed, build the pool."""
+                   extractor: Extractor | None = None, pool_size: int = 10,
+                   lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "Memory":
+        """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
+        `lease_seconds`: how long an episode this process works on stays leased to it without a
+        renewal (renewed every third of it); after a crash, others take the episode over then."""
         check_int(pool_size, "pool_size", 1, 1000)
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
+                1 <= lease_seconds <= 86400):
+            raise InvalidInput(f"lease_seconds must be between 1 and 86400, got {lease_seconds!r}")
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
         await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size)
-        return cls(pool, embedder, extractor or default_extractor())
+        return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 
     async def close(self) -> None:
         """Close the pool (and the LLM client, if any)."""
@@ -109,7 +118,7 @@ class Memory:
                               source_description=source_description, episode_id=episode_id)
         check_custom_types(entity_types, "entity_types")
         check_custom_types(edge_types, "edge_types")
-        return await self._ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
+        return await self.ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
 
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
                            on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
@@ -131,7 +140,7 @@ class Memory:
             async with gate:
                 for i, ep in items:
                     try:
-                        results[i] = await self._ingestor.ingest(ep, entity_types=entity_types,
+                        results[i] = await self.ingestor.ingest(ep, entity_types=entity_types,
                                                                  edge_types=edge_types)
                     except IngestError as exc:
                         results[i] = exc
@@ -140,6 +149,32 @@ class Memory:
 
         await asyncio.gather(*(run_group(items) for items in by_group.values()))
         return results  # type: ignore[return-value]
+
+    async def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
+                              actor: str | None = None, reference_time: Any,
+                              source_description: str = "", episode_id: Any = None) -> uuid.UUID:
+        """Store a pending episode for `pgmemory worker` (the SQL function pgmemory.enqueue_episode,
+        which any writer can call); idempotent by id. Returns the episode's UUID."""
+        ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
+                              source_description=source_description, episode_id=episode_id)
+        async with self.pool.acquire() as conn:
+            return await conn.fetchval(
+                "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7)", ep.group_id, ep.content,
+                ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id))
+
+    def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
+               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None) -> Worker:
+        """A queue worker on this memory's pool (`await worker.run()`, `worker.stop()`): it processes
+        pending episodes of every group, one at a time per group, in order; drain=True returns
+        once nothing is ready."""
+        for name, value, low in (("concurrency", concurrency, 1), ("poll_seconds", poll_seconds, 0.01),
+                                 ("grace_seconds", grace_seconds, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+                raise InvalidInput(f"{name} must be a number of at least {low}, got {value!r}")
+        if not isinstance(concurrency, int) or not isinstance(drain, bool):
+            raise InvalidInput("concurrency must be an integer and drain a bool")
+        return Worker(self.ingestor, concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
+                      grace_seconds=grace_seconds, on_progress=on_progress)
 
     async def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                      config: SearchConfig | str | None = None,
@@ -186,13 +221,16 @@ class Memory:
     async def retry(self, group_id: str | None = None, *,
                     on_done: Callable[[EpisodeResult | IngestError], None] | None = None
                     ) -> list[EpisodeResult | IngestError]:
-        """Re-run failed or unfinished (pending) episodes, oldest first within each group."""
+        """Re-run failed or unfinished (pending, or processing with an expired lease) episodes,
+        oldest first within each group. Episodes another worker holds a live lease on are left to it."""
         if group_id is not None:
             validate_group_id(group_id)
+        await expire_dead_leases(self.pool, group_id)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
                 "SELECT id, group_id, content, kind, actor, valid_at, source_description"
-                " FROM pgmemory.episodes WHERE status IN ('failed', 'pending')"
+                " FROM pgmemory.episodes WHERE (status IN ('failed', 'pending')"
+                " OR (status = 'processing' AND lease_until <= clock_timestamp()))"
                 " AND ($1::text IS NULL OR group_id = $1) ORDER BY group_id, valid_at, recorded_at",
                 group_id)
         batch = [{"group_id": r["group_id"], "content": r["content"], "kind": r["kind"],

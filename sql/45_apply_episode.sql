@@ -74,10 +74,12 @@ BEGIN
          WHERE f.id = ANY (touched) AND f.group_id = g));
 
     UPDATE pgmemory.episodes
-       SET status = 'done', error = NULL, attempts = attempts + 1,
-           llm_calls = (p_plan #>> '{usage,calls}')::integer,
-           prompt_tokens = (p_plan #>> '{usage,prompt_tokens}')::integer,
-           completion_tokens = (p_plan #>> '{usage,completion_tokens}')::integer,
+       SET status = 'done', error = NULL, lease_owner = NULL, lease_until = NULL,
+           -- Cost accumulates over attempts (failed ones were billed too);
+           -- attempts are counted when an attempt takes its lease (sql/50_queue.sql).
+           llm_calls = llm_calls + (p_plan #>> '{usage,calls}')::integer,
+           prompt_tokens = prompt_tokens + (p_plan #>> '{usage,prompt_tokens}')::integer,
+           completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = (p_plan->>'embedding')::vector
      WHERE id = p_episode AND group_id = g;
     RETURN pgmemory.claims_summary(results);

@@ -63,6 +63,7 @@ BEGIN
         RAISE EXCEPTION 'valid_from % is not before valid_to %', p_valid_from, p_valid_to USING ERRCODE = '22023';
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT * INTO src FROM pgmemory.entity_by_name(p_group, btrim(p_source), p_source_embedding);
     SELECT * INTO tgt FROM pgmemory.entity_by_name(p_group, btrim(p_target), p_target_embedding);
     IF src.created THEN created := created || btrim(p_source); END IF;
@@ -106,6 +107,7 @@ DECLARE
     tgt uuid;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
                                       ref_time)
     SELECT p_group, 'retract', f.id, f.lineage, f.source_id, f.target_id, f.relation, f.fact, now()

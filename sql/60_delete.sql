@@ -22,6 +22,7 @@ DECLARE
     entities_removed integer;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group) THEN
         RAISE EXCEPTION 'episode % does not exist in group %', p_episode, p_group USING ERRCODE = 'P0002';
     END IF;
@@ -88,6 +89,7 @@ DECLARE
     n integer;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     DELETE FROM pgmemory.facts WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group;

@@ -1,6 +1,10 @@
 """Ingestion through the real openai client against a local fake OpenAI-compatible server."""
 from __future__ import annotations
 
+import asyncio
+import json
+import re
+import threading
 from datetime import datetime, timezone
 
 import pytest
@@ -145,3 +149,80 @@ async def test_entity_without_facts_keeps_the_llm_description(llm_memory, fake_o
         summary = await conn.fetchval(
             "SELECT summary FROM pgmemory.entities WHERE group_id = $1 AND name = 'Lisbon'", group)
     assert summary == "A city Alice dreams of visiting."
+
+
+async def test_cost_accumulates_over_failed_and_successful_attempts(llm_memory, fake_openai, group):
+    fake_openai.script(BrokenJSON(), BrokenJSON(), BrokenJSON())
+    with pytest.raises(IngestError, match="invalid reply"):
+        await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="cost")
+    failed = await llm_memory.episode_status("cost", group)
+    assert (failed["llm_calls"], failed["prompt_tokens"], failed["completion_tokens"]) == (3, 30, 15)
+    fake_openai.script(extraction_reply())
+    assert [r.status for r in await llm_memory.retry(group)] == ["done"]
+    done = await llm_memory.episode_status("cost", group)
+    # Every call is billed: the three failed ones and the one that succeeded.
+    assert (done["status"], done["attempts"]) == ("done", 2)
+    assert (done["llm_calls"], done["prompt_tokens"], done["completion_tokens"]) == (4, 40, 20)
+
+
+def _prompt(body) -> str:
+    return "\n".join(m["content"] for m in body["messages"])
+
+
+def _section(text: str, name: str) -> str:
+    return text.split(f"<{name}>")[1].split(f"</{name}>")[0]
+
+
+async def test_a_concurrent_change_between_read_and_apply_is_re_decided(db_dsn, memory, fake_openai, group):
+    await memory.add_episode(group, "I live in Paris.", actor="Bob Smith", reference_time=REF)
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Carol", reference_time=REF)
+    # "Bob" and "Acme" are not exact names: resolving them asks the LLM, which answers only once
+    # another writer has created Lisbon and Bob Smith's home there.
+    written = threading.Event()
+    meant = {"Bob": "Bob Smith", "Acme": "Acme Corp"}
+
+    def respond(body):
+        text = _prompt(body)
+        if "EntityResolution" in json.dumps(body.get("response_format")):
+            written.wait(30)
+            known = _section(text, "EXISTING ENTITIES")
+            answers = []
+            for new_id, name in re.findall(r"^(N\d+): (\w+)", _section(text, "NEW ENTITIES"), re.M):
+                found = re.search(rf"^(E\d+): {meant[name]}\b", known, re.M)
+                answers.append({"new_id": new_id, "duplicate_of": found and found.group(1), "name": meant[name]})
+            return {"resolutions": answers}
+        same = re.search(r"^(F\d+):[^\n]*Lisbon", text, re.M)
+        return {"judgements": [{"new_id": "N0", "duplicate_of": same and same.group(1), "contradicts": []}]}
+
+    fake_openai.responder = respond
+    fake_openai.script({"entities": [{"name": "Bob"}, {"name": "Lisbon"}, {"name": "Acme"}],
+                        "facts": [{"source": "Bob", "target": "Lisbon", "relation_type": "LIVES_IN",
+                                   "fact": "Bob lives in Lisbon.", "functional": True}]})
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=30, max_retries=0)
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client)) as slow_memory:
+        slow = asyncio.create_task(slow_memory.add_episode(
+            group, "Bob here, I live in Lisbon now. Acme called.",
+            reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc)))
+        while len(fake_openai.requests) < 2:
+            await asyncio.sleep(0.02)
+        await memory.add_episode(group, "I live in Lisbon.", actor="Bob Smith",
+                                 reference_time=datetime(2024, 1, 20, tzinfo=timezone.utc))
+        written.set()
+        result = await slow
+    # Round 1 decided before Lisbon existed. The apply saw the group's counter move, read the
+    # candidates again and sent back only the questions whose candidates changed: Bob (Lisbon's
+    # new summary names him) and the Lisbon fact (now a same-pair duplicate) — not Acme.
+    assert result.status == "done" and result.decide_rounds == 2 and result.facts_duplicate == 1
+    asked = [_section(_prompt(r.body), "NEW ENTITIES") for r in fake_openai.requests
+             if "EntityResolution" in json.dumps(r.body)]
+    assert len(asked) == 2 and "Acme" in asked[0] and "Bob" in asked[1] and "Acme" not in asked[1]
+    assert result.llm_calls == len(fake_openai.requests) == 5  # extraction was not repeated
+    async with memory.pool.acquire() as conn:
+        lisbons = await conn.fetchval(
+            "SELECT count(*) FROM pgmemory.entities WHERE group_id = $1 AND name = 'Lisbon'", group)
+        homes = await conn.fetch(
+            "SELECT f.id, count(fe.episode_id) AS episodes FROM pgmemory.facts f"
+            " JOIN pgmemory.fact_episodes fe ON fe.fact_id = f.id"
+            " JOIN pgmemory.entities t ON t.id = f.target_id"
+            " WHERE f.group_id = $1 AND t.name = 'Lisbon' AND upper_inf(f.recorded) GROUP BY f.id", group)
+    assert lisbons == 1 and [h["episodes"] for h in homes] == [2]

@@ -17,6 +17,7 @@ from pgmemory.extract.types import EntityDecision, EntityQuestion, EpisodeInput,
 class RuleExtractor:
     """Deterministic, no-LLM Extractor; its calls cost nothing and are not counted."""
 
+    decides_locally = True  # its decisions may run under the group lock (no LLM wait)
 
     def __init__(self) -> None:
         self._rules = OfflineExtractor()

@@ -125,6 +125,8 @@ class Extractor(Protocol):
 
     ``extract`` reads one episode; ``resolve_entities`` and ``judge_facts`` are
     asked only when Postgres found candidates whose answer is not already known.
+    An extractor whose decisions need no remote call may set ``decides_locally = True``:
+    the pipeline then re-decides under the group lock after a concurrent change.
     """
 
     async def extract(self, episode: EpisodeInput, previous: list[EpisodeInput], usage: Any, *,

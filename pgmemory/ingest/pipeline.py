@@ -1,22 +1,32 @@
-"""One episode end to end: store the raw episode, extract, resolve, judge, apply in ONE transaction.
+"""One episode end to end: read -> decide -> apply, under a lease.
 
-The raw episode is committed first (status pending): it is the lossless record
-and survives a failure. Everything derived from it commits together with its
-status 'done', or not at all; a failure records the error and can be retried.
-A per-group advisory lock serialises writers of one group, so concurrent
-writers never create duplicate entities or facts; other groups run in parallel.
+The raw episode is committed first: it is the lossless record and survives a
+failure. Whoever processes it holds a lease (status 'processing', renewed while
+it works; an expired lease is taken over), so one episode is never processed
+twice at once. Candidate sets are read without a lock or transaction, the
+extractor/LLM decides with no connection held, and one short transaction takes
+the group lock and applies everything derived from the episode (with status
+'done') after checking the group's change counter: if another writer changed
+the group since the read, candidates are read again under the lock and only
+questions whose candidates changed go back to the extractor (bounded rounds,
+then the episode fails and can be retried). Concurrent writers never create
+duplicate entities or facts; other groups run in parallel.
 """
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
 from pgmemory.errors import InvalidInput
-from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor
+from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
+                                    Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import embed_episode
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
@@ -27,6 +37,8 @@ from pgmemory.providers.llm import Usage
 
 CONTEXT_EPISODES = 4
 EPISODE_EMBED_CHARS = 2000
+DEFAULT_LEASE_SECONDS = 300.0
+DECIDE_ROUNDS = 8  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
 
 
 @dataclass
@@ -35,7 +47,7 @@ class EpisodeResult:
 
     episode_id: uuid.UUID
     group_id: str
-    status: str  # "done" | "skipped" (already ingested)
+    status: str  # "done" | "skipped" (already ingested) | "busy" (another worker holds its lease)
     entities_created: list[str] = field(default_factory=list)
     entities_merged: list[str] = field(default_factory=list)
     facts_created: list[str] = field(default_factory=list)
@@ -46,6 +58,7 @@ class EpisodeResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     db_seconds: float = 0.0
+    decide_rounds: int = 1
 
 
 class IngestError(Exception):
@@ -57,40 +70,103 @@ class IngestError(Exception):
         self.cause = cause
 
 
+class GroupBusy(Exception):
+    """The group changed between every read and apply of DECIDE_ROUNDS rounds (retry later)."""
+
+
+def worker_id() -> str:
+    """A lease owner name unique to this process: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _dead_here(owner: str | None) -> bool:
+    """True when a lease owner is a process of this host that no longer runs (killed or crashed)."""
+    host, _, rest = (owner or "").partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) -> int:
+    """End at once the leases held by processes of this host that are gone (kill -9, a crash),
+    instead of waiting for them to expire; returns how many owners were found dead."""
+    owners = await pool.fetch(
+        "SELECT DISTINCT lease_owner FROM pgmemory.episodes WHERE status = 'processing'"
+        " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
+    dead = [r["lease_owner"] for r in owners if _dead_here(r["lease_owner"])]
+    if dead:
+        await pool.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp()"
+                           " WHERE status = 'processing' AND lease_owner = ANY ($1::text[])", dead)
+    return len(dead)
+
+
 @dataclass
 class Ingestor:
-    """Runs the pipeline with one pool, embedder and extractor."""
+    """Runs the pipeline with one pool, embedder and extractor; leases in the name of `owner`."""
 
     pool: asyncpg.Pool
     embedder: Embedder
     extractor: Extractor
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    owner: str = field(default_factory=worker_id)
 
     async def ingest(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
-        """Ingest one validated episode; re-ingesting a done episode id is a no-op."""
-        started = time.perf_counter()
+        """Store and process one validated episode in this process; a done episode id is a no-op."""
         async with self.pool.acquire() as conn:
-            status = await _store_raw(conn, ep)
-            if status == "done":
-                return EpisodeResult(ep.id, ep.group_id, "skipped")
-            previous = await _previous(conn, ep)
-        db_time = time.perf_counter() - started
-        usage = Usage()
-        try:
-            return await self._process(ep, previous, usage, db_time, entity_types, edge_types)
-        except Exception as exc:
-            async with self.pool.acquire() as conn:
-                await conn.execute(
-                    "UPDATE pgmemory.episodes SET status = 'failed', attempts = attempts + 1, error = $2,"
-                    " llm_calls = llm_calls + $3, prompt_tokens = prompt_tokens + $4,"
-                    " completion_tokens = completion_tokens + $5"
-                    " WHERE group_id = $6 AND id = $1 AND status <> 'done'",
-                    ep.id, f"{type(exc).__name__}: {exc}"[:2000], usage.calls, usage.prompt_tokens,
-                    usage.completion_tokens, ep.group_id)
-            raise IngestError(ep.id, exc) from exc
+            state = await _store_raw(conn, ep, self.owner, self.lease_seconds)
+            for _ in range(2):
+                if state == "leased" or state == "done":
+                    break
+                state = await conn.fetchval("SELECT pgmemory.lease_episode($1, $2, $3, $4::interval)",
+                                            ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
+                if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
+                    break
+        if state != "leased":
+            return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
+        return await self.process(ep, entity_types=entity_types, edge_types=edge_types)
 
-    async def _process(self, ep: Episode, previous: list[EpisodeInput], usage: Usage, db_time: float,
-                       entity_types, edge_types) -> EpisodeResult:
+    async def process(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
+        """Process an episode whose lease this owner holds. A failure is recorded ('failed', with its
+        cost) and raised as IngestError; a cancellation gives the episode back ('pending')."""
+        usage = Usage()
+        renewal = asyncio.create_task(self._renew(ep))
+        try:
+            return await self._process(ep, usage, entity_types, edge_types)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._end_attempt(ep, None, usage))
+            raise
+        except Exception as exc:
+            await self._end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
+            raise IngestError(ep.id, exc) from exc
+        finally:
+            renewal.cancel()
+
+    async def _end_attempt(self, ep: Episode, error: str | None, usage: Usage) -> None:
+        await self.pool.execute("SELECT pgmemory.end_attempt($1, $2, $3, $4, $5, $6, $7)",
+                                ep.group_id, ep.id, self.owner, error, usage.calls, usage.prompt_tokens,
+                                usage.completion_tokens)
+
+    async def _renew(self, ep: Episode) -> None:
+        """Keep the lease alive while this process works on the episode."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await self.pool.fetchval("SELECT pgmemory.renew_lease($1, $2, $3, $4::interval)",
+                                         ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
+            except (OSError, asyncpg.PostgresError):
+                pass  # the next renewal tries again; apply checks the lease anyway
+
+    async def _process(self, ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
+        db = _TimedDb(self.pool)
         episode = ep.as_input()
+        previous = await _previous(db, ep)
         extraction = await self.extractor.extract(episode, previous, usage,
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
@@ -98,42 +174,110 @@ class Ingestor:
         spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
         name_vecs, fact_vecs, episode_vec = await embed_episode(
             self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
-        result = EpisodeResult(ep.id, ep.group_id, "done")
-        judge = _Timed(self.extractor)
-        t0 = time.perf_counter()
-        async with self.pool.acquire() as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
-                status = await conn.fetchval(
-                    "SELECT status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 FOR UPDATE",
-                    ep.group_id, ep.id)
-                if status == "done":
-                    return EpisodeResult(ep.id, ep.group_id, "skipped")
-                resolved = await resolve_entities(conn, ep.group_id, extraction.entities, name_vecs,
-                                                  judge, episode, previous, usage)
-                facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
-                judged = await judge_facts(conn, ep.group_id, facts, judge, episode, usage)
-                plan = plan_facts(judged)
-                payload = _payload(ep, resolved, plan, usage, episode_vec)
-                applied = await conn.fetchval("SELECT pgmemory.apply_episode($1, $2::jsonb)", ep.id, payload)
-        _fill(result, resolved, applied, usage)
-        result.db_seconds = db_time + (time.perf_counter() - t0) - judge.seconds
-        return result
+        decisions = _Decisions(self.extractor)
+        for rounds in range(1, DECIDE_ROUNDS + 1):
+            version = await db.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
+            resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
+            out = await db.fetchval("SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
+                                    ep.group_id, ep.id, self.owner, version,
+                                    _payload(ep, resolved, plan, usage, episode_vec))
+            if out["state"] == "changed":
+                # Another writer changed the group since the read. With an LLM: read again (no
+                # lock, no transaction); only questions whose candidates changed go back to it.
+                if not getattr(self.extractor, "decides_locally", False):
+                    continue
+                # A local extractor re-decides under the lock, so the next apply cannot miss.
+                started = time.perf_counter()
+                try:
+                    async with self.pool.acquire() as conn, conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
+                        version = await conn.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
+                        try:
+                            resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
+                                                           decisions.cached(), previous, usage)
+                        except _NotDecided:
+                            continue  # cannot happen with a local extractor; read again to be safe
+                        out = await conn.fetchval(
+                            "SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
+                            self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
+                finally:
+                    db.seconds += time.perf_counter() - started
+            if out["state"] in ("done", "lost"):  # applied by someone else / our lease was taken over
+                return EpisodeResult(ep.id, ep.group_id, "skipped" if out["state"] == "done" else "busy")
+            result = EpisodeResult(ep.id, ep.group_id, "done", decide_rounds=rounds)
+            _fill(result, resolved, out["applied"], usage)
+            result.db_seconds = db.seconds
+            return result
+        raise GroupBusy(f"group {ep.group_id!r} changed during each of {DECIDE_ROUNDS} rounds; retry later")
 
 
-def fact_embedding_text(fact: ExtractedFact) -> str:
-    """What a fact's embedding is computed from: its sentence plus the relation in words, so
-    questions phrased by relation ("where does X work") find sentences that do not say it."""
-    relation = fact.relation.lower().replace("_", " ")
-    return f"{fact.fact} ({fact.source} {relation} {fact.target})"
+async def _decide(db, ep: Episode, extraction: Extraction, name_vecs, fact_vecs, decisions: "_Decisions",
+                  previous: list[EpisodeInput], usage: Usage) -> tuple[list[ResolvedEntity], FactPlan]:
+    """Read candidates through `db` (the pool: a connection only per query; or the locked
+    transaction) and let `decisions` answer the questions they raise."""
+    episode = ep.as_input()
+    resolved = await resolve_entities(db, ep.group_id, extraction.entities, name_vecs, decisions, episode,
+                                      previous, usage)
+    facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
+    judged = await judge_facts(db, ep.group_id, facts, decisions, episode, usage)
+    return resolved, plan_facts(judged)
 
 
-class _Timed:
-    """Wraps the extractor inside the transaction to measure the time its decisions take,
-    so db_seconds counts only the database (commit included)."""
+class _NotDecided(Exception):
+    """A question changed since the extractor answered it (asked only with the group lock held)."""
 
-    def __init__(self, extractor: Extractor) -> None:
+
+class _Decisions:
+    """The extractor's answers, kept across read -> decide -> apply rounds: a question whose
+    candidates are the same as before is answered from memory, so a round after a concurrent
+    change re-asks only the inputs whose candidates changed. `cached()` answers from memory
+    only (used under the group lock, where no LLM call may wait)."""
+
+    def __init__(self, extractor: Extractor, *, entities=None, facts=None, ask: bool = True) -> None:
         self._extractor = extractor
+        self._entities: dict[tuple, EntityDecision | None] = {} if entities is None else entities
+        self._facts: dict[tuple, FactDecision | None] = {} if facts is None else facts
+        self._ask = ask
+
+    def cached(self) -> "_Decisions":
+        """These answers for use under the group lock: new questions go to the extractor only
+        when it decides locally (no LLM call may wait while the lock is held)."""
+        ask = bool(getattr(self._extractor, "decides_locally", False))
+        return _Decisions(self._extractor, entities=self._entities, facts=self._facts, ask=ask)
+
+    async def resolve_entities(self, episode, previous, questions: list[EntityQuestion],
+                               usage) -> list[EntityDecision]:
+        keys = {q.index: (q.index, q.entity.name, tuple(c.id for c in q.candidates)) for q in questions}
+        missing = [q for q in questions if keys[q.index] not in self._entities]
+        if missing:
+            if not self._ask:
+                raise _NotDecided()
+            answers = {d.index: d for d in await self._extractor.resolve_entities(episode, previous, missing,
+                                                                                  usage)}
+            for q in missing:
+                self._entities[keys[q.index]] = answers.get(q.index)
+        return [d for q in questions if (d := self._entities[keys[q.index]]) is not None]
+
+    async def judge_facts(self, episode, questions: list[FactQuestion], usage) -> list[FactDecision]:
+        keys = {q.index: (q.index, q.fact.source, q.fact.target, q.fact.relation, q.fact.fact, q.fact.negated,
+                          tuple(c.id for c in q.duplicates), tuple(c.id for c in q.contradictions))
+                for q in questions}
+        missing = [q for q in questions if keys[q.index] not in self._facts]
+        if missing:
+            if not self._ask:
+                raise _NotDecided()
+            answers = {d.index: d for d in await self._extractor.judge_facts(episode, missing, usage)}
+            for q in missing:
+                self._facts[keys[q.index]] = answers.get(q.index)
+        return [d for q in questions if (d := self._facts[keys[q.index]]) is not None]
+
+
+class _TimedDb:
+    """The pool's one-query calls, timed: reads outside the apply transaction, each on a
+    connection held only for that query."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
         self.seconds = 0.0
 
     async def _timed(self, pending):
@@ -143,21 +287,36 @@ class _Timed:
         finally:
             self.seconds += time.perf_counter() - started
 
-    async def resolve_entities(self, *args, **kwargs):
-        return await self._timed(self._extractor.resolve_entities(*args, **kwargs))
+    async def fetch(self, query: str, *args):
+        return await self._timed(self._pool.fetch(query, *args))
 
-    async def judge_facts(self, *args, **kwargs):
-        return await self._timed(self._extractor.judge_facts(*args, **kwargs))
+    async def fetchval(self, query: str, *args):
+        return await self._timed(self._pool.fetchval(query, *args))
 
 
-async def _store_raw(conn: asyncpg.Connection, ep: Episode) -> str:
-    """Insert the raw episode (pending) unless its id exists in its group; return the stored status."""
+def _interval(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def fact_embedding_text(fact: ExtractedFact) -> str:
+    """What a fact's embedding is computed from: its sentence plus the relation in words, so
+    questions phrased by relation ("where does X work") find sentences that do not say it."""
+    relation = fact.relation.lower().replace("_", " ")
+    return f"{fact.fact} ({fact.source} {relation} {fact.target})"
+
+
+async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_seconds: float) -> str:
+    """Insert the raw episode, leased to `owner` ('leased'), unless its id exists; then return the
+    stored status. One statement: no worker can claim it in between."""
     row = await conn.fetchrow(
-        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (group_id, id) DO NOTHING RETURNING status",
-        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time)
+        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
+        " status, lease_owner, lease_until, attempts)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1)"
+        " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
+        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
+        owner, _interval(lease_seconds))
     if row is not None:
-        return row["status"]
+        return row[0]
     stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
                                  ep.group_id, ep.id)
     if stored["content"] != ep.content:

@@ -23,13 +23,15 @@ class ResolvedEntity:
     new_labels: list[str] = field(default_factory=list)
 
 
-async def resolve_entities(conn: asyncpg.Connection, group_id: str, entities: list[ExtractedEntity],
+async def resolve_entities(db: asyncpg.Pool | asyncpg.Connection, group_id: str, entities: list[ExtractedEntity],
                            embeddings: list[list[float]], extractor: Extractor, episode: EpisodeInput,
                            previous: list[EpisodeInput], usage) -> list[ResolvedEntity]:
-    """Map each extracted entity to an existing entity id or a new one (same order as input)."""
+    """Map each extracted entity to an existing entity id or a new one (same order as input).
+    `db` is anything with asyncpg's fetch: the pool (no connection held while the extractor
+    decides) or the connection of the locked apply transaction."""
     if not entities:
         return []
-    rows = await conn.fetch("SELECT * FROM pgmemory.entity_candidates($1, $2, $3::text[]::vector[])",
+    rows = await db.fetch("SELECT * FROM pgmemory.entity_candidates($1, $2, $3::text[]::vector[])",
                             group_id, [e.name for e in entities], vector_literals(embeddings))
     by_index: dict[int, list[asyncpg.Record]] = {}
     for row in rows:

@@ -40,11 +40,12 @@ def attach_endpoints(facts: list[ExtractedFact], entities: list[ResolvedEntity],
     return out
 
 
-async def judge_facts(conn: asyncpg.Connection, group_id: str,
+async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
                       facts: list[tuple[ExtractedFact, ResolvedEntity, ResolvedEntity, list[float]]],
                       extractor: Extractor, episode: EpisodeInput,
                       usage) -> list[JudgedFact]:
-    """Find duplicate and contradiction candidates for each fact and let the extractor decide."""
+    """Find duplicate and contradiction candidates for each fact (through `db`: the pool or the
+    apply transaction's connection) and let the extractor decide."""
     if not facts:
         return []
     sources = [s.id for _, s, _, _ in facts]
@@ -53,11 +54,11 @@ async def judge_facts(conn: asyncpg.Connection, group_id: str,
     duplicates: dict[int, list[FactCandidate]] = {}
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
-        pair_rows = await conn.fetch("SELECT * FROM pgmemory.fact_candidates($1, $2, $3)",
+        pair_rows = await db.fetch("SELECT * FROM pgmemory.fact_candidates($1, $2, $3)",
                                      group_id, sources, targets)
         for row in pair_rows:
             duplicates.setdefault(row["idx"] - 1, []).append(_candidate(row))
-        near_rows = await conn.fetch(
+        near_rows = await db.fetch(
             "SELECT * FROM pgmemory.contradiction_candidates($1, $2, $3, $4, $5::text[]::vector[])",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
             vector_literals([e for _, _, _, e in facts]))

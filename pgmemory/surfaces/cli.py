@@ -1,4 +1,4 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, search, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
@@ -57,6 +57,13 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from pgmemory.surfaces.ingest_file import ingest_file
 
     return asyncio.run(ingest_file(args.file, concurrency=args.concurrency))
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.worker_cli import run_worker
+
+    return asyncio.run(run_worker(concurrency=args.concurrency, drain=args.drain, lease_seconds=args.lease_seconds,
+                                  poll_seconds=args.poll_seconds, grace_seconds=args.grace_seconds))
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
@@ -134,6 +141,18 @@ def _bounded(high: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {text}")
+        return value
+    return parse
+
+
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     from pgmemory.search.config import MAX_LIMIT, RECIPES
 
@@ -178,6 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="path to a .jsonl file, or - for standard input")
     p.add_argument("--concurrency", type=_bounded(64), default=4, help="groups ingested in parallel (default 4)")
     p.set_defaults(func=_cmd_ingest)
+    p = sub.add_parser("worker", help="process queued episodes (pgmemory.enqueue_episode) until stopped")
+    p.add_argument("--concurrency", type=_bounded(64), default=1,
+                   help="episodes processed at once, never two of one group (default 1)")
+    p.add_argument("--drain", action="store_true", help="exit once no episode is ready")
+    p.add_argument("--lease-seconds", type=_seconds(1, 86400), default=300.0,
+                   help="lease on the episode being processed, renewed every third (default 300)")
+    p.add_argument("--poll-seconds", type=_seconds(0.05, 3600), default=5.0,
+                   help="check the queue at least this often without a notification (default 5)")
+    p.add_argument("--grace-seconds", type=_seconds(0, 86400), default=30.0,
+                   help="on SIGTERM, time to finish current episodes before giving them back (default 30)")
+    p.set_defaults(func=_cmd_worker)
     p = sub.add_parser("search", help="hybrid search over facts, entities, communities and episodes")
     p.add_argument("query")
     p.add_argument("--group", required=True, help="group id to search")

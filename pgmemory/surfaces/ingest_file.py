@@ -53,7 +53,8 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
     tokens = sum(r.prompt_tokens + r.completion_tokens for r in done)
     facts = sum(len(r.facts_created) for r in done)
     entities = sum(len(r.entities_created) for r in done)
-    print(f"{status['done']} ingested, {status['skipped']} already present, {len(failed)} failed; "
+    busy = f", {status['busy']} being processed by another worker" if status["busy"] else ""
+    print(f"{status['done']} ingested, {status['skipped']} already present, {len(failed)} failed{busy}; "
           f"{entities} entities and {facts} facts created; {calls} LLM calls, {tokens} tokens")
     for err in failed[:10]:
         print(f"  failed: {err}", file=sys.stderr)

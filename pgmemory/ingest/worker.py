@@ -1,0 +1,125 @@
+"""The queue worker: claims pending episodes enqueued by any writer and processes them.
+
+Each of `concurrency` slots claims the next ready episode (pgmemory.claim_episode:
+one episode per group at a time, in the group's order, FOR UPDATE SKIP LOCKED),
+processes it under its lease and claims again. Idle slots sleep until a NOTIFY on
+`pgmemory_episodes` (sent by pgmemory.enqueue_episode), a slot finishing, or the poll
+interval (which also picks up episodes whose lease expired after a crash).
+`stop()` lets slots finish their current episode; after the grace period they are
+cancelled and give their episodes back (status 'pending').
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import asyncpg
+
+from pgmemory.ingest.episode import Episode
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
+
+CHANNEL = "pgmemory_episodes"
+
+
+@dataclass
+class WorkerStats:
+    """What a worker has done so far."""
+
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    in_progress: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Worker:
+    """Processes queued episodes until stopped (or, with drain=True, until nothing is ready)."""
+
+    def __init__(self, ingestor: Ingestor, *, concurrency: int = 1, drain: bool = False,
+                 poll_seconds: float = 5.0, grace_seconds: float = 30.0,
+                 on_progress: Callable[[WorkerStats], None] | None = None) -> None:
+        self.ingestor = ingestor
+        self.concurrency = concurrency
+        self.drain = drain
+        self.poll_seconds = poll_seconds
+        self.grace_seconds = grace_seconds
+        self.on_progress = on_progress
+        self.stats = WorkerStats()
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop claiming; current episodes finish (or are given back after the grace period)."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> WorkerStats:
+        """Run the slots until stopped or drained; returns the stats."""
+        pool = self.ingestor.pool
+        async with pool.acquire() as listener:
+            await listener.add_listener(CHANNEL, self._notified)
+            try:
+                slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
+                stopping = asyncio.create_task(self._stopping.wait())
+                all_slots = asyncio.gather(*slots, return_exceptions=True)
+                await asyncio.wait([stopping, all_slots], return_when=asyncio.FIRST_COMPLETED)
+                if not all_slots.done():
+                    _, late = await asyncio.wait(slots, timeout=self.grace_seconds)
+                    for task in late:
+                        task.cancel()
+                stopping.cancel()
+                for result in await asyncio.gather(*slots, return_exceptions=True):
+                    if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                        raise result
+            finally:
+                with contextlib.suppress(asyncpg.PostgresError, OSError):
+                    await listener.remove_listener(CHANNEL, self._notified)
+        return self.stats
+
+    def _notified(self, *_args) -> None:
+        self._wake.set()
+
+    async def _slot(self) -> None:
+        pool = self.ingestor.pool
+        while not self._stopping.is_set():
+            self._wake.clear()
+            row = await pool.fetchrow(
+                "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.valid_at, e.source_description"
+                " FROM pgmemory.claim_episode($1, $2) c"
+                " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
+                self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
+            if row is None and await expire_dead_leases(pool):
+                continue  # a crashed process of this host held some: claim again at once
+            if row is None:
+                if self.drain and self.stats.in_progress == 0:
+                    self._wake.set()  # let the other idle slots see that the queue is drained
+                    return
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+                continue
+            ep = Episode(row["episode_id"], row["group_id"], row["content"], row["kind"], row["valid_at"],
+                         row["actor"], row["source_description"])
+            self.stats.in_progress += 1
+            try:
+                self._count(await self.ingestor.process(ep))
+            except IngestError as exc:
+                self.stats.failed += 1
+                self.stats.errors.append(str(exc))
+            finally:
+                self.stats.in_progress -= 1
+                self._wake.set()  # the group's next episode may be ready now
+            if self.on_progress is not None:
+                self.on_progress(self.stats)
+
+    def _count(self, result: EpisodeResult) -> None:
+        if result.status == "done":
+            self.stats.done += 1
+        else:
+            self.stats.skipped += 1
+        self.stats.llm_calls += result.llm_calls
+        self.stats.tokens += result.prompt_tokens + result.completion_tokens

@@ -1,0 +1,319 @@
+-- The episode work queue. Any writer (psql, an app in any language, the CLI)
+-- enqueues pending episodes; `pgmemory worker` processes (claims) them. An
+-- episode being processed has status 'processing' and a lease (lease_owner,
+-- lease_until) that its worker renews; an expired lease is taken over, so a
+-- crashed worker delays its episode by at most one lease. Within a group
+-- episodes are processed one at a time, by reference time then recorded time.
+
+-- SHA-1 of a byte string (Postgres has no built-in sha1 and contrib may be
+-- absent): only used to derive name-based UUIDs identical to Python's uuid5.
+CREATE OR REPLACE FUNCTION pgmemory.sha1(p_data bytea)
+RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    m32 constant bigint := 4294967295;
+    bits bigint := length(p_data)::bigint * 8;
+    msg bytea := p_data || '\x80'::bytea;
+    h bigint[] := ARRAY[1732584193, 4023233417, 2562383102, 271733878, 3285377520];
+    w bigint[] := array_fill(0::bigint, ARRAY[80]);
+    a bigint; b bigint; c bigint; d bigint; e bigint; f bigint; k bigint; t bigint;
+    x bigint;
+    chunk integer;
+    i integer;
+BEGIN
+    msg := msg || decode(repeat('00', ((56 - length(msg) % 64) + 64) % 64), 'hex')
+               || decode(lpad(to_hex(bits), 16, '0'), 'hex');
+    FOR chunk IN 0 .. length(msg) / 64 - 1 LOOP
+        FOR i IN 0 .. 15 LOOP
+            w[i + 1] := (get_byte(msg, chunk * 64 + i * 4)::bigint << 24)
+                      | (get_byte(msg, chunk * 64 + i * 4 + 1)::bigint << 16)
+                      | (get_byte(msg, chunk * 64 + i * 4 + 2)::bigint << 8)
+                      | get_byte(msg, chunk * 64 + i * 4 + 3)::bigint;
+        END LOOP;
+        FOR i IN 17 .. 80 LOOP
+            x := w[i - 3] # w[i - 8] # w[i - 14] # w[i - 16];
+            w[i] := ((x << 1) | (x >> 31)) & m32;
+        END LOOP;
+        a := h[1]; b := h[2]; c := h[3]; d := h[4]; e := h[5];
+        FOR i IN 1 .. 80 LOOP
+            IF i <= 20 THEN
+                f := (b & c) | ((~b & m32) & d); k := 1518500249;
+            ELSIF i <= 40 THEN
+                f := b # c # d; k := 1859775393;
+            ELSIF i <= 60 THEN
+                f := (b & c) | (b & d) | (c & d); k := 2400959708;
+            ELSE
+                f := b # c # d; k := 3395469782;
+            END IF;
+            t := ((((a << 5) | (a >> 27)) & m32) + f + e + k + w[i]) & m32;
+            e := d; d := c; c := ((b << 30) | (b >> 2)) & m32; b := a; a := t;
+        END LOOP;
+        h[1] := (h[1] + a) & m32; h[2] := (h[2] + b) & m32; h[3] := (h[3] + c) & m32;
+        h[4] := (h[4] + d) & m32; h[5] := (h[5] + e) & m32;
+    END LOOP;
+    RETURN decode(lpad(to_hex(h[1]), 8, '0') || lpad(to_hex(h[2]), 8, '0') || lpad(to_hex(h[3]), 8, '0')
+                  || lpad(to_hex(h[4]), 8, '0') || lpad(to_hex(h[5]), 8, '0'), 'hex');
+END
+$$;
+
+-- RFC 4122 name-based UUID (version 5), equal to Python's uuid.uuid5(namespace, name).
+CREATE OR REPLACE FUNCTION pgmemory.uuid5(p_namespace uuid, p_name text)
+RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT encode(set_byte(set_byte(substring(d FROM 1 FOR 16), 6, (get_byte(d, 6) & 15) | 80),
+                           8, (get_byte(d, 8) & 63) | 128), 'hex')::uuid
+      FROM pgmemory.sha1(decode(replace(p_namespace::text, '-', ''), 'hex')
+                         || convert_to(p_name, 'UTF8')) AS d
+$$;
+
+-- The episode UUID for an id given by the writer: a UUID as is, any other
+-- string derived from (group, id) exactly as pgmemory.ingest.episode.episode_uuid does.
+CREATE OR REPLACE FUNCTION pgmemory.episode_uuid(p_group text, p_episode_id text)
+RETURNS uuid LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    hex text := replace(btrim(replace(replace(p_episode_id, 'urn:', ''), 'uuid:', ''), '{}'), '-', '');
+BEGIN
+    IF p_episode_id IS NULL OR btrim(p_episode_id) = '' THEN
+        RAISE EXCEPTION 'episode_id must be a UUID or a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF hex ~ '^[0-9a-fA-F]{32}$' THEN
+        RETURN hex::uuid;
+    END IF;
+    RETURN pgmemory.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', p_group || chr(31) || p_episode_id);
+END
+$$;
+
+-- Store a pending episode for the workers, validated like the Python API
+-- (bad input raises invalid_parameter_value naming the problem; nothing is
+-- written). Idempotent by id: the same id and content again is a no-op.
+-- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes).
+CREATE OR REPLACE FUNCTION pgmemory.enqueue_episode(
+    p_group text, p_content text, p_kind text DEFAULT 'message', p_actor text DEFAULT NULL,
+    p_reference_time timestamptz DEFAULT NULL, p_source_description text DEFAULT '',
+    p_episode_id text DEFAULT NULL)
+RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_id uuid;
+    v_stored text;
+BEGIN
+    IF p_group IS NULL OR btrim(p_group) = '' THEN
+        RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF length(p_group) > 200 OR p_group ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'group_id must be at most 200 printable characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_kind IS NULL OR p_kind NOT IN ('message', 'text', 'json') THEN
+        RAISE EXCEPTION 'unknown episode kind %: use one of message, text, json', quote_nullable(p_kind)
+              USING ERRCODE = '22023';
+    END IF;
+    IF p_content IS NULL OR btrim(p_content, E' \t\n\r\f\v') = '' THEN
+        RAISE EXCEPTION 'episode content is empty' USING ERRCODE = '22023';
+    END IF;
+    IF length(p_content) > 50000 THEN
+        RAISE EXCEPTION 'episode content has % characters; the limit is 50000: split it into several episodes',
+              length(p_content) USING ERRCODE = '22023';
+    END IF;
+    IF p_kind = 'json' THEN
+        BEGIN
+            PERFORM p_content::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION 'json episode is not valid JSON' USING ERRCODE = '22023';
+        END;
+    END IF;
+    IF p_reference_time IS NULL THEN
+        RAISE EXCEPTION 'reference_time is required (when the episode was said or happened)'
+              USING ERRCODE = '22023';
+    END IF;
+    IF NOT isfinite(p_reference_time) THEN
+        RAISE EXCEPTION 'reference_time must be a finite time, got %', p_reference_time USING ERRCODE = '22023';
+    END IF;
+    IF p_actor IS NOT NULL AND btrim(p_actor) = '' THEN
+        RAISE EXCEPTION 'actor must be a non-empty string or NULL' USING ERRCODE = '22023';
+    END IF;
+    IF p_source_description IS NULL THEN
+        RAISE EXCEPTION 'source_description must be a string' USING ERRCODE = '22023';
+    END IF;
+    -- Without an id: derived from (group, actor, reference time as a UTC instant, content)
+    -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
+    v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory.episode_uuid(p_group, p_episode_id)
+                 ELSE pgmemory.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', concat_ws(chr(31), 'default', p_group,
+                          coalesce(btrim(p_actor), ''),
+                          to_char(p_reference_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+                          || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
+                                  THEN to_char(p_reference_time AT TIME ZONE 'UTC', '.US') ELSE '' END
+                          || '+00:00', p_content)) END;
+    INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)
+    VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time)
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        PERFORM pg_notify('pgmemory_episodes', p_group);
+        RETURN v_id;
+    END IF;
+    SELECT e.content INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
+    IF v_stored IS DISTINCT FROM p_content THEN
+        RAISE EXCEPTION 'episode id % is already used by a different episode', p_episode_id
+              USING ERRCODE = '22023';
+    END IF;
+    RETURN v_id;
+END
+$$;
+
+-- Take the next episode for worker p_worker, or no row when nothing is ready.
+-- A group's next episode is its earliest unfinished one (reference time, then
+-- recorded time); a group with a live lease is busy. One claimer per group at
+-- a time (a try-lock, so claimers skip each other's groups instead of waiting),
+-- FOR UPDATE SKIP LOCKED on the episode; run it in its own short transaction.
+CREATE OR REPLACE FUNCTION pgmemory.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes')
+RETURNS TABLE (group_id text, episode_id uuid)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    g text;
+    v_id uuid;
+BEGIN
+    FOR g IN
+        SELECT q.group_id FROM pgmemory.episodes q
+         WHERE q.status IN ('pending', 'processing')
+         GROUP BY q.group_id
+        HAVING NOT bool_or(q.status = 'processing' AND q.lease_until > clock_timestamp())
+         ORDER BY min(q.recorded_at)
+    LOOP
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended('pgmemory.queue:' || g, 0));
+        -- Statements from here on see what the group's previous claimer committed.
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.episodes b
+                               WHERE b.group_id = g AND b.status = 'processing'
+                                 AND b.lease_until > clock_timestamp());
+        SELECT h.id INTO v_id FROM pgmemory.episodes h
+         WHERE h.group_id = g AND h.status IN ('pending', 'processing')
+         ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
+        CONTINUE WHEN v_id IS NULL;
+        UPDATE pgmemory.episodes e
+           SET status = 'processing', lease_owner = p_worker, lease_until = clock_timestamp() + p_lease,
+               attempts = e.attempts + 1
+         WHERE (e.group_id, e.id) IN (
+                 SELECT l.group_id, l.id FROM pgmemory.episodes l
+                  WHERE l.group_id = g AND l.id = v_id
+                    AND (l.status = 'pending' OR (l.status = 'processing' AND l.lease_until <= clock_timestamp()))
+                    FOR UPDATE SKIP LOCKED);
+        IF FOUND THEN
+            group_id := g;
+            episode_id := v_id;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Lease one given episode (in-process ingestion and `retry`): 'leased' when
+-- this caller now holds it (pending, failed or an expired lease), 'done' when
+-- it is finished, 'busy' when another live lease holds it.
+CREATE OR REPLACE FUNCTION pgmemory.lease_episode(p_group text, p_episode uuid, p_worker text,
+                                                  p_lease interval DEFAULT '5 minutes')
+RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_status text;
+BEGIN
+    UPDATE pgmemory.episodes e
+       SET status = 'processing', lease_owner = p_worker, lease_until = clock_timestamp() + p_lease,
+           attempts = e.attempts + 1
+     WHERE e.group_id = p_group AND e.id = p_episode
+       AND (e.status IN ('pending', 'failed') OR (e.status = 'processing' AND e.lease_until <= clock_timestamp()))
+    RETURNING 'leased' INTO v_status;
+    IF FOUND THEN
+        RETURN v_status;
+    END IF;
+    SELECT CASE WHEN e.status = 'done' THEN 'done' ELSE 'busy' END INTO v_status
+      FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode;
+    RETURN v_status;
+END
+$$;
+
+-- Extend a lease this worker holds; false when it is no longer this worker's.
+CREATE OR REPLACE FUNCTION pgmemory.renew_lease(p_group text, p_episode uuid, p_worker text,
+                                                p_lease interval DEFAULT '5 minutes')
+RETURNS boolean LANGUAGE sql VOLATILE AS $$
+    WITH renewed AS (
+        UPDATE pgmemory.episodes e SET lease_until = clock_timestamp() + p_lease
+         WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
+           AND e.lease_owner = p_worker
+        RETURNING 1)
+    SELECT EXISTS (SELECT 1 FROM renewed)
+$$;
+
+-- End an attempt that did not apply: the LLM cost is always added (it was
+-- billed); while this worker still holds the lease the episode becomes
+-- 'failed' with p_error, or 'pending' again when p_error is NULL (a worker
+-- stopping gives its episode back).
+CREATE OR REPLACE FUNCTION pgmemory.end_attempt(p_group text, p_episode uuid, p_worker text,
+                                                p_error text, p_calls integer, p_prompt_tokens integer,
+                                                p_completion_tokens integer)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+    UPDATE pgmemory.episodes e
+       SET llm_calls = e.llm_calls + p_calls,
+           prompt_tokens = e.prompt_tokens + p_prompt_tokens,
+           completion_tokens = e.completion_tokens + p_completion_tokens,
+           status = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker AND e.status = 'processing'
+                         THEN CASE WHEN p_error IS NULL THEN 'pending' ELSE 'failed' END ELSE e.status END,
+           error = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker AND e.status = 'processing'
+                        THEN left(p_error, 2000) ELSE e.error END,
+           lease_owner = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_owner END,
+           lease_until = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_until END
+     WHERE e.group_id = p_group AND e.id = p_episode
+$$;
+
+-- The group's change counter: read before candidates are read, compared under
+-- the group lock before decisions are applied.
+CREATE OR REPLACE FUNCTION pgmemory.group_version(p_group text)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
+$$;
+
+-- Count one change of a group (call inside the writing transaction, under the group lock).
+CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
+    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
+    RETURNING v.version
+$$;
+
+-- Queue state per group: what psql users watch (and `pgmemory worker` reports).
+CREATE OR REPLACE VIEW pgmemory.episode_queue AS
+SELECT group_id,
+       count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'processing') AS processing,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       min(valid_at) FILTER (WHERE status = 'pending') AS oldest_pending,
+       max(lease_until) FILTER (WHERE status = 'processing') AS lease_until
+  FROM pgmemory.episodes
+ WHERE status <> 'done'
+ GROUP BY group_id;
+
+-- Apply one episode's decisions in a single statement (so no transaction sits idle between
+-- round trips): under the group lock, if this worker still holds the episode's lease and the
+-- group's counter is still p_version (nothing changed since the candidates were read), apply
+-- them (pgmemory.apply_episode) and count the change. Returns {"state": s, "applied": what
+-- apply_episode returned} with s 'applied', 'changed' (nothing written: read again), 'done'
+-- (already applied) or 'lost' (the lease is someone else's now).
+CREATE OR REPLACE FUNCTION pgmemory.apply_if_unchanged(p_group text, p_episode uuid, p_worker text,
+                                                       p_version bigint, p_plan jsonb)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_status text;
+    v_owner text;
+    v_applied jsonb;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    SELECT e.status, e.lease_owner INTO v_status, v_owner
+      FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode FOR UPDATE;
+    IF v_status IS NULL OR v_status = 'done' THEN
+        RETURN jsonb_build_object('state', 'done');
+    END IF;
+    IF v_owner IS DISTINCT FROM p_worker THEN
+        RETURN jsonb_build_object('state', 'lost');
+    END IF;
+    IF pgmemory.group_version(p_group) <> p_version THEN
+        RETURN jsonb_build_object('state', 'changed');
+    END IF;
+    v_applied := pgmemory.apply_episode(p_episode, p_plan);
+    PERFORM pgmemory.bump_group_version(p_group);
+    RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
+END
+$$;

@@ -1,0 +1,260 @@
+"""The episode queue: enqueue_episode from SQL, leases, workers (order per group, several
+processes, kill -9 take-over, SIGTERM) — each on its own database so no other test's
+episodes are in the queue."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+
+from pgmemory import InvalidInput, Memory
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.ingest.episode import default_episode_uuid, episode_uuid
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage.setup import init_database
+from tests.conftest import DIM
+from tests.fake_openai import Delay, Reply
+from tests.servers import create_database, drop_database
+
+ENQUEUE = "SELECT pgmemory.enqueue_episode(%s, %s, %s, %s, %s, %s, %s)"
+EXTRACTION = {"entities": [{"name": "Ivy"}, {"name": "Acme Corp"}],
+              "facts": [{"source": "Ivy", "target": "Acme Corp", "relation_type": "WORKS_FOR",
+                         "fact": "Ivy works for Acme Corp.", "functional": True}]}
+
+
+@pytest.fixture
+def queue_dsn(admin_dsn):
+    """A freshly initialised database of its own: the queue holds only this test's episodes."""
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    yield dsn
+    drop_database(admin_dsn, dsn)
+
+
+def enqueue(dsn: str, group: str, content: str, when: str, *, actor: str = "Zoe", episode_id: str | None = None):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(ENQUEUE, (group, content, "message", actor, when, "", episode_id)).fetchone()[0]
+
+
+def episodes(dsn: str) -> list[dict]:
+    with psycopg.connect(dsn, row_factory=psycopg.rows.dict_row) as conn:
+        return conn.execute("SELECT group_id, id, content, status, attempts, lease_owner, lease_until, llm_calls"
+                            " FROM pgmemory.episodes ORDER BY group_id, valid_at").fetchall()
+
+
+def cli(dsn: str, *args: str, llm: str | None = None, **popen) -> subprocess.Popen:
+    env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    if llm:
+        env.update(PGMEMORY_LLM_BASE_URL=llm, PGMEMORY_LLM_API_KEY="t")
+    return subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+
+
+def wait_until(check, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
+    group = "psql-writer"
+    first = enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
+    again = enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
+    # The same id Python derives for the same (group, string id): both surfaces agree.
+    assert first == again == episode_uuid(group, "z1")
+    # Without an id: the same stable default as Python's, so enqueueing twice is a no-op.
+    plain = [enqueue(queue_dsn, group, "Hi there.", when, actor="Ann") for when in
+             ("2024-01-03T10:00:00+02:00", "2024-01-03T10:00:00+02:00", "2024-01-03T08:00:00.250000Z")]
+    assert plain[0] == plain[1] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, tzinfo=timezone.utc),
+                                                          "Hi there.")
+    assert plain[2] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, 0, 0, 250000, tzinfo=timezone.utc),
+                                            "Hi there.")
+    given = str(uuid.uuid4())
+    assert str(enqueue(queue_dsn, group, "Hello.", "2024-01-02T00:00:00Z", episode_id=given)) == given
+    bad = [
+        (("", "x", "message", None, "2024-01-01Z", "", None), "group_id must be a non-empty string"),
+        ((group, "  ", "message", None, "2024-01-01Z", "", None), "episode content is empty"),
+        ((group, "x", "email", None, "2024-01-01Z", "", None), "unknown episode kind"),
+        ((group, "{nope", "json", None, "2024-01-01Z", "", None), "not valid JSON"),
+        ((group, "x", "message", None, None, "", None), "reference_time is required"),
+        ((group, "x", "message", " ", "2024-01-01Z", "", None), "actor must be a non-empty string"),
+        ((group, "x" * 50_001, "message", None, "2024-01-01Z", "", None), "the limit is 50000"),
+        ((group, "Something else.", "message", "Zoe", "2024-01-01Z", "", "z1"), "already used"),
+    ]
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        for args, message in bad:
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+                conn.execute(ENQUEUE, args)
+    rows = episodes(queue_dsn)
+    assert [(r["content"], r["status"], r["attempts"]) for r in rows] == [
+        ("I work at Acme Corp.", "pending", 0), ("Hello.", "pending", 0), ("Hi there.", "pending", 0),
+        ("Hi there.", "pending", 0)]
+
+
+def test_sql_uuid5_equals_python(queue_dsn):
+    names = ["", "a", "x" * 55, "y" * 56, "z" * 63, "w" * 64, "v" * 65, "Zoë 日本 \U0001F600", "q" * 1000]
+    with psycopg.connect(queue_dsn) as conn:
+        for name in names:
+            got = conn.execute("SELECT pgmemory.uuid5(%s, %s)", (uuid.NAMESPACE_URL, name)).fetchone()[0]
+            assert got == uuid.uuid5(uuid.NAMESPACE_URL, name), len(name)
+        for given in ("{12345678-1234-5678-1234-567812345678}", "urn:uuid:12345678123456781234567812345678"):
+            got = conn.execute("SELECT pgmemory.episode_uuid('g', %s)", (given,)).fetchone()[0]
+            assert got == episode_uuid("g", given)
+
+
+async def test_worker_keeps_group_order_one_episode_per_group_at_a_time(queue_dsn):
+    # Enqueued out of order: the worker must follow reference time within each group.
+    for group in ("g-a", "g-b", "g-c"):
+        enqueue(queue_dsn, group, "I left Acme Corp and now work at Globex.", "2024-03-01T00:00:00Z")
+        enqueue(queue_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
+        enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    spans: list[tuple[str, object, float, float]] = []
+    process = memory.ingestor.process
+
+    async def recorded(ep, **kwargs):
+        started = time.monotonic()
+        await asyncio.sleep(0.05)  # widen each episode's span so overlaps would show
+        try:
+            return await process(ep, **kwargs)
+        finally:
+            spans.append((ep.group_id, ep.reference_time, started, time.monotonic()))
+
+    memory.ingestor.process = recorded
+    try:
+        stats = await memory.worker(concurrency=4, drain=True).run()
+        async with memory.pool.acquire() as conn:
+            jobs = {r["group_id"]: (r["source"], r["target"], r["valid_to"]) for r in await conn.fetch(
+                "SELECT group_id, source, target, valid_to FROM pgmemory.current_facts"
+                " WHERE relation = 'WORKS_FOR' AND target = 'Acme Corp'")}
+    finally:
+        await memory.close()
+    assert (stats.done, stats.failed) == (9, 0)
+    for group in ("g-a", "g-b", "g-c"):
+        mine = sorted((s for s in spans if s[0] == group), key=lambda s: s[2])
+        assert [s[1].month for s in mine] == [1, 2, 3]
+        assert all(a[3] <= b[2] for a, b in zip(mine, mine[1:]))  # never two at once
+        assert jobs[group][2] is not None  # Acme ended by the March episode, as in order
+    groups_at_once = max(sum(1 for s in spans if s[2] <= t < s[3]) for _, _, t, _ in spans)
+    assert groups_at_once > 1  # groups did run in parallel
+    assert {(r["status"], r["attempts"], r["lease_owner"]) for r in episodes(queue_dsn)} == {("done", 1, None)}
+
+
+def test_two_worker_processes_never_process_one_episode(queue_dsn):
+    for n in range(8):
+        for group in ("w-a", "w-b", "w-c"):
+            enqueue(queue_dsn, group, f"I work at Company{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
+    procs = [cli(queue_dsn, "worker", "--drain", "--concurrency", "2") for _ in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-800:] for o in outs]
+    rows = episodes(queue_dsn)
+    # attempts counts every lease taken: one each means no episode was processed twice.
+    assert len(rows) == 24 and {(r["status"], r["attempts"]) for r in rows} == {("done", 1)}
+    done = [int(o[0].strip().splitlines()[-1].split(" done")[0].split()[-1]) for o in outs]
+    assert sum(done) == 24
+    with psycopg.connect(queue_dsn) as conn:
+        assert conn.execute("SELECT count(*) - count(DISTINCT (group_id, lower(name)))"
+                            " FROM pgmemory.entities").fetchone()[0] == 0
+
+
+def test_expired_lease_is_taken_over_after_kill_9(queue_dsn, fake_openai):
+    enqueue(queue_dsn, "k-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    fake_openai.script(Delay(60, Reply(EXTRACTION)))
+    proc = cli(queue_dsn, "worker", "--lease-seconds", "1", llm=fake_openai.base_url)
+    try:
+        wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
+        assert proc.poll() is None, proc.stderr.read()
+        (row,) = episodes(queue_dsn)
+        assert row["status"] == "processing" and row["lease_owner"] and row["attempts"] == 1
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    async def take_over() -> tuple:
+        memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+        try:
+            return await memory.worker(drain=True, poll_seconds=0.1).run(), await memory.episode_status(
+                row["id"], "k-a")
+        finally:
+            await memory.close()
+
+    # Nobody renews the dead worker's lease; once it has expired, another worker takes the episode.
+    wait_until(lambda: psycopg.connect(queue_dsn).execute(
+        "SELECT bool_and(lease_until <= clock_timestamp()) FROM pgmemory.episodes").fetchone()[0], "expiry")
+    stats, status = asyncio.run(take_over())
+    assert stats.done == 1
+    assert (status["status"], status["attempts"]) == ("done", 2)
+
+
+def test_sigterm_finishes_the_current_episode_and_stops(queue_dsn, fake_openai):
+    enqueue(queue_dsn, "s-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    enqueue(queue_dsn, "s-a", "I live in Lima.", "2024-01-02T00:00:00Z", actor="Ivy")
+    fake_openai.script(Delay(1.5, Reply(EXTRACTION)))
+    proc = cli(queue_dsn, "worker", llm=fake_openai.base_url)
+    wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "1 done" in out.splitlines()[-1]
+    assert [(r["content"], r["status"], r["lease_owner"]) for r in episodes(queue_dsn)] == [
+        ("I work at Acme Corp.", "done", None), ("I live in Lima.", "pending", None)]
+
+
+def test_sigterm_after_the_grace_period_gives_the_episode_back(queue_dsn, fake_openai):
+    enqueue(queue_dsn, "s-b", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    fake_openai.script(Delay(60, Reply(EXTRACTION)))
+    proc = cli(queue_dsn, "worker", "--grace-seconds", "0", llm=fake_openai.base_url)
+    wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    (row,) = episodes(queue_dsn)
+    # Given back for the next worker; the call already made is billed.
+    assert (row["status"], row["lease_owner"], row["llm_calls"]) == ("pending", None, 1)
+
+
+def test_a_live_lease_is_never_taken_an_expired_one_is(queue_dsn):
+    eid = enqueue(queue_dsn, "l-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    enqueue(queue_dsn, "l-a", "I live in Lima.", "2024-01-02T00:00:00Z")
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        lease = "SELECT pgmemory.lease_episode('l-a', %s, %s, '1 hour')"
+        claim = "SELECT * FROM pgmemory.claim_episode(%s, '1 hour')"
+        assert conn.execute(lease, (eid, "A")).fetchone()[0] == "leased"
+        assert conn.execute(lease, (eid, "B")).fetchone()[0] == "busy"  # a concurrent retry
+        assert conn.execute(claim, ("B",)).fetchall() == []  # its group is busy: not even the next one
+        assert conn.execute("SELECT pgmemory.renew_lease('l-a', %s, 'B', '1 hour')", (eid,)).fetchone()[0] is False
+        conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 second'"
+                     " WHERE id = %s", (eid,))
+        assert conn.execute(claim, ("B",)).fetchall() == [("l-a", eid)]
+        assert conn.execute("SELECT pgmemory.renew_lease('l-a', %s, 'A', '1 hour')", (eid,)).fetchone()[0] is False
+        row = conn.execute("SELECT status, lease_owner, attempts FROM pgmemory.episodes WHERE id = %s",
+                           (eid,)).fetchone()
+    assert row == ("processing", "B", 2)
+
+
+async def test_enqueue_episode_python_api(queue_dsn):
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        eid = await memory.enqueue_episode("py", "I work at Acme Corp.", actor="Zoe",
+                                           reference_time="2024-01-01T00:00:00+00:00", episode_id="p1")
+        assert eid == episode_uuid("py", "p1")
+        with pytest.raises(InvalidInput, match="no time zone"):
+            await memory.enqueue_episode("py", "x", reference_time="2024-01-01T00:00:00")
+        stats = await memory.worker(drain=True).run()
+        assert (stats.done, (await memory.episode_status("p1", "py"))["status"]) == (1, "done")
+    finally:
+        await memory.close()
