@@ -117,7 +117,16 @@ BEGIN
         END LOOP;
         SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
          WHERE f.id = landed AND upper_inf(f.recorded);
-        IF lo IS DISTINCT FROM new_lo OR hi IS DISTINCT FROM new_hi THEN
+        -- An interval opened by a negation ("I left Initech", read before "I work at
+        -- Initech") takes the asserting sentence, so the belief does not depend on the
+        -- order in which the two episodes were processed.
+        IF EXISTS (SELECT 1 FROM pgmemory.fact_claims o
+                     JOIN pgmemory.facts f ON f.group_id = o.group_id AND f.id = o.id AND upper_inf(f.recorded)
+                    WHERE o.group_id = c.group_id AND o.id = landed AND o.kind = 'negate'
+                      AND f.fact = o.fact AND f.fact <> c.fact) THEN
+            PERFORM pgmemory.correct_fact(landed, new_lo, new_hi, NULL, c.fact, c.embedding);
+            action := 'extended';
+        ELSIF lo IS DISTINCT FROM new_lo OR hi IS DISTINCT FROM new_hi THEN
             PERFORM pgmemory.correct_fact(landed, new_lo, new_hi);
             action := 'extended';
         END IF;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.belief import MODES, ingest, open_memory, targets
+from tests.belief import MODES, believed, ingest, open_memory, targets
 from tests.support import utc
 
 
@@ -78,3 +78,14 @@ async def test_earlier_episode_moves_the_start_back(mem, group):
             "SELECT lower(h.valid) AS vf FROM pgmemory.facts f, pgmemory.fact_history(f.group_id, f.id) h"
             " WHERE f.group_id = $1 AND upper_inf(f.recorded)", group)
     assert [r["vf"] for r in history] == [utc("2025-01-10"), utc("2023-01-10")]
+
+
+async def test_processing_order_does_not_change_the_belief(mem, group):
+    """A job's end read before its start (an episode retried after a crash) gives the same belief
+    as the natural order: the fact keeps the asserting sentence, not the negation's."""
+    steps = [("o1", "2024-01-24", "I work at Initech."), ("o2", "2024-02-23", "I left Initech.")]
+    await ingest(mem, group, steps)
+    await ingest(mem, f"{group}-rev", list(reversed(steps)))
+    natural, reversed_ = await believed(mem, group), await believed(mem, f"{group}-rev")
+    assert {r[3:] for r in natural} == {r[3:] for r in reversed_}
+    assert any("works for Initech" in r[3] or "work at Initech" in r[3] for r in natural)
