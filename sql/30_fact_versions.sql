@@ -10,7 +10,9 @@ BEGIN
         RAISE EXCEPTION 'valid range is empty: valid_from % is not before valid_to %', p_from, p_to
             USING ERRCODE = '22023';
     END IF;
-    RETURN tstzrange(p_from, p_to, '[)');
+    -- An end of +infinity is an open end: stored as NULL, so "open" has one form that every
+    -- rule and index (upper_inf) recognises. A start of -infinity stays: "since forever".
+    RETURN tstzrange(p_from, CASE WHEN p_to = 'infinity' THEN NULL ELSE p_to END, '[)');
 END
 $$;
 

@@ -225,3 +225,13 @@ def test_upgrade_turns_believed_facts_into_claims(sql_graph_dsn):
         conn.execute("SELECT pgmemory.delete_episode('g', %s)", (ep,))
         conn.commit()
         assert intervals(conn, "g") == {"Acme": [("2020-01-01", "2021-01-01")]}
+
+
+def test_an_infinite_end_is_an_open_end_that_can_be_ended(conn, group):
+    """valid_to = 'infinity' (the documented "open" bound, as some writers send it) is stored as
+    an open end, so a later contradiction still ends the fact."""
+    conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'works for', 'Acme', 'Alice works for Acme.',"
+                 " p_valid_from => %s, p_valid_to => 'infinity')", (group, utc("2020-01-01")))
+    assert intervals(conn, group) == {"Acme": [("2020-01-01", None)]}
+    add(conn, group, "Globex", {"frm": "2021-01-01", "fn": True})
+    assert intervals(conn, group) == {"Acme": [("2020-01-01", "2021-01-01")], "Globex": [("2021-01-01", None)]}
