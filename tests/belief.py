@@ -12,9 +12,6 @@ from pgmemory.providers.llm import LLMClient
 from pgmemory.search.config import SearchFilters
 from tests.support import utc
 
-MODES = ["offline", "llm"]
-
-
 async def open_memory(mode: str, dsn: str, fake_openai) -> Memory:
     """The offline rules, or the LLM extractor against the fake server answering like the rules
     (bench/scripted_llm.py: scripted extraction, resolution and judgement answers)."""

@@ -114,3 +114,14 @@ def server_without_vector(tmp_path_factory):
     server = BareServer(tmp_path_factory.mktemp("novector"), without=("vector", "vectorscale"))
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["offline", "llm"])
+async def mem(request, db_dsn, fake_openai):
+    """A Memory in each extractor mode: the offline rules, and the LLM extractor against the fake
+    OpenAI server answering like the rules (tests/belief.py)."""
+    from tests.belief import open_memory
+
+    m = await open_memory(request.param, db_dsn, fake_openai)
+    yield m
+    await m.close()

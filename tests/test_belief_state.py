@@ -3,17 +3,8 @@ state is a new validity interval; an earlier episode repeating a fact moves its 
 Each sequence is asked now, as of each period, and as believed before each change."""
 from __future__ import annotations
 
-import pytest
-
-from tests.belief import MODES, believed, ingest, open_memory, targets
+from tests.belief import believed, ingest, targets
 from tests.support import utc
-
-
-@pytest.fixture(params=MODES)
-async def mem(request, db_dsn, fake_openai):
-    m = await open_memory(request.param, db_dsn, fake_openai)
-    yield m
-    await m.close()
 
 
 JOBS = [

@@ -13,7 +13,7 @@ from psycopg import sql
 
 from pgmemory import InvalidInput
 from pgmemory.ingest.episode import episode_uuid
-from tests.belief import MODES, believed, ingest, open_memory, summaries, targets
+from tests.belief import believed, ingest, summaries, targets
 
 STORY = [
     ("r1", "2020-01-10", "I work at Acme Corp and I live in Boston."),
@@ -27,13 +27,6 @@ STORY = [
     ("r9", "2024-01-15", "I no longer work at Acme Corp."),
     ("r10", "2020-05-05", "My sister Carol lives in Lima."),
 ]
-
-
-@pytest.fixture(params=MODES)
-async def mem(request, db_dsn, fake_openai):
-    m = await open_memory(request.param, db_dsn, fake_openai)
-    yield m
-    await m.close()
 
 
 def sentences(summary: str) -> set[str]:
