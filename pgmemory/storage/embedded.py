@@ -57,6 +57,7 @@ def _start(data_dir: Path, attempts: int = 3):
     from pgserver.postgres_server import PostgresServer
 
     for _ in range(attempts):
+        _wait_while_zombie(data_dir)
         try:
             return pgserver.get_server(data_dir, cleanup_mode=None)
         except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
@@ -65,6 +66,22 @@ def _start(data_dir: Path, attempts: int = 3):
             time.sleep(1.0)
     raise DatabaseUnavailable(f"the embedded Postgres in {data_dir} did not start after {attempts} tries "
                               f"({type(failure).__name__}); its log is {data_dir / 'log'}")
+
+
+def _wait_while_zombie(data_dir: Path, timeout_s: float = 15.0) -> None:
+    """A postmaster killed moments ago stays a zombie until it is reaped (about a second here);
+    pgserver would take it for a running server and hand out a socket that refuses. Wait it out."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return
+        except (OSError, ValueError, IndexError, psutil.Error):
+            return
+        time.sleep(0.1)
 
 
 def _tune_once(server, dsn: str) -> None:
