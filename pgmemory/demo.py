@@ -73,9 +73,5 @@ async def _run() -> int:
 
 
 def run_demo() -> int:
-    """Run the whole demo on the configured database; returns the exit code."""
-    from pgmemory.surfaces.cli import main as cli
-
-    if cli(["init"]) != 0 or cli(["doctor"]) != 0:
-        return 1
+    """Run the demo's round trip on the configured (initialised) database; returns the exit code."""
     return asyncio.run(_run())

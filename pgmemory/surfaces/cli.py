@@ -48,8 +48,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """init, doctor, then the demo's round trip (pgmemory/demo.py)."""
     from pgmemory.demo import run_demo
 
+    args.dim, args.text_search = None, None
+    if _cmd_init(args) != 0 or _cmd_doctor(args) != 0:
+        return 1
     return run_demo()
 
 
