@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,8 +35,11 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
 
 
 async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,
-                           embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
-    """All candidates of every kind and method, in one round trip."""
+                           embedding: list[float] | None, opts: dict[str, Any],
+                           timings: dict[str, float] | None = None) -> SearchResults:
+    """All candidates of every kind and method, in one round trip. With `timings`, the seconds
+    spent in the SQL call ("sql") and in decoding its rows ("decode") are added to it."""
+    started = time.perf_counter()
     vec = vector_literals([embedding])[0] if embedding is not None else None
     limit = Timeouts.from_env().search_s
     try:
@@ -46,10 +50,14 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     except TimeoutError:
         raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
                               "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
+    fetched = time.perf_counter()
     results = SearchResults()
     for row in rows:
         hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])
         getattr(results, _LISTS[row["kind"]]).append(hit)
+    if timings is not None:
+        timings["sql"] = timings.get("sql", 0.0) + fetched - started
+        timings["decode"] = timings.get("decode", 0.0) + time.perf_counter() - fetched
     return results
 
 

@@ -1,6 +1,7 @@
 """Run a search: validate, embed the query, φ candidates (one round trip), ρ rerank, cut to limit."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import asyncpg
@@ -28,22 +29,30 @@ def check_request(query: Any, group_ids: Any, limit: Any) -> list[str]:
 
 async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: CrossEncoder | None,
                      query: str, group_ids: list[str], limit: int, config: SearchConfig,
-                     filters: SearchFilters) -> SearchResults:
-    """f(α) = ρ(φ(α)): candidates of every kind, reranked per kind, the best `limit` of each."""
+                     filters: SearchFilters, timings: dict[str, float] | None = None) -> SearchResults:
+    """f(α) = ρ(φ(α)): candidates of every kind, reranked per kind, the best `limit` of each.
+    With `timings` (bench/search_latency.py), the seconds of each stage are added to it:
+    "embed", "sql" (the candidate call), "decode" (rows to hits) and "rerank"."""
     if config.reranker == "cross_encoder" and cross_encoder is None:
         raise InvalidInput("the cross_encoder reranker needs a provider: configure an LLM endpoint "
                            "(PGMEMORY_LLM_BASE_URL) or a local model (PGMEMORY_CROSS_ENCODER)")
     needs_embedding = "cosine" in config.methods or config.reranker == "mmr"
+    started = time.perf_counter()
     embedding = (await embedder.embed([query]))[0] if needs_embedding else None
+    embedded = time.perf_counter()
     opts = options(config, filters, with_embeddings=config.reranker == "mmr")
     async with pool.acquire() as conn:
         with refused_ids_as_input_errors():
-            found = await fetch_candidates(conn, group_ids, query, embedding, opts)
+            found = await fetch_candidates(conn, group_ids, query, embedding, opts, timings)
+    fetched = time.perf_counter()
     out = SearchResults()
     for kind in ("facts", "entities", "communities", "episodes"):
         hits = rerank.described_first(
             await _rerank(getattr(found, kind), query, embedding, limit, config, cross_encoder))
         setattr(out, kind, hits[:limit])
+    if timings is not None:
+        timings["embed"] = timings.get("embed", 0.0) + embedded - started
+        timings["rerank"] = timings.get("rerank", 0.0) + time.perf_counter() - fetched
     return out
 
 
