@@ -123,6 +123,10 @@ DECLARE
     bfs_max integer := coalesce((p_opts->>'bfs_max_entities')::integer, 2000);
     seeds uuid[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seeds')::uuid);
     center uuid := (p_opts->>'center')::uuid;
+    -- Neighbouring turns: the previous and next episode (by valid_at, then arrival) of the
+    -- best `neighbours` episode candidates, within `neighbour_window_s` seconds of the hit.
+    neighbours integer := coalesce((p_opts->>'neighbours')::integer, 0);
+    neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
     point timestamptz;
     tq tsquery := pgmemory.or_tsquery(p_query);
 BEGIN
@@ -275,6 +279,39 @@ BEGIN
               FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
              WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0) h
          GROUP BY h.id
+    ),
+    -- The episode candidates whose neighbouring turns are added: best rank in any method first.
+    epi_seeds AS (
+        SELECT ep.group_id, ep.id, ep.valid_at, ep.seq
+          FROM (SELECT h.id, (SELECT min(r.value::integer) FROM jsonb_each_text(h.ranks) r) AS best
+                  FROM epi_hits h WHERE neighbours > 0
+                 ORDER BY 2, 1 LIMIT neighbours) s
+          JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.id = s.id
+    ),
+    epi_next AS (
+        SELECT sd.id AS hit, n.group_id, n.id
+          FROM epi_seeds sd
+         CROSS JOIN LATERAL (
+            (SELECT x.group_id, x.id FROM pgmemory.episodes x
+              WHERE x.group_id = sd.group_id
+                AND (x.group_id, x.valid_at, x.seq) > (sd.group_id, sd.valid_at, sd.seq)
+                AND x.valid_at <= sd.valid_at + neighbour_window
+                AND (known_at IS NULL OR x.recorded_at <= known_at)
+                AND (as_of IS NULL OR x.valid_at <= as_of)
+              ORDER BY x.group_id, x.valid_at, x.seq LIMIT 1)
+            UNION ALL
+            (SELECT x.group_id, x.id FROM pgmemory.episodes x
+              WHERE x.group_id = sd.group_id
+                AND (x.group_id, x.valid_at, x.seq) < (sd.group_id, sd.valid_at, sd.seq)
+                AND x.valid_at >= sd.valid_at - neighbour_window
+                AND (known_at IS NULL OR x.recorded_at <= known_at)
+              ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC LIMIT 1)) n
+    ),
+    epi_all AS (
+        SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, nb.hits
+          FROM epi_hits h
+          FULL JOIN (SELECT x.id, jsonb_agg(x.hit ORDER BY x.hit) AS hits FROM epi_next x GROUP BY x.id) nb
+            ON nb.id = h.id
     )
     SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
                'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
@@ -318,7 +355,8 @@ BEGIN
                'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
                'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
                'source_description', ep.source_description,
+               'neighbour_of', eph.hits,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
-      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND ep.group_id = ANY (p_groups);
+      FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND ep.group_id = ANY (p_groups);
 END
 $$;

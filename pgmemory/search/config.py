@@ -36,6 +36,11 @@ class SearchConfig:
     # each gains session_weight / (rrf_k + the session's rank by summed score). 0 = off.
     session_weight: float = 0.0
     session_window_s: int = 1800
+    # Neighbouring turns: the episodes just before and after (same group, within session_window_s)
+    # each of the best `neighbours` episode candidates join the candidates; a neighbour gains
+    # neighbour_weight x the fused score of the best hit it neighbours. 0 = off.
+    neighbours: int = 0
+    neighbour_weight: float = 0.5
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -65,6 +70,8 @@ class SearchConfig:
             check_number(w, f"method_weights[{m}]", 0, 10)
         check_number(self.session_weight, "session_weight", 0, 10)
         check_int(self.session_window_s, "session_window_s", 0, 31 * 86400)
+        check_int(self.neighbours, "neighbours", 0, 100)
+        check_number(self.neighbour_weight, "neighbour_weight", 0, 10)
         check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
         check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
         check_int(self.bfs_depth, "bfs_depth", 1, 5)
@@ -85,6 +92,8 @@ RECIPES: dict[str, SearchConfig] = {
     # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
     # conv-30 (pgmemory/eval/README.md has both folds).
     "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
+    # Neighbouring turns on (issue 13); count and weight cross-validated as above.
+    "combined_hybrid_neighbour_rrf": SearchConfig(neighbours=10, neighbour_weight=0.5),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),

@@ -59,6 +59,8 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
 async def _rerank(hits: list[Hit], query: str, embedding, limit: int, config: SearchConfig,
                   cross_encoder: CrossEncoder | None) -> list[Hit]:
     fused = rerank.rrf(hits, config.rrf_k, dict(config.method_weights))
+    if config.neighbours:
+        fused = rerank.neighbours(fused, config.neighbour_weight)
     if config.session_weight:
         fused = rerank.session_proximity(fused, config.session_weight, config.session_window_s, config.rrf_k)
     if config.reranker == "mmr":

@@ -42,6 +42,19 @@ def session_proximity(hits: Sequence[H], weight: float, window_s: float, k: int 
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
 
+def neighbours(hits: Sequence[H], weight: float) -> list[H]:
+    """Turns next to a hit: an episode that neighbours hits (EpisodeHit.neighbour_of) gains
+    weight x the best fused score among them, so the turn before or after the evidence found
+    ranks near it; other hits are returned unchanged."""
+    score = {h.id: h.score for h in hits}
+    for h in hits:
+        near = [score[i] for i in getattr(h, "neighbour_of", ()) if i in score]
+        if near and weight > 0:
+            h.scores["neighbour"] = weight * max(near)
+            h.score += h.scores["neighbour"]
+    return sorted(hits, key=lambda h: (-h.score, str(h.id)))
+
+
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b))
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))

@@ -89,6 +89,7 @@ class EpisodeHit(Hit):
     valid_at: datetime | None = None
     recorded_at: datetime | None = None
     source_description: str = ""
+    neighbour_of: list[uuid.UUID] = field(default_factory=list)  # hits this turn is next to
 
     def text(self) -> str:
         return f"{self.actor}: {self.content}" if self.actor else self.content
