@@ -90,7 +90,20 @@ def _render(preamble: str, shown: list[tuple[str, list[str]]], headers: dict[str
 def _fill(sections: list[_Section], max_chars: int, preamble: str,
           headers: dict[str, str]) -> tuple[str, tuple[int, ...]]:
     chosen: dict[str, list[str]] = {s.tag: [] for s in sections}
+    line_chars = {s.tag: 0 for s in sections}
     empty_shown: set[str] = set()
+
+    def section_len(tag: str) -> int:
+        # len of _render's section: header line, <TAG>, its lines joined by newlines, </TAG>
+        header = headers.get(tag, "")
+        n = len(chosen[tag])
+        return ((len(header) + 1 if header else 0) + len(tag) + 3 + line_chars[tag] + max(0, n - 1)
+                + len(tag) + 4)
+
+    def length() -> int:
+        """len(text()) without rendering it (one render per line made filling quadratic)."""
+        visible = [s.tag for s in sections if chosen[s.tag] or s.tag in empty_shown]
+        return len(preamble) + sum(1 + section_len(t) for t in visible) if visible else 0
 
     def text() -> str:
         return _render(preamble, [(s.tag, chosen[s.tag]) for s in sections
@@ -99,13 +112,16 @@ def _fill(sections: list[_Section], max_chars: int, preamble: str,
     for section in sections:  # in priority order: a section's frame, then its lines
         if section.always:
             empty_shown.add(section.tag)
-            if len(text()) > max_chars:
+            if length() > max_chars:
                 empty_shown.discard(section.tag)
         for line in section.lines:
             chosen[section.tag].append(line)
-            if len(text()) > max_chars:
+            line_chars[section.tag] += len(line)
+            if length() > max_chars:
                 chosen[section.tag].pop()
-    return text(), tuple(len(chosen[s.tag]) for s in sections)
+                line_chars[section.tag] -= len(line)
+    out = text()
+    return out, tuple(len(chosen[s.tag]) for s in sections)
 
 
 def build_context(results: SearchResults, *, max_chars: int = 8000, communities: bool = False,

@@ -1,0 +1,44 @@
+"""The context string fills whole lines greedily in priority order, never beyond max_chars."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from pgmemory.search import context
+from pgmemory.search.types import EntityHit, EpisodeHit, FactHit, SearchResults
+
+
+def greedy_by_rendering(sections, max_chars, preamble, headers):
+    """The reference: render the whole text after every line and drop the line if it overflows."""
+    chosen = {s.tag: [] for s in sections}
+    empty_shown = set()
+
+    def text():
+        return context._render(preamble, [(s.tag, chosen[s.tag]) for s in sections
+                                          if chosen[s.tag] or s.tag in empty_shown], headers)
+    for s in sections:
+        if s.always:
+            empty_shown.add(s.tag)
+            if len(text()) > max_chars:
+                empty_shown.discard(s.tag)
+        for line in s.lines:
+            chosen[s.tag].append(line)
+            if len(text()) > max_chars:
+                chosen[s.tag].pop()
+    return text(), tuple(len(chosen[s.tag]) for s in sections)
+
+
+def test_fill_keeps_exactly_the_lines_the_rendered_text_allows():
+    when = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    results = SearchResults(
+        facts=[FactHit(id=None, group_id="g", ranks={}, fact=f"Fact {i} " + "x" * (i * 7 % 60), valid_from=when)
+               for i in range(15)],
+        entities=[EntityHit(id=None, group_id="g", ranks={}, name=f"E{i}", summary="s" * (i * 11 % 40))
+                  for i in range(15)],
+        episodes=[EpisodeHit(id=None, group_id="g", ranks={}, content="hello " * i, actor="Ann", valid_at=when)
+                  for i in range(8)])
+    sections = context._sections(results, communities=True, episodes=True)
+    for headers, preamble in (({s.tag: s.header for s in sections}, context.PREAMBLE), ({}, context.SHORT_PREAMBLE)):
+        for n in range(0, 4000, 17):
+            got = context._fill(sections, n, preamble, headers)
+            assert got == greedy_by_rendering(sections, n, preamble, headers), n
+            assert len(got[0]) <= n
