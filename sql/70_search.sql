@@ -96,6 +96,7 @@ CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
 LANGUAGE plpgsql STABLE
 SET hnsw.iterative_scan = 'relaxed_order'
+SET plan_cache_mode = 'auto'  -- restored on exit: the main statement below forces a generic plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -129,6 +130,11 @@ DECLARE
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
     point timestamptz;
     tq tsquery := pgmemory.or_tsquery(p_query);
+    -- Cosine candidates of each kind, best first (their own statements, see below).
+    fact_cos_ids bigint[] := '{}';
+    ent_cos_ids uuid[] := '{}';
+    com_cos_ids uuid[] := '{}';
+    epi_cos_ids uuid[] := '{}';
 BEGIN
     -- Every id the caller passes must be an entity of the searched groups.
     PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
@@ -148,17 +154,48 @@ BEGIN
                  ORDER BY r.valid_at DESC LIMIT bfs_recent));
     END IF;
 
+    -- The cosine top-k of each kind is its own small statement, planned for the groups at hand
+    -- (HNSW for a large group, an exact sort of a small one's rows); the main statement
+    -- then takes them as arrays and runs with a generic plan: planning that statement for
+    -- every call cost more than executing it (issue 17, bench/search_latency.py).
+    IF 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
+        IF 'facts' = ANY (kinds) THEN
+            fact_cos_ids := ARRAY(
+                SELECT f.version_id FROM pgmemory.facts f
+                 WHERE f.group_id = ANY (p_groups)
+                   AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+                                             include_superseded, relations, bounds, f.is_event)
+                 ORDER BY f.embedding <=> p_embedding LIMIT k);
+        END IF;
+        IF 'entities' = ANY (kinds) THEN
+            ent_cos_ids := ARRAY(
+                SELECT e.id FROM pgmemory.entities e
+                 WHERE e.group_id = ANY (p_groups)
+                   AND (known_at IS NULL OR e.created_at <= known_at)
+                   AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
+                   AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+                 ORDER BY e.name_embedding <=> p_embedding LIMIT k);
+        END IF;
+        IF 'communities' = ANY (kinds) AND NOT as_of_view THEN
+            com_cos_ids := ARRAY(
+                SELECT cm.id FROM pgmemory.communities cm
+                 WHERE cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
+                 ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
+        END IF;
+        IF 'episodes' = ANY (kinds) THEN
+            epi_cos_ids := ARRAY(
+                SELECT ep.id FROM pgmemory.episodes ep
+                 WHERE ep.group_id = ANY (p_groups)
+                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (as_of IS NULL OR ep.valid_at <= as_of)
+                 ORDER BY ep.embedding <=> p_embedding LIMIT k);
+        END IF;
+    END IF;
+
+    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
     RETURN QUERY
     WITH fact_cos AS (
-        SELECT c.version_id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-            SELECT f.version_id, f.embedding <=> p_embedding AS d
-              FROM pgmemory.facts f
-             WHERE 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-               AND f.group_id = ANY (p_groups)
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds, f.is_event)
-             ORDER BY f.embedding <=> p_embedding
-             LIMIT k) c
+        SELECT c.version_id, c.r::integer AS r FROM unnest(fact_cos_ids) WITH ORDINALITY AS c (version_id, r)
     ),
     fact_text AS (
         SELECT h.version_id, row_number() OVER (ORDER BY h.score DESC, h.version_id)::integer AS r
@@ -191,15 +228,7 @@ BEGIN
          GROUP BY h.version_id
     ),
     ent_cos AS (
-        SELECT c.id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-            SELECT e.id, e.name_embedding <=> p_embedding AS d FROM pgmemory.entities e
-             WHERE 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-               AND e.group_id = ANY (p_groups)
-               AND (known_at IS NULL OR e.created_at <= known_at)
-               AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
-             ORDER BY e.name_embedding <=> p_embedding
-             LIMIT k) c
+        SELECT c.id, c.r::integer AS r FROM unnest(ent_cos_ids) WITH ORDINALITY AS c (id, r)
     ),
     ent_text AS (
         SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
@@ -231,11 +260,8 @@ BEGIN
     ),
     com_hits AS (
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-                SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
-                 WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-                   AND cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
-                 ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
+            SELECT c.id, 'cosine' AS method, c.r::integer AS r
+              FROM unnest(com_cos_ids) WITH ORDINALITY AS c (id, r)
             UNION ALL
             SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
                 SELECT cm.id, ts_rank_cd(cm.tsv, tq) AS s FROM pgmemory.communities cm
@@ -267,13 +293,7 @@ BEGIN
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
             SELECT epi_from_facts.id, 'facts' AS method, r FROM epi_from_facts
             UNION ALL
-            SELECT c.id, 'cosine', row_number() OVER (ORDER BY c.d)::integer FROM (
-                SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
-                 WHERE 'episodes' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-                   AND ep.group_id = ANY (p_groups)
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                 ORDER BY ep.embedding <=> p_embedding LIMIT k) c
+            SELECT c.id, 'cosine', c.r::integer FROM unnest(epi_cos_ids) WITH ORDINALITY AS c (id, r)
             UNION ALL
             SELECT h.id, 'fulltext', row_number() OVER (ORDER BY h.score DESC, h.id)::integer
               FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
