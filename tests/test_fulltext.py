@@ -43,39 +43,63 @@ async def test_statistics_follow_inserts_updates_and_deletes(memory, db_dsn, gro
     assert "sister" not in {r[2] for r in kept if r[1] == "episodes"}
 
 
-def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
-    texts = ["sailing in Oslo", "sailing sailing sailing", "dinner in Oslo with Ann", "work at Acme",
-             "a long story about a boat trip to Oslo and back home again"]
-    other = f"{group}-other"
-    with psycopg.connect(db_dsn) as conn:
-        for g, items in ((group, texts), (other, ["sailing"] * 20)):
-            for text in items:
-                conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
-                             " VALUES (%s, %s, 'text', %s, now())", (uuid.uuid4(), g, text))
-        conn.commit()
-        docs = {r[0]: (r[1], r[2]) for r in conn.execute(
-            "SELECT ep.id, ep.content, array_agg(u.lexeme || ':' || coalesce(array_length(u.positions, 1), 1))"
-            " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.group_id, ep.id", (group,))}
-        hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
-                            " NULL, NULL)", (group,)).fetchall()
-    # Okapi BM25; the document length counts distinct lexemes (the group's average, from
-    # text_stats, counts positions).
-    tf = {i: {p.split(":")[0]: int(p.split(":")[1]) for p in lexemes} for i, (_, lexemes) in docs.items()}
+def bm25_reference(conn: psycopg.Connection, group: str, terms: tuple[str, ...]) -> list[tuple[uuid.UUID, float]]:
+    """Okapi BM25 of every episode of the group for the given lexemes, best first; the document
+    length counts distinct lexemes (the group's average, from text_stats, counts positions)."""
+    docs = {r[0]: r[1] for r in conn.execute(
+        "SELECT ep.id, array_agg(u.lexeme || ':' || coalesce(array_length(u.positions, 1), 1))"
+        " FROM pgmemory.episodes ep, unnest(ep.tsv) u WHERE ep.group_id = %s GROUP BY ep.group_id, ep.id", (group,))}
+    tf = {i: {p.split(":")[0]: int(p.split(":")[1]) for p in lexemes} for i, lexemes in docs.items()}
     avgdl = sum(sum(t.values()) for t in tf.values()) / len(tf)
     n = len(tf)
 
     def score(i: uuid.UUID) -> float:
         total = 0.0
-        for term in ("sail", "oslo"):
+        for term in terms:
             df = sum(1 for t in tf.values() if term in t)
             if term in tf[i]:
                 f = tf[i][term]
                 total += (math.log(1 + (n - df + 0.5) / (df + 0.5)) * f * (K1 + 1)
                           / (f + K1 * (1 - B + B * len(tf[i]) / avgdl)))
         return total
+    return sorted(((i, score(i)) for i in tf if score(i) > 0), key=lambda x: (-x[1], x[0]))
 
-    expected = sorted(((i, score(i)) for i in tf if score(i) > 0), key=lambda x: (-x[1], x[0]))
+
+def add_texts(conn: psycopg.Connection, group: str, texts: list[str]) -> None:
+    for text in texts:
+        conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
+                     " VALUES (%s, %s, 'text', %s, now())", (uuid.uuid4(), group, text))
+    conn.commit()
+
+
+def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
+    texts = ["sailing in Oslo", "sailing sailing sailing", "dinner in Oslo with Ann", "work at Acme",
+             "a long story about a boat trip to Oslo and back home again"]
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, group, texts)
+        add_texts(conn, f"{group}-other", ["sailing"] * 20)
+        hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
+                            " NULL, NULL)", (group,)).fetchall()
+        expected = bm25_reference(conn, group, ("sail", "oslo"))
+        first = conn.execute("SELECT content FROM pgmemory.episodes WHERE id = %s", (hits[0][0],)).fetchone()[0]
     assert [i for i, _ in hits] == [i for i, _ in expected]
     assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected))
     # The other group's twenty "sailing" rows do not make sailing common here.
-    assert docs[hits[0][0]][0] == "sailing in Oslo"
+    assert first == "sailing in Oslo"
+
+
+def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
+    # "dog" is in 250 of 280 documents (common, and a long list: 250 >= 50 x k for k <= 5),
+    # "zebra" in 3 (rare). The three zebra documents outscore any dog-only one, so a top 2 or 3
+    # is decided without reading dog's documents; a top 5 tries and must read them after all;
+    # a top 10 or 40 reads them at once. Every one must be the exact BM25 top k.
+    texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
+             + ["zebra and dog", "zebra zebra dog dog dog", "a zebra"] + [f"cat {i}" for i in range(27)])
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, group, texts)
+        expected = bm25_reference(conn, group, ("dog", "zebra"))
+        for k in (2, 3, 5, 10, 40):
+            hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'dogs and zebras',"
+                                " %s, NULL, NULL)", (group, k)).fetchall()
+            assert [i for i, _ in hits] == [i for i, _ in expected[:k]], k
+            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k

@@ -8,19 +8,22 @@
 -- (bench/fulltext_ranking.py, cross-validated between them; figures in bench/README.md):
 -- short chat turns want term frequency to saturate fast and length to matter little.
 
--- Each group's BM25 weights of the query's lexemes: idf = ln(1 + (N - df + 0.5) / (df + 0.5)).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_weights(p_kind text, p_groups text[], p_query text)
-RETURNS TABLE (group_id text, terms text[], idf double precision[], avgdl double precision)
+-- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+-- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
+-- common (in more than a tenth of the group's documents: a speaker's name in a chat, say).
+CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text)
+RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
+               common boolean)
 LANGUAGE sql STABLE AS $$
-    SELECT s.group_id, array_agg(t.term ORDER BY t.term),
-           array_agg(ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)) ORDER BY t.term),
-           greatest(s.total_len::double precision / greatest(s.docs, 1), 1)
+    SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)), quote_literal(t.term)::tsquery,
+           greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
+           t.docs > 0.1 * s.docs
       FROM pgmemory.text_stats s
       JOIN pgmemory.term_stats t ON t.group_id = s.group_id AND t.kind = s.kind
      WHERE s.kind = p_kind AND s.group_id = ANY (p_groups) AND t.docs > 0
        AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
-     GROUP BY s.group_id, s.docs, s.total_len
 $$;
+DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
 
 -- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
 DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
@@ -37,27 +40,46 @@ CREATE OR REPLACE FUNCTION pgmemory.bm25_term(p_tf double precision, p_len integ
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
 $$;
-DROP FUNCTION IF EXISTS pgmemory.bm25_norm(integer, double precision);
 
--- The query lexemes known to the group's statistics, each with its idf and one-lexeme tsquery.
-CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text)
-RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision)
-LANGUAGE sql STABLE AS $$
-    SELECT w.group_id, t.idf, quote_literal(t.term)::tsquery, w.avgdl
-      FROM pgmemory.bm25_weights(p_kind, p_groups, p_query) w
-     CROSS JOIN LATERAL unnest(w.terms, w.idf) AS t (term, idf)
-$$;
-
--- Each query lexeme (bm25_terms) joined to the rows containing it, summed per row.
+-- Each function finds documents term by term (GIN: tsv @@ one lexeme) and scores a document
+-- by all the query's lexemes it contains. MaxScore, exactly, when the common lexemes' posting
+-- lists are long (together at least 50 x p_k rows: a common word in 100k facts; not a
+-- speaker's name in a 400-turn chat, where reading them is cheaper than trying): the
+-- documents containing a rare lexeme are scored first, and when p_k of them score at least
+-- the bound of a document with only common lexemes (each lexeme's share is below idf x 1.3,
+-- so the bound is 1.3 x the sum of their idf; the largest over the groups), those lists are
+-- never read. Otherwise every matching document is scored.
 CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query)),
+    how AS MATERIALIZED (
+        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
+               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
+                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
+          FROM t),
+    rare AS MATERIALIZED (
+        SELECT f.version_id,
+               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+                                              length(f.tsv), t.avgdl)) AS score
+          FROM (SELECT DISTINCT f0.version_id FROM t
+                  JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
+                 WHERE NOT t.common AND (SELECT try FROM how)
+                   AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+                                             p_superseded, p_relations, p_bounds, f0.is_event)) d
+          JOIN pgmemory.facts f ON f.version_id = d.version_id
+          JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
+         GROUP BY f.version_id),
+    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
+                WHERE rare.score >= (SELECT bound FROM how))
+    SELECT r.version_id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    UNION ALL
     SELECT f.version_id,
            sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0), length(f.tsv), t.avgdl))
-      FROM pgmemory.bm25_terms('facts', p_groups, p_query) t
-      JOIN pgmemory.facts f ON f.group_id = t.group_id AND f.tsv @@ t.tq
-     WHERE pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
+      FROM t JOIN pgmemory.facts f ON f.group_id = t.group_id AND f.tsv @@ t.tq
+     WHERE NOT (SELECT ok FROM enough)
+       AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
                                  p_superseded, p_relations, p_bounds, f.is_event)
      GROUP BY f.version_id
      ORDER BY 2 DESC, 1 LIMIT p_k
@@ -66,11 +88,33 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query)),
+    how AS MATERIALIZED (
+        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
+               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
+                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
+          FROM t),
+    rare AS MATERIALIZED (
+        SELECT e.group_id, e.id,
+               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+                                              length(e.tsv), t.avgdl)) AS score
+          FROM (SELECT DISTINCT e0.group_id, e0.id FROM t
+                  JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
+                 WHERE NOT t.common AND (SELECT try FROM how)
+                   AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
+                   AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)) d
+          JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
+          JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
+         GROUP BY e.group_id, e.id),
+    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
+                WHERE rare.score >= (SELECT bound FROM how))
+    SELECT r.id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    UNION ALL
     SELECT e.id,
            sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0), length(e.tsv), t.avgdl))
-      FROM pgmemory.bm25_terms('entities', p_groups, p_query) t
-      JOIN pgmemory.entities e ON e.group_id = t.group_id AND e.tsv @@ t.tq
-     WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+      FROM t JOIN pgmemory.entities e ON e.group_id = t.group_id AND e.tsv @@ t.tq
+     WHERE NOT (SELECT ok FROM enough)
+       AND (p_known_at IS NULL OR e.created_at <= p_known_at)
        AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
      GROUP BY e.group_id, e.id
      ORDER BY 2 DESC, 1 LIMIT p_k
@@ -79,11 +123,33 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query)),
+    how AS MATERIALIZED (
+        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
+               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
+                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
+          FROM t),
+    rare AS MATERIALIZED (
+        SELECT ep.group_id, ep.id,
+               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+                                              length(ep.tsv), t.avgdl)) AS score
+          FROM (SELECT DISTINCT e0.group_id, e0.id FROM t
+                  JOIN pgmemory.episodes e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
+                 WHERE NOT t.common AND (SELECT try FROM how)
+                   AND (p_known_at IS NULL OR e0.recorded_at <= p_known_at)
+                   AND (p_as_of IS NULL OR e0.valid_at <= p_as_of)) d
+          JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
+          JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
+         GROUP BY ep.group_id, ep.id),
+    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
+                WHERE rare.score >= (SELECT bound FROM how))
+    SELECT r.id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    UNION ALL
     SELECT ep.id,
            sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0), length(ep.tsv), t.avgdl))
-      FROM pgmemory.bm25_terms('episodes', p_groups, p_query) t
-      JOIN pgmemory.episodes ep ON ep.group_id = t.group_id AND ep.tsv @@ t.tq
-     WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+      FROM t JOIN pgmemory.episodes ep ON ep.group_id = t.group_id AND ep.tsv @@ t.tq
+     WHERE NOT (SELECT ok FROM enough)
+       AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)
      GROUP BY ep.group_id, ep.id
      ORDER BY 2 DESC, 1 LIMIT p_k
