@@ -124,9 +124,10 @@ DECLARE
     bfs_max integer := coalesce((p_opts->>'bfs_max_entities')::integer, 2000);
     seeds uuid[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seeds')::uuid);
     center uuid := (p_opts->>'center')::uuid;
-    -- Neighbouring turns: the previous and next episode (by valid_at, then arrival) of the
-    -- best `neighbours` episode candidates, within `neighbour_window_s` seconds of the hit.
+    -- Neighbouring turns: the `neighbour_span` previous and next episodes (by valid_at, then
+    -- arrival) of the best `neighbours` episode candidates, within `neighbour_window_s` of the hit.
     neighbours integer := coalesce((p_opts->>'neighbours')::integer, 0);
+    neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
     point timestamptz;
     tq tsquery := pgmemory.or_tsquery(p_query);
@@ -309,28 +310,32 @@ BEGIN
           JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.id = s.id
     ),
     epi_next AS (
-        SELECT sd.id AS hit, n.group_id, n.id
+        SELECT sd.id AS hit, n.group_id, n.id, n.d
           FROM epi_seeds sd
          CROSS JOIN LATERAL (
-            (SELECT x.group_id, x.id FROM pgmemory.episodes x
+            (SELECT x.group_id, x.id, row_number() OVER (ORDER BY x.group_id, x.valid_at, x.seq) AS d
+               FROM pgmemory.episodes x
               WHERE x.group_id = sd.group_id
                 AND (x.group_id, x.valid_at, x.seq) > (sd.group_id, sd.valid_at, sd.seq)
                 AND x.valid_at <= sd.valid_at + neighbour_window
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
                 AND (as_of IS NULL OR x.valid_at <= as_of)
-              ORDER BY x.group_id, x.valid_at, x.seq LIMIT 1)
+              ORDER BY x.group_id, x.valid_at, x.seq LIMIT neighbour_span)
             UNION ALL
-            (SELECT x.group_id, x.id FROM pgmemory.episodes x
+            (SELECT x.group_id, x.id,
+                    row_number() OVER (ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC) AS d
+               FROM pgmemory.episodes x
               WHERE x.group_id = sd.group_id
                 AND (x.group_id, x.valid_at, x.seq) < (sd.group_id, sd.valid_at, sd.seq)
                 AND x.valid_at >= sd.valid_at - neighbour_window
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
-              ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC LIMIT 1)) n
+              ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC LIMIT neighbour_span)) n
     ),
+    -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
     epi_all AS (
         SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, nb.hits
           FROM epi_hits h
-          FULL JOIN (SELECT x.id, jsonb_agg(x.hit ORDER BY x.hit) AS hits FROM epi_next x GROUP BY x.id) nb
+          FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits FROM epi_next x GROUP BY x.id) nb
             ON nb.id = h.id
     )
     SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(

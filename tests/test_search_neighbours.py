@@ -15,19 +15,22 @@ from pgmemory.search.types import EpisodeHit
 T0 = datetime(2023, 5, 1, 10, 0, tzinfo=timezone.utc)
 
 
-def episode(name: str, score: float, near: tuple[str, ...] = ()) -> EpisodeHit:
+def episode(name: str, score: float, near: dict[str, int] | None = None) -> EpisodeHit:
     return EpisodeHit(id=uuid.uuid5(uuid.NAMESPACE_URL, name), group_id="g", ranks={}, score=score, content=name,
-                      neighbour_of=[uuid.uuid5(uuid.NAMESPACE_URL, n) for n in near])
+                      neighbour_of={uuid.uuid5(uuid.NAMESPACE_URL, n): d for n, d in (near or {}).items()})
 
 
-def test_a_neighbour_gains_weight_times_its_best_hit():
+def test_a_neighbour_gains_weight_times_its_best_hit_over_the_distance():
     hits = [episode("hit1", 0.10), episode("hit2", 0.06), episode("other", 0.05),
-            episode("next1", 0.0, ("hit1", "hit2")), episode("next2", 0.0, ("hit2",))]
+            episode("next1", 0.0, {"hit1": 1, "hit2": 1}), episode("next2", 0.0, {"hit2": 1}),
+            episode("two_away", 0.01, {"hit1": 2, "hit2": 1})]
     ranked = rerank.neighbours(hits, 0.5)
-    assert [h.content for h in ranked] == ["hit1", "hit2", "next1", "other", "next2"]
-    assert {h.content: h.scores.get("neighbour") for h in ranked} == {
-        "hit1": None, "hit2": None, "other": None, "next1": 0.05, "next2": 0.03}
-    unchanged = [episode("a", 0.2), episode("b", 0.0, ("a",))]
+    assert [h.content for h in ranked] == ["hit1", "hit2", "next1", "other", "two_away", "next2"]
+    gains = {h.content: h.scores.get("neighbour") for h in ranked}
+    assert gains == {"hit1": None, "hit2": None, "other": None, "next1": 0.05, "next2": 0.03,
+                     "two_away": pytest.approx(0.03)}  # max(0.5 x 0.10 / 2, 0.5 x 0.06 / 1)
+    assert ranked[4].score == pytest.approx(0.04)
+    unchanged = [episode("a", 0.2), episode("b", 0.0, {"a": 1})]
     assert [h.score for h in rerank.neighbours(unchanged, 0.0)] == [0.2, 0.0]
 
 
@@ -35,6 +38,7 @@ def test_a_neighbour_gains_weight_times_its_best_hit():
     ({"neighbours": -1}, "neighbours must be between 0 and 100"),
     ({"neighbours": 101}, "neighbours must be between 0 and 100"),
     ({"neighbour_weight": 11}, "neighbour_weight must be between 0 and 10"),
+    ({"neighbour_span": 0}, "neighbour_span must be between 1 and 10"),
 ])
 def test_neighbour_options_are_validated(overrides, message):
     with pytest.raises(InvalidInput, match=message):
@@ -65,8 +69,14 @@ async def test_search_adds_the_turns_before_and_after_a_hit(memory, group):
     assert [h.id for h in found.episodes][0] == ids["s1"]
     assert set(by_id) == {ids["s0"], ids["s1"], ids["s2"]}  # not s3 (two away), not the next day's
     for name in ("s0", "s2"):
-        assert by_id[ids[name]].ranks == {} and by_id[ids[name]].neighbour_of == [ids["s1"]]
+        assert by_id[ids[name]].ranks == {} and by_id[ids[name]].neighbour_of == {ids["s1"]: 1}
         assert by_id[ids[name]].score == pytest.approx(0.5 * by_id[ids["s1"]].score)
+    # Two turns either way: s3 joins, two turns after s1, at half a next turn's gain.
+    two = await memory.search("adopted pet", group_ids=[group], config=resolve_config(config, neighbour_span=2))
+    by_id = {h.id: h for h in two.episodes}
+    assert set(by_id) == {ids["s0"], ids["s1"], ids["s2"], ids["s3"]}
+    assert by_id[ids["s3"]].neighbour_of == {ids["s1"]: 2}
+    assert by_id[ids["s3"]].score == pytest.approx(0.5 * by_id[ids["s1"]].score / 2)
 
     # The window bounds a neighbour: a day apart is another session, even when adjacent.
     hit_later = await memory.search("lunch", group_ids=[group], config=config)

@@ -31,6 +31,7 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         "bfs_seeds": [str(s) for s in config.bfs_seeds],
         "center": str(config.center) if config.center else None,
         "neighbours": config.neighbours if config.neighbour_weight > 0 else 0,
+        "neighbour_span": config.neighbour_span,
         "neighbour_window_s": config.session_window_s,
         "with_embeddings": with_embeddings,
     }
@@ -113,4 +114,4 @@ def _hit(kind: str, id_: uuid.UUID, version_id: int | None, ranks: dict[str, int
     return EpisodeHit(**base, content=d["content"], kind=d["kind"], actor=d["actor"],
                       valid_at=_time(d["valid_at"]), recorded_at=_time(d["recorded_at"]),
                       source_description=d["source_description"],
-                      neighbour_of=[uuid.UUID(e) for e in d.get("neighbour_of") or ()])
+                      neighbour_of={uuid.UUID(e): n for e, n in (d.get("neighbour_of") or {}).items()})

@@ -36,11 +36,13 @@ class SearchConfig:
     # each gains session_weight / (rrf_k + the session's rank by summed score). 0 = off.
     session_weight: float = 0.0
     session_window_s: int = 1800
-    # Neighbouring turns: the episodes just before and after (same group, within session_window_s)
-    # each of the best `neighbours` episode candidates join the candidates; a neighbour gains
-    # neighbour_weight x the fused score of the best hit it neighbours. 0 = off.
+    # Neighbouring turns: the neighbour_span episodes just before and after (same group, within
+    # session_window_s) each of the best `neighbours` episode candidates join the candidates; one
+    # d turns away gains neighbour_weight x the hit's fused score / d (the best over its hits).
+    # 0 = off.
     neighbours: int = 0
     neighbour_weight: float = 0.5
+    neighbour_span: int = 1
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -72,6 +74,7 @@ class SearchConfig:
         check_int(self.session_window_s, "session_window_s", 0, 31 * 86400)
         check_int(self.neighbours, "neighbours", 0, 100)
         check_number(self.neighbour_weight, "neighbour_weight", 0, 10)
+        check_int(self.neighbour_span, "neighbour_span", 1, 10)
         check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
         check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
         check_int(self.bfs_depth, "bfs_depth", 1, 5)
@@ -87,13 +90,14 @@ class SearchConfig:
 
 
 RECIPES: dict[str, SearchConfig] = {
-    "combined_hybrid_rrf": SearchConfig(),
+    # The default: the turns next to the best 20 episode candidates join them at half their hit's
+    # score (count and weight cross-validated between LoCoMo conv-26 and conv-30, +4.6 and +6.1
+    # points R@10 held out; pgmemory/eval/README.md).
+    "combined_hybrid_rrf": SearchConfig(neighbours=20, neighbour_weight=0.5),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
     # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
     # conv-30 (pgmemory/eval/README.md has both folds).
     "combined_hybrid_session_rrf": SearchConfig(session_weight=1.0),
-    # Neighbouring turns on (issue 13); count and weight cross-validated as above.
-    "combined_hybrid_neighbour_rrf": SearchConfig(neighbours=10, neighbour_weight=0.5),
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",)),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),

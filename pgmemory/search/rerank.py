@@ -43,12 +43,12 @@ def session_proximity(hits: Sequence[H], weight: float, window_s: float, k: int 
 
 
 def neighbours(hits: Sequence[H], weight: float) -> list[H]:
-    """Turns next to a hit: an episode that neighbours hits (EpisodeHit.neighbour_of) gains
-    weight x the best fused score among them, so the turn before or after the evidence found
-    ranks near it; other hits are returned unchanged."""
+    """Turns next to a hit: an episode d turns from hits (EpisodeHit.neighbour_of) gains
+    weight x the best of (hit's fused score / d), so the turns around the evidence found rank
+    near it; other hits are returned unchanged."""
     score = {h.id: h.score for h in hits}
     for h in hits:
-        near = [score[i] for i in getattr(h, "neighbour_of", ()) if i in score]
+        near = [score[i] / d for i, d in getattr(h, "neighbour_of", {}).items() if i in score]
         if near and weight > 0:
             h.scores["neighbour"] = weight * max(near)
             h.score += h.scores["neighbour"]

@@ -89,7 +89,8 @@ class EpisodeHit(Hit):
     valid_at: datetime | None = None
     recorded_at: datetime | None = None
     source_description: str = ""
-    neighbour_of: list[uuid.UUID] = field(default_factory=list)  # hits this turn is next to
+    # hits this turn is next to -> how many turns away (1: just before or after)
+    neighbour_of: dict[uuid.UUID, int] = field(default_factory=dict)
 
     def text(self) -> str:
         return f"{self.actor}: {self.content}" if self.actor else self.content
