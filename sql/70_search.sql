@@ -313,23 +313,22 @@ BEGIN
         SELECT sd.id AS hit, n.group_id, n.id, n.d
           FROM epi_seeds sd
          CROSS JOIN LATERAL (
-            (SELECT x.group_id, x.id, row_number() OVER (ORDER BY x.group_id, x.valid_at, x.seq) AS d
+            (SELECT x.group_id, x.id, row_number() OVER (ORDER BY x.valid_at, x.seq) AS d
                FROM pgmemory.episodes x
               WHERE x.group_id = sd.group_id
-                AND (x.group_id, x.valid_at, x.seq) > (sd.group_id, sd.valid_at, sd.seq)
-                AND x.valid_at <= sd.valid_at + neighbour_window
+                AND x.valid_at >= sd.valid_at AND x.valid_at <= sd.valid_at + neighbour_window
+                AND (x.valid_at, x.seq) > (sd.valid_at, sd.seq)
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
                 AND (as_of IS NULL OR x.valid_at <= as_of)
-              ORDER BY x.group_id, x.valid_at, x.seq LIMIT neighbour_span)
+              ORDER BY x.valid_at, x.seq LIMIT neighbour_span)
             UNION ALL
-            (SELECT x.group_id, x.id,
-                    row_number() OVER (ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC) AS d
+            (SELECT x.group_id, x.id, row_number() OVER (ORDER BY x.valid_at DESC, x.seq DESC) AS d
                FROM pgmemory.episodes x
               WHERE x.group_id = sd.group_id
-                AND (x.group_id, x.valid_at, x.seq) < (sd.group_id, sd.valid_at, sd.seq)
-                AND x.valid_at >= sd.valid_at - neighbour_window
+                AND x.valid_at <= sd.valid_at AND x.valid_at >= sd.valid_at - neighbour_window
+                AND (x.valid_at, x.seq) < (sd.valid_at, sd.seq)
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
-              ORDER BY x.group_id DESC, x.valid_at DESC, x.seq DESC LIMIT neighbour_span)) n
+              ORDER BY x.valid_at DESC, x.seq DESC LIMIT neighbour_span)) n
     ),
     -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
     epi_all AS (
