@@ -89,17 +89,21 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
 
 
 def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
-    # "dog" is in 250 of 280 documents (common, and a long list: 250 >= 50 x k for k <= 5),
-    # "zebra" in 3 (rare). The three zebra documents outscore any dog-only one, so a top 2 or 3
-    # is decided without reading dog's documents; a top 5 tries and must read them after all;
-    # a top 10 or 40 reads them at once. Every one must be the exact BM25 top k.
+    # "dog" is in 255 of 291 documents, "zebra" in 5, "lion" in 6. For a top 2 of "dog zebra"
+    # the zebra documents are enough (they outscore any dog-only one), so dog's long list is
+    # never read; with "lion" too, a lion-and-dog document could outscore a zebra one, so the
+    # lists are read after all; a top 3, 10 or 40 needs more than the zebra documents at once.
+    # Every one must be the exact BM25 top k.
     texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
-             + ["zebra and dog", "zebra zebra dog dog dog", "a zebra"] + [f"cat {i}" for i in range(27)])
+             + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
+             + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])
     with psycopg.connect(db_dsn) as conn:
         add_texts(conn, group, texts)
-        expected = bm25_reference(conn, group, ("dog", "zebra"))
-        for k in (2, 3, 5, 10, 40):
-            hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'dogs and zebras',"
-                                " %s, NULL, NULL)", (group, k)).fetchall()
-            assert [i for i, _ in hits] == [i for i, _ in expected[:k]], k
-            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k
+        for query, lexemes, ks in (("dogs and zebras", ("dog", "zebra"), (1, 2, 3, 10, 40)),
+                                   ("dogs, zebras and lions", ("dog", "zebra", "lion"), (2, 10))):
+            expected = bm25_reference(conn, group, lexemes)
+            for k in ks:
+                hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], %s, %s, NULL, NULL)",
+                                    (group, query, k)).fetchall()
+                assert [i for i, _ in hits] == [i for i, _ in expected[:k]], (query, k)
+                assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)

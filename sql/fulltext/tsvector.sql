@@ -9,21 +9,25 @@
 -- short chat turns want term frequency to saturate fast and length to matter little.
 
 -- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
--- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
--- common (in more than a tenth of the group's documents: a speaker's name in a chat, say).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text)
+-- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme's
+-- documents may be skipped for a top p_k: the rarest lexemes are kept until they hold 2 x p_k
+-- documents together, the commoner rest may be skipped (a speaker's name in a chat, a
+-- common word in 100k facts).
+CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                common boolean)
 LANGUAGE sql STABLE AS $$
     SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)), quote_literal(t.term)::tsquery,
            greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
-           t.docs > 0.1 * s.docs
+           sum(t.docs) OVER (PARTITION BY s.group_id ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING)
+               - t.docs >= 2 * p_k
       FROM pgmemory.text_stats s
       JOIN pgmemory.term_stats t ON t.group_id = s.group_id AND t.kind = s.kind
      WHERE s.kind = p_kind AND s.group_id = ANY (p_groups) AND t.docs > 0
        AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
 $$;
 DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
+DROP FUNCTION IF EXISTS pgmemory.bm25_terms(text, text[], text);
 
 -- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
 DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
@@ -42,18 +46,18 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Each function finds documents term by term (GIN: tsv @@ one lexeme) and scores a document
--- by all the query's lexemes it contains. MaxScore, exactly, when the common lexemes' posting
--- lists are long (together at least 50 x p_k rows: a common word in 100k facts; not a
--- speaker's name in a 400-turn chat, where reading them is cheaper than trying): the
--- documents containing a rare lexeme are scored first, and when p_k of them score at least
--- the bound of a document with only common lexemes (each lexeme's share is below idf x 1.3,
--- so the bound is 1.3 x the sum of their idf; the largest over the groups), those lists are
--- never read. Otherwise every matching document is scored.
+-- by all the query's lexemes it contains. MaxScore, exactly, when the commoner lexemes'
+-- posting lists are long (together at least 50 x p_k rows: not a speaker's name in a
+-- 400-turn chat, where reading them is cheaper than trying): the documents containing one of
+-- the rarest lexemes are scored first, and when p_k of them score at least the bound of a
+-- document with only the commoner ones (each lexeme's share is below idf x 1.3, so the bound
+-- is 1.3 x the sum of their idf; the largest over the groups), those lists are never read.
+-- Otherwise every matching document is scored.
 CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query, p_k)),
     how AS MATERIALIZED (
         SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
                (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
@@ -88,7 +92,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query, p_k)),
     how AS MATERIALIZED (
         SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
                (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
@@ -123,7 +127,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query, p_k)),
     how AS MATERIALIZED (
         SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
                (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
