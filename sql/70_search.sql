@@ -136,6 +136,10 @@ DECLARE
     ent_cos_ids uuid[] := '{}';
     com_cos_ids uuid[] := '{}';
     epi_cos_ids uuid[] := '{}';
+    -- Full-text candidates of each kind, best first (likewise).
+    fact_text_ids bigint[] := '{}';
+    ent_text_ids uuid[] := '{}';
+    epi_text_ids uuid[] := '{}';
 BEGIN
     -- Every id the caller passes must be an entity of the searched groups.
     PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
@@ -155,10 +159,30 @@ BEGIN
                  ORDER BY r.valid_at DESC LIMIT bfs_recent));
     END IF;
 
-    -- The cosine top-k of each kind is its own small statement, planned for the groups at hand
-    -- (HNSW for a large group, an exact sort of a small one's rows); the main statement
-    -- then takes them as arrays and runs with a generic plan: planning that statement for
-    -- every call cost more than executing it (issue 17, bench/search_latency.py).
+    -- The cosine and full-text top-k of each kind are small statements of their own, planned
+    -- for the groups at hand (HNSW for a large group, an exact sort of a small one's rows; a
+    -- GIN scan alone in one large group, ANDed with the group's index among many small ones);
+    -- the main statement then takes them as arrays and runs with a generic plan: planning it
+    -- for every call cost more than executing it (issue 17, bench/search_latency.py).
+    PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    IF 'fulltext' = ANY (methods) THEN
+        IF 'facts' = ANY (kinds) THEN
+            fact_text_ids := ARRAY(
+                SELECT h.version_id FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at,
+                                                                 include_superseded, relations, bounds) h
+                 WHERE h.score > 0 ORDER BY h.score DESC, h.version_id);
+        END IF;
+        IF 'entities' = ANY (kinds) AND NOT as_of_view THEN
+            ent_text_ids := ARRAY(
+                SELECT h.id FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+                 WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+        END IF;
+        IF 'episodes' = ANY (kinds) THEN
+            epi_text_ids := ARRAY(
+                SELECT h.id FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+                 WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+        END IF;
+    END IF;
     IF 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         IF 'facts' = ANY (kinds) THEN
             fact_cos_ids := ARRAY(
@@ -199,10 +223,7 @@ BEGIN
         SELECT c.version_id, c.r::integer AS r FROM unnest(fact_cos_ids) WITH ORDINALITY AS c (version_id, r)
     ),
     fact_text AS (
-        SELECT h.version_id, row_number() OVER (ORDER BY h.score DESC, h.version_id)::integer AS r
-          FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded,
-                                       relations, bounds) h
-         WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
+        SELECT c.version_id, c.r::integer AS r FROM unnest(fact_text_ids) WITH ORDINALITY AS c (version_id, r)
     ),
     reach AS MATERIALIZED (
         SELECT b.entity_id, b.distance
@@ -232,9 +253,7 @@ BEGIN
         SELECT c.id, c.r::integer AS r FROM unnest(ent_cos_ids) WITH ORDINALITY AS c (id, r)
     ),
     ent_text AS (
-        SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
-          FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
-         WHERE NOT as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
+        SELECT c.id, c.r::integer AS r FROM unnest(ent_text_ids) WITH ORDINALITY AS c (id, r)
         UNION ALL
         SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
           FROM pgmemory.entity_text_hits_as_of(
@@ -296,9 +315,7 @@ BEGIN
             UNION ALL
             SELECT c.id, 'cosine', c.r::integer FROM unnest(epi_cos_ids) WITH ORDINALITY AS c (id, r)
             UNION ALL
-            SELECT h.id, 'fulltext', row_number() OVER (ORDER BY h.score DESC, h.id)::integer
-              FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
-             WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0) h
+            SELECT c.id, 'fulltext', c.r::integer FROM unnest(epi_text_ids) WITH ORDINALITY AS c (id, r)) h
          GROUP BY h.id
     ),
     -- The episode candidates whose neighbouring turns are added: best rank in any method first.
