@@ -89,11 +89,11 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
 
 
 def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
-    # "dog" is in 255 of 291 documents, "zebra" in 5, "lion" in 6. For a top 2 of "dog zebra"
-    # the zebra documents are enough (they outscore any dog-only one), so dog's long list is
-    # never read; with "lion" too, a lion-and-dog document could outscore a zebra one, so the
-    # lists are read after all; a top 3, 10 or 40 needs more than the zebra documents at once.
-    # Every one must be the exact BM25 top k.
+    # "dog" is in 261 of 291 documents (a common lexeme with a long list), "zebra" in 5 and
+    # "lion" in 6. For a top 1 or 2 of "dog zebra" the zebra documents set a threshold no
+    # dog-only document can reach, so dog's list is never read; with "lion", the lion documents
+    # are read as well; a top 3, 10 or 40 holds too few rare documents to prune at all. Every
+    # one must be the exact BM25 top k.
     texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
              + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
              + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])

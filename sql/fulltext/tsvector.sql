@@ -9,10 +9,9 @@
 -- short chat turns want term frequency to saturate fast and length to matter little.
 
 -- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
--- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme's
--- documents may be skipped for a top p_k: the rarest lexemes are kept until they hold 2 x p_k
--- documents together, the commoner rest may be skipped (a speaker's name in a chat, a
--- common word in 100k facts).
+-- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
+-- common for a top p_k: the rarest lexemes are rare until they hold 2 x p_k documents
+-- together, the rest is common (a speaker's name in a chat, a common word in 100k facts).
 CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                common boolean)
@@ -46,45 +45,54 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Each function finds documents term by term (GIN: tsv @@ one lexeme) and scores a document
--- by all the query's lexemes it contains. MaxScore, exactly, when the commoner lexemes'
--- posting lists are long (together at least 50 x p_k rows: not a speaker's name in a
--- 400-turn chat, where reading them is cheaper than trying): the documents containing one of
--- the rarest lexemes are scored first, and when p_k of them score at least the bound of a
--- document with only the commoner ones (each lexeme's share is below idf x 1.3, so the bound
--- is 1.3 x the sum of their idf; the largest over the groups), those lists are never read.
--- Otherwise every matching document is scored.
+-- by all the query's lexemes it contains: exact Okapi BM25, top p_k, with MaxScore pruning
+-- when the common lexemes' lists are long (together at least 50 x p_k rows; not a speaker's
+-- name in a 400-turn chat, where reading them is cheaper than pruning):
+--   1. the documents with a rare lexeme are scored; theta = the p_k-th best score (0 if fewer);
+--   2. the commonest lexemes whose bounds add up to less than theta are never read (a
+--      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
+--   3. the documents with any other common lexeme are scored too.
+-- Without pruning, every matching document is scored (step 1 with every lexeme).
 CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (
-        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
-               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
-                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
-          FROM t),
-    rare AS MATERIALIZED (
-        SELECT f.version_id,
-               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
-                                              length(f.tsv), t.avgdl)) AS score
-          FROM (SELECT DISTINCT f0.version_id FROM t
-                  JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
-                 WHERE NOT t.common AND (SELECT try FROM how)
-                   AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                             p_superseded, p_relations, p_bounds, f0.is_event)) d
-          JOIN pgmemory.facts f ON f.version_id = d.version_id
+    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
+    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
+        SELECT DISTINCT f0.version_id FROM t
+          JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
+         AND f0.group_id = ANY (p_groups)
+         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
+           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+                                     p_superseded, p_relations, p_bounds, f0.is_event)),
+    scored AS MATERIALIZED (
+        SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+                                                     length(f.tsv), t.avgdl)) AS score
+          FROM todo d JOIN pgmemory.facts f ON f.version_id = d.version_id
           JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
          GROUP BY f.version_id),
-    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
-                WHERE rare.score >= (SELECT bound FROM how))
-    SELECT r.version_id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    theta AS MATERIALIZED (
+        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
+    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
+        SELECT c.group_id, c.tq FROM (
+            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
+                                                            ROWS UNBOUNDED PRECEDING) AS bound
+              FROM t WHERE t.common AND (SELECT prune FROM how)) c
+         WHERE c.bound >= (SELECT v FROM theta)),
+    more AS MATERIALIZED (  -- step 3
+        SELECT DISTINCT f0.version_id FROM essential t
+          JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
+         AND f0.group_id = ANY (p_groups)
+         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.version_id = f0.version_id)
+           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+                                     p_superseded, p_relations, p_bounds, f0.is_event))
+    SELECT x.version_id, x.score FROM scored x
     UNION ALL
-    SELECT f.version_id,
-           sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0), length(f.tsv), t.avgdl))
-      FROM t JOIN pgmemory.facts f ON f.group_id = t.group_id AND f.tsv @@ t.tq
-     WHERE NOT (SELECT ok FROM enough)
-       AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
-                                 p_superseded, p_relations, p_bounds, f.is_event)
+    SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+                                                   length(f.tsv), t.avgdl))
+      FROM more d JOIN pgmemory.facts f ON f.version_id = d.version_id
+      JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
      GROUP BY f.version_id
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
@@ -93,33 +101,41 @@ CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (
-        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
-               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
-                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
-          FROM t),
-    rare AS MATERIALIZED (
-        SELECT e.group_id, e.id,
-               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
-                                              length(e.tsv), t.avgdl)) AS score
-          FROM (SELECT DISTINCT e0.group_id, e0.id FROM t
-                  JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
-                 WHERE NOT t.common AND (SELECT try FROM how)
-                   AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
-                   AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)) d
-          JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
+    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
+    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
+        SELECT DISTINCT e0.group_id, e0.id FROM t
+          JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
+         AND e0.group_id = ANY (p_groups)
+         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
+           AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
+           AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)),
+    scored AS MATERIALIZED (
+        SELECT e.group_id, e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+                                                     length(e.tsv), t.avgdl)) AS score
+          FROM todo d JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
           JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
          GROUP BY e.group_id, e.id),
-    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
-                WHERE rare.score >= (SELECT bound FROM how))
-    SELECT r.id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    theta AS MATERIALIZED (
+        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
+    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
+        SELECT c.group_id, c.tq FROM (
+            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
+                                                            ROWS UNBOUNDED PRECEDING) AS bound
+              FROM t WHERE t.common AND (SELECT prune FROM how)) c
+         WHERE c.bound >= (SELECT v FROM theta)),
+    more AS MATERIALIZED (  -- step 3
+        SELECT DISTINCT e0.group_id, e0.id FROM essential t
+          JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
+         AND e0.group_id = ANY (p_groups)
+         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.group_id = e0.group_id AND x.id = e0.id)
+           AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
+           AND (cardinality(p_labels) = 0 OR e0.labels && p_labels))
+    SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT e.id,
-           sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0), length(e.tsv), t.avgdl))
-      FROM t JOIN pgmemory.entities e ON e.group_id = t.group_id AND e.tsv @@ t.tq
-     WHERE NOT (SELECT ok FROM enough)
-       AND (p_known_at IS NULL OR e.created_at <= p_known_at)
-       AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
+    SELECT e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+                                                   length(e.tsv), t.avgdl))
+      FROM more d JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
+      JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
      GROUP BY e.group_id, e.id
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
@@ -128,33 +144,41 @@ CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (
-        SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS try,
-               (SELECT coalesce(max(b.bound), 0) FROM (SELECT sum(c.idf) * 1.3 AS bound FROM t c
-                                                         WHERE c.common GROUP BY c.group_id) b) AS bound
-          FROM t),
-    rare AS MATERIALIZED (
-        SELECT ep.group_id, ep.id,
-               sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
-                                              length(ep.tsv), t.avgdl)) AS score
-          FROM (SELECT DISTINCT e0.group_id, e0.id FROM t
-                  JOIN pgmemory.episodes e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
-                 WHERE NOT t.common AND (SELECT try FROM how)
-                   AND (p_known_at IS NULL OR e0.recorded_at <= p_known_at)
-                   AND (p_as_of IS NULL OR e0.valid_at <= p_as_of)) d
-          JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
+    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
+    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
+        SELECT DISTINCT ep0.group_id, ep0.id FROM t
+          JOIN pgmemory.episodes ep0 ON ep0.group_id = t.group_id AND ep0.tsv @@ t.tq
+         AND ep0.group_id = ANY (p_groups)
+         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
+           AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
+           AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)),
+    scored AS MATERIALIZED (
+        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+                                                     length(ep.tsv), t.avgdl)) AS score
+          FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
           JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
          GROUP BY ep.group_id, ep.id),
-    enough AS (SELECT (SELECT try FROM how) AND count(*) >= p_k AS ok FROM rare
-                WHERE rare.score >= (SELECT bound FROM how))
-    SELECT r.id, r.score FROM rare r WHERE (SELECT ok FROM enough)
+    theta AS MATERIALIZED (
+        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
+    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
+        SELECT c.group_id, c.tq FROM (
+            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
+                                                            ROWS UNBOUNDED PRECEDING) AS bound
+              FROM t WHERE t.common AND (SELECT prune FROM how)) c
+         WHERE c.bound >= (SELECT v FROM theta)),
+    more AS MATERIALIZED (  -- step 3
+        SELECT DISTINCT ep0.group_id, ep0.id FROM essential t
+          JOIN pgmemory.episodes ep0 ON ep0.group_id = t.group_id AND ep0.tsv @@ t.tq
+         AND ep0.group_id = ANY (p_groups)
+         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.group_id = ep0.group_id AND x.id = ep0.id)
+           AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
+           AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of))
+    SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT ep.id,
-           sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0), length(ep.tsv), t.avgdl))
-      FROM t JOIN pgmemory.episodes ep ON ep.group_id = t.group_id AND ep.tsv @@ t.tq
-     WHERE NOT (SELECT ok FROM enough)
-       AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
-       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)
+    SELECT ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+                                                   length(ep.tsv), t.avgdl))
+      FROM more d JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
+      JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
      GROUP BY ep.group_id, ep.id
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
