@@ -211,8 +211,8 @@ BEGIN
     ),
     ent_bfs AS (
         SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
-          FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
-         WHERE 'entities' = ANY (kinds) AND e.group_id = ANY (p_groups)
+          FROM reach rc JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.id = rc.entity_id
+         WHERE 'entities' = ANY (kinds)
            AND (known_at IS NULL OR e.created_at <= known_at)
            AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
            AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
@@ -250,8 +250,8 @@ BEGIN
     epi_from_facts AS (
         SELECT fe.episode_id AS id, row_number() OVER (ORDER BY min(fr.r), fe.episode_id)::integer AS r
           FROM (SELECT version_id, r FROM fact_cos UNION ALL SELECT version_id, r FROM fact_text) fr
-          JOIN pgmemory.facts f ON f.version_id = fr.version_id
-          JOIN pgmemory.fact_episodes fe ON fe.fact_id = f.id
+          JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = fr.version_id
+          JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
           JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
          WHERE 'episodes' = ANY (kinds) AND fe.group_id = ANY (p_groups)
            AND (known_at IS NULL OR ep.recorded_at <= known_at)
@@ -285,15 +285,15 @@ BEGIN
                'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                'attributes', f.attributes,
                'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                              FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id
+                              FROM pgmemory.fact_episodes fe WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
                                AND (known_at IS NULL OR fe.created_at <= known_at)),
                'distance', (SELECT min(b.distance) FROM from_center b
                              WHERE b.entity_id IN (f.source_id, f.target_id)),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
       FROM fact_hits fh
-      JOIN pgmemory.facts f ON f.version_id = fh.version_id
-      JOIN pgmemory.entities s ON s.id = f.source_id
-      JOIN pgmemory.entities t ON t.id = f.target_id
+      JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = fh.version_id
+      JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+      JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
       LEFT JOIN LATERAL pgmemory.entity_version_at(s.group_id, s.id, known_at) sv ON true
       LEFT JOIN LATERAL pgmemory.entity_version_at(t.group_id, t.id, known_at) tv ON true
     UNION ALL
@@ -303,16 +303,17 @@ BEGIN
                                    e.group_id, e.id, point, known_at) sm)
                                ELSE e.summary END,
                'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
-               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
+               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
+                             WHERE m.group_id = e.group_id AND m.entity_id = e.id),
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
-      FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
+      FROM ent_hits eh JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.id = eh.id
       LEFT JOIN LATERAL pgmemory.entity_version_at(e.group_id, e.id, known_at) ev ON true
     UNION ALL
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
-      FROM com_hits ch JOIN pgmemory.communities cm ON cm.id = ch.id
+      FROM com_hits ch JOIN pgmemory.communities cm ON cm.group_id = ANY (p_groups) AND cm.id = ch.id
     UNION ALL
     SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
                'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
