@@ -189,8 +189,8 @@ BEGIN
         UPDATE pgmemory.episodes e
            SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,
                attempts = e.attempts + 1
-         WHERE e.group_id = g AND (e.group_id, e.id) IN (
-                 SELECT l.group_id, l.id FROM pgmemory.episodes l
+         WHERE e.group_id = g AND e.id IN (
+                 SELECT l.id FROM pgmemory.episodes l
                   WHERE l.group_id = g AND l.id = v_id
                     AND (l.status = 'pending' OR (l.status = 'processing' AND l.lease_until <= v_now))
                     FOR UPDATE SKIP LOCKED);

@@ -35,14 +35,13 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
 
 async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,
                            embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
-    """All candidates of every kind and method, in one round trip."""
+    """All candidates of every kind and method, in one round trip. One group: search_group (on
+    Citus delegated to the group's worker); several: search_candidates over all of them."""
     vec = vector_literals([embedding])[0] if embedding is not None else None
     limit = Timeouts.from_env().search_s
+    function, groups = (SEARCH_ONE, group_ids[0]) if len(group_ids) == 1 else (SEARCH_MANY, group_ids)
     try:
-        rows = await conn.fetch(
-            "SELECT kind, id, version_id, ranks, detail"
-            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
-            group_ids, query, vec, opts, timeout=limit)
+        rows = await conn.fetch(function, groups, query, vec, opts, timeout=limit)
     except TimeoutError:
         raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
                               "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
@@ -53,6 +52,10 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     return results
 
 
+SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
+              " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb)")
+SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"
+               " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)")
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql as pgsql
 
 ANCHOR = "pgmemory.episodes"  # the co-location group every distributed table joins
 GROUP_COLUMN = "group_id"
@@ -75,7 +76,26 @@ def distribute(conn: psycopg.Connection) -> list[str]:
         conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s)",
                      (signature, GROUP_ARG, ANCHOR))
         done.append(f"function {signature}")
+    allow_nested_queries(conn)
     return done
+
+
+def allow_nested_queries(conn: psycopg.Connection) -> None:
+    """Let every non-immutable pgmemory function query from inside a shard query.
+
+    A delegated call runs on the worker of its group, where Citus refuses by default a query
+    issued from a function that runs inside another query. Ours may: every statement of
+    sql/ pins its group (tests/test_sql_routing.py), so a nested query reads the same
+    group's shards, which are on that worker, in the same transaction. The SET clause
+    also keeps the planner from inlining SQL functions, which Citus cannot plan.
+    (CREATE OR REPLACE by init drops the clause; distribute() sets it again.)"""
+    for (signature,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f' AND p.provolatile <> 'i'"
+            "   AND NOT coalesce('citus.allow_nested_distributed_execution=on' = ANY (p.proconfig), false)"
+            " ORDER BY 1").fetchall():
+        conn.execute(pgsql.SQL("ALTER FUNCTION {} SET citus.allow_nested_distributed_execution = on").format(
+            pgsql.SQL(signature)))
 
 
 def routable_functions(conn: psycopg.Connection) -> list[str]:
@@ -106,7 +126,7 @@ def report(conn: psycopg.Connection) -> Distribution:
     """Tables by kind, co-location, delegated functions and the active workers."""
     tables = [name for name, _ in _tables(conn)]
     kinds = dict(conn.execute(
-        "SELECT logicalrelid::regclass::text, partmethod || ':' || colocationid FROM pg_dist_partition"
+        "SELECT logicalrelid::regclass::text, partmethod::text || ':' || colocationid FROM pg_dist_partition"
         " WHERE logicalrelid::regclass::text = ANY (%s)", (tables,)).fetchall())
     distributed = [t for t in tables if kinds.get(t, "").startswith("h:")]
     reference = [t for t in tables if kinds.get(t, "").startswith("n:")]

@@ -127,7 +127,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
     migrations = migrate.load_migrations()
     current = (stored.get("sql_fingerprint") == migrate.sql_fingerprint()
                and stored.get("text_search") == mode and stored.get("graph_mode") == graph_mode
-               and stored.get("embedding_dim") is not None
+               and stored.get("embedding_dim") is not None and stored.get("distributed") == distributed
                and not migrate.pending_migrations(conn, migrations))
     applied: list[str] = []
     if not current:
@@ -156,6 +156,8 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         if distributed:
             citus.distribute(conn)
         _put_setting(conn, "graph_mode", graph_mode)
+        conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('distributed', %s)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (Jsonb(distributed),))
         _put_setting(conn, "text_search", mode)
         _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())
     try:
