@@ -72,10 +72,21 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     for table, _ in _tables(conn):
         if table not in known:
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
-    for signature in routable_functions(conn):
+    routable = routable_functions(conn)
+    for signature in routable:
         conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s)",
                      (signature, GROUP_ARG, ANCHOR))
         done.append(f"function {signature}")
+    # Every other function too (without a routing argument): created before its tables were
+    # distributed, it exists on the coordinator only, and the workers run it (triggers, helpers).
+    for (signature,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f'"
+            "   AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass"
+            "                    AND o.objid = p.oid)"
+            " ORDER BY 1").fetchall():
+        if signature not in routable:
+            conn.execute("SELECT create_distributed_function(%s)", (signature,))
     allow_nested_queries(conn)
     return done
 
