@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 from pgvector.psycopg import register_vector
 
-from bench.search_data import COLUMNS, DIM, TABLE_ORDER, Generator
+from bench.search_data import COLUMNS, DIM, TABLE_ORDER, Generator, build_indexes, drop_secondary_indexes
 from bench.stats import percentile
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.memory import Memory
@@ -49,6 +49,7 @@ def load(dsn: str, groups: int, facts: int) -> tuple[dict[str, list[str]], float
     people: dict[str, list[str]] = {}
     started = time.perf_counter()
     with psycopg.connect(dsn) as conn:
+        indexes = drop_secondary_indexes(conn)  # rebuilt after the load (HNSW inserts row by row are slow)
         register_vector(conn)
         # No triggers on this session (the one node's AGE mirror would dominate the load); the
         # BM25 statistics are rebuilt at the end.
@@ -70,6 +71,8 @@ def load(dsn: str, groups: int, facts: int) -> tuple[dict[str, list[str]], float
                     for row in by_table[table]:
                         copy.write_row(row)
             conn.commit()
+        conn.execute("SET session_replication_role = DEFAULT")
+        build_indexes(conn, indexes, log=lambda *_: None)
         conn.execute("SELECT pgmemory.rebuild_text_stats()")
         conn.commit()
     with psycopg.connect(dsn, autocommit=True) as conn:

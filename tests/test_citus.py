@@ -173,3 +173,13 @@ async def test_no_search_recipe_returns_a_row_of_another_group(memory, tenants):
     """test_tenancy's check of every recipe, on one pair of tenants (ingested once)."""
     for name in sorted(RECIPES):
         await no_row_of_another_group(memory, tenants, name)
+
+
+def test_without_the_vendored_source_the_reason_names_what_is_missing(tmp_path, monkeypatch):
+    """A clone without the shared folder: the cluster tests skip (or, in CI, fail) saying why."""
+    from tests.citus_cluster import shared_folder
+
+    monkeypatch.setenv("PGMEMORY_CITUS_SOURCE", str(tmp_path))
+    with pytest.raises(CitusUnavailable, match=r"no vendored Citus source at .*PGMEMORY_CITUS_SOURCE.*"
+                                               r"citus/build-citus\.sh.*PGMEMORY_CITUS_DSN"):
+        shared_folder()
