@@ -38,11 +38,15 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     """All candidates of every kind and method, in one round trip."""
     vec = vector_literals([embedding])[0] if embedding is not None else None
     limit = Timeouts.from_env().search_s
+    metadata = opts.get("metadata")
+    if metadata:  # a filter on the candidate pool, so the pool is widened first
+        opts = {**opts, "candidates": min(opts.get("candidates", 30) * METADATA_WIDEN, 1000)}
     try:
         rows = await conn.fetch(
             "SELECT kind, id, version_id, ranks, detail"
-            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
-            group_ids, query, vec, opts, timeout=limit)
+            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb) c"
+            " WHERE $5::jsonb IS NULL OR pgmemory.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5)",
+            group_ids, query, vec, opts, metadata or None, timeout=limit)
     except TimeoutError:
         raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
                               "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
@@ -52,6 +56,8 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
         getattr(results, _LISTS[row["kind"]]).append(hit)
     return results
 
+
+METADATA_WIDEN = 4  # candidates per method read when a metadata filter will drop some
 
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
 
