@@ -140,6 +140,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin or ())
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.mcp_server import run
+
+    if args.no_auth and args.transport == "http":
+        print("pgmemory: warning: MCP over HTTP WITHOUT API keys: every group is open to any caller",
+              file=sys.stderr)
+    return run(transport=args.transport, host=args.host, port=args.port, default_group=args.group,
+               auth=not args.no_auth, worker_concurrency=args.workers)
+
+
 def _cmd_keys(args: argparse.Namespace) -> int:
     from pgmemory.surfaces import api_keys
     from pgmemory.storage.connect import create_pool
@@ -292,6 +302,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-auth", action="store_true",
                    help="serve without API keys (every group open): only on a trusted loopback")
     p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser("mcp", help="run the MCP server (Graphiti's tools plus as-of search) on stdio or HTTP")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default; launched by a local agent) or http (streamable HTTP at /mcp)")
+    p.add_argument("--group", help="default group of tools called without one")
+    p.add_argument("--host", default="127.0.0.1", help="http: interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_bounded(65535), default=8000, help="http: port (default 8000)")
+    p.add_argument("--workers", type=_zero_or(64), default=1,
+                   help="queued episodes processed at once in this process (default 1; 0: none)")
+    p.add_argument("--no-auth", action="store_true", help="http: serve without API keys (trusted loopback only)")
+    p.set_defaults(func=_cmd_mcp)
     p = sub.add_parser("keys", help="API keys of the servers: create, list, revoke")
     keys = p.add_subparsers(dest="action", required=True)
     k = keys.add_parser("create", help="create a key (its secret is printed once)")
