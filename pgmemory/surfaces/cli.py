@@ -8,11 +8,13 @@ import sys
 from collections.abc import Callable
 
 from pgmemory.errors import PgMemoryError
-from pgmemory.storage.connect import connect, connection_lost, describe_target, lost_connection_error, resolve_dsn
+
+# Each command imports what it needs when it runs: start-up stays fast (--help loads no driver).
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.providers.embedder import embedder_from_env
+    from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.setup import init_database
     from pgmemory.validate import check_int
 
@@ -32,6 +34,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.doctor import healthy, run_checks
 
     dsn = resolve_dsn()
@@ -151,8 +154,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
+    from pgmemory.storage.connect import create_pool, resolve_dsn
     from pgmemory.surfaces import api_keys
-    from pgmemory.storage.connect import create_pool
 
     async def run() -> int:
         pool = await create_pool(resolve_dsn(), max_size=1)
@@ -336,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
+        from pgmemory.storage.connect import connection_lost, lost_connection_error
+
         lost = connection_lost(exc)
         if lost is None:
             raise

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgmemory.errors import InvalidInput
 from pgmemory.ingest.episode import parse_time
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.records import jsonable
 from pgmemory.search.config import SearchFilters
-from pgmemory.search.types import SearchResults
+from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, SearchResults
+
+if TYPE_CHECKING:
+    from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 
 TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
 FILTER_FIELDS = tuple(f.name for f in fields(SearchFilters))
@@ -47,6 +49,27 @@ def results_json(results: SearchResults) -> dict[str, Any]:
 
 def ingest_json(result: EpisodeResult | IngestError) -> dict[str, Any]:
     """What ingesting one episode did, or why it failed (the episode is kept as 'failed')."""
+    from pgmemory.ingest.pipeline import IngestError  # not at import: the remote CLI search loads no driver
+
     if isinstance(result, IngestError):
         return {"episode_id": str(result.episode_id), "status": "failed", "error": str(result)}
     return jsonable(asdict(result))
+
+
+_HIT_TYPES = {"facts": FactHit, "entities": EntityHit, "communities": CommunityHit, "episodes": EpisodeHit}
+
+
+def results_from_json(data: dict[str, Any]) -> SearchResults:
+    """SearchResults back from results_json (times parsed; ids stay strings)."""
+    out = SearchResults()
+    for kind, cls in _HIT_TYPES.items():
+        times = [f.name for f in fields(cls) if "datetime" in str(f.type)]
+        hits = []
+        for item in data.get(kind, []):
+            item = {k: v for k, v in item.items() if k in {f.name for f in fields(cls)}}
+            for name in times:
+                if isinstance(item.get(name), str):
+                    item[name] = datetime.fromisoformat(item[name])
+            hits.append(cls(**item))
+        setattr(out, kind, hits)
+    return out
