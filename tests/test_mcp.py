@@ -5,7 +5,6 @@ tests' episodes."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sys

@@ -14,6 +14,8 @@ import time
 import httpx
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
@@ -35,9 +37,16 @@ def rest_dsn(admin_dsn):
 
 
 @pytest.fixture(scope="module")
-async def server(rest_dsn):
-    """The app (auth on, one in-process worker) and two keys: A writes group-a, B writes group-b."""
+async def rest_memory(rest_dsn):
     memory = await Memory.open(rest_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield memory
+    await memory.close()
+
+
+@pytest.fixture(scope="module")
+async def server(rest_memory):
+    """The app (auth on, one in-process worker) and two keys: A writes group-a, B writes group-b."""
+    memory = rest_memory
     app = create_app(memory, worker_concurrency=1, max_body_bytes=200_000)
     _, key_a = await create_key(memory.pool, "a", read=[], write=["group-a"])
     _, key_b = await create_key(memory.pool, "b", read=["shared"], write=["group-b"])
@@ -45,7 +54,6 @@ async def server(rest_dsn):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://pgmemory") as client:
             yield client, {"a": {"Authorization": f"Bearer {key_a}"}, "b": {"X-API-Key": key_b}}
-    await memory.close()
 
 
 async def wait_done(client, headers, group: str, episode_id: str) -> dict:
@@ -225,6 +233,18 @@ async def test_erase_group_with_confirmation(server):
     assert (await client.get("/v1/groups/group-b/episodes", headers=keys["b"])).json()["episodes"] == []
 
 
+@pytest.mark.parametrize("origins, allowed", [((), None), (("https://app.example",), "https://app.example")])
+async def test_cors_is_off_unless_an_origin_is_given(rest_memory, origins, allowed):
+    app = create_app(rest_memory, worker_concurrency=0, cors_origins=origins)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            r = await client.options("/v1/search", headers={"Origin": "https://app.example",
+                                                             "Access-Control-Request-Method": "POST"})
+            assert r.headers.get("access-control-allow-origin") == allowed
+            r = await client.get("/health", headers={"Origin": "https://evil.example"})
+            assert "access-control-allow-origin" not in r.headers
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -267,3 +287,35 @@ def test_pgmemory_serve_runs_uvicorn_with_keys(rest_dsn):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=6)
+FIELDS = ("query", "group_ids", "limit", "recipe", "filters", "max_chars", "content", "kind", "actor",
+          "reference_time", "metadata", "messages", "episode_id", "as_of", "known_at", "relation_types")
+BODIES = st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=5) | JSON
+PATHS = st.sampled_from(["/v1/search", "/v1/context", "/v1/groups/fuzz/episodes", "/v1/groups/fuzz/messages",
+                         "/v1/groups/fuzz/episodes/batch", "/v1/groups/fuzz/facts"])
+QUERIES = st.dictionaries(st.sampled_from(["limit", "offset", "label", "name", "last_n", "before", "status",
+                                           "history", "erase", "wait", "confirm"]), st.text(max_size=12), max_size=3)
+GETS = st.sampled_from(["/v1/groups/fuzz/entities", "/v1/groups/fuzz/episodes", "/v1/groups/fuzz/episodes/x",
+                        "/v1/groups/fuzz/entities/00000000-0000-0000-0000-000000000001/facts"])
+
+
+def test_no_body_or_query_string_is_a_500(rest_dsn):
+    """Any JSON body on the write and search routes, any query string on the reads: a 2xx or a
+    JSON 4xx, never a 5xx (the server runs without keys here, so bodies reach the Memory API)."""
+    from starlette.testclient import TestClient
+
+    app = create_app(auth=False, worker_concurrency=0,
+                     open_options={"dsn": rest_dsn, "embedder": HashEmbedder(), "extractor": RuleExtractor()})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(path=PATHS, body=BODIES, get=GETS, params=QUERIES)
+        def check(path, body, get, params):
+            for response in (client.post(path, json=body), client.get(get, params=params)):
+                assert response.status_code < 500, (path, body, get, params, response.text)
+                if response.status_code >= 400:
+                    assert set(response.json()["error"]) == {"code", "message"}
+        check()

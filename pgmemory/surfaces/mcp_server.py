@@ -9,7 +9,6 @@ A tool given bad input answers is_error with one line; it never crashes the serv
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from pgmemory.memory import Memory
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
+from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import ingest_json, time_or_now
 
 INSTRUCTIONS = (
@@ -54,20 +54,10 @@ def build_server(memory: Memory | None = None, *, default_group: str | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
-        own = memory is None
-        state.memory = memory or await Memory.open(**(open_options or {}))
-        state.keys = KeyStore(state.memory.pool) if auth else None
-        worker = state.memory.worker(concurrency=worker_concurrency) if worker_concurrency else None
-        task = asyncio.create_task(worker.run()) if worker else None
-        try:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+            state.memory = mem
+            state.keys = KeyStore(mem.pool) if auth else None
             yield {}
-        finally:
-            if worker is not None:
-                worker.stop()
-                with contextlib.suppress(Exception):
-                    await task
-            if own:
-                await state.memory.close()
 
     server = MCPServer("pgmemory", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
     _tools(server, state)

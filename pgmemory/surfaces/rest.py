@@ -8,7 +8,6 @@ key (`Authorization: Bearer pgm_...` or `X-API-Key`) allowed on the groups it na
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +28,7 @@ from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
+from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now
 
 log = logging.getLogger("pgmemory.rest")
@@ -89,21 +89,10 @@ def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concur
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own = memory is None
-        mem = memory or await Memory.open(**(open_options or {}))
-        app.state.memory = mem
-        app.state.keys = KeyStore(mem.pool) if auth else None
-        worker = mem.worker(concurrency=worker_concurrency) if worker_concurrency else None
-        task = asyncio.create_task(worker.run()) if worker else None
-        try:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+            app.state.memory = mem
+            app.state.keys = KeyStore(mem.pool) if auth else None
             yield
-        finally:
-            if worker is not None:
-                worker.stop()
-                with contextlib.suppress(Exception):
-                    await task
-            if own:
-                await mem.close()
 
     app = FastAPI(title="pgmemory", version="0.1.0", lifespan=lifespan,
                   description="Bi-temporal knowledge-graph memory on Postgres: episodes in, facts, "
