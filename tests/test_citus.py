@@ -43,6 +43,10 @@ from tests.test_tenancy import (  # noqa: F401
 
 DIM = 384
 
+# The first test builds Citus (about 2 CPU-minutes, longer on a busy machine) in its setup:
+# more than the suite-wide 300 s per test must be allowed for that one-time cost.
+pytestmark = pytest.mark.timeout(1800)
+
 
 def _unavailable(reason: str):
     if os.environ.get("PGMEMORY_REQUIRE_CITUS") == "1":
