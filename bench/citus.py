@@ -21,6 +21,7 @@ import re
 import statistics
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -81,14 +82,18 @@ def load(dsn: str, groups: int, facts: int) -> tuple[dict[str, list[str]], float
 
 
 def explain(dsn: str, group: str) -> dict[str, str]:
-    """How the cluster runs one group's search and apply: task count and nodes from EXPLAIN."""
+    """How the cluster runs one group's search and apply: task count and nodes from EXPLAIN.
+    The arguments are literals, as a client's bound values are when Citus plans the call (a
+    volatile argument such as gen_random_uuid() would keep the call on the coordinator)."""
     out = {}
-    with psycopg.connect(dsn) as conn:
+    sql = psycopg.sql
+    with psycopg.connect(dsn, autocommit=True) as conn:  # Citus delegates calls outside transaction blocks
         for name, statement in (
-                ("search_group", "EXPLAIN SELECT * FROM pgmemory.search_group(%s, 'where does Ann work', NULL, '{}')"),
-                ("apply_if_unchanged", "EXPLAIN SELECT pgmemory.apply_if_unchanged(%s, gen_random_uuid(), 'w', 0,"
-                                       " '{}')")):
-            plan = "\n".join(r[0] for r in conn.execute(statement, (group,)).fetchall())
+                ("search_group", sql.SQL("EXPLAIN SELECT * FROM pgmemory.search_group({}, 'where does Ann work',"
+                                         " NULL, '{{}}')").format(sql.Literal(group))),
+                ("apply_if_unchanged", sql.SQL("EXPLAIN SELECT pgmemory.apply_if_unchanged({}, {}, 'w', 0, '{{}}')")
+                 .format(sql.Literal(group), sql.Literal(str(uuid.UUID(int=1)))))):
+            plan = "\n".join(r[0] for r in conn.execute(statement).fetchall())
             tasks = re.findall(r"Task Count: (\d+)", plan)
             nodes = sorted(set(re.findall(r"Node: host=\S+ port=(\d+)", plan)))
             out[name] = f"Task Count {', '.join(tasks) or '?'}; worker port(s) {', '.join(nodes) or '?'}"
@@ -162,9 +167,9 @@ def main() -> None:
             people, seconds = load(dsn, args.groups, args.facts)
             print(f"{name}: loaded {args.groups} groups x {args.facts} fact versions in {seconds:.1f} s; "
                   f"{load_avg()}", flush=True)
-        group = sorted(people)[0]
-        for call, plan in explain(cluster.coordinator_dsn, group).items():
-            print(f"cluster EXPLAIN {call}({group!r}, ...): {plan}")
+        for group in sorted(people)[:3]:
+            for call, plan in explain(cluster.coordinator_dsn, group).items():
+                print(f"cluster EXPLAIN {call}({group!r}, ...): {plan}")
         measured = asyncio.run(measure(targets, people, args.queries, args.episodes))
         results = {}
         for name, (timings, rate) in measured.items():
