@@ -224,6 +224,17 @@ async def test_bad_input_is_a_json_4xx(server, method, url, body, expected):
     assert after == before
 
 
+async def test_a_streamed_body_over_the_limit_is_a_413(server):
+    client, keys = server
+
+    async def chunks():
+        for _ in range(30):
+            yield b'{"content": "' + b"x" * 10_000 + b'"}'
+    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], content=chunks())
+    assert "content-length" not in r.request.headers
+    assert error(r) == (413, "payload_too_large")
+
+
 async def test_erase_group_with_confirmation(server):
     client, keys = server
     await client.post("/v1/groups/group-b/episodes?wait=true", headers=keys["b"], json={
@@ -289,9 +300,12 @@ def test_pgmemory_serve_runs_uvicorn_with_keys(rest_dsn):
         proc.wait(timeout=60)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=6)
+def _containers(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
+SCALARS = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(SCALARS | st.text(), _containers, max_leaves=6)
 FIELDS = ("query", "group_ids", "limit", "recipe", "filters", "max_chars", "content", "kind", "actor",
           "reference_time", "metadata", "messages", "episode_id", "as_of", "known_at", "relation_types")
 BODIES = st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=5) | JSON

@@ -53,7 +53,8 @@ _HTTP_CODES = {400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404:
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` (declared or streamed) is a 413."""
+    """ASGI middleware: a request body over `max_bytes` (declared, or counted when streamed
+    without a length) is a 413 before the app reads it."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -67,16 +68,30 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await _error(413, "payload_too_large", message)(scope, receive, send)
             return
-        seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
+        if declared is not None:
+            await self.app(scope, receive, send)  # the server stops reading at the declared length
+            return
+        # A streamed body (no length declared): read it here, at most max_bytes, then replay it.
+        chunks, size, more = [], 0, True
+        while more:
             event = await receive()
-            seen += len(event.get("body", b""))
-            if seen > self.max_bytes:
-                raise ApiError(413, "payload_too_large", message)
-            return event
-        await self.app(scope, limited, send)
+            if event["type"] != "http.request":
+                break
+            chunks.append(event.get("body", b""))
+            size += len(chunks[-1])
+            more = event.get("more_body", False)
+            if size > self.max_bytes:
+                await _error(413, "payload_too_large", message)(scope, receive, send)
+                return
+        body, replayed = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, replay, send)
 
 
 def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concurrency: int = 1,
