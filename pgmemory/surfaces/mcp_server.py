@@ -54,7 +54,8 @@ def build_server(memory: Memory | None = None, *, default_group: str | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
-        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, auth=auth,
+                                 open_options=open_options) as mem:
             state.memory = mem
             state.keys = KeyStore(mem.pool) if auth else None
             yield {}
@@ -246,7 +247,9 @@ def _fact_json(f: Any) -> dict[str, Any]:
 def run(*, transport: str, host: str, port: int, default_group: str | None, auth: bool,
         worker_concurrency: int) -> int:
     """Run the MCP server on stdio or streamable HTTP until stopped."""
-    server = build_server(default_group=default_group, auth=auth, worker_concurrency=worker_concurrency)
+    # Over stdio no key is asked (the agent runs this as its user), so no key store is opened.
+    server = build_server(default_group=default_group, auth=auth and transport != "stdio",
+                          worker_concurrency=worker_concurrency)
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -104,7 +104,8 @@ def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concur
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, auth=auth,
+                                 open_options=open_options) as mem:
             app.state.memory = mem
             app.state.keys = KeyStore(mem.pool) if auth else None
             yield
