@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("openai", "asyncpg", "psycopg", "numpy", "torch", "onnxruntime", "fastapi", "mcp")
+HEAVY = ("openai", "asyncpg", "psycopg", "numpy", "torch", "onnxruntime", "fastapi", "mcp", "httpx")
 
 
 def loaded_after(code: str, env: dict[str, str] | None = None) -> list[str]:
