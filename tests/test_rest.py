@@ -1,4 +1,4 @@
-"""The REST server against a real Postgres (its own database, so its in-process queue worker sees
+"""The REST server against a real Postgres (the server tests' own database, so its in-process worker sees
 only these tests' episodes): queued ingestion and polling, search and context on both time axes,
 the graph reads, deletes, API keys (a key for one group never sees another), JSON errors with a
 stable code and a 4xx for every kind of bad input; `pgmemory serve` as a real uvicorn process."""
@@ -12,7 +12,6 @@ import sys
 import time
 
 import httpx
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,20 +19,13 @@ from hypothesis import strategies as st
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.storage.setup import init_database
 from pgmemory.surfaces.api_keys import create_key
 from pgmemory.surfaces.rest import create_app
-from tests.conftest import DIM
-from tests.servers import create_database, drop_database
 
 
 @pytest.fixture(scope="module")
-def rest_dsn(admin_dsn):
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
+def rest_dsn(served_dsn):
+    return served_dsn
 
 
 @pytest.fixture(scope="module")
