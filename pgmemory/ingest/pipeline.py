@@ -107,7 +107,8 @@ async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) ->
         " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
     dead = [r["lease_owner"] for r in owners if _dead_here(r["lease_owner"])]
     if dead:
-        await pool.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp()"
+        # statement_timestamp(): Citus refuses volatile calls (clock_timestamp) inside an UPDATE.
+        await pool.execute("UPDATE pgmemory.episodes SET lease_until = statement_timestamp()"
                            " WHERE status = 'processing' AND lease_owner = ANY ($1::text[])", dead)
     return len(dead)
 
