@@ -325,3 +325,24 @@ def test_no_body_or_query_string_is_a_500(rest_dsn):
                 if response.status_code >= 400:
                     assert set(response.json()["error"]) == {"code", "message"}
         check()
+
+
+async def test_connections_carry_the_request_groups(rest_dsn):
+    """Each connection handed to a request is set to that request's groups (pgmemory.groups, what
+    the database's row-level security narrows by); outside a request (the queue worker): none."""
+    from pgmemory.storage.request_groups import apply_request_groups, narrow_to
+
+    memory = await Memory.open(rest_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=2,
+                               on_acquire=apply_request_groups)
+
+    async def request(groups):
+        if groups is not None:
+            narrow_to(groups)
+        await asyncio.sleep(0)  # let the other request interleave
+        async with memory.pool.acquire() as conn:
+            return await conn.fetchval("SELECT current_setting('pgmemory.groups')")
+    try:
+        seen = await asyncio.gather(request(["group-a"]), request(["group-b", "shared"]), request(None))
+        assert seen == ['["group-a"]', '["group-b", "shared"]', ""]
+    finally:
+        await memory.close()

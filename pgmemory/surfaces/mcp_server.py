@@ -23,6 +23,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import ingest_json, time_or_now
@@ -92,6 +93,7 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
     for group in groups:
         if key is not None and not (key.can_write(group) if write else key.can_read(group)):
             raise ToolError(f"forbidden: this key may not {'write' if write else 'read'} group {group!r:.80}")
+    narrow_to(groups)  # this call's database connections see only these groups (with RLS installed)
     return list(groups)
 
 

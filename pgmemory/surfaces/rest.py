@@ -26,6 +26,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory, validate_batch
 from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
+from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
@@ -175,11 +176,13 @@ async def caller(request: Request) -> ApiKey | None:
 
 
 def allow(key: ApiKey | None, groups: Sequence[str], *, write: bool = False) -> None:
-    """403 unless the key may read (or write) every group named."""
+    """403 unless the key may read (or write) every group named; then the request's database
+    connections are narrowed to those groups (where row-level security is installed)."""
     for group in groups:
         validate_group_id(group)
         if key is not None and not (key.can_write(group) if write else key.can_read(group)):
             raise ApiError(403, "forbidden", f"this key may not {'write' if write else 'read'} group {group!r:.80}")
+    narrow_to(groups)
 
 
 def _memory(request: Request) -> Memory:
