@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -82,17 +82,21 @@ class Memory:
     @classmethod
     def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
              extractor: Extractor | None = None, pool_size: int = 10,
-             lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "OpeningMemory":
+             lease_seconds: float = DEFAULT_LEASE_SECONDS,
+             on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "OpeningMemory":
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
         `lease_seconds`: how long an episode this process works on stays leased to it without a
         renewal (renewed every third of it); after a crash, others take the episode over then.
+        `on_acquire`: a coroutine run on each pooled connection as it is handed out (servers use it
+        to narrow connections to the request's groups, pgmemory.storage.request_groups).
         Use as `memory = await Memory.open()` or `async with Memory.open() as memory:`."""
         return OpeningMemory(cls._open(dsn, embedder=embedder, extractor=extractor, pool_size=pool_size,
-                                       lease_seconds=lease_seconds))
+                                       lease_seconds=lease_seconds, on_acquire=on_acquire))
 
     @classmethod
     async def _open(cls, dsn: str | None, *, embedder: Embedder | None, extractor: Extractor | None,
-                    pool_size: int, lease_seconds: float) -> "Memory":
+                    pool_size: int, lease_seconds: float,
+                    on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "Memory":
         check_int(pool_size, "pool_size", 1, 1000)
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
@@ -100,7 +104,7 @@ class Memory:
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
         await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
-        pool = await create_pool(dsn, max_size=pool_size)
+        pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
         return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 
     async def close(self) -> None:
