@@ -144,8 +144,9 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / "text_stats.sql")
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / TEXT_SEARCH_FILES[mode])
         conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory.setting('text_stats_stale') = 'true'")
-        migrate.drop_stale_functions(conn, functions_before)
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "tenancy.sql")  # after every table and view
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "comments.sql")  # last: sees every object
+        migrate.drop_stale_functions(conn, functions_before)
         _put_setting(conn, "graph_mode", graph_mode)
         _put_setting(conn, "text_search", mode)
         _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())

@@ -1,4 +1,4 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, grant, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from pgmemory.errors import PgMemoryError
+from pgmemory.errors import InvalidInput, PgMemoryError
 from pgmemory.storage.connect import connect, connection_lost, describe_target, lost_connection_error, resolve_dsn
 
 
@@ -76,6 +76,46 @@ def _cmd_search(args: argparse.Namespace) -> int:
     return asyncio.run(search_command(
         args.query, args.group, limit=args.limit, recipe=args.recipe, as_of=args.as_of,
         known_at=args.known_at, include_invalidated=args.include_invalidated, as_json=args.json))
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.sql_cli import sql_command
+
+    return sql_command(args.query, groups=args.group, fmt=args.format, max_rows=args.max_rows,
+                       timeout_s=args.timeout, explain=args.explain)
+
+
+def _cmd_grant(args: argparse.Namespace) -> int:
+    from pgmemory.storage import grants
+
+    with connect(resolve_dsn()) as conn:
+        if args.list:
+            for role, groups in grants.all_grants(conn).items():
+                print(f"{role}: {', '.join(groups)}")
+            return 0
+        if not args.role or (not args.groups and not args.revoke):
+            raise InvalidInput("give a role and at least one group (or --revoke, or --list)")
+        if args.revoke:
+            left = grants.revoke(conn, args.role, args.groups or None)
+        else:
+            password = _read_password(args.role) if args.create else None
+            left = grants.grant(conn, args.role, args.groups, kind="app" if args.app else "analyst",
+                                create_password=password)
+    print(f"{args.role} sees: {', '.join(left) if left else 'no group'}")
+    return 0
+
+
+def _read_password(role: str) -> str:
+    """The new login's password: typed at a terminal, else the first line of standard input."""
+    if sys.stdin.isatty():
+        import getpass
+
+        password = getpass.getpass(f"password for new role {role}: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise InvalidInput("the new role needs a non-empty password")
+    return password
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
@@ -224,6 +264,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_search)
+    p = sub.add_parser("sql", help="analyst SQL over the analyst views, with FOR SYSTEM_TIME / FOR VALID_TIME "
+                                   "clauses (read-only; see docs/sql.md)")
+    p.add_argument("query", help="one SELECT over the analyst views, or - to read it from standard input")
+    p.add_argument("--group", action="append", help="only this group (repeatable); narrows, never widens, "
+                                                    "what the database lets this login see")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output (default table)")
+    p.add_argument("--max-rows", type=_bounded(100_000), default=1000, help="row cap (default 1000)")
+    p.add_argument("--timeout", type=_seconds(0.001, 3600), default=30.0,
+                   help="statement timeout in seconds (default 30)")
+    p.add_argument("--explain", action="store_true", help="print the rewritten SQL instead of running it")
+    p.set_defaults(func=_cmd_sql)
+    p = sub.add_parser("grant", help="let a database role see groups (row-level security; see docs/sql.md)")
+    p.add_argument("role", nargs="?", help="a login role (created with --create)")
+    p.add_argument("groups", nargs="*", help="group ids, or * for every group")
+    p.add_argument("--app", action="store_true", help="read-write (member of pgmemory_app); default read-only "
+                                                      "(member of pgmemory_analyst)")
+    p.add_argument("--create", action="store_true", help="create the login role if missing (password from the "
+                                                          "terminal or the first line of standard input)")
+    p.add_argument("--revoke", action="store_true", help="stop the role seeing these groups (all, if none given)")
+    p.add_argument("--list", action="store_true", help="print every role's groups")
+    p.set_defaults(func=_cmd_grant)
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)

@@ -27,6 +27,7 @@ BEGIN
         ('group_versions', 'Internal: per-group change counter checked by the write path before applying decisions'),
         ('fact_claims', 'Every statement made about a fact (by an episode or the SQL API); believed versions are the fold of a lineage''s live claims'),
         ('erasures', 'Log of erased episodes (privacy deletions), without their content'),
+        ('role_groups', 'Which groups each database role may see (* = every group); managed with pgmemory grant; read by row-level security'),
         -- views
         ('fact_versions', 'Analyst view: every version of every fact with entity names and readable time bounds (valid = T, recorded = T'')'),
         ('believed_facts', 'Analyst view: the version of every fact believed now, ended facts included (valid_to says when they ended)'),
@@ -104,6 +105,9 @@ BEGIN
             ('fact_claims', 'contradicts', 'Lineages this claim ends'),
             ('fact_claims', 'recorded_at', 'When the claim was recorded'),
             ('erasures', 'episode_id', 'The erased episode'),
+            ('role_groups', 'role_name', 'Database role (grants are not inherited by its members)'),
+            ('role_groups', 'group_id', 'A group the role may see, or * for every group'),
+            ('role_groups', 'granted_at', 'When it was granted'),
             ('erasures', 'erased_at', 'When it was erased'),
             ('erasures', 'facts_affected', 'Facts whose history was rewritten'),
             ('erasures', 'entities_affected', 'Entities whose history was rewritten'),
@@ -248,6 +252,10 @@ BEGIN
             ('mirror_community', 'Internal trigger: mirror communities into the AGE graph'),
             ('mirror_member', 'Internal trigger: mirror community members into the AGE graph'),
             ('mirror_mention', 'Internal trigger: mirror mentions into the AGE graph'),
+            ('granted_groups', 'The groups granted to the current role (* = every group)'),
+            ('requested_groups', 'The groups this transaction narrowed to with set_config(''pgmemory.groups'', ''["a", "b"]'', true); NULL when not narrowed'),
+            ('sees_every_group', 'Does this session see every group (granted * and not narrowed)'),
+            ('visible_groups', 'The groups this session sees: requested and granted (row-level security reads it)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
         )
