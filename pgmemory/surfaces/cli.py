@@ -1,4 +1,4 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, psql, grant, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry, delete-episode, erase-group."""
 from __future__ import annotations
 
 import argparse
@@ -119,7 +119,38 @@ def _read_password(role: str) -> str:
 
 
 def _cmd_dsn(args: argparse.Namespace) -> int:
+    if args.tcp:
+        from pgmemory.storage.listen import tcp_dsn
+
+        settings = _embedded_only("dsn --tcp")
+        resolve_dsn(settings)  # started, listening as asked
+        print(tcp_dsn(settings.data_dir, args.user or "postgres"))
+        return 0
     print(resolve_dsn())
+    return 0
+
+
+def _embedded_only(what: str):
+    from pgmemory.config import Settings
+
+    settings = Settings.from_env()
+    if settings.dsn:
+        raise InvalidInput(f"`pgmemory {what}` is for the embedded server; PGMEMORY_DSN points at another "
+                           "server: configure listening there (listen_addresses, pg_hba.conf)")
+    return settings
+
+
+def _cmd_listen(args: argparse.Namespace) -> int:
+    from pgmemory.storage.listen import switch
+
+    settings = _embedded_only("listen")
+    if args.off:
+        switch(settings.data_dir, None, None)
+        print(f"the embedded server in {settings.data_dir} listens on its Unix socket only")
+        return 0
+    switch(settings.data_dir, args.host, args.port)
+    print(f"the embedded server in {settings.data_dir} listens on {args.host}:{args.port} "
+          "(password authentication; `pgmemory grant ROLE GROUP --create` makes a login)")
     return 0
 
 
@@ -291,6 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sql)
     p = sub.add_parser("dsn", help="print the connection string (PGMEMORY_DSN or the embedded server's)")
     p.set_defaults(func=_cmd_dsn)
+    p.add_argument("--tcp", action="store_true", help="the TCP address of the embedded server (see listen)")
+    p.add_argument("--user", help="the login to put in the --tcp connection string (default postgres)")
+    p = sub.add_parser("listen", help="let the embedded server accept TCP connections (password auth), "
+                                      "e.g. for BI tools; --off to stop")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=55432, help="TCP port (default 55432)")
+    p.add_argument("--off", action="store_true", help="back to the Unix socket only")
+    p.set_defaults(func=_cmd_listen)
     p = sub.add_parser("psql", help="open the bundled psql on the database (extra arguments go to psql)")
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments for psql, e.g. -c 'SELECT 1'")
     p.set_defaults(func=_cmd_psql)
