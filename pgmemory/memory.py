@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import psycopg
 from pydantic import BaseModel
 
 from pgmemory.analyst.runner import SqlResult, run_async
-from pgmemory.errors import InvalidInput
+from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
@@ -62,7 +63,11 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim, embedder)
+        try:
+            ensure_current(conn, dim, embedder)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
 
 
 class Memory:

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgmemory.analyst.runner import run
+from pgmemory.analyst.runner import SqlResult, run
 from pgmemory.storage.setup import init_database
 from pgmemory.surfaces.sql_cli import render
 from tests.conftest import DIM
@@ -16,6 +16,8 @@ from tests.conftest import DIM
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "sql.md"
 EXAMPLE = re.compile(r"^### (\d+)\. (.+?)\n\n```sql\n(.*?)```\n\n```text\n(.*?)```", re.S | re.M)
 EXAMPLES = EXAMPLE.findall(GUIDE.read_text())
+CYPHER = re.compile(r"^### C(\d+)\. (.+?)\n\n```cypher\n(.*?)```\n\n```text\n(.*?)```", re.S | re.M)
+CYPHER_EXAMPLES = CYPHER.findall(GUIDE.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +40,23 @@ def test_the_guide_has_its_examples():
     assert sum("FOR SYSTEM_TIME" in q or "FOR VALID_TIME" in q for *_, q, _ in EXAMPLES) >= 6
     # Every SQL block of the guide is a worked question with its result.
     assert GUIDE.read_text().count("```sql") == len(EXAMPLES)
+    assert GUIDE.read_text().count("```cypher") == len(CYPHER_EXAMPLES) >= 5
 
 
 @pytest.mark.parametrize("number, title, query, expected", EXAMPLES, ids=[f"q{n}" for n, *_ in EXAMPLES])
 def test_each_worked_question_prints_its_result(story_dsn, number, title, query, expected):
     with psycopg.connect(story_dsn) as conn:
         assert render(run(conn, query), "table") == expected.rstrip("\n")
+
+
+@pytest.mark.parametrize("number, title, query, expected", CYPHER_EXAMPLES,
+                         ids=[f"c{n}" for n, *_ in CYPHER_EXAMPLES])
+def test_each_cypher_example_prints_its_result(story_dsn, number, title, query, expected):
+    """The Cypher examples, run as the owner (the graph is the owner's only), with agtype shown
+    as psql shows it."""
+    with psycopg.connect(story_dsn) as conn:
+        conn.execute("LOAD 'age'")
+        conn.execute("SET search_path = ag_catalog, \"$user\", public")
+        cur = conn.execute(query.encode())
+        result = SqlResult([d.name for d in cur.description], cur.fetchall(), False, query)
+    assert render(result, "table") == expected.rstrip("\n")

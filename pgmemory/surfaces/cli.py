@@ -20,7 +20,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     dsn = resolve_dsn()
     with connect(dsn) as conn:
         report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
-                               text_search=args.text_search)
+                               text_search=args.text_search,
+                               graph_mirror=None if args.graph_mirror is None else args.graph_mirror == "on")
     print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
     print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
     print(f"  full text:       {'BM25 (pg_textsearch, opt-in)' if report.text_search == 'pg_textsearch' else 'BM25 over tsvector'}")
@@ -51,7 +52,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """init, doctor, then the demo's round trip (pgmemory/demo.py)."""
     from pgmemory.demo import run_demo
 
-    args.dim, args.text_search = None, None
+    args.dim, args.text_search, args.graph_mirror = None, None, None
     if _cmd_init(args) != 0 or _cmd_doctor(args) != 0:
         return 1
     return run_demo()
@@ -277,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
                    help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
                         "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
+    p.add_argument("--graph-mirror", choices=("on", "off"),
+                   help="keep the Apache AGE graph mirror for Cypher users (default: PGMEMORY_GRAPH_MIRROR, "
+                        "else the database's earlier choice, else on when AGE is available)")
     p.set_defaults(func=_cmd_init)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)

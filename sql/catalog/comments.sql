@@ -256,6 +256,14 @@ BEGIN
             ('requested_groups', 'The groups this transaction narrowed to with set_config(''pgmemory.groups'', ''["a", "b"]'', true); NULL when not narrowed'),
             ('sees_every_group', 'Does this session see every group (granted * and not narrowed)'),
             ('visible_groups', 'The groups this session sees: requested and granted (row-level security reads it)'),
+            ('graph_time', 'Internal (AGE mirror): a time as UTC ISO 8601 text, comparable as a string in Cypher'),
+            ('mirror_episode_row', 'Internal (AGE mirror): mirror one episode'),
+            ('mirror_entity_row', 'Internal (AGE mirror): mirror one entity'),
+            ('mirror_community_row', 'Internal (AGE mirror): mirror one community'),
+            ('mirror_fact_row', 'Internal (AGE mirror): mirror one believed fact version with both time axes as properties'),
+            ('mirror_mention_row', 'Internal (AGE mirror): mirror one mention'),
+            ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
+            ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
         )
