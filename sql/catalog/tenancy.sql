@@ -17,45 +17,35 @@ RETURNS text[] LANGUAGE sql STABLE AS $$
 $$;
 
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
--- (NULL: no narrowing asked). A malformed value narrows to nothing.
+-- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
 CREATE OR REPLACE FUNCTION pgmemory.requested_groups()
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    raw text := nullif(current_setting('pgmemory.groups', true), '');
-BEGIN
-    IF raw IS NULL THEN
-        RETURN NULL;
-    END IF;
-    RETURN coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(raw::jsonb) x), '{}');
-EXCEPTION WHEN others THEN
-    RETURN '{}';
-END
+RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN nullif(current_setting('pgmemory.groups', true), '') IS NOT NULL THEN
+                ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
 $$;
 
--- Does this session see every group (granted '*' and no narrowing asked)?
-CREATE OR REPLACE FUNCTION pgmemory.sees_every_group()
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT '*' = ANY (pgmemory.granted_groups()) AND pgmemory.requested_groups() IS NULL
-$$;
-
--- The groups this session sees when it does not see all: the requested ones that are granted
--- (all requested ones when '*' is granted), else the granted ones.
+-- The groups this session sees, for row-level security: '{*}' when it sees every group (granted
+-- '*' and no narrowing asked), else the requested groups that are granted (all requested ones
+-- when '*' is granted), or the granted ones when none were requested. One call per statement and
+-- table (an initplan), so every policy costs one lookup of the role's grants.
 CREATE OR REPLACE FUNCTION pgmemory.visible_groups()
 RETURNS text[] LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN r.req IS NULL THEN g.granted
-        WHEN '*' = ANY (g.granted) THEN r.req
+        WHEN '*' = ANY (g.granted) THEN array_remove(r.req, '*')
         ELSE ARRAY(SELECT unnest(r.req) INTERSECT SELECT unnest(g.granted))
     END
     FROM (SELECT pgmemory.granted_groups() AS granted) g, (SELECT pgmemory.requested_groups() AS req) r
 $$;
+
 
 DO $tenancy$
 DECLARE
     r record;
     policy_sql text;
     policy_name name;
-    tenant text := '(SELECT pgmemory.sees_every_group()) OR group_id = ANY ((SELECT pgmemory.visible_groups())::text[])';
+    -- group_id or '*' among the visible groups: one initplan per table reference.
+    tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
 BEGIN
     -- Roles: cluster-wide; another database of the cluster may be creating them right now.
     FOR r IN SELECT * FROM (VALUES ('pgmemory_app'), ('pgmemory_analyst'), ('pgmemory_reader')) AS t(role) LOOP
