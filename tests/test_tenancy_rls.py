@@ -158,7 +158,7 @@ def test_memory_on_a_restricted_login_sees_only_its_groups(tenants, restricted_m
     assert restricted_memory.sql("SELECT DISTINCT group_id FROM episode_log").rows == [(a,)]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
        which=st.sets(st.sampled_from(["A", "B", "other"]), min_size=1),

@@ -29,15 +29,19 @@ $$;
 -- when '*' is granted), or the granted ones when none were requested. One call per statement and
 -- table (an initplan), so every policy costs one lookup of the role's grants.
 CREATE OR REPLACE FUNCTION pgmemory.visible_groups()
-RETURNS text[] LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN r.req IS NULL THEN g.granted
-        WHEN '*' = ANY (g.granted) THEN array_remove(r.req, '*')
-        ELSE ARRAY(SELECT unnest(r.req) INTERSECT SELECT unnest(g.granted))
-    END
-    FROM (SELECT pgmemory.granted_groups() AS granted) g, (SELECT pgmemory.requested_groups() AS req) r
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    granted text[] := pgmemory.granted_groups();
+    requested text[] := pgmemory.requested_groups();
+BEGIN
+    IF requested IS NULL THEN
+        RETURN granted;
+    ELSIF '*' = ANY (granted) THEN
+        RETURN array_remove(requested, '*');
+    END IF;
+    RETURN ARRAY(SELECT unnest(requested) INTERSECT SELECT unnest(granted));
+END
 $$;
-
 
 DO $tenancy$
 DECLARE
