@@ -27,6 +27,7 @@ BEGIN
         ('group_versions', 'Internal: per-group change counter checked by the write path before applying decisions'),
         ('fact_claims', 'Every statement made about a fact (by an episode or the SQL API); believed versions are the fold of a lineage''s live claims'),
         ('erasures', 'Log of erased episodes (privacy deletions), without their content'),
+        ('api_keys', 'API keys of the REST and MCP servers (only a SHA-256 of each secret); not visible to restricted roles'),
         ('role_groups', 'Which groups each database role may see (* = every group); managed with pgmemory grant; read by row-level security'),
         -- views
         ('fact_versions', 'Analyst view: every version of every fact with entity names and readable time bounds (valid = T, recorded = T'')'),
@@ -105,6 +106,12 @@ BEGIN
             ('fact_claims', 'contradicts', 'Lineages this claim ends'),
             ('fact_claims', 'recorded_at', 'When the claim was recorded'),
             ('erasures', 'episode_id', 'The erased episode'),
+            ('api_keys', 'id', 'Key id'),
+            ('api_keys', 'secret_hash', 'SHA-256 of the secret (the secret itself is never stored)'),
+            ('api_keys', 'read_groups', 'Groups the key may read (* = every group)'),
+            ('api_keys', 'write_groups', 'Groups the key may read and write (* = every group)'),
+            ('api_keys', 'created_at', 'When the key was created'),
+            ('api_keys', 'revoked_at', 'When the key was revoked (NULL: valid)'),
             ('role_groups', 'role_name', 'Database role (grants are not inherited by its members)'),
             ('role_groups', 'group_id', 'A group the role may see, or * for every group'),
             ('role_groups', 'granted_at', 'When it was granted'),
@@ -263,6 +270,8 @@ BEGIN
             ('mirror_mention_row', 'Internal (AGE mirror): mirror one mention'),
             ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
             ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
+            ('hit_matches_metadata', 'Internal (search): does a hit match a metadata filter (jsonb containment)'),
+            ('search_group', 'Internal (search): the search of one group (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
         )
