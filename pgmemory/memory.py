@@ -9,9 +9,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
+import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput
+from pgmemory.analyst.runner import SqlResult, run_async
+from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
@@ -65,7 +67,11 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim, embedder)
+        try:
+            ensure_current(conn, dim, embedder)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
 
 
 class Memory:
@@ -113,6 +119,14 @@ class Memory:
         client = getattr(self.extractor, "client", None)
         if client is not None:
             await client.aclose()
+
+    async def sql(self, query: str, *, group_ids: Sequence[str] | str | None = None, max_rows: int = 1000,
+                  timeout_s: float = 30) -> "SqlResult":
+        """Analyst SQL (one SELECT over the analyst views, FOR SYSTEM_TIME / FOR VALID_TIME clauses
+        allowed; docs/sql.md) in a READ ONLY transaction with a statement timeout and a row cap.
+        `group_ids` narrows what is seen; the database never shows more than this login may see."""
+        async with self.pool.acquire() as conn:
+            return await run_async(conn, query, groups=group_ids, max_rows=max_rows, timeout_s=timeout_s)
 
     async def __aenter__(self) -> "Memory":
         return self

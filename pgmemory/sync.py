@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from pgmemory.analyst.runner import SqlResult
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.memory import DeleteResult, Memory
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
@@ -151,6 +152,11 @@ class SyncMemory:
             engine: str = "sql") -> dict[Any, int]:
         """See Memory.bfs."""
         return self._run(self._memory.bfs(seeds, group_ids=group_ids, depth=depth, engine=engine))
+
+    def sql(self, query: str, *, group_ids: Sequence[str] | str | None = None, max_rows: int = 1000,
+            timeout_s: float = 30) -> SqlResult:
+        """See Memory.sql."""
+        return self._run(self._memory.sql(query, group_ids=group_ids, max_rows=max_rows, timeout_s=timeout_s))
 
     # Reading
 
