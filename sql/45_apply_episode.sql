@@ -23,6 +23,7 @@ DECLARE
     did jsonb;
     results jsonb := '[]';
     touched uuid[] := '{}';
+    changed uuid[] := '{}';
 BEGIN
     INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
     SELECT (e->>'id')::uuid, g, e->>'name',
@@ -65,7 +66,18 @@ BEGIN
         UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
+        IF did->>'action' NOT IN ('merged', 'unchanged') THEN
+            changed := changed || (did->>'fact_id')::uuid;
+        END IF;
     END LOOP;
+
+    -- Communities: new entities join their neighbours' plurality community; the
+    -- communities whose facts changed are marked for a summary refresh (sql/57_communities.sql).
+    PERFORM pgmemory.update_communities(g,
+        ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m),
+        ARRAY(SELECT (e->>'id')::uuid FROM jsonb_array_elements(p_plan->'new_entities') e),
+        ARRAY(SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+               WHERE f.group_id = g AND f.id = ANY (changed || touched)));
 
     PERFORM pgmemory.derive_summaries(ARRAY(
         SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m

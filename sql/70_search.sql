@@ -230,14 +230,13 @@ BEGIN
             SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
                 SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
                  WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-                   AND cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
+                   AND cm.group_id = ANY (p_groups) AND cm.ended_at IS NULL
                  ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
             UNION ALL
             SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
                 SELECT cm.id, ts_rank_cd(cm.tsv, tq) AS s FROM pgmemory.communities cm
                  WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods)
-                   AND cm.group_id = ANY (p_groups) AND cm.tsv @@ tq
-                   AND (known_at IS NULL OR cm.created_at <= known_at)
+                   AND cm.group_id = ANY (p_groups) AND cm.ended_at IS NULL AND cm.tsv @@ tq
                  ORDER BY 2 DESC LIMIT k) c) h
          GROUP BY h.id
     ),
@@ -312,7 +311,7 @@ BEGIN
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
-      FROM com_hits ch JOIN pgmemory.communities cm ON cm.id = ch.id
+      FROM com_hits ch JOIN pgmemory.communities cm ON cm.id = ch.id AND cm.group_id = ANY (p_groups)
     UNION ALL
     SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
                'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,

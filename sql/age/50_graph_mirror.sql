@@ -106,9 +106,11 @@ BEGIN
 END
 $$;
 
+-- Only current communities (and current memberships) are in the graph: an
+-- ended version leaves it (its members' edges were ended first).
 CREATE OR REPLACE FUNCTION pgmemory.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
         PERFORM pgmemory.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
@@ -155,7 +157,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.mirror_member() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
         PERFORM pgmemory.graph_drop_edge('HAS_MEMBER', 'member:' || OLD.community_id || ':' || OLD.entity_id);
         RETURN OLD;
     END IF;
@@ -174,7 +176,7 @@ DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
 CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary OR DELETE
     ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
-CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary OR DELETE
+CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary, ended_at OR DELETE
     ON pgmemory.communities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_community();
 DROP TRIGGER IF EXISTS mirror_fact ON pgmemory.facts;
 CREATE TRIGGER mirror_fact AFTER INSERT OR UPDATE OR DELETE ON pgmemory.facts
@@ -183,5 +185,5 @@ DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
 CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_mention();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
-CREATE TRIGGER mirror_member AFTER INSERT OR DELETE ON pgmemory.community_members
+CREATE TRIGGER mirror_member AFTER INSERT OR UPDATE OF ended_at OR DELETE ON pgmemory.community_members
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_member();

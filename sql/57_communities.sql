@@ -1,0 +1,273 @@
+-- Communities (the paper's third tier): label propagation over the entity
+-- graph of currently believed, currently holding facts, in SQL; dynamic
+-- assignment of new entities on ingest; what a refresh needs to name and
+-- summarise a community. Every query pins group_id = the group.
+
+-- The weighted entity graph of a group now: one row per unordered pair with the
+-- number of believed facts that hold now between them (events once happened count).
+CREATE OR REPLACE FUNCTION pgmemory.community_graph(p_group text)
+RETURNS TABLE (a uuid, b uuid, w integer) LANGUAGE sql STABLE AS $$
+    SELECT least(f.source_id, f.target_id), greatest(f.source_id, f.target_id), count(*)::integer
+      FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND upper_inf(f.recorded)
+       AND pgmemory.holds_at(f.valid, f.is_event, now())
+     GROUP BY 1, 2
+$$;
+
+-- Full detection: label propagation (Raghavan et al.) over community_graph.
+-- Every entity starts with its own label; in each iteration, the two halves of
+-- the nodes (by a hash of their number) take in turn the label of largest
+-- total edge weight among their neighbours, keeping their own label when it
+-- is among the largest (so the result settles), other ties broken by a hash of
+-- (node, label): deterministic, and without the min-label bias that floods one
+-- label everywhere. At most p_max_iterations iterations. Labels shared by two
+-- or more entities become the group's communities: the current ones are ended
+-- (kept as versions with their members) unless one has exactly the same
+-- members, which stays as it is (name and summary kept). Under the group lock,
+-- one transaction. Returns counts.
+CREATE OR REPLACE FUNCTION pgmemory.detect_communities(p_group text, p_max_iterations integer DEFAULT 30,
+                                                       p_resolution float8 DEFAULT 1.0)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    two_m float8;
+    it integer := 0;
+    ph integer;
+    moved integer;
+    moved_total integer;
+    n_kept integer;
+    n_new integer;
+    n_ended integer;
+    n_members integer;
+BEGIN
+    IF p_group IS NULL THEN
+        RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF p_max_iterations IS NULL OR p_max_iterations < 1 OR p_max_iterations > 1000 THEN
+        RAISE EXCEPTION 'max_iterations must be between 1 and 1000, got %', p_max_iterations USING ERRCODE = '22023';
+    END IF;
+    IF p_resolution IS NULL OR NOT p_resolution BETWEEN 0 AND 100 THEN
+        RAISE EXCEPTION 'resolution must be between 0 and 100, got %', p_resolution USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    DROP TABLE IF EXISTS pg_temp.lp_node, pg_temp.lp_edge, pg_temp.lp_pair;
+    CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory.community_graph(p_group);
+    CREATE TEMP TABLE lp_node ON COMMIT DROP AS
+        SELECT row_number() OVER (ORDER BY x.id)::integer AS n, x.id, 0 AS label, 0 AS degree, 0 AS phase
+          FROM (SELECT a AS id FROM lp_pair UNION SELECT b FROM lp_pair) x;
+    UPDATE lp_node SET label = n, phase = hashint4(n) & 1;
+    ALTER TABLE lp_node ADD PRIMARY KEY (n);
+    CREATE TEMP TABLE lp_edge ON COMMIT DROP AS
+        SELECT s.n AS src, t.n AS dst, p.w, s.phase
+          FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b
+        UNION ALL
+        SELECT t.n, s.n, p.w, t.phase
+          FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b;
+    UPDATE lp_node x SET degree = d.deg
+      FROM (SELECT src, sum(w)::integer AS deg FROM lp_edge GROUP BY src) d WHERE d.src = x.n;
+    two_m := greatest((SELECT sum(degree) FROM lp_node), 1);
+    ANALYZE lp_node;
+    ANALYZE lp_edge;
+
+    WHILE it < p_max_iterations LOOP
+        it := it + 1;
+        moved_total := 0;
+        FOR ph IN 0 .. 1 LOOP
+            WITH vol AS (
+                SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
+            ), votes AS (
+                SELECT e.src, nb.label, e.w FROM lp_edge e JOIN lp_node nb ON nb.n = e.dst WHERE e.phase = ph
+                UNION ALL
+                SELECT n, label, 0 FROM lp_node WHERE phase = ph  -- staying is always a choice
+            ), scores AS (
+                SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
+            ), ranked AS (
+                SELECT s.src, s.label,
+                       s.w - p_resolution * me.degree
+                             * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / two_m
+                       + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
+                  FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
+            ), best AS (
+                SELECT DISTINCT ON (src) src, label FROM ranked
+                 ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
+            )
+            UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label;
+            GET DIAGNOSTICS moved = ROW_COUNT;
+            moved_total := moved_total + moved;
+        END LOOP;
+        EXIT WHEN moved_total = 0;
+    END LOOP;
+
+    -- Communities found: labels held by two or more entities; centrality = weighted degree.
+    DROP TABLE IF EXISTS pg_temp.lp_found;
+    CREATE TEMP TABLE lp_found ON COMMIT DROP AS
+        SELECT label, array_agg(id ORDER BY id) AS members,
+               (array_agg(id ORDER BY degree DESC, id))[1:3] AS central
+          FROM lp_node GROUP BY label HAVING count(*) >= 2;
+    -- A current community with exactly the same members stays (its name and summary
+    -- still describe it); the other current ones end, with their memberships.
+    ALTER TABLE lp_found ADD COLUMN keep uuid, ADD COLUMN id uuid;
+    UPDATE lp_found f SET keep = c.community_id
+      FROM (SELECT m.community_id, array_agg(m.entity_id ORDER BY m.entity_id) AS members
+              FROM pgmemory.community_members m
+             WHERE m.group_id = p_group AND m.ended_at IS NULL
+             GROUP BY m.community_id) c
+     WHERE c.members = f.members;
+    UPDATE lp_found SET id = coalesce(keep, gen_random_uuid());
+    UPDATE pgmemory.community_members m SET how = 'detected'
+      FROM lp_found f
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.community_id = f.keep AND m.how <> 'detected';
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM lp_found f WHERE f.keep = m.community_id);
+    UPDATE pgmemory.communities c SET ended_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM lp_found f WHERE f.keep = c.id);
+    GET DIAGNOSTICS n_ended = ROW_COUNT;
+
+    -- New communities, named (until a refresh) after their most central entities.
+    INSERT INTO pgmemory.communities (id, group_id, name)
+    SELECT f.id, p_group, (SELECT string_agg(e.name, ', ' ORDER BY x.ord)
+                             FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
+                             JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)
+      FROM lp_found f WHERE f.keep IS NULL;
+    GET DIAGNOSTICS n_new = ROW_COUNT;
+    INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
+    SELECT f.id, m, p_group, 'detected' FROM lp_found f, unnest(f.members) AS m WHERE f.keep IS NULL;
+    n_kept := (SELECT count(*) FROM lp_found WHERE keep IS NOT NULL);
+    n_members := (SELECT coalesce(sum(cardinality(members)), 0) FROM lp_found);
+
+    INSERT INTO pgmemory.community_state AS s (group_id, detected_at, members_at_detection, drift)
+    VALUES (p_group, now(), n_members, 0)
+    ON CONFLICT (group_id) DO UPDATE
+        SET detected_at = excluded.detected_at, members_at_detection = excluded.members_at_detection, drift = 0;
+    RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
+                              'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
+                              'iterations', it, 'converged', moved_total = 0);
+END
+$$;
+
+-- Dynamic update inside apply_episode (the paper's incremental step). Each of
+-- p_entities without a current community joins the current community held by
+-- the plurality of its neighbours over facts believed and holding now
+-- (weighted by the number of such facts; ties: the larger community, then the
+-- smaller id). The drift counter grows by the members that joined and by the
+-- new entities (p_new) that have facts but found no community to join. The
+-- current communities of p_changed (entities whose facts changed) and of
+-- the entities that joined are marked for a summary refresh (revision + 1).
+CREATE OR REPLACE FUNCTION pgmemory.update_communities(p_group text, p_entities uuid[], p_new uuid[],
+                                                       p_changed uuid[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    joined uuid[];
+    stranded integer;
+BEGIN
+    WITH cand AS (
+        SELECT DISTINCT c.e FROM unnest(p_entities) AS c (e)
+         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.community_members m
+                            WHERE m.group_id = p_group AND m.entity_id = c.e AND m.ended_at IS NULL)
+    ), votes AS (
+        SELECT c.e, m.community_id, count(*) AS w
+          FROM cand c
+          CROSS JOIN LATERAL (
+                SELECT f.target_id AS nb FROM pgmemory.facts f
+                 WHERE f.group_id = p_group AND f.source_id = c.e AND upper_inf(f.recorded)
+                   AND pgmemory.holds_at(f.valid, f.is_event, now())
+                UNION ALL
+                SELECT f.source_id FROM pgmemory.facts f
+                 WHERE f.group_id = p_group AND f.target_id = c.e AND upper_inf(f.recorded)
+                   AND pgmemory.holds_at(f.valid, f.is_event, now())) n
+          JOIN pgmemory.community_members m
+            ON m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
+         GROUP BY c.e, m.community_id
+    ), best AS (
+        SELECT DISTINCT ON (v.e) v.e, v.community_id FROM votes v
+         ORDER BY v.e, v.w DESC,
+                  (SELECT count(*) FROM pgmemory.community_members s
+                    WHERE s.group_id = p_group AND s.community_id = v.community_id AND s.ended_at IS NULL) DESC,
+                  v.community_id
+    ), ins AS (
+        INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
+        SELECT b.community_id, b.e, p_group, 'joined' FROM best b
+        RETURNING entity_id
+    )
+    SELECT array_agg(entity_id) INTO joined FROM ins;
+    joined := coalesce(joined, '{}');
+
+    stranded := (SELECT count(*) FROM unnest(p_new) AS x (e)
+                  WHERE NOT x.e = ANY (joined)
+                    AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members m
+                                     WHERE m.group_id = p_group AND m.entity_id = x.e AND m.ended_at IS NULL)
+                    AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                 WHERE f.group_id = p_group AND (f.source_id = x.e OR f.target_id = x.e)
+                                   AND upper_inf(f.recorded)));
+    IF cardinality(joined) + stranded > 0 THEN
+        INSERT INTO pgmemory.community_state AS s (group_id, drift) VALUES (p_group, cardinality(joined) + stranded)
+        ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
+    END IF;
+
+    UPDATE pgmemory.communities c SET revision = c.revision + 1, updated_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                     WHERE m.group_id = p_group AND m.ended_at IS NULL
+                       AND m.entity_id = ANY (p_changed || joined));
+    RETURN cardinality(joined);
+END
+$$;
+
+-- Is a full re-detection due for the group: its drift (members joined
+-- dynamically and connected new entities left out since the last detection)
+-- has reached community_drift_fraction (setting, default 0.2) of the members
+-- at that detection, and at least community_drift_min (setting, default 10).
+CREATE OR REPLACE FUNCTION pgmemory.communities_due(p_group text)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT s.drift >= greatest(
+                                coalesce((pgmemory.setting('community_drift_min'))::integer, 10),
+                                coalesce((pgmemory.setting('community_drift_fraction'))::float8, 0.2)
+                                    * s.members_at_detection)
+                       FROM pgmemory.community_state s WHERE s.group_id = p_group), false)
+$$;
+
+-- Ends the group's current communities left with fewer than two members (after
+-- deletes) and marks for refresh those holding p_entities (whose facts changed).
+-- With p_erase, a summary that may quote erased text is blanked now (the next
+-- refresh writes it again) and ended versions holding p_entities are removed.
+CREATE OR REPLACE FUNCTION pgmemory.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pgmemory.communities c
+       SET revision = c.revision + 1, updated_at = now(),
+           summary = CASE WHEN p_erase THEN '' ELSE c.summary END,
+           name = CASE WHEN p_erase THEN coalesce((
+                      SELECT string_agg(x.name, ', ') FROM (
+                          SELECT e.name FROM pgmemory.community_members m
+                            JOIN pgmemory.entities e ON e.id = m.entity_id AND e.group_id = p_group
+                           WHERE m.group_id = p_group AND m.community_id = c.id AND m.ended_at IS NULL
+                           ORDER BY e.name LIMIT 3) x), '') ELSE c.name END,
+           summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
+    IF p_erase THEN
+        DELETE FROM pgmemory.communities c
+         WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
+           AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                         WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities));
+    END IF;
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL
+       AND m.community_id IN (SELECT c.id FROM pgmemory.communities c
+                               WHERE c.group_id = p_group AND c.ended_at IS NULL
+                                 AND (SELECT count(*) FROM pgmemory.community_members x
+                                       WHERE x.group_id = p_group AND x.community_id = c.id
+                                         AND x.ended_at IS NULL) < 2);
+    UPDATE pgmemory.communities c SET ended_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members x
+                        WHERE x.group_id = p_group AND x.community_id = c.id AND x.ended_at IS NULL);
+    -- A version whose every member was deleted describes nothing any more.
+    DELETE FROM pgmemory.communities c
+     WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members x
+                        WHERE x.group_id = p_group AND x.community_id = c.id);
+END
+$$;

@@ -1,0 +1,58 @@
+"""Planted-partition graphs written straight into a group, and the NMI of a found partition."""
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from collections import Counter
+
+
+def plant_graph(conn, group: str, *, blocks: int = 6, size: int = 20, p_in: float = 0.5,
+                p_out: float = 0.02, seed: int = 7) -> dict[uuid.UUID, int]:
+    """Entities in `blocks` blocks of `size`, each intra-block pair joined by a believed, holding
+    fact with probability p_in and each cross pair with p_out. Returns entity id -> block."""
+    rng = random.Random(seed)
+    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{group}/{i}") for i in range(blocks * size)]
+    truth = {e: i // size for i, e in enumerate(ids)}
+    pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
+             if rng.random() < (p_in if truth[a] == truth[b] else p_out)]
+    add_entities(conn, group, ids)
+    add_facts(conn, group, pairs)
+    return truth
+
+
+def add_entities(conn, group: str, ids, names=None) -> None:
+    names = names or [f"E{str(e)[:8]}" for e in ids]
+    conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, summary)"
+                 " SELECT i, %s, n, n || ' is an entity.' FROM unnest(%s::uuid[], %s::text[]) AS x (i, n)",
+                 (group, list(ids), list(names)))
+
+
+def add_facts(conn, group: str, pairs) -> None:
+    """One believed fact, valid since 2020, per (source, target) pair."""
+    conn.execute(
+        "INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid)"
+        " SELECT f, f, %s, s, t, 'KNOWS', 'Entity ' || left(s::text, 8) || ' knows ' || left(t::text, 8) || '.',"
+        "        tstzrange('2020-01-01', NULL)"
+        "   FROM (SELECT gen_random_uuid() AS f, s, t FROM unnest(%s::uuid[], %s::uuid[]) AS x (s, t)) y",
+        (group, [a for a, _ in pairs], [b for _, b in pairs]))
+
+
+def found_partition(conn, group: str) -> dict[uuid.UUID, uuid.UUID]:
+    """Entity -> its current community."""
+    return dict(conn.execute("SELECT entity_id, community_id FROM pgmemory.community_members"
+                             " WHERE group_id = %s AND ended_at IS NULL", (group,)).fetchall())
+
+
+def nmi(truth: dict, found: dict) -> float:
+    """Normalised mutual information (arithmetic mean of entropies) of two labelings of the
+    entities of `truth`; an entity missing from `found` is a cluster of its own."""
+    items = list(truth)
+    a = [truth[x] for x in items]
+    b = [found.get(x, ("alone", x)) for x in items]
+    n = len(items)
+    ca, cb, cab = Counter(a), Counter(b), Counter(zip(a, b))
+    mi = sum(c / n * math.log(c * n / (ca[i] * cb[j])) for (i, j), c in cab.items())
+    ha = -sum(c / n * math.log(c / n) for c in ca.values())
+    hb = -sum(c / n * math.log(c / n) for c in cb.values())
+    return 1.0 if ha + hb == 0 else 2 * mi / (ha + hb)
