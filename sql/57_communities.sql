@@ -30,6 +30,9 @@ CREATE OR REPLACE FUNCTION pgmemory.detect_communities(p_group text, p_max_itera
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     two_m float8;
+    merged integer;
+    merges integer := 0;
+    round_it integer;
     it integer := 0;
     ph integer;
     moved integer;
@@ -54,7 +57,7 @@ BEGIN
     CREATE TEMP TABLE lp_node ON COMMIT DROP AS
         SELECT row_number() OVER (ORDER BY x.id)::integer AS n, x.id, 0 AS label, 0 AS degree, 0 AS phase
           FROM (SELECT a AS id FROM lp_pair UNION SELECT b FROM lp_pair) x;
-    UPDATE lp_node SET label = n, phase = hashint4(n) & 1;
+    UPDATE lp_node SET label = n, phase = hashint4(n) & 3;
     ALTER TABLE lp_node ADD PRIMARY KEY (n);
     CREATE TEMP TABLE lp_edge ON COMMIT DROP AS
         SELECT s.n AS src, t.n AS dst, p.w, s.phase
@@ -68,33 +71,60 @@ BEGIN
     ANALYZE lp_node;
     ANALYZE lp_edge;
 
-    WHILE it < p_max_iterations LOOP
-        it := it + 1;
-        moved_total := 0;
-        FOR ph IN 0 .. 1 LOOP
-            WITH vol AS (
-                SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
-            ), votes AS (
-                SELECT e.src, nb.label, e.w FROM lp_edge e JOIN lp_node nb ON nb.n = e.dst WHERE e.phase = ph
-                UNION ALL
-                SELECT n, label, 0 FROM lp_node WHERE phase = ph  -- staying is always a choice
-            ), scores AS (
-                SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
-            ), ranked AS (
-                SELECT s.src, s.label,
-                       s.w - p_resolution * me.degree
-                             * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / two_m
-                       + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
-                  FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
-            ), best AS (
-                SELECT DISTINCT ON (src) src, label FROM ranked
-                 ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
-            )
-            UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label;
-            GET DIAGNOSTICS moved = ROW_COUNT;
-            moved_total := moved_total + moved;
+    -- Label propagation until it settles, then merge pairs of communities that are each
+    -- other's best merge by modularity gain (LPAm+: propagation alone stops in local
+    -- optima that split a dense group); repeated while merges happen.
+    LOOP
+        round_it := 0;
+        WHILE it < p_max_iterations AND round_it < 10 LOOP
+            it := it + 1;
+            round_it := round_it + 1;
+            moved_total := 0;
+            FOR ph IN 0 .. 3 LOOP
+                WITH vol AS (
+                    SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
+                ), votes AS (
+                    SELECT e.src, nb.label, e.w FROM lp_edge e JOIN lp_node nb ON nb.n = e.dst WHERE e.phase = ph
+                    UNION ALL
+                    SELECT n, label, 0 FROM lp_node WHERE phase = ph  -- staying is always a choice
+                ), scores AS (
+                    SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
+                ), ranked AS (
+                    SELECT s.src, s.label,
+                           s.w - p_resolution * me.degree
+                                 * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / two_m
+                           + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
+                      FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
+                ), best AS (
+                    SELECT DISTINCT ON (src) src, label FROM ranked
+                     ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
+                )
+                UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label;
+                GET DIAGNOSTICS moved = ROW_COUNT;
+                moved_total := moved_total + moved;
+            END LOOP;
+            EXIT WHEN moved_total = 0;
         END LOOP;
-        EXIT WHEN moved_total = 0;
+
+        WITH cw AS (
+            SELECT a.label AS la, b.label AS lb, sum(e.w)::float8 AS w
+              FROM lp_edge e JOIN lp_node a ON a.n = e.src JOIN lp_node b ON b.n = e.dst
+             WHERE a.label <> b.label GROUP BY 1, 2
+        ), vol AS (
+            SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
+        ), gain AS (
+            SELECT cw.la, cw.lb, cw.w - p_resolution * va.v * vb.v / two_m AS dq
+              FROM cw JOIN vol va ON va.label = cw.la JOIN vol vb ON vb.label = cw.lb
+        ), best AS (
+            SELECT DISTINCT ON (la) la, lb FROM gain WHERE dq > 0 ORDER BY la, dq DESC, lb
+        ), mutual AS (
+            SELECT b1.la AS keep, b1.lb AS gone FROM best b1 JOIN best b2 ON b2.la = b1.lb AND b2.lb = b1.la
+             WHERE b1.la < b1.lb
+        )
+        UPDATE lp_node x SET label = m.keep FROM mutual m WHERE x.label = m.gone;
+        GET DIAGNOSTICS merged = ROW_COUNT;
+        merges := merges + 1;
+        EXIT WHEN merged = 0 OR it >= p_max_iterations OR merges >= 10;
     END LOOP;
 
     -- Communities found: labels held by two or more entities; centrality = weighted degree.
@@ -142,7 +172,8 @@ BEGIN
         SET detected_at = excluded.detected_at, members_at_detection = excluded.members_at_detection, drift = 0;
     RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
                               'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
-                              'iterations', it, 'converged', moved_total = 0);
+                              'iterations', it, 'merge_rounds', merges,
+                              'converged', moved_total = 0 AND merged = 0);
 END
 $$;
 

@@ -1,6 +1,7 @@
 """Planted-partition graphs written straight into a group, and the NMI of a found partition."""
 from __future__ import annotations
 
+import json
 import math
 import random
 import uuid
@@ -12,7 +13,9 @@ def plant_graph(conn, group: str, *, blocks: int = 6, size: int = 20, p_in: floa
     """Entities in `blocks` blocks of `size`, each intra-block pair joined by a believed, holding
     fact with probability p_in and each cross pair with p_out. Returns entity id -> block."""
     rng = random.Random(seed)
-    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{group}/{i}") for i in range(blocks * size)]
+    # Ids unique to the group but ordered like their index, so a run is reproducible.
+    salt = random.Random(group)
+    ids = [uuid.UUID(int=(i + 1) << 96 | salt.getrandbits(96)) for i in range(blocks * size)]
     truth = {e: i // size for i, e in enumerate(ids)}
     pairs = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
              if rng.random() < (p_in if truth[a] == truth[b] else p_out)]
@@ -56,3 +59,24 @@ def nmi(truth: dict, found: dict) -> float:
     ha = -sum(c / n * math.log(c / n) for c in ca.values())
     hb = -sum(c / n * math.log(c / n) for c in cb.values())
     return 1.0 if ha + hb == 0 else 2 * mi / (ha + hb)
+
+
+def apply_new_entity(conn, group: str, name: str, neighbours) -> uuid.UUID:
+    """One episode, through pgmemory.apply_episode, that introduces entity `name` with a fact to
+    each of `neighbours` (what ingestion writes when an episode brings a new entity)."""
+    new = uuid.uuid4()
+    episode = uuid.uuid4()
+    conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at, status)"
+                 " VALUES (%s, %s, 'text', %s, now(), 'processing')", (episode, group, f"{name} arrives."))
+    claims = [{"id": str(uuid.uuid4()), "kind": "assert", "duplicate_of": None, "contradicts": [],
+               "source": str(new), "target": str(n), "relation": "KNOWS", "fact": f"{name} knows {n}.",
+               "valid_from": "2020-01-01T00:00:00+00:00", "valid_to": None, "embedding": None,
+               "attributes": {}} for n in neighbours]
+    plan = {"group": group, "reference_time": "2024-01-01T00:00:00+00:00",
+            "new_entities": [{"id": str(new), "name": name, "labels": ["Entity"], "summary": "",
+                              "attributes": {}, "embedding": None}],
+            "entity_updates": [], "mentions": [str(new)] + [str(n) for n in neighbours],
+            "mention_summaries": {}, "claims": claims,
+            "usage": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}, "embedding": None}
+    conn.execute("SELECT pgmemory.apply_episode(%s, %s::jsonb)", (episode, json.dumps(plan)))
+    return new
