@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import ExtractedFact, Extractor
+from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
@@ -123,10 +124,14 @@ class Memory:
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
                            on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
                            entity_types: dict[str, type] | None = None,
-                           edge_types: dict[str, type] | None = None) -> list[EpisodeResult | IngestError]:
+                           edge_types: dict[str, type] | None = None,
+                           communities: bool = False) -> list[EpisodeResult | IngestError]:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
-        then ordered within each group and parallel across groups. Failures are returned, not raised."""
+        then ordered within each group and parallel across groups. Failures are returned, not raised.
+        communities=True: each group's communities are refreshed once its episodes are done
+        (`refresh_communities`)."""
         check_int(concurrency, "concurrency", 1, 1000)
+        check_bool(communities, "communities")
         check_custom_types(entity_types, "entity_types")
         check_custom_types(edge_types, "edge_types")
         validated = validate_batch(episodes)
@@ -146,6 +151,8 @@ class Memory:
                         results[i] = exc
                     if on_done is not None:
                         on_done(results[i])
+                if communities and items:
+                    await self.refresh_communities(items[0][1].group_id)
 
         await asyncio.gather(*(run_group(items) for items in by_group.values()))
         return results  # type: ignore[return-value]
@@ -303,6 +310,25 @@ class Memory:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+
+    async def refresh_communities(self, group_id: str) -> CommunityRefresh:
+        """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when
+        the drift since the last one is past the threshold, then new names and summaries (LLM
+        map-reduce when an LLM is configured, else extractive) for the communities marked since
+        their last summary. Episodes only mark communities; call this after a batch (`add_episodes`
+        with `communities=True`, `pgmemory ingest` and the idle worker do)."""
+        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id))
+
+    async def build_communities(self, group_id: str) -> CommunityRefresh:
+        """Detect the group's communities afresh now (pgmemory.detect_communities: the replaced
+        ones are kept as ended versions), then name and summarise the new ones."""
+        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
+                                         rebuild=True)
+
+    def _llm(self) -> LLMClient | None:
+        """The extractor's LLM client, if it has one (community summaries use the same model)."""
+        client = getattr(self.extractor, "client", None)
+        return client if isinstance(client, LLMClient) else None
 
     async def erase_group(self, group_id: str) -> int:
         """Erase every episode, entity, fact and community of a group; returns episodes erased."""

@@ -245,16 +245,18 @@ BEGIN
 END
 $$;
 
--- Is a full re-detection due for the group: its drift (members joined
--- dynamically and connected new entities left out since the last detection)
--- has reached community_drift_fraction (setting, default 0.2) of the members
--- at that detection, and at least community_drift_min (setting, default 10).
+-- Is a full re-detection due for the group: never detected and some entity
+-- waits for a community, or its drift (members joined dynamically and
+-- connected new entities left out since the last detection) has reached
+-- community_drift_fraction (setting, default 0.2) of the members at that
+-- detection, and at least community_drift_min (setting, default 10).
 CREATE OR REPLACE FUNCTION pgmemory.communities_due(p_group text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT s.drift >= greatest(
-                                coalesce((pgmemory.setting('community_drift_min'))::integer, 10),
-                                coalesce((pgmemory.setting('community_drift_fraction'))::float8, 0.2)
-                                    * s.members_at_detection)
+    SELECT coalesce((SELECT CASE WHEN s.detected_at IS NULL THEN s.drift > 0
+                                 ELSE s.drift >= greatest(
+                                          coalesce((pgmemory.setting('community_drift_min'))::integer, 10),
+                                          coalesce((pgmemory.setting('community_drift_fraction'))::float8, 0.2)
+                                              * s.members_at_detection) END
                        FROM pgmemory.community_state s WHERE s.group_id = p_group), false)
 $$;
 
@@ -301,4 +303,72 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members x
                         WHERE x.group_id = p_group AND x.community_id = c.id);
 END
+$$;
+
+-- What a refresh needs to name and summarise the group's communities marked
+-- for refresh (revision ahead of the summarised one), at most p_limit of them:
+-- members (name, summary) most central first (facts inside the community),
+-- at most 200, and the 20 most central facts' sentences inside it (facts
+-- between its members, believed and holding now), most central first.
+CREATE OR REPLACE FUNCTION pgmemory.community_digests(p_group text, p_limit integer DEFAULT 100)
+RETURNS TABLE (id uuid, revision integer, members jsonb, facts jsonb) LANGUAGE sql STABLE AS $$
+    WITH dirty AS (
+        SELECT c.id, c.revision FROM pgmemory.communities c
+         WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.revision > c.summarized_revision
+         ORDER BY c.updated_at, c.id LIMIT p_limit
+    ), mem AS (
+        SELECT d.id AS community_id, m.entity_id
+          FROM dirty d JOIN pgmemory.community_members m
+            ON m.group_id = p_group AND m.community_id = d.id AND m.ended_at IS NULL
+    ), inner_facts AS (
+        SELECT a.community_id, f.fact, f.source_id, f.target_id, lower(f.recorded) AS rec
+          FROM mem a
+          JOIN pgmemory.facts f ON f.group_id = p_group AND f.source_id = a.entity_id
+          JOIN mem b ON b.community_id = a.community_id AND b.entity_id = f.target_id
+         WHERE upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, now())
+    ), deg AS (
+        SELECT i.community_id, x.entity_id, count(*) AS d
+          FROM inner_facts i CROSS JOIN LATERAL unnest(ARRAY[i.source_id, i.target_id]) AS x (entity_id)
+         GROUP BY 1, 2
+    )
+    SELECT d.id, d.revision,
+           coalesce((SELECT jsonb_agg(jsonb_build_object('name', y.name, 'summary', y.summary) ORDER BY y.d DESC, y.name)
+                       FROM (SELECT e.name, e.summary, coalesce(g.d, 0) AS d
+                               FROM mem JOIN pgmemory.entities e ON e.id = mem.entity_id AND e.group_id = p_group
+                               LEFT JOIN deg g ON g.community_id = mem.community_id AND g.entity_id = mem.entity_id
+                              WHERE mem.community_id = d.id
+                              ORDER BY 3 DESC, 1 LIMIT 200) y), '[]'),
+           coalesce((SELECT jsonb_agg(x.fact ORDER BY x.score DESC, x.rec DESC)
+                       FROM (SELECT i.fact, max(i.rec) AS rec, max(coalesce(gs.d, 0) + coalesce(gt.d, 0)) AS score
+                               FROM inner_facts i
+                               LEFT JOIN deg gs ON gs.community_id = i.community_id AND gs.entity_id = i.source_id
+                               LEFT JOIN deg gt ON gt.community_id = i.community_id AND gt.entity_id = i.target_id
+                              WHERE i.community_id = d.id
+                              GROUP BY i.fact ORDER BY 3 DESC, 2 DESC LIMIT 20) x), '[]')
+      FROM dirty d
+$$;
+
+-- Write a community's name, summary and name embedding, made from revision
+-- p_revision; a community ended meanwhile is left alone, and one changed
+-- meanwhile stays marked (its revision is still ahead). True when written.
+CREATE OR REPLACE FUNCTION pgmemory.write_community_summary(
+    p_group text, p_community uuid, p_revision integer, p_name text, p_summary text,
+    p_embedding vector, p_kind text)
+RETURNS boolean LANGUAGE sql AS $$
+    UPDATE pgmemory.communities
+       SET name = p_name, summary = p_summary, name_embedding = p_embedding, summary_kind = p_kind,
+           summarized_revision = greatest(summarized_revision, p_revision), updated_at = now()
+     WHERE group_id = p_group AND id = p_community AND ended_at IS NULL
+    RETURNING true
+$$;
+
+-- The LLM cost of community summaries, per group (they belong to no episode).
+CREATE OR REPLACE FUNCTION pgmemory.add_community_usage(p_group text, p_calls integer, p_prompt integer,
+                                                        p_completion integer)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO pgmemory.community_state AS s (group_id, llm_calls, prompt_tokens, completion_tokens)
+    VALUES (p_group, p_calls, p_prompt, p_completion)
+    ON CONFLICT (group_id) DO UPDATE
+        SET llm_calls = s.llm_calls + excluded.llm_calls, prompt_tokens = s.prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = s.completion_tokens + excluded.completion_tokens
 $$;
