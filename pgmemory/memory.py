@@ -170,18 +170,22 @@ class Memory:
                 ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id))
 
     def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
-               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None) -> Worker:
+               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None,
+               communities: bool = True) -> Worker:
         """A queue worker on this memory's pool (`await worker.run()`, `worker.stop()`): it processes
         pending episodes of every group, one at a time per group, in order; drain=True returns
-        once nothing is ready."""
+        once nothing is ready. communities=True: when idle, it refreshes the communities of the
+        groups it processed (`refresh_communities`)."""
         for name, value, low in (("concurrency", concurrency, 1), ("poll_seconds", poll_seconds, 0.01),
                                  ("grace_seconds", grace_seconds, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
                 raise InvalidInput(f"{name} must be a number of at least {low}, got {value!r}")
         if not isinstance(concurrency, int) or not isinstance(drain, bool):
             raise InvalidInput("concurrency must be an integer and drain a bool")
+        check_bool(communities, "communities")
         return Worker(self.ingestor, concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
-                      grace_seconds=grace_seconds, on_progress=on_progress)
+                      grace_seconds=grace_seconds, on_progress=on_progress,
+                      refresh=self.refresh_communities if communities else None)
 
     async def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                      config: SearchConfig | str | None = None,
