@@ -315,13 +315,16 @@ class Memory:
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
 
-    async def refresh_communities(self, group_id: str) -> CommunityRefresh:
+    async def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
         """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when
         the drift since the last one is past the threshold, then new names and summaries (LLM
-        map-reduce when an LLM is configured, else extractive) for the communities marked since
-        their last summary. Episodes only mark communities; call this after a batch (`add_episodes`
-        with `communities=True`, `pgmemory ingest` and the idle worker do)."""
-        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id))
+        map-reduce when an LLM is configured, else extractive) for the communities changed since
+        their last summary (with an LLM: changed `community_refresh_changes` times, default 4, unless
+        `force`). Episodes only mark communities; call this after a batch (`add_episodes` with
+        `communities=True`, `pgmemory ingest` and the idle worker do)."""
+        check_bool(force, "force")
+        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
+                                         force=force)
 
     async def build_communities(self, group_id: str) -> CommunityRefresh:
         """Detect the group's communities afresh now (pgmemory.detect_communities: the replaced

@@ -33,9 +33,14 @@ DECLARE
     merged integer;
     merges integer := 0;
     round_it integer;
+    moved integer;
+    t0 timestamptz := clock_timestamp();
+    t_setup float8;
+    t_prop float8 := 0;
+    t_merge float8 := 0;
+    t1 timestamptz;
     it integer := 0;
     ph integer;
-    moved integer;
     moved_total integer;
     n_kept integer;
     n_new integer;
@@ -54,23 +59,30 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     DROP TABLE IF EXISTS pg_temp.lp_node, pg_temp.lp_edge, pg_temp.lp_pair;
     CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory.community_graph(p_group);
+    -- Nodes numbered in id order; label = own number; phase = a hash of it; degree = weighted.
     CREATE TEMP TABLE lp_node ON COMMIT DROP AS
-        SELECT row_number() OVER (ORDER BY x.id)::integer AS n, x.id, 0 AS label, 0 AS degree, 0 AS phase
-          FROM (SELECT a AS id FROM lp_pair UNION SELECT b FROM lp_pair) x;
-    UPDATE lp_node SET label = n, phase = hashint4(n) & 3;
+        SELECT x.n, x.id, x.n AS label, x.degree, hashint4(x.n) & 3 AS phase
+          FROM (SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::integer AS degree
+                  FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
+                 GROUP BY y.id) x;
     ALTER TABLE lp_node ADD PRIMARY KEY (n);
     CREATE TEMP TABLE lp_edge ON COMMIT DROP AS
-        SELECT s.n AS src, t.n AS dst, p.w, s.phase
+        SELECT s.n AS src, t.n AS dst, p.w
           FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b
         UNION ALL
-        SELECT t.n, s.n, p.w, t.phase
+        SELECT t.n, s.n, p.w
           FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b;
-    UPDATE lp_node x SET degree = d.deg
-      FROM (SELECT src, sum(w)::integer AS deg FROM lp_edge GROUP BY src) d WHERE d.src = x.n;
+    -- One edge table per phase (by the phase of the source node): a phase reads only its own.
+    FOR ph IN 0 .. 3 LOOP
+        EXECUTE format('DROP TABLE IF EXISTS pg_temp.%1$I; CREATE TEMP TABLE %1$I ON COMMIT DROP AS'
+                       ' SELECT e.* FROM lp_edge e JOIN lp_node s ON s.n = e.src WHERE s.phase = %2$s',
+                       'lp_edge_' || ph, ph);
+    END LOOP;
     two_m := greatest((SELECT sum(degree) FROM lp_node), 1);
     ANALYZE lp_node;
     ANALYZE lp_edge;
 
+    t_setup := extract(epoch FROM clock_timestamp() - t0) * 1000;
     -- Label propagation until it settles, then merge pairs of communities that are each
     -- other's best merge by modularity gain (LPAm+: propagation alone stops in local
     -- optima that split a dense group); repeated while merges happen.
@@ -80,31 +92,35 @@ BEGIN
             it := it + 1;
             round_it := round_it + 1;
             moved_total := 0;
+            t1 := clock_timestamp();
             FOR ph IN 0 .. 3 LOOP
+                EXECUTE format($q$
                 WITH vol AS (
                     SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
                 ), votes AS (
-                    SELECT e.src, nb.label, e.w FROM lp_edge e JOIN lp_node nb ON nb.n = e.dst WHERE e.phase = ph
+                    SELECT e.src, nb.label, e.w FROM %1$I e JOIN lp_node nb ON nb.n = e.dst
                     UNION ALL
-                    SELECT n, label, 0 FROM lp_node WHERE phase = ph  -- staying is always a choice
+                    SELECT n, label, 0 FROM lp_node WHERE phase = %2$s  -- staying is always a choice
                 ), scores AS (
                     SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
                 ), ranked AS (
                     SELECT s.src, s.label,
-                           s.w - p_resolution * me.degree
-                                 * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / two_m
+                           s.w - $1 * me.degree * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / $2
                            + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
                       FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
                 ), best AS (
                     SELECT DISTINCT ON (src) src, label FROM ranked
                      ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
                 )
-                UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label;
+                UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label
+                $q$, 'lp_edge_' || ph, ph) USING p_resolution, two_m;
                 GET DIAGNOSTICS moved = ROW_COUNT;
                 moved_total := moved_total + moved;
             END LOOP;
+            t_prop := t_prop + extract(epoch FROM clock_timestamp() - t1) * 1000;
             EXIT WHEN moved_total = 0;
         END LOOP;
+        t1 := clock_timestamp();
 
         WITH cw AS (
             SELECT a.label AS la, b.label AS lb, sum(e.w)::float8 AS w
@@ -124,6 +140,7 @@ BEGIN
         UPDATE lp_node x SET label = m.keep FROM mutual m WHERE x.label = m.gone;
         GET DIAGNOSTICS merged = ROW_COUNT;
         merges := merges + 1;
+        t_merge := t_merge + extract(epoch FROM clock_timestamp() - t1) * 1000;
         EXIT WHEN merged = 0 OR it >= p_max_iterations OR merges >= 10;
     END LOOP;
 
@@ -173,7 +190,10 @@ BEGIN
     RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
                               'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
                               'iterations', it, 'merge_rounds', merges,
-                              'converged', moved_total = 0 AND merged = 0);
+                              'converged', moved_total = 0 AND merged = 0,
+                              'ms', jsonb_build_object('setup', round(t_setup), 'propagation', round(t_prop),
+                                                       'merges', round(t_merge),
+                                                       'total', round(extract(epoch FROM clock_timestamp() - t0) * 1000)));
 END
 $$;
 
@@ -189,48 +209,45 @@ CREATE OR REPLACE FUNCTION pgmemory.update_communities(p_group text, p_entities 
                                                        p_changed uuid[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    joined uuid[];
-    stranded integer;
+    e uuid;
+    best uuid;
+    joined uuid[] := '{}';
+    stranded integer := 0;
 BEGIN
-    WITH cand AS (
-        SELECT DISTINCT c.e FROM unnest(p_entities) AS c (e)
-         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.community_members m
-                            WHERE m.group_id = p_group AND m.entity_id = c.e AND m.ended_at IS NULL)
-    ), votes AS (
-        SELECT c.e, m.community_id, count(*) AS w
-          FROM cand c
-          CROSS JOIN LATERAL (
-                SELECT f.target_id AS nb FROM pgmemory.facts f
-                 WHERE f.group_id = p_group AND f.source_id = c.e AND upper_inf(f.recorded)
+    -- One entity at a time (an episode brings a handful): index probes only.
+    FOR e IN SELECT DISTINCT x FROM unnest(p_entities) AS x LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.community_members m
+                               WHERE m.group_id = p_group AND m.entity_id = e AND m.ended_at IS NULL);
+        SELECT c.community_id INTO best
+          FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
+                 WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
                    AND pgmemory.holds_at(f.valid, f.is_event, now())
                 UNION ALL
                 SELECT f.source_id FROM pgmemory.facts f
-                 WHERE f.group_id = p_group AND f.target_id = c.e AND upper_inf(f.recorded)
+                 WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
                    AND pgmemory.holds_at(f.valid, f.is_event, now())) n
-          JOIN pgmemory.community_members m
-            ON m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
-         GROUP BY c.e, m.community_id
-    ), best AS (
-        SELECT DISTINCT ON (v.e) v.e, v.community_id FROM votes v
-         ORDER BY v.e, v.w DESC,
+          -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
+          CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                               WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
+                               LIMIT 1) c
+         GROUP BY c.community_id
+         ORDER BY count(*) DESC,
                   (SELECT count(*) FROM pgmemory.community_members s
-                    WHERE s.group_id = p_group AND s.community_id = v.community_id AND s.ended_at IS NULL) DESC,
-                  v.community_id
-    ), ins AS (
-        INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
-        SELECT b.community_id, b.e, p_group, 'joined' FROM best b
-        RETURNING entity_id
-    )
-    SELECT array_agg(entity_id) INTO joined FROM ins;
-    joined := coalesce(joined, '{}');
-
-    stranded := (SELECT count(*) FROM unnest(p_new) AS x (e)
-                  WHERE NOT x.e = ANY (joined)
-                    AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members m
-                                     WHERE m.group_id = p_group AND m.entity_id = x.e AND m.ended_at IS NULL)
-                    AND EXISTS (SELECT 1 FROM pgmemory.facts f
-                                 WHERE f.group_id = p_group AND (f.source_id = x.e OR f.target_id = x.e)
-                                   AND upper_inf(f.recorded)));
+                    WHERE s.group_id = p_group AND s.community_id = c.community_id AND s.ended_at IS NULL) DESC,
+                  c.community_id
+         LIMIT 1;
+        IF best IS NOT NULL THEN
+            INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
+            VALUES (best, e, p_group, 'joined');
+            joined := joined || e;
+        ELSIF e = ANY (p_new) AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                           WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                                          UNION ALL
+                                          SELECT 1 FROM pgmemory.facts f
+                                           WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group) THEN
+            stranded := stranded + 1;
+        END IF;
+    END LOOP;
     IF cardinality(joined) + stranded > 0 THEN
         INSERT INTO pgmemory.community_state AS s (group_id, drift) VALUES (p_group, cardinality(joined) + stranded)
         ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
@@ -238,9 +255,10 @@ BEGIN
 
     UPDATE pgmemory.communities c SET revision = c.revision + 1, updated_at = now()
      WHERE c.group_id = p_group AND c.ended_at IS NULL
-       AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
-                     WHERE m.group_id = p_group AND m.ended_at IS NULL
-                       AND m.entity_id = ANY (p_changed || joined));
+       AND c.id IN (SELECT m.community_id FROM unnest(p_changed || joined) AS x (e)
+                    CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                                         WHERE m.group_id = p_group AND m.entity_id = x.e
+                                           AND m.ended_at IS NULL LIMIT 1) m);
     RETURN cardinality(joined);
 END
 $$;
@@ -276,7 +294,8 @@ BEGIN
                             JOIN pgmemory.entities e ON e.id = m.entity_id AND e.group_id = p_group
                            WHERE m.group_id = p_group AND m.community_id = c.id AND m.ended_at IS NULL
                            ORDER BY e.name LIMIT 3) x), '') ELSE c.name END,
-           summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END
+           summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END,
+           summarized_revision = CASE WHEN p_erase THEN 0 ELSE c.summarized_revision END
      WHERE c.group_id = p_group AND c.ended_at IS NULL
        AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
                      WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
@@ -305,16 +324,23 @@ BEGIN
 END
 $$;
 
--- What a refresh needs to name and summarise the group's communities marked
--- for refresh (revision ahead of the summarised one), at most p_limit of them:
+-- What a refresh needs to name and summarise the group's communities due for
+-- it, at most p_limit of them: never summarised, or changed at least
+-- p_min_changes times since (NULL: the setting community_refresh_changes,
+-- default 4 — an LLM summary is rewritten after a few changes, not each one):
 -- members (name, summary) most central first (facts inside the community),
 -- at most 200, and the 20 most central facts' sentences inside it (facts
 -- between its members, believed and holding now), most central first.
-CREATE OR REPLACE FUNCTION pgmemory.community_digests(p_group text, p_limit integer DEFAULT 100)
+DROP FUNCTION IF EXISTS pgmemory.community_digests(text, integer);
+CREATE OR REPLACE FUNCTION pgmemory.community_digests(p_group text, p_limit integer DEFAULT 100,
+                                                      p_min_changes integer DEFAULT NULL)
 RETURNS TABLE (id uuid, revision integer, members jsonb, facts jsonb) LANGUAGE sql STABLE AS $$
     WITH dirty AS (
         SELECT c.id, c.revision FROM pgmemory.communities c
          WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.revision > c.summarized_revision
+           AND (c.summarized_revision = 0
+                OR c.revision - c.summarized_revision >= greatest(1, coalesce(
+                       p_min_changes, (pgmemory.setting('community_refresh_changes'))::integer, 4)))
          ORDER BY c.updated_at, c.id LIMIT p_limit
     ), mem AS (
         SELECT d.id AS community_id, m.entity_id

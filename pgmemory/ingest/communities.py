@@ -4,7 +4,7 @@ Episodes only mark communities (sql/57_communities.sql: a new entity joins its n
 plurality community, the communities whose facts changed get a new revision). This module does
 the rest lazily — at the end of an ingest run, when the worker is idle, on rebuild — in this
 order: a full detection (pgmemory.detect_communities, one SQL call, its own transaction) when
-forced or when the drift has passed the threshold; then the communities marked for refresh are
+forced or when the drift has passed the threshold; then the communities due for a summary are
 read (no lock, no transaction), summarised with no connection held (an LLM map-reduce over the
 members' summaries, or offline an extractive summary: the most central facts' sentences and the
 central entities' names), their names embedded, and each written by one short statement that
@@ -64,17 +64,20 @@ async def llm_summary(llm: LLMClient, members: list[dict], facts: list[str], usa
 
 
 async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMClient | None, group_id: str,
-                              *, rebuild: bool = False) -> CommunityRefresh:
+                              *, rebuild: bool = False, force: bool = False) -> CommunityRefresh:
     """Re-detect the group's communities when `rebuild` or when drift is due, then name and
-    summarise every community marked for refresh. Never holds a transaction or the group lock
-    while the LLM or embedder works."""
+    summarise the communities due: offline every one marked; with an LLM those never summarised
+    or changed community_refresh_changes times (setting, default 4) since their summary, every
+    marked one when `force`. Never holds a transaction or the group lock while the LLM or
+    embedder works."""
     out = CommunityRefresh(group_id)
     if rebuild or await pool.fetchval("SELECT pgmemory.communities_due($1)", group_id):
         out.detection = await pool.fetchval("SELECT pgmemory.detect_communities($1)", group_id)
     seen: set = set()
     try:
         while True:
-            rows = [r for r in await pool.fetch("SELECT * FROM pgmemory.community_digests($1, $2)", group_id, BATCH)
+            rows = [r for r in await pool.fetch("SELECT * FROM pgmemory.community_digests($1, $2, $3)", group_id,
+                                                BATCH, 1 if llm is None or force else None)
                     if r["id"] not in seen]
             if not rows:
                 break

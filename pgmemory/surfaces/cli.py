@@ -120,7 +120,7 @@ def _cmd_communities(args: argparse.Namespace) -> int:
         async with await Memory.open() as memory:
             groups = {group} if group else {r[0] for r in await memory.pool.fetch(
                 "SELECT DISTINCT group_id FROM pgmemory.entities")}
-            await refresh_groups(memory, groups, rebuild=args.action == "rebuild")
+            await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
         return 0
     return asyncio.run(run())
 
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("communities", help="detect communities afresh (rebuild) or refresh the marked ones")
     p.add_argument("action", choices=("rebuild", "refresh"),
                    help="rebuild: full detection, then names and summaries; refresh: re-detect only past the "
-                        "drift threshold, then summarise the communities marked since their last summary")
+                        "drift threshold, then summarise every community changed since its last summary")
     p.add_argument("--group", help="only this group (default: every group)")
     p.set_defaults(func=_cmd_communities)
     p = sub.add_parser("erase-group", help="erase everything of one group")

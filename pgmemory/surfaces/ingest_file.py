@@ -90,13 +90,14 @@ async def retry(group_id: str | None) -> int:
     return rc
 
 
-async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = False) -> None:
+async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = False, force: bool = False) -> None:
     """Community upkeep at the end of a run (or a forced rebuild), with one summary line."""
     if not groups:
         return
     detected = refreshed = calls = 0
     for group in tqdm(sorted(groups), unit="group", desc="communities", disable=len(groups) < 2):
-        out = await (memory.build_communities(group) if rebuild else memory.refresh_communities(group))
+        out = await (memory.build_communities(group) if rebuild
+                     else memory.refresh_communities(group, force=force))
         detected += out.detection is not None
         refreshed += out.refreshed
         calls += out.usage.calls
