@@ -130,7 +130,7 @@ def detection(dsn: str, sizes: list[int], seed: int) -> tuple[str, int]:
             print(f"{facts:>7} facts, {entities} entities, {blocks} planted blocks: graph read {read:.0f} ms; "
                   f"detection {first:.0f} ms (x{first / read:.1f} the read; {out['communities']} communities, "
                   f"{out['iterations']} iterations, {out['merge_rounds']} merge rounds, NMI {quality}; "
-                  f"inside: {out['ms']}); "
+                  f"inside: {out['ms']}; moves per iteration {out['moves']}); "
                   f"again on the same graph {second:.0f} ms ({again['kept']} kept); load {load()}", flush=True)
             last = (group, entities)
     return last

@@ -123,9 +123,9 @@ BEGIN
             END LOOP;
             t_prop := t_prop + extract(epoch FROM clock_timestamp() - t1) * 1000;
             moves := moves || moved_total;
-            -- Settled: nobody moved, or at most one node in a thousand (boundary nodes that
+            -- Settled: nobody moved, or at most one node in two hundred (boundary nodes that
             -- keep swapping would only spend iterations).
-            EXIT WHEN moved_total <= n_nodes / 1000;
+            EXIT WHEN moved_total <= n_nodes / 200;
         END LOOP;
         t1 := clock_timestamp();
 
@@ -197,7 +197,7 @@ BEGIN
     RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
                               'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
                               'iterations', it, 'merge_rounds', merges,
-                              'converged', moved_total <= n_nodes / 1000 AND merged = 0,
+                              'converged', moved_total <= n_nodes / 200 AND merged = 0,
                               'moves', to_jsonb(moves),
                               'ms', jsonb_build_object('setup', round(t_setup), 'propagation', round(t_prop),
                                                        'merges', round(t_merge),
