@@ -17,7 +17,6 @@ ALTER TABLE pgmemory.community_members
 -- An entity is a member of at most one current community of its group.
 CREATE UNIQUE INDEX community_members_current ON pgmemory.community_members (group_id, entity_id)
     WHERE ended_at IS NULL;
-CREATE INDEX community_members_community ON pgmemory.community_members (group_id, community_id);
 
 -- Per group: the last full detection and the drift since (members that joined
 -- dynamically, new connected entities left without one), and the LLM cost of

@@ -78,5 +78,5 @@ def apply_new_entity(conn, group: str, name: str, neighbours) -> uuid.UUID:
             "entity_updates": [], "mentions": [str(new)] + [str(n) for n in neighbours],
             "mention_summaries": {}, "claims": claims,
             "usage": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}, "embedding": None}
-    conn.execute("SELECT pgmemory.apply_episode(%s, %s::jsonb)", (episode, json.dumps(plan)))
+    conn.execute("SELECT pgmemory.apply_episode(%s, %s, %s::jsonb)", (group, episode, json.dumps(plan)))
     return new

@@ -34,6 +34,7 @@ def test_ingest_search_delete_erase(db_dsn, group, tmp_path):
     result = run_cli("ingest", str(data), dsn=db_dsn)
     assert result.returncode == 0, result.stderr
     assert "2 ingested, 0 already present, 0 failed" in result.stdout
+    assert "\r" not in result.stderr + result.stdout and "\x1b" not in result.stderr  # no progress bar in logs
     # The run ends with the community upkeep: Zoe and Globex (Acme has ended) form one community.
     assert "communities: 1 of 1 groups detected afresh, 1 summaries written; 0 LLM calls" in result.stdout
     with psycopg.connect(db_dsn) as conn:
