@@ -42,6 +42,11 @@ DECLARE
     t_merge float8 := 0;
     t1 timestamptz;
     moves integer[] := '{}';
+    kept uuid[];
+    new_ids uuid[];
+    new_names text[];
+    member_of uuid[];
+    member_ids uuid[];
     n_nodes integer;
     it integer := 0;
     ph integer;
@@ -167,26 +172,31 @@ BEGIN
              GROUP BY m.community_id) c
      WHERE c.members = f.members;
     UPDATE lp_found SET id = coalesce(keep, gen_random_uuid());
+    -- The writes below take arrays, not the temporary tables (Citus plans no join of a
+    -- distributed table with a local one).
+    kept := ARRAY(SELECT keep FROM lp_found WHERE keep IS NOT NULL);
     UPDATE pgmemory.community_members m SET how = 'detected'
-      FROM lp_found f
-     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.community_id = f.keep AND m.how <> 'detected';
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.community_id = ANY (kept) AND m.how <> 'detected';
     UPDATE pgmemory.community_members m SET ended_at = now()
-     WHERE m.group_id = p_group AND m.ended_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM lp_found f WHERE f.keep = m.community_id);
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND NOT m.community_id = ANY (kept);
     UPDATE pgmemory.communities c SET ended_at = now()
-     WHERE c.group_id = p_group AND c.ended_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM lp_found f WHERE f.keep = c.id);
+     WHERE c.group_id = p_group AND c.ended_at IS NULL AND NOT c.id = ANY (kept);
     GET DIAGNOSTICS n_ended = ROW_COUNT;
 
     -- New communities, named (until a refresh) after their most central entities.
-    INSERT INTO pgmemory.communities (id, group_id, name)
-    SELECT f.id, p_group, (SELECT string_agg(e.name, ', ' ORDER BY x.ord)
-                             FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
-                             JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)
+    SELECT coalesce(array_agg(f.id), '{}'),
+           coalesce(array_agg((SELECT string_agg(e.name, ', ' ORDER BY x.ord)
+                                 FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
+                                 JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)), '{}')
+      INTO new_ids, new_names
       FROM lp_found f WHERE f.keep IS NULL;
+    INSERT INTO pgmemory.communities (id, group_id, name)
+    SELECT x.id, p_group, x.name FROM unnest(new_ids, new_names) AS x (id, name);
     GET DIAGNOSTICS n_new = ROW_COUNT;
+    SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(m), '{}') INTO member_of, member_ids
+      FROM lp_found f, unnest(f.members) AS m WHERE f.keep IS NULL;
     INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
-    SELECT f.id, m, p_group, 'detected' FROM lp_found f, unnest(f.members) AS m WHERE f.keep IS NULL;
+    SELECT x.c, x.e, p_group, 'detected' FROM unnest(member_of, member_ids) AS x (c, e);
     n_kept := (SELECT count(*) FROM lp_found WHERE keep IS NOT NULL);
     n_members := (SELECT coalesce(sum(cardinality(members)), 0) FROM lp_found);
 
