@@ -230,7 +230,6 @@ BEGIN
             ('fact_in_slice_unindexed', 'Internal: fact_in_slice worded so the planner keeps the started-first indexes'),
             ('slice_facts_of', 'Internal: the slice facts touching one entity'),
             ('entity_summary_at', 'An entity''s summary in a slice: its five slice facts that started last before T'),
-            ('entity_version_at', 'An entity''s name, labels and attributes as recorded at T'' (no row: unchanged since)'),
             ('entity_text_hits_as_of', 'Internal (search): entity full-text hits of an as-of search'),
             ('require_group_entities', 'Internal: refuse ids that are not entities of the given groups'),
             ('fact_in_view', 'Internal (search): is a fact version inside a search''s filters'),
