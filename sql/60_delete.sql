@@ -36,7 +36,7 @@ BEGIN
 
     orphans := ARRAY(
         SELECT e FROM unnest(mentioned) e
-         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m WHERE m.entity_id = e)
+         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m WHERE m.group_id = p_group AND m.entity_id = e)
            AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
                             WHERE fc.group_id = p_group AND (fc.source_id = e OR fc.target_id = e)));
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
@@ -45,19 +45,23 @@ BEGIN
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
     DELETE FROM pgmemory.entities e
      WHERE e.group_id = p_group AND e.id = ANY (orphans)
-       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.source_id = e.id OR f.target_id = e.id);
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                        WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
     GET DIAGNOSTICS entities_removed = ROW_COUNT;
     retracted := (SELECT count(*) FROM unnest(changed) x
                    WHERE NOT x = ANY (removed)
-                     AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = x AND upper_inf(f.recorded))
-                     AND EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = x AND upper(f.recorded) = now()));
+                     AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                                      WHERE f.group_id = p_group AND f.id = x AND upper_inf(f.recorded))
+                     AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                  WHERE f.group_id = p_group AND f.id = x AND upper(f.recorded) = now()));
 
     touched := ARRAY(SELECT e FROM unnest(mentioned) e
-                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e)
+                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e)
                      UNION
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
-    PERFORM pgmemory.derive_summaries(touched);
+    PERFORM pgmemory.derive_summaries(p_group, touched);
+    PERFORM pgmemory.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
         comp := pgmemory.claim_component(p_group, seeds);
@@ -65,7 +69,7 @@ BEGIN
          WHERE group_id = p_group AND lineage = ANY (comp) AND NOT upper_inf(recorded);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
-           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = fe.fact_id);
+           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
         DELETE FROM pgmemory.entity_versions WHERE group_id = p_group AND entity_id = ANY (touched);
         DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;  -- words only it used
         INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
@@ -76,7 +80,8 @@ BEGIN
                               'facts_changed', (SELECT count(*) FROM unnest(changed) x
                                                  WHERE NOT x = ANY (removed) AND EXISTS (
                                                        SELECT 1 FROM pgmemory.facts f
-                                                        WHERE f.id = x AND upper_inf(f.recorded))),
+                                                        WHERE f.group_id = p_group AND f.id = x
+                                                          AND upper_inf(f.recorded))),
                               'facts_removed', cardinality(removed),
                               'entities_removed', entities_removed, 'erased', p_erase);
 END
@@ -95,6 +100,7 @@ BEGIN
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group;
     DELETE FROM pgmemory.community_members WHERE group_id = p_group;
     DELETE FROM pgmemory.communities WHERE group_id = p_group;
+    DELETE FROM pgmemory.community_state WHERE group_id = p_group;
     DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group;
     DELETE FROM pgmemory.episodes WHERE group_id = p_group;
     GET DIAGNOSTICS n = ROW_COUNT;

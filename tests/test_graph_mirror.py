@@ -27,7 +27,7 @@ def graph_edges(conn, group):
 
 def table_edges(conn, group):
     return sorted(conn.execute(
-        "SELECT source, relation, target FROM pgmemory.current_facts WHERE group_id = %s",
+        "SELECT source, relation, target FROM pgmemory.believed_facts WHERE group_id = %s",
         (group,)).fetchall())
 
 
@@ -58,7 +58,7 @@ def test_mirror_agrees_after_writes_and_corrections(conn, group):
     assert sorted(m[1] for m in mentions) == ["Acme", "Alice"]
     assert {m[0] for m in mentions} == {str(ep)}
 
-    conn.execute("SELECT pgmemory.invalidate_fact(%s, now())", (fid,))
+    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s, now())", (group, fid))
     conn.execute("UPDATE pgmemory.entities SET name = 'Acme Corp' WHERE id = %s", (ids["Acme"],))
     conn.commit()
     edges = graph_edges(conn, group)

@@ -1,11 +1,14 @@
-"""`pgmemory search`: results as readable tables, or one JSON object with --json."""
+"""`pgmemory search`: results as readable tables, or one JSON object with --json. With PGMEMORY_URL
+set (and PGMEMORY_API_KEY), the search runs on that REST server, which has the embedder loaded
+already, so the command starts no model and opens no database connection."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
+from typing import Any
 
-from pgmemory.errors import InvalidInput
-from pgmemory.memory import Memory
+from pgmemory.errors import DatabaseUnavailable, InvalidInput, PgMemoryError
 from pgmemory.search.config import SearchFilters
 from pgmemory.search.types import SINCE_FOREVER, SearchResults
 
@@ -61,10 +64,55 @@ async def search_command(query: str, group: str, *, limit: int, recipe: str, as_
         as_of=cli_time(as_of, "--as-of") if as_of else None,
         known_at=cli_time(known_at, "--known-at") if known_at else None,
         include_invalidated=include_invalidated)
-    async with await Memory.open() as memory:
-        results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
+    url = os.environ.get("PGMEMORY_URL")
+    if url:
+        results = await remote_search(url, query, group, limit=limit, recipe=recipe, filters=filters)
+    else:
+        from pgmemory.memory import Memory
+
+        async with Memory.open() as memory:
+            results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
     if as_json:
         print(json.dumps(results.to_dict(), default=str, indent=2))
     else:
         print(render(results))
     return 0
+
+
+async def remote_search(url: str, query: str, group: str, *, limit: int, recipe: str,
+                        filters: SearchFilters) -> SearchResults:
+    """POST /v1/search on a running `pgmemory serve` (PGMEMORY_API_KEY as the bearer key), with the
+    standard library's HTTP client: importing an HTTP package would cost more than the search."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    from pgmemory.surfaces.wire import results_from_json
+
+    body: dict[str, Any] = {"query": query, "group_ids": [group], "limit": limit, "recipe": recipe,
+                            "filters": {k: v for k, v in filters.to_options().items() if v not in (None, [], False)}}
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("PGMEMORY_API_KEY"):
+        headers["Authorization"] = f"Bearer {os.environ['PGMEMORY_API_KEY']}"
+    request = urllib.request.Request(url.rstrip("/") + "/v1/search", data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+
+    def post() -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    try:
+        status, raw = await asyncio.to_thread(post)
+    except (urllib.error.URLError, OSError) as exc:
+        raise DatabaseUnavailable(f"pgmemory server {url} unreachable ({getattr(exc, 'reason', exc)}); "
+                                  "unset PGMEMORY_URL to search the database directly") from None
+    if status != 200:
+        try:
+            message = json.loads(raw)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = raw[:200].decode(errors="replace")
+        raise (InvalidInput if status < 500 else PgMemoryError)(f"server answered {status}: {message}")
+    return results_from_json(json.loads(raw))

@@ -69,7 +69,7 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
     scored AS MATERIALIZED (
         SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
                                                      length(f.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.facts f ON f.version_id = d.version_id
+          FROM todo d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
           JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
          GROUP BY f.version_id),
     theta AS MATERIALIZED (
@@ -91,7 +91,7 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
     UNION ALL
     SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
                                                    length(f.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.facts f ON f.version_id = d.version_id
+      FROM more d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
       JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
      GROUP BY f.version_id
      ORDER BY 2 DESC, 1 LIMIT p_k
@@ -112,7 +112,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     scored AS MATERIALIZED (
         SELECT e.group_id, e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                      length(e.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
+          FROM todo d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
           JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
          GROUP BY e.group_id, e.id),
     theta AS MATERIALIZED (
@@ -134,7 +134,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     UNION ALL
     SELECT e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                    length(e.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.entities e ON e.group_id = d.group_id AND e.id = d.id
+      FROM more d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
       JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
      GROUP BY e.group_id, e.id
      ORDER BY 2 DESC, 1 LIMIT p_k
@@ -155,7 +155,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     scored AS MATERIALIZED (
         SELECT ep.group_id, ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                      length(ep.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
+          FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
           JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
          GROUP BY ep.group_id, ep.id),
     theta AS MATERIALIZED (
@@ -177,7 +177,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     UNION ALL
     SELECT ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                    length(ep.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.episodes ep ON ep.group_id = d.group_id AND ep.id = d.id
+      FROM more d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
       JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
      GROUP BY ep.group_id, ep.id
      ORDER BY 2 DESC, 1 LIMIT p_k
