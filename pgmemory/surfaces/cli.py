@@ -1,5 +1,5 @@
 """The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry,
-delete-episode, erase-group, serve (REST), mcp, keys."""
+delete-episode, communities, erase-group, serve (REST), mcp, keys."""
 from __future__ import annotations
 
 import argparse
@@ -198,6 +198,22 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
         async with await Memory.open() as memory:
             n = await memory.erase_group(args.group)
         print(f"erased group {args.group!r}: {n} episodes and everything derived from them")
+        return 0
+    return asyncio.run(run())
+
+
+def _cmd_communities(args: argparse.Namespace) -> int:
+    from pgmemory.ingest.episode import validate_group_id
+    from pgmemory.memory import Memory
+    from pgmemory.surfaces.ingest_file import refresh_groups
+
+    group = None if args.group is None else validate_group_id(args.group, "--group")
+
+    async def run() -> int:
+        async with await Memory.open() as memory:
+            groups = {group} if group else {r[0] for r in await memory.pool.fetch(
+                "SELECT DISTINCT group_id FROM pgmemory.entities")}
+            await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
         return 0
     return asyncio.run(run())
 
@@ -416,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--erase", action="store_true",
                    help="also rewrite history so its text is nowhere (privacy; logged without content)")
     p.set_defaults(func=_cmd_delete_episode)
+    p = sub.add_parser("communities", help="detect communities afresh (rebuild) or refresh the marked ones")
+    p.add_argument("action", choices=("rebuild", "refresh"),
+                   help="rebuild: full detection, then names and summaries; refresh: re-detect only past the "
+                        "drift threshold, then summarise every community changed since its last summary")
+    p.add_argument("--group", help="only this group (default: every group)")
+    p.set_defaults(func=_cmd_communities)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
     p.set_defaults(func=_cmd_erase_group)
@@ -466,6 +488,11 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (`pgmemory search ... | head`): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
     except PgMemoryError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2

@@ -138,9 +138,11 @@ BEGIN
 END
 $$;
 
+-- Only current communities (and current memberships) are in the graph: an
+-- ended version leaves it (its members' edges were ended first).
 CREATE OR REPLACE FUNCTION pgmemory.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
         PERFORM pgmemory.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
@@ -188,14 +190,63 @@ CREATE OR REPLACE FUNCTION pgmemory.mirror_member_row(m pgmemory.community_membe
         m.community_id, m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_member() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Memberships are mirrored per statement (a detection writes thousands at
+-- once): current ones inserted become HAS_MEMBER edges, ended or deleted ones
+-- drop theirs, each in one set-based statement over the transition table.
+CREATE OR REPLACE FUNCTION pgmemory.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    wanted integer;
+    made integer;
+BEGIN
+    SELECT count(*) INTO wanted FROM new_members n WHERE n.ended_at IS NULL;
+    IF wanted = 0 THEN
+        RETURN NULL;
+    END IF;
+    WITH pairs AS MATERIALIZED (
+        SELECT n.community_id, n.entity_id, n.group_id, vc.vertex_id AS vc, ve.vertex_id AS ve
+          FROM new_members n
+          JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+         WHERE n.ended_at IS NULL
+    ), made AS (
+        INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
+        SELECT p.vc::text::ag_catalog.graphid, p.ve::text::ag_catalog.graphid,
+               jsonb_build_object('group_id', p.group_id)::text::ag_catalog.agtype
+          FROM pairs p
+        RETURNING id::text::bigint AS eid, start_id::text::bigint AS vc, end_id::text::bigint AS ve
+    )
+    INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
+    SELECT 'member:' || p.community_id || ':' || p.entity_id, m.eid
+      FROM made m JOIN pairs p ON p.vc = m.vc AND p.ve = m.ve;
+    GET DIAGNOSTICS made = ROW_COUNT;
+    IF made <> wanted THEN
+        RAISE EXCEPTION 'graph mirror: % of % HAS_MEMBER edges have no vertex', wanted - made, wanted;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    keys text[];
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory.graph_drop_edge('HAS_MEMBER', 'member:' || OLD.community_id || ':' || OLD.entity_id);
-        RETURN OLD;
+        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id FROM old_members o
+                       WHERE o.ended_at IS NULL);
+    ELSE
+        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id
+                        FROM old_members o JOIN new_members n
+                          ON n.community_id = o.community_id AND n.entity_id = o.entity_id
+                       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL);
     END IF;
-    PERFORM pgmemory.mirror_member_row(NEW);
-    RETURN NEW;
+    IF cardinality(keys) > 0 THEN
+        WITH gone AS (
+            DELETE FROM pgmemory.graph_edges g WHERE g.edge_key = ANY (keys) RETURNING g.edge_id
+        )
+        DELETE FROM pgmemory_graph."HAS_MEMBER" h
+         WHERE h.id OPERATOR(ag_catalog.=) ANY (ARRAY(SELECT edge_id::text::ag_catalog.graphid FROM gone));
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -213,7 +264,7 @@ BEGIN
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_member_row(m) FROM pgmemory.community_members m;
+    PERFORM pgmemory.mirror_member_row(m) FROM pgmemory.community_members m WHERE m.ended_at IS NULL;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     RETURN n;
 END
@@ -227,7 +278,7 @@ DECLARE
     fn text;
 BEGIN
     FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
-                              'mirror_mention', 'mirror_member'] LOOP
+                              'mirror_mention', 'mirror_members_added', 'mirror_members_gone'] LOOP
         EXECUTE format('ALTER FUNCTION pgmemory.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory', fn);
     END LOOP;
 END
@@ -242,7 +293,7 @@ DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
 CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary OR DELETE
     ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
-CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary OR DELETE
+CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary, ended_at OR DELETE
     ON pgmemory.communities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_community();
 DROP TRIGGER IF EXISTS mirror_fact ON pgmemory.facts;
 CREATE TRIGGER mirror_fact AFTER INSERT OR UPDATE OR DELETE ON pgmemory.facts
@@ -251,5 +302,14 @@ DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
 CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_mention();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
-CREATE TRIGGER mirror_member AFTER INSERT OR DELETE ON pgmemory.community_members
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_member();
+DROP FUNCTION IF EXISTS pgmemory.mirror_member();
+DROP TRIGGER IF EXISTS mirror_members_added ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_added AFTER INSERT ON pgmemory.community_members
+    REFERENCING NEW TABLE AS new_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_added();
+DROP TRIGGER IF EXISTS mirror_members_ended ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_ended AFTER UPDATE ON pgmemory.community_members
+    REFERENCING OLD TABLE AS old_members NEW TABLE AS new_members
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();
+DROP TRIGGER IF EXISTS mirror_members_deleted ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_deleted AFTER DELETE ON pgmemory.community_members
+    REFERENCING OLD TABLE AS old_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();

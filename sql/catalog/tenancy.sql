@@ -83,7 +83,7 @@ BEGIN
                     pgmemory.episode_queue, pgmemory.role_groups,
                     pgmemory.facts, pgmemory.entities, pgmemory.entity_versions, pgmemory.fact_episodes,
                     pgmemory.episodes, pgmemory.episode_mentions, pgmemory.communities,
-                    pgmemory.community_members, pgmemory.settings, pgmemory.schema_migrations,
+                    pgmemory.community_members, pgmemory.community_state, pgmemory.settings, pgmemory.schema_migrations,
                     pgmemory.text_stats, pgmemory.term_stats
           TO pgmemory_analyst;
 
