@@ -26,6 +26,7 @@ from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+from pgmemory.storage.vectors import vector_literals
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
@@ -261,10 +262,26 @@ class Memory:
                 out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
+            await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
                 await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
+
+    async def _reembed_names(self, conn: asyncpg.Connection, group: str, entity_ids: list[str]) -> None:
+        """Embed the names a delete gave back to entities (the stored vector embedded a name that is
+        gone); the embedder runs with no transaction open."""
+        if not entity_ids:
+            return
+        rows = await conn.fetch("SELECT id, name FROM pgmemory.entities WHERE group_id = $1 AND id = ANY($2::uuid[])"
+                                " AND name_embedding IS NULL", group, entity_ids)
+        if not rows:
+            return
+        vectors = await self.embedder.embed([r["name"] for r in rows])
+        await conn.executemany(
+            "UPDATE pgmemory.entities SET name_embedding = $3::text::vector"
+            " WHERE group_id = $1 AND id = $2 AND name = $4 AND name_embedding IS NULL",
+            [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, vector_literals(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,

@@ -1,25 +1,39 @@
 -- Deleting an episode and erasing a group, consistently with the graph mirror.
 
 -- Delete one episode of p_group, as if it had never been ingested: its claims
--- go, the facts they touched are re-folded from the remaining claims and the
--- differences recorded as new versions (retract: "what did we believe last
--- week" still answers). Entities only it mentioned (and no claim uses) are
--- removed with every version of their facts. With p_erase, history is
--- rewritten on purpose: earlier versions of the re-folded facts and of the
--- touched entities go too, so its text is nowhere; the erasure is logged
--- without content. An episode of another group is "not found".
+-- and mentions go, the facts they touched are re-folded from the remaining
+-- claims and the entities it mentioned re-derived from the remaining mentions
+-- (names, labels, attributes, summaries); the differences are recorded as new
+-- versions. An episode of another group is "not found".
+--
+-- Retract (default) rewrites no history: "what did we believe last week"
+-- still answers. Entities only it introduced (no live mention, no claim) are
+-- retired (entities.retired_at), not deleted: known-at queries before the
+-- retract still see them and their facts' versions, current ones do not.
+--
+-- Erase (p_erase) rewrites history on purpose, but only what derives from the
+-- erased episode E (see pgmemory.erase_history): entities only it introduced
+-- are deleted with all their facts' versions; of the other facts and entities
+-- it touched, the past versions E wrote and the past versions carrying its
+-- text go, and the version before each such run is believed until the next
+-- surviving one (as if E had never been ingested). Logged without content in
+-- pgmemory.erasures.
 CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid, p_erase boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     seeds uuid[];
-    comp uuid[];
     mentioned uuid[];
     orphans uuid[];
     removed uuid[];
     changed uuid[];
     touched uuid[];
+    renamed uuid[];
     retracted integer;
     entities_removed integer;
+    written_at timestamptz;
+    texts text[];
+    names text[];
+    attrs jsonb;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
@@ -30,43 +44,71 @@ BEGIN
                     WHERE fc.group_id = p_group AND fc.episode_id = p_episode);
     mentioned := ARRAY(SELECT m.entity_id FROM pgmemory.episode_mentions m
                         WHERE m.episode_id = p_episode AND m.group_id = p_group);
+    IF p_erase THEN  -- what E wrote and said, before it goes
+        written_at := coalesce(
+            (SELECT min(fc.recorded_at) FROM pgmemory.fact_claims fc
+              WHERE fc.group_id = p_group AND fc.episode_id = p_episode),
+            (SELECT min(m.recorded_at) FROM pgmemory.episode_mentions m
+              WHERE m.group_id = p_group AND m.episode_id = p_episode));
+        texts := ARRAY(SELECT fc.fact FROM pgmemory.fact_claims fc
+                        WHERE fc.group_id = p_group AND fc.episode_id = p_episode
+                       UNION
+                       SELECT m.summary FROM pgmemory.episode_mentions m
+                        WHERE m.group_id = p_group AND m.episode_id = p_episode AND m.summary <> '');
+        names := ARRAY(SELECT unnest(ARRAY[m.said_name, m.renamed_to]) FROM pgmemory.episode_mentions m
+                        WHERE m.group_id = p_group AND m.episode_id = p_episode);
+        attrs := (SELECT coalesce(jsonb_agg(jsonb_build_object(a.key, a.value)), '[]')
+                    FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
+                   WHERE m.group_id = p_group AND m.episode_id = p_episode);
+    END IF;
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
-    DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;
+    DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions cascade
     changed := pgmemory.refold_lineages(p_group, seeds);
 
     orphans := ARRAY(
         SELECT e FROM unnest(mentioned) e
-         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m WHERE m.entity_id = e)
+         WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m WHERE m.group_id = p_group AND m.entity_id = e)
            AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
                             WHERE fc.group_id = p_group AND (fc.source_id = e OR fc.target_id = e)));
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
-    DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
-    DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
-    DELETE FROM pgmemory.entities e
-     WHERE e.group_id = p_group AND e.id = ANY (orphans)
-       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.source_id = e.id OR f.target_id = e.id);
-    GET DIAGNOSTICS entities_removed = ROW_COUNT;
+    IF p_erase THEN
+        DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
+        DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
+        DELETE FROM pgmemory.entities e
+         WHERE e.group_id = p_group AND e.id = ANY (orphans)
+           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                            WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
+        GET DIAGNOSTICS entities_removed = ROW_COUNT;
+    ELSE
+        -- Retired, not deleted: their facts' versions (closed by the re-fold) stay as history.
+        UPDATE pgmemory.entities SET retired_at = now()
+         WHERE group_id = p_group AND id = ANY (orphans) AND retired_at IS NULL;
+        GET DIAGNOSTICS entities_removed = ROW_COUNT;
+        DELETE FROM pgmemory.community_members WHERE group_id = p_group AND entity_id = ANY (orphans);
+    END IF;
     retracted := (SELECT count(*) FROM unnest(changed) x
                    WHERE NOT x = ANY (removed)
-                     AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = x AND upper_inf(f.recorded))
-                     AND EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = x AND upper(f.recorded) = now()));
+                     AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                                      WHERE f.group_id = p_group AND f.id = x AND upper_inf(f.recorded))
+                     AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                  WHERE f.group_id = p_group AND f.id = x AND upper(f.recorded) = now()));
 
     touched := ARRAY(SELECT e FROM unnest(mentioned) e
-                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e)
+                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                     WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NULL)
                      UNION
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
+    renamed := pgmemory.refold_entities(p_group, mentioned);
     PERFORM pgmemory.derive_summaries(touched);
 
     IF p_erase THEN
-        comp := pgmemory.claim_component(p_group, seeds);
-        DELETE FROM pgmemory.facts
-         WHERE group_id = p_group AND lineage = ANY (comp) AND NOT upper_inf(recorded);
+        PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
+                                       written_at, texts, names, attrs);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
-           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.id = fe.fact_id);
-        DELETE FROM pgmemory.entity_versions WHERE group_id = p_group AND entity_id = ANY (touched);
+           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
         DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;  -- words only it used
         INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
         VALUES (p_group, p_episode, cardinality(changed) + cardinality(removed),
@@ -76,9 +118,124 @@ BEGIN
                               'facts_changed', (SELECT count(*) FROM unnest(changed) x
                                                  WHERE NOT x = ANY (removed) AND EXISTS (
                                                        SELECT 1 FROM pgmemory.facts f
-                                                        WHERE f.id = x AND upper_inf(f.recorded))),
+                                                        WHERE f.group_id = p_group AND f.id = x
+                                                          AND upper_inf(f.recorded))),
                               'facts_removed', cardinality(removed),
-                              'entities_removed', entities_removed, 'erased', p_erase);
+                              'entities_removed', entities_removed, 'erased', p_erase,
+                              'renamed', to_jsonb(renamed));
+END
+$$;
+
+-- The history an erase rewrites, and only that: of the facts of lineages
+-- p_lineages and of the entities p_entities (and any entity version of the
+-- group carrying the text), the past versions (never the believed one) that
+-- the erased episode wrote (recorded at p_written_at, its apply's
+-- transaction time) or that carry its text (a sentence or description in
+-- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
+-- episode says. Each run of removed versions is bridged by the version before
+-- it, which is then believed until the next surviving version (as if the
+-- episode had never been ingested); a bridged fact version equal to the one
+-- after it is merged into it.
+CREATE OR REPLACE FUNCTION pgmemory.erase_history(
+    p_group text, p_lineages uuid[], p_entities uuid[], p_written_at timestamptz,
+    p_texts text[], p_names text[], p_attrs jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    own text[];
+    own_names text[];
+    own_attrs jsonb;
+    gone bigint[];
+    p record;
+    hi timestamptz;
+    nxt timestamptz;
+    same_vid bigint;
+    same_hi timestamptz;
+BEGIN
+    -- Its text that no live claim or mention still says.
+    own := ARRAY(SELECT t FROM unnest(p_texts) t
+                  WHERE t <> '' AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
+                                                 WHERE fc.group_id = p_group AND fc.fact = t)
+                    AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                     WHERE m.group_id = p_group AND m.summary = t));
+    own_names := ARRAY(SELECT n FROM unnest(p_names) n
+                        WHERE n IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                           WHERE m.group_id = p_group AND n IN (m.said_name, m.renamed_to))
+                          AND NOT EXISTS (SELECT 1 FROM pgmemory.entities e
+                                           WHERE e.group_id = p_group AND e.name = n));
+    own_attrs := (SELECT coalesce(jsonb_agg(a), '[]') FROM jsonb_array_elements(p_attrs) a
+                   WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                      WHERE m.group_id = p_group AND m.attributes @> a));
+
+    -- Fact versions.
+    gone := ARRAY(SELECT f.version_id FROM pgmemory.facts f
+                   WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT upper_inf(f.recorded)
+                     AND (lower(f.recorded) = p_written_at OR f.fact = ANY (own)));
+    FOR p IN SELECT f.version_id, f.id, upper(f.recorded) AS hi FROM pgmemory.facts f
+              WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT f.version_id = ANY (gone)
+                AND NOT upper_inf(f.recorded)
+                AND EXISTS (SELECT 1 FROM pgmemory.facts d WHERE d.group_id = p_group AND d.id = f.id
+                               AND d.version_id = ANY (gone) AND lower(d.recorded) = upper(f.recorded)) LOOP
+        hi := p.hi;
+        LOOP
+            SELECT upper(d.recorded) INTO nxt FROM pgmemory.facts d
+             WHERE d.group_id = p_group AND d.id = p.id AND d.version_id = ANY (gone) AND lower(d.recorded) = hi;
+            EXIT WHEN NOT FOUND;
+            hi := nxt;
+        END LOOP;
+        DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = p.id AND version_id = ANY (gone)
+                                      AND lower(recorded) >= p.hi AND upper(recorded) <= hi;
+        -- The same belief continues after the bridge: one version.
+        SELECT n.version_id, upper(n.recorded) INTO same_vid, same_hi FROM pgmemory.facts n
+          JOIN pgmemory.facts o ON o.version_id = p.version_id
+         WHERE n.group_id = p_group AND n.id = p.id AND lower(n.recorded) = hi
+           AND n.valid = o.valid AND n.fact = o.fact AND n.relation = o.relation
+           AND n.attributes = o.attributes;
+        IF FOUND THEN
+            DELETE FROM pgmemory.facts WHERE version_id = same_vid;
+            hi := same_hi;
+        END IF;
+        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), hi) WHERE version_id = p.version_id;
+    END LOOP;
+    DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = ANY (gone);
+
+    -- Entity versions.
+    CREATE TEMP TABLE IF NOT EXISTS pg_temp.erased_entity_versions (entity_id uuid, recorded tstzrange) ON COMMIT DROP;
+    TRUNCATE pg_temp.erased_entity_versions;
+    INSERT INTO pg_temp.erased_entity_versions
+    SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
+     WHERE v.group_id = p_group
+       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = p_written_at)
+            OR v.name = ANY (own_names)
+            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
+            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
+    FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
+              WHERE v.group_id = p_group
+                AND NOT EXISTS (SELECT 1 FROM pg_temp.erased_entity_versions g
+                                 WHERE g.entity_id = v.entity_id AND g.recorded = v.recorded)
+                AND EXISTS (SELECT 1 FROM pg_temp.erased_entity_versions g
+                             WHERE g.entity_id = v.entity_id AND lower(g.recorded) = upper(v.recorded)) LOOP
+        hi := upper(p.recorded);
+        LOOP
+            SELECT upper(g.recorded) INTO nxt FROM pg_temp.erased_entity_versions g
+             WHERE g.entity_id = p.entity_id AND lower(g.recorded) = hi;
+            EXIT WHEN NOT FOUND;
+            hi := nxt;
+        END LOOP;
+        DELETE FROM pgmemory.entity_versions v USING pg_temp.erased_entity_versions g
+         WHERE v.group_id = p_group AND v.entity_id = p.entity_id AND g.entity_id = v.entity_id
+           AND g.recorded = v.recorded AND lower(v.recorded) >= upper(p.recorded) AND upper(v.recorded) <= hi;
+        UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), hi)
+         WHERE group_id = p_group AND entity_id = p.entity_id AND recorded = p.recorded;
+    END LOOP;
+    DELETE FROM pgmemory.entity_versions v USING pg_temp.erased_entity_versions g
+     WHERE v.group_id = p_group AND g.entity_id = v.entity_id AND g.recorded = v.recorded;
+    -- An entity it created, still mentioned by others: known from their first mention.
+    UPDATE pgmemory.entities e
+       SET created_at = m.first
+      FROM (SELECT x.entity_id, min(x.recorded_at) AS first FROM pgmemory.episode_mentions x
+             WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities) GROUP BY x.entity_id) m
+     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = p_written_at AND m.first > e.created_at;
 END
 $$;
 

@@ -192,6 +192,7 @@ BEGIN
              WHERE 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
                AND e.group_id = ANY (p_groups)
                AND (known_at IS NULL OR e.created_at <= known_at)
+               AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
@@ -214,6 +215,7 @@ BEGIN
           FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
          WHERE 'entities' = ANY (kinds) AND e.group_id = ANY (p_groups)
            AND (known_at IS NULL OR e.created_at <= known_at)
+           AND (e.retired_at IS NULL OR e.retired_at > known_at)
            AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
            AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
          LIMIT k

@@ -95,9 +95,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.mirror_entity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.retired_at IS NOT NULL THEN  -- the mirror shows believed entities
         PERFORM pgmemory.graph_drop_vertex('Entity', OLD.id);
-        RETURN OLD;
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     PERFORM pgmemory.graph_put_vertex('Entity', NEW.id, jsonb_build_object(
         'uuid', NEW.id, 'group_id', NEW.group_id, 'name', NEW.name,
@@ -171,7 +171,7 @@ DROP TRIGGER IF EXISTS mirror_episode ON pgmemory.episodes;
 CREATE TRIGGER mirror_episode AFTER INSERT OR DELETE ON pgmemory.episodes
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_episode();
 DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
-CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary OR DELETE
+CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary, retired_at OR DELETE
     ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
 CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary OR DELETE
