@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgmemory import InvalidInput
+from pgmemory import InvalidInput, SearchFilters
 from pgmemory.ingest.episode import episode_uuid
-from tests.belief import believed, ingest, summaries, targets
+from tests.belief import believed, clock, entities, ingest, summaries, targets
 
 STORY = [
     ("r1", "2020-01-10", "I work at Acme Corp and I live in Boston."),
@@ -26,6 +26,8 @@ STORY = [
     ("r8", "2022-01-10", "I moved back to Boston."),
     ("r9", "2024-01-15", "I no longer work at Acme Corp."),
     ("r10", "2020-05-05", "My sister Carol lives in Lima."),
+    ("r11", "2021-04-01", "I visited Zed Labs."),
+    ("r12", "2022-07-01", "I like Zed Labs Inc."),  # the same entity, renamed to the fuller name
 ]
 
 
@@ -34,7 +36,7 @@ def sentences(summary: str) -> set[str]:
     return {s for s in re.split(r"(?<=\.) ", summary) if s}
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 async def test_retract_equals_never_ingested(mem, group, seed):
     rng = random.Random(seed)
     retracted = set(rng.sample([eid for eid, _, _ in STORY], rng.randint(1, 5)))
@@ -46,6 +48,7 @@ async def test_retract_equals_never_ingested(mem, group, seed):
     assert await believed(mem, group) == await believed(mem, rest), f"retracted {sorted(retracted)}"
     got, want = await summaries(mem, group), await summaries(mem, rest)
     assert {k: sentences(v) for k, v in got.items()} == {k: sentences(v) for k, v in want.items()}
+    assert await entities(mem, group) == await entities(mem, rest)  # names, labels, attributes
 
 
 def tag(group: str) -> str:
@@ -138,3 +141,91 @@ async def test_delete_is_scoped_by_group(memory, group):
     # Entities only it mentioned go, with every version of their facts.
     assert (out.entities_removed, out.facts_removed) == (2, 1)
     assert await targets(memory, group, "WORKS_FOR") == set()
+
+
+async def test_retract_retires_entities_it_alone_introduced(mem, group, db_dsn):
+    lima = f"Lima {tag(group)}"
+    known = await ingest(mem, group, [("a", "2020-01-10", "I work at Acme Corp."),
+                                      ("b", "2020-05-05", f"My sister Carol lives in {lima}.")])
+    out = await mem.delete_episode(group, "b")
+    assert (out.entities_removed, out.facts_removed) == (2, 2)  # Carol and Lima, retired with 2 facts
+    # Now: gone from facts, entities, search and context.
+    assert await targets(mem, group, "LIVES_IN") == set()
+    assert {"Carol", lima} & set(await summaries(mem, group)) == set()
+    found = await mem.search(f"Carol {lima}", group_ids=group, limit=20)
+    assert {e.name for e in found.entities} & {"Carol", lima} == set()
+    assert lima not in await mem.context(f"Carol {lima}", group_ids=group)
+    # Known before the retract: still believed then, entity and fact (history kept).
+    assert await targets(mem, group, "LIVES_IN", known_at=known["b"]) == {lima}
+    assert await targets(mem, group, "LIVES_IN", as_of="2021-01-01", known_at=known["b"]) == {lima}
+    assert await targets(mem, group, "LIVES_IN", known_at=known["a"]) == set()
+    then = await mem.search(f"Carol {lima}", group_ids=group, limit=20,
+                            filters=SearchFilters(known_at=known["b"]))
+    assert lima in {e.name for e in then.entities}
+    assert f"Carol lives in {lima}" in await mem.context(f"Carol {lima}", group_ids=group,
+                                                          filters=SearchFilters(known_at=known["b"]))
+    where = rows_containing(db_dsn, lima)
+    assert "pgmemory.facts.fact" in where and not [w for w in where if w.startswith("pgmemory_graph.")]
+    # A later mention makes a new, believed entity: as if "b" had never been ingested.
+    await ingest(mem, group, [("c", "2021-02-02", f"I visited {lima}.")])
+    assert await targets(mem, group, "VISITED") == {lima}
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [("a", "2020-01-10", "I work at Acme Corp."), ("c", "2021-02-02", f"I visited {lima}.")])
+    assert await summaries(mem, group) == await summaries(mem, rest)
+    assert await entities(mem, group) == await entities(mem, rest)
+
+
+@pytest.mark.parametrize("erase", [False, True])
+async def test_delete_undoes_a_rename(mem, group, db_dsn, erase):
+    zed = f"Zed {tag(group)} Labs"
+    known = await ingest(mem, group, [("a", "2020-01-10", f"I work at {zed}."),
+                                      ("b", "2020-02-01", f"I like {zed} Inc.")])
+    assert set(await summaries(mem, group)) == {"Alice", f"{zed} Inc"}  # one entity, renamed by "b"
+    await mem.delete_episode(group, "b", erase=erase)
+    assert set(await summaries(mem, group)) == {"Alice", zed}
+    assert await targets(mem, group, "WORKS_FOR") == {zed}
+    found = await mem.search(zed, group_ids=group, limit=20)
+    assert zed in {e.name for e in found.entities}  # its name embedding is of the name it has now
+    async with mem.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"
+                                   " AND name_embedding IS NULL", group) == 0
+    then = await targets(mem, group, "WORKS_FOR", known_at=known["b"])
+    if erase:  # history rewritten: it was never said
+        assert then == {zed}
+        assert rows_containing(db_dsn, f"{zed} Inc") == []
+    else:  # retract: what we believed then still answers
+        assert then == {f"{zed} Inc"}
+        assert await targets(mem, group, "WORKS_FOR", known_at=known["a"]) == {zed}
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [("a", "2020-01-10", f"I work at {zed}.")])
+    assert await summaries(mem, group) == await summaries(mem, rest)
+    assert await entities(mem, group) == await entities(mem, rest)
+
+
+async def test_erase_rewrites_only_what_the_episode_wrote(mem, group, db_dsn):
+    globex = f"Globex {tag(group)}"
+    known = await ingest(mem, group, [
+        ("j1", "2020-01-10", "I work at Acme Corp."),
+        ("j2", "2021-03-01", f"I left Acme Corp last week and now work at {globex}."),
+        ("j3", "2021-09-01", "I like jazz."),
+        ("j4", "2022-05-02", f"I left {globex} last week and now work at Acme Corp.")])
+    await mem.delete_episode(group, "j4", erase=True)
+    assert rows_containing(db_dsn, f"left {globex}") == []  # said only by j4
+    assert await targets(mem, group, "WORKS_FOR") == {globex}
+    # History before j4 is untouched...
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j1"]) == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j2"]) == {globex}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2020-06-01", known_at=known["j3"]) == {"Acme Corp"}
+    # ...and since j4 we believed what we would have believed without it.
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j4"]) == {globex}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2023-01-01", known_at=known["j4"]) == {globex}
+    async with mem.pool.acquire() as conn:
+        # One believed version per fact at any moment, and Globex believed without a gap since j2.
+        rows = await conn.fetch(
+            "SELECT f.id, f.recorded FROM pgmemory.facts f WHERE f.group_id = $1 AND f.relation = 'WORKS_FOR'"
+            " ORDER BY f.id, lower(f.recorded)", group)
+        spans = {}
+        for r in rows:
+            spans.setdefault(r["id"], []).append(r["recorded"])
+        for versions in spans.values():
+            assert all(a.upper == b.lower for a, b in zip(versions, versions[1:]))
