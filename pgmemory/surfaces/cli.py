@@ -27,6 +27,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
+    prepare = getattr(embedder, "prepare", None)  # the local model: export its ONNX graph now, once
+    if prepare is not None:
+        print(f"  local embedder:  {prepare()}")
     return 0
 
 
