@@ -38,8 +38,8 @@ class DeleteResult:
     """What deleting an episode did."""
 
     facts_retracted: int  # believed before, no longer (history kept)
-    facts_removed: int  # removed with an entity only this episode mentioned
-    entities_removed: int
+    facts_removed: int  # of the entities only this episode introduced: withdrawn (retract) or deleted (erase)
+    entities_removed: int  # entities only this episode introduced: retired (retract) or deleted (erase)
     facts_changed: int = 0  # still believed, with a changed interval (or re-opened)
     erased: bool = False
 
