@@ -41,8 +41,12 @@ async def test_retract_equals_never_ingested(mem, group, seed):
     rng = random.Random(seed)
     retracted = set(rng.sample([eid for eid, _, _ in STORY], rng.randint(1, 5)))
     await ingest(mem, group, STORY)
+    before = {rel: await targets(mem, group, rel) for rel in ("WORKS_FOR", "LIVES_IN", "LIKES")}
+    known = await clock(mem)
     for eid in sorted(retracted):
         await mem.delete_episode(group, eid)
+    # What we believed before the retracts still answers (history kept).
+    assert {rel: await targets(mem, group, rel, known_at=known) for rel in before} == before
     rest = f"{group}-rest"
     await ingest(mem, rest, [e for e in STORY if e[0] not in retracted])
     assert await believed(mem, group) == await believed(mem, rest), f"retracted {sorted(retracted)}"
@@ -112,7 +116,8 @@ async def test_erase_leaves_no_trace(mem, group, db_dsn):
     assert set(log[0].keys()) == {"group_id", "episode_id", "erased_at", "facts_affected", "entities_affected"}
 
 
-async def test_retract_keeps_the_text_in_history_but_erase_does_not(memory, group, db_dsn):
+async def test_retract_keeps_the_text_in_history_but_erase_does_not(mem, group, db_dsn):
+    memory = mem
     lima, paris = f"Lima {tag(group)}", f"Paris {tag(group)}"
     await ingest(memory, group, [
         ("a", "2020-01-01", f"I like {lima}."), ("b", "2020-02-01", f"My sister Carol lives in {lima}."),
@@ -126,7 +131,8 @@ async def test_retract_keeps_the_text_in_history_but_erase_does_not(memory, grou
     assert rows_containing(db_dsn, f"like {paris}") == []
 
 
-async def test_delete_is_scoped_by_group(memory, group):
+async def test_delete_is_scoped_by_group(mem, group):
+    memory = mem
     await ingest(memory, group, [("x", "2020-01-01", "I work at Acme Corp.")])
     eid = episode_uuid(group, "x")
     with pytest.raises(InvalidInput, match="does not exist in group"):
@@ -138,7 +144,7 @@ async def test_delete_is_scoped_by_group(memory, group):
     with pytest.raises(InvalidInput, match="does not exist"):
         await memory.delete_episode(group, uuid.uuid4())
     out = await memory.delete_episode(group, eid)
-    # Entities only it mentioned go, with every version of their facts.
+    # Entities only it introduced are retired, their facts withdrawn.
     assert (out.entities_removed, out.facts_removed) == (2, 1)
     assert await targets(memory, group, "WORKS_FOR") == set()
 
