@@ -7,13 +7,17 @@ import random
 import re
 import uuid
 
+from datetime import datetime
+
 import psycopg
+import pydantic
 import pytest
 from psycopg import sql
 
 from pgmemory import InvalidInput, SearchFilters
 from pgmemory.ingest.episode import episode_uuid
 from tests.belief import believed, clock, entities, ingest, summaries, targets
+from tests.test_as_of_answers import _fact, _llm_memory
 
 STORY = [
     ("r1", "2020-01-10", "I work at Acme Corp and I live in Boston."),
@@ -215,7 +219,13 @@ async def test_erase_rewrites_only_what_the_episode_wrote(mem, group, db_dsn):
         ("j2", "2021-03-01", f"I left Acme Corp last week and now work at {globex}."),
         ("j3", "2021-09-01", "I like jazz."),
         ("j4", "2022-05-02", f"I left {globex} last week and now work at Acme Corp.")])
+    history = ("SELECT v.entity_id, lower(v.recorded), v.name, v.summary FROM pgmemory.entity_versions v"
+               " WHERE v.group_id = $1 AND lower(v.recorded) < $2")
+    async with mem.pool.acquire() as conn:
+        entity_history = set(await conn.fetch(history, group, known["j3"]))
     await mem.delete_episode(group, "j4", erase=True)
+    async with mem.pool.acquire() as conn:  # entity states recorded before j4 are all kept
+        assert set(await conn.fetch(history, group, known["j3"])) == entity_history
     assert rows_containing(db_dsn, f"left {globex}") == []  # said only by j4
     assert await targets(mem, group, "WORKS_FOR") == {globex}
     # History before j4 is untouched...
@@ -235,3 +245,60 @@ async def test_erase_rewrites_only_what_the_episode_wrote(mem, group, db_dsn):
             spans.setdefault(r["id"], []).append(r["recorded"])
         for versions in spans.values():
             assert all(a.upper == b.lower for a, b in zip(versions, versions[1:]))
+
+
+class Company(pydantic.BaseModel):
+    """An organisation (a custom entity type: its fields become attributes)."""
+
+    industry: str | None = None
+    headcount: int | None = None
+
+
+def _company(name, summary, **attributes):
+    return {"name": name, "type": "Company", "summary": summary, "attributes": attributes}
+
+
+def acme_story(acme: str) -> list:
+    """(reference time, text, scripted extraction reply): the second renames and re-describes `acme`."""
+    alice = {"name": "Alice", "type": None, "summary": "", "attributes": {}}
+    return [
+        ("2024-01-01T00:00:00+00:00", f"I work at {acme}.", {
+            "entities": [alice, _company(acme, "A robotics company.", industry="robotics")],
+            "facts": [_fact("Alice", acme, "WORKS_FOR", f"Alice works for {acme}.", "2024-01-01T00:00:00Z")]}),
+        ("2024-02-01T00:00:00+00:00", f"{acme} Inc, where I work, makes toys now with 500 people.", {
+            "entities": [alice, _company(f"{acme} Inc", f"A toy maker {acme}.", industry=f"toys {acme}",
+                                         headcount=500)],
+            "facts": [_fact("Alice", f"{acme} Inc", "WORKS_FOR", f"Alice works for {acme} Inc.")]}),
+    ]
+
+
+@pytest.mark.parametrize("erase", [False, True])
+async def test_delete_undoes_an_llm_rename_and_attribute_merge(db_dsn, fake_openai, group, erase):
+    acme = f"Acme {tag(group)}"
+    story = acme_story(acme)
+    memory = await _llm_memory(db_dsn, fake_openai, story)
+    rest = f"{group}-rest"
+    try:
+        known = {}
+        for g, episodes in ((group, story), (rest, story[:1])):
+            for i, (when, text, _) in enumerate(episodes):
+                await memory.add_episode(g, text, actor="Alice", reference_time=datetime.fromisoformat(when),
+                                         episode_id=f"e{i}", entity_types={"Company": Company})
+                known[(g, i)] = await clock(memory)
+        toys = f"toys {acme}"
+        merged = (await entities(memory, group))[f"{acme} Inc"]
+        assert merged[1] == {"industry": toys, "headcount": 500}  # renamed, attributes merged
+        await memory.delete_episode(group, "e1", erase=erase)
+        assert await entities(memory, group) == await entities(memory, rest)
+        assert (await entities(memory, group))[acme] == (frozenset({"Entity", "Company"}), {"industry": "robotics"})
+        assert await summaries(memory, group) == await summaries(memory, rest)
+        then = await memory.search(acme, group_ids=group, limit=20, filters=SearchFilters(known_at=known[(group, 1)]))
+        acme_then = [(e.name, e.attributes) for e in then.entities if e.name.startswith("Acme")]
+        if erase:  # never said: no trace of the name, the description or the attributes
+            for needle in (f"{acme} Inc", f"A toy maker {acme}", toys):
+                assert rows_containing(db_dsn, needle) == [], needle
+            assert acme_then == [(acme, {"industry": "robotics"})]
+        else:  # retract: what we believed then is still answerable
+            assert acme_then == [(f"{acme} Inc", {"industry": toys, "headcount": 500})]
+    finally:
+        await memory.close()
