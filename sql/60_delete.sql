@@ -9,7 +9,8 @@
 -- Retract (default) rewrites no history: "what did we believe last week"
 -- still answers. Entities only it introduced (no live mention, no claim) are
 -- retired (entities.retired_at), not deleted: known-at queries before the
--- retract still see them and their facts' versions, current ones do not.
+-- retract still see them and their facts' versions, current ones do not. A
+-- tombstone (pgmemory.retractions) keeps what a later erase must find.
 --
 -- Erase (p_erase) rewrites history on purpose, but only what derives from the
 -- erased episode E (see pgmemory.erase_history): entities only it introduced
@@ -17,7 +18,7 @@
 -- it touched, the past versions E wrote and the past versions carrying its
 -- text go, and the version before each such run is believed until the next
 -- surviving one (as if E had never been ingested). Logged without content in
--- pgmemory.erasures.
+-- pgmemory.erasures. An episode retracted earlier can still be erased.
 CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid, p_erase boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -34,33 +35,37 @@ DECLARE
     texts text[];
     names text[];
     attrs jsonb;
+    earlier jsonb;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group) THEN
+        IF p_erase AND EXISTS (SELECT 1 FROM pgmemory.retractions r
+                                WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
+            RETURN pgmemory.erase_retracted(p_group, p_episode);
+        END IF;
         RAISE EXCEPTION 'episode % does not exist in group %', p_episode, p_group USING ERRCODE = 'P0002';
     END IF;
     seeds := ARRAY(SELECT DISTINCT x FROM pgmemory.fact_claims fc, unnest(fc.contradicts || fc.lineage) x
                     WHERE fc.group_id = p_group AND fc.episode_id = p_episode);
     mentioned := ARRAY(SELECT m.entity_id FROM pgmemory.episode_mentions m
                         WHERE m.episode_id = p_episode AND m.group_id = p_group);
-    IF p_erase THEN  -- what E wrote and said, before it goes
-        written_at := coalesce(
-            (SELECT min(fc.recorded_at) FROM pgmemory.fact_claims fc
-              WHERE fc.group_id = p_group AND fc.episode_id = p_episode),
-            (SELECT min(m.recorded_at) FROM pgmemory.episode_mentions m
-              WHERE m.group_id = p_group AND m.episode_id = p_episode));
-        texts := ARRAY(SELECT fc.fact FROM pgmemory.fact_claims fc
-                        WHERE fc.group_id = p_group AND fc.episode_id = p_episode
-                       UNION
-                       SELECT m.summary FROM pgmemory.episode_mentions m
-                        WHERE m.group_id = p_group AND m.episode_id = p_episode AND m.summary <> '');
-        names := ARRAY(SELECT unnest(ARRAY[m.said_name, m.renamed_to]) FROM pgmemory.episode_mentions m
-                        WHERE m.group_id = p_group AND m.episode_id = p_episode);
-        attrs := (SELECT coalesce(jsonb_agg(jsonb_build_object(a.key, a.value)), '[]')
-                    FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
-                   WHERE m.group_id = p_group AND m.episode_id = p_episode);
-    END IF;
+    -- What E wrote and said, before it goes (for an erase now, or later through the tombstone).
+    written_at := coalesce(
+        (SELECT min(fc.recorded_at) FROM pgmemory.fact_claims fc
+          WHERE fc.group_id = p_group AND fc.episode_id = p_episode),
+        (SELECT min(m.recorded_at) FROM pgmemory.episode_mentions m
+          WHERE m.group_id = p_group AND m.episode_id = p_episode));
+    texts := ARRAY(SELECT fc.fact FROM pgmemory.fact_claims fc
+                    WHERE fc.group_id = p_group AND fc.episode_id = p_episode
+                   UNION
+                   SELECT m.summary FROM pgmemory.episode_mentions m
+                    WHERE m.group_id = p_group AND m.episode_id = p_episode AND m.summary <> '');
+    names := ARRAY(SELECT n FROM pgmemory.episode_mentions m, unnest(ARRAY[m.said_name, m.renamed_to]) n
+                    WHERE m.group_id = p_group AND m.episode_id = p_episode AND n IS NOT NULL);
+    attrs := (SELECT coalesce(jsonb_agg(jsonb_build_object(a.key, a.value)), '[]')
+                FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
+               WHERE m.group_id = p_group AND m.episode_id = p_episode);
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
     DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions cascade
     changed := pgmemory.refold_lineages(p_group, seeds);
@@ -73,13 +78,9 @@ BEGIN
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
     IF p_erase THEN
-        DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
-        DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
-        DELETE FROM pgmemory.entities e
-         WHERE e.group_id = p_group AND e.id = ANY (orphans)
-           AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
-                            WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
-        GET DIAGNOSTICS entities_removed = ROW_COUNT;
+        PERFORM pgmemory.delete_entities(p_group, orphans);
+        entities_removed := (SELECT count(*) FROM unnest(orphans) e
+                              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e));
     ELSE
         -- Retired, not deleted: their facts' versions (closed by the re-fold) stay as history.
         UPDATE pgmemory.entities SET retired_at = now()
@@ -105,7 +106,7 @@ BEGIN
 
     IF p_erase THEN
         PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
-                                       written_at, texts, names, attrs);
+                                       ARRAY[written_at], texts, names, attrs);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
            AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
@@ -113,6 +114,19 @@ BEGIN
         INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
         VALUES (p_group, p_episode, cardinality(changed) + cardinality(removed),
                 cardinality(touched) + entities_removed);
+        IF EXISTS (SELECT 1 FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
+            earlier := pgmemory.erase_retracted(p_group, p_episode);  -- an earlier ingestion, retracted
+        END IF;
+    ELSE
+        INSERT INTO pgmemory.retractions AS r (group_id, episode_id, written_at, lineages, mentioned, retired,
+                                               texts, names, attributes)
+        VALUES (p_group, p_episode, ARRAY(SELECT written_at WHERE written_at IS NOT NULL), seeds, mentioned,
+                orphans, texts, names, attrs)
+        ON CONFLICT (group_id, episode_id) DO UPDATE
+           SET retracted_at = now(), written_at = r.written_at || EXCLUDED.written_at,
+               lineages = r.lineages || EXCLUDED.lineages, mentioned = r.mentioned || EXCLUDED.mentioned,
+               retired = r.retired || EXCLUDED.retired, texts = r.texts || EXCLUDED.texts,
+               names = r.names || EXCLUDED.names, attributes = r.attributes || EXCLUDED.attributes;
     END IF;
     RETURN jsonb_build_object('facts_retracted', retracted,
                               'facts_changed', (SELECT count(*) FROM unnest(changed) x
@@ -120,24 +134,79 @@ BEGIN
                                                        SELECT 1 FROM pgmemory.facts f
                                                         WHERE f.group_id = p_group AND f.id = x
                                                           AND upper_inf(f.recorded))),
-                              'facts_removed', cardinality(removed),
-                              'entities_removed', entities_removed, 'erased', p_erase,
-                              'renamed', to_jsonb(renamed));
+                              'facts_removed', cardinality(removed) + coalesce((earlier->>'facts_removed')::integer, 0),
+                              'entities_removed', entities_removed + coalesce((earlier->>'entities_removed')::integer, 0),
+                              'erased', p_erase, 'renamed', to_jsonb(renamed));
+END
+$$;
+
+-- Delete entities of p_group with every version of their facts (and their
+-- provenance), when no other entity's fact needs them.
+CREATE OR REPLACE FUNCTION pgmemory.delete_entities(p_group text, p_entities uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    removed uuid[] := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
+                             WHERE f.group_id = p_group
+                               AND (f.source_id = ANY (p_entities) OR f.target_id = ANY (p_entities)));
+BEGIN
+    DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
+    DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
+    DELETE FROM pgmemory.entities e
+     WHERE e.group_id = p_group AND e.id = ANY (p_entities)
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                        WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
+END
+$$;
+
+-- Erase an episode that was retracted earlier (it is no longer in episodes):
+-- from its tombstone, the entities that retract retired (still retired) are
+-- deleted with their facts' versions, and the history it wrote or that
+-- carries its text is rewritten as for any erase (pgmemory.erase_history).
+-- Called by pgmemory.delete_episode under the group lock.
+CREATE OR REPLACE FUNCTION pgmemory.erase_retracted(p_group text, p_episode uuid)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    t pgmemory.retractions;
+    orphans uuid[];
+    removed integer;
+    gone integer;
+BEGIN
+    DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
+    orphans := ARRAY(SELECT e FROM unnest(t.retired) e
+                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                     WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NOT NULL));
+    removed := (SELECT count(DISTINCT f.id) FROM pgmemory.facts f
+                 WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
+    PERFORM pgmemory.delete_entities(p_group, orphans);
+    gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e));
+    PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, t.lineages),
+                                   ARRAY(SELECT e FROM unnest(t.mentioned) e
+                                          WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                                         WHERE x.group_id = p_group AND x.id = e)),
+                                   t.written_at, t.texts, t.names, t.attributes);
+    DELETE FROM pgmemory.fact_episodes fe
+     WHERE fe.group_id = p_group
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
+    DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;
+    INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
+    VALUES (p_group, p_episode, removed, cardinality(t.mentioned));
+    RETURN jsonb_build_object('facts_retracted', 0, 'facts_changed', 0, 'facts_removed', removed,
+                              'entities_removed', gone, 'erased', true, 'renamed', '[]'::jsonb);
 END
 $$;
 
 -- The history an erase rewrites, and only that: of the facts of lineages
 -- p_lineages and of the entities p_entities (and any entity version of the
 -- group carrying the text), the past versions (never the believed one) that
--- the erased episode wrote (recorded at p_written_at, its apply's
--- transaction time) or that carry its text (a sentence or description in
+-- the erased episode wrote (recorded at one of p_written_at, its applies'
+-- transaction times) or that carry its text (a sentence or description in
 -- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
 -- episode says. Each run of removed versions is bridged by the version before
 -- it, which is then believed until the next surviving version (as if the
 -- episode had never been ingested); a bridged fact version equal to the one
 -- after it is merged into it.
 CREATE OR REPLACE FUNCTION pgmemory.erase_history(
-    p_group text, p_lineages uuid[], p_entities uuid[], p_written_at timestamptz,
+    p_group text, p_lineages uuid[], p_entities uuid[], p_written_at timestamptz[],
     p_texts text[], p_names text[], p_attrs jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -170,7 +239,7 @@ BEGIN
     -- Fact versions.
     gone := ARRAY(SELECT f.version_id FROM pgmemory.facts f
                    WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT upper_inf(f.recorded)
-                     AND (lower(f.recorded) = p_written_at OR f.fact = ANY (own)));
+                     AND (lower(f.recorded) = ANY (p_written_at) OR f.fact = ANY (own)));
     FOR p IN SELECT f.version_id, f.id, upper(f.recorded) AS hi FROM pgmemory.facts f
               WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT f.version_id = ANY (gone)
                 AND NOT upper_inf(f.recorded)
@@ -205,7 +274,7 @@ BEGIN
     INSERT INTO pg_temp.erased_entity_versions
     SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
      WHERE v.group_id = p_group
-       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = p_written_at)
+       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
             OR v.name = ANY (own_names)
             OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
             OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
@@ -235,7 +304,7 @@ BEGIN
        SET created_at = m.first
       FROM (SELECT x.entity_id, min(x.recorded_at) AS first FROM pgmemory.episode_mentions x
              WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities) GROUP BY x.entity_id) m
-     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = p_written_at AND m.first > e.created_at;
+     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
 END
 $$;
 

@@ -133,6 +133,16 @@ async def test_retract_keeps_the_text_in_history_but_erase_does_not(mem, group, 
     assert await targets(memory, group, "LIKES") == set()
     assert rows_containing(db_dsn, f"Alice likes {paris}") == []
     assert rows_containing(db_dsn, f"like {paris}") == []
+    # A user's deletion request after a retract: the retracted episode can still be erased.
+    await memory.delete_episode(group, "a", erase=True)
+    assert rows_containing(db_dsn, f"Alice likes {lima}") == []
+    assert await targets(memory, group, "LIVES_IN") == {paris}
+    with pytest.raises(InvalidInput, match="does not exist"):
+        await memory.delete_episode(group, "a", erase=True)  # erased: nothing left to find
+    async with memory.pool.acquire() as conn:
+        log = await conn.fetch("SELECT episode_id FROM pgmemory.erasures WHERE group_id = $1 ORDER BY erased_at",
+                               group)
+    assert [r["episode_id"] for r in log] == [episode_uuid(group, "c"), episode_uuid(group, "a")]
 
 
 async def test_delete_is_scoped_by_group(mem, group):
@@ -183,6 +193,15 @@ async def test_retract_retires_entities_it_alone_introduced(mem, group, db_dsn):
     await ingest(mem, rest, [("a", "2020-01-10", "I work at Acme Corp."), ("c", "2021-02-02", f"I visited {lima}.")])
     assert await summaries(mem, group) == await summaries(mem, rest)
     assert await entities(mem, group) == await entities(mem, rest)
+    # Erased later (a deletion request after the retract): the retired entities and their history go.
+    out = await mem.delete_episode(group, "b", erase=True)
+    assert (out.erased, out.entities_removed) == (True, 2)
+    assert rows_containing(db_dsn, f"Carol lives in {lima}") == []
+    async with mem.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"
+                                   " AND retired_at IS NOT NULL", group) == 0
+    assert await targets(mem, group, "LIVES_IN", known_at=known["b"]) == set()  # history rewritten
+    assert await summaries(mem, group) == await summaries(mem, rest)
 
 
 @pytest.mark.parametrize("erase", [False, True])
