@@ -326,6 +326,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     DELETE FROM pgmemory.entity_versions WHERE group_id = p_group;
     DELETE FROM pgmemory.entities WHERE group_id = p_group;
+    DELETE FROM pgmemory.retractions WHERE group_id = p_group;
     RETURN n;
 END
 $$;

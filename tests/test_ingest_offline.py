@@ -203,7 +203,9 @@ async def test_delete_keeps_history_when_entities_remain(memory, group):
 
 async def test_erase_group(memory, group):
     await memory.add_episode(group, "I work at Acme Corp.", actor="Hal", reference_time=utc("2024-01-01"))
+    await memory.add_episode(group, "I like jazz.", actor="Hal", reference_time=utc("2024-01-02"), episode_id="j")
+    await memory.delete_episode(group, "j")  # retracted: a tombstone and a retired entity
     assert await memory.erase_group(group) == 1
     async with memory.pool.acquire() as conn:
-        for table in ("episodes", "entities", "facts", "entity_versions"):
+        for table in ("episodes", "entities", "facts", "entity_versions", "retractions", "fact_claims"):
             assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0
