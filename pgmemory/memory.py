@@ -329,7 +329,7 @@ class Memory:
 
 
 ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
-                      "term_stats")
+                      "retractions", "term_stats")
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
