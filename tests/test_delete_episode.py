@@ -328,3 +328,13 @@ async def test_delete_undoes_an_llm_rename_and_attribute_merge(db_dsn, fake_open
             assert acme_then == [(f"{acme} Inc", {"industry": toys, "headcount": 500})]
     finally:
         await memory.close()
+
+
+async def test_delete_restores_the_name_an_entity_was_created_with_through_add_fact(mem, group):
+    zed = f"Zed {tag(group)} Labs"
+    await mem.add_fact(group, "Alice", "WORKS_FOR", zed, f"Alice works for {zed}.", valid_from="2020-01-01T00:00:00Z")
+    await ingest(mem, group, [("b", "2020-02-01", f"I like {zed} Inc.")])
+    assert f"{zed} Inc" in await summaries(mem, group)  # renamed by "b"
+    await mem.delete_episode(group, "b", erase=True)
+    assert set(await summaries(mem, group)) == {"Alice", zed}
+    assert await targets(mem, group, "WORKS_FOR") == {zed}
