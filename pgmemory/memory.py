@@ -250,9 +250,11 @@ class Memory:
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
         """Delete an episode of `group_id` as if it had never been ingested (retract): the facts it
-        touched are re-folded from the other episodes' claims and the changes recorded as new
-        versions. `erase=True` also rewrites history so its text is nowhere (logged without content).
-        An episode of another group is not found."""
+        touched are re-folded from the other episodes' claims, the entities it mentioned re-derived
+        from the other mentions, and the changes recorded as new versions; entities only it
+        introduced are retired (history kept). `erase=True` also rewrites the history that derives
+        from it so its text is nowhere (logged without content); an episode retracted earlier can
+        still be erased. An episode of another group is not found."""
         group = validate_group_id(group_id)
         eid = episode_uuid(group, episode_id)
         if not isinstance(erase, bool):

@@ -219,6 +219,8 @@ DECLARE
     nxt timestamptz;
     same_vid bigint;
     same_hi timestamptz;
+    gone_keys text[];
+    bridged jsonb := '[]';
 BEGIN
     -- Its text that no live claim or mention still says.
     own := ARRAY(SELECT t FROM unnest(p_texts) t
@@ -268,37 +270,34 @@ BEGIN
     END LOOP;
     DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = ANY (gone);
 
-    -- Entity versions.
-    CREATE TEMP TABLE IF NOT EXISTS pg_temp.erased_entity_versions (entity_id uuid, recorded tstzrange) ON COMMIT DROP;
-    TRUNCATE pg_temp.erased_entity_versions;
-    INSERT INTO pg_temp.erased_entity_versions
-    SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
-     WHERE v.group_id = p_group
-       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
-            OR v.name = ANY (own_names)
-            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
-            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
+    -- Entity versions, keyed by entity and start (an entity's versions never overlap).
+    gone_keys := ARRAY(
+        SELECT v.entity_id::text || '/' || lower(v.recorded)::text FROM pgmemory.entity_versions v
+         WHERE v.group_id = p_group
+           AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
+                OR v.name = ANY (own_names)
+                OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
+                OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a)));
     FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
-              WHERE v.group_id = p_group
-                AND NOT EXISTS (SELECT 1 FROM pg_temp.erased_entity_versions g
-                                 WHERE g.entity_id = v.entity_id AND g.recorded = v.recorded)
-                AND EXISTS (SELECT 1 FROM pg_temp.erased_entity_versions g
-                             WHERE g.entity_id = v.entity_id AND lower(g.recorded) = upper(v.recorded)) LOOP
+              WHERE v.group_id = p_group AND cardinality(gone_keys) > 0
+                AND (v.entity_id::text || '/' || lower(v.recorded)::text) <> ALL (gone_keys)
+                AND (v.entity_id::text || '/' || upper(v.recorded)::text) = ANY (gone_keys) LOOP
         hi := upper(p.recorded);
         LOOP
-            SELECT upper(g.recorded) INTO nxt FROM pg_temp.erased_entity_versions g
-             WHERE g.entity_id = p.entity_id AND lower(g.recorded) = hi;
+            SELECT upper(v.recorded) INTO nxt FROM pgmemory.entity_versions v
+             WHERE v.group_id = p_group AND v.entity_id = p.entity_id AND lower(v.recorded) = hi
+               AND (v.entity_id::text || '/' || lower(v.recorded)::text) = ANY (gone_keys);
             EXIT WHEN NOT FOUND;
             hi := nxt;
         END LOOP;
-        DELETE FROM pgmemory.entity_versions v USING pg_temp.erased_entity_versions g
-         WHERE v.group_id = p_group AND v.entity_id = p.entity_id AND g.entity_id = v.entity_id
-           AND g.recorded = v.recorded AND lower(v.recorded) >= upper(p.recorded) AND upper(v.recorded) <= hi;
-        UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), hi)
-         WHERE group_id = p_group AND entity_id = p.entity_id AND recorded = p.recorded;
+        bridged := bridged || jsonb_build_object('entity', p.entity_id, 'lo', lower(p.recorded), 'hi', hi);
     END LOOP;
-    DELETE FROM pgmemory.entity_versions v USING pg_temp.erased_entity_versions g
-     WHERE v.group_id = p_group AND g.entity_id = v.entity_id AND g.recorded = v.recorded;
+    DELETE FROM pgmemory.entity_versions v
+     WHERE v.group_id = p_group AND (v.entity_id::text || '/' || lower(v.recorded)::text) = ANY (gone_keys);
+    UPDATE pgmemory.entity_versions v SET recorded = tstzrange(lower(v.recorded), (b->>'hi')::timestamptz)
+      FROM jsonb_array_elements(bridged) b
+     WHERE v.group_id = p_group AND v.entity_id = (b->>'entity')::uuid
+       AND lower(v.recorded) = (b->>'lo')::timestamptz;
     -- An entity it created, still mentioned by others: known from their first mention.
     UPDATE pgmemory.entities e
        SET created_at = m.first

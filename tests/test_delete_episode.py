@@ -252,6 +252,13 @@ async def test_erase_rewrites_only_what_the_episode_wrote(mem, group, db_dsn):
     await mem.delete_episode(group, "j4", erase=True)
     async with mem.pool.acquire() as conn:  # entity states recorded before j4 are all kept
         assert set(await conn.fetch(history, group, known["j3"])) == entity_history
+        # Each entity's history has no gap: its versions meet each other and its current state.
+        for e in await conn.fetch("SELECT id, created_at, updated_at FROM pgmemory.entities WHERE group_id = $1",
+                                  group):
+            spans = [r[0] for r in await conn.fetch("SELECT recorded FROM pgmemory.entity_versions"
+                                                    " WHERE entity_id = $1 ORDER BY lower(recorded)", e["id"])]
+            bounds = [e["created_at"]] + [b for r in spans for b in (r.lower, r.upper)] + [e["updated_at"]]
+            assert bounds[0::2] == bounds[1::2], e["id"]
     assert rows_containing(db_dsn, f"left {globex}") == []  # said only by j4
     assert await targets(mem, group, "WORKS_FOR") == {globex}
     # History before j4 is untouched...
