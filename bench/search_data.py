@@ -43,8 +43,8 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                  ("uuid", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "text",
                   "vector")),
     "facts": (("id", "group_id", "source_id", "target_id", "relation", "fact", "embedding", "valid",
-               "recorded"),
-              ("uuid", "text", "uuid", "uuid", "text", "text", "vector", "tstzrange", "tstzrange")),
+               "recorded", "lineage"),
+              ("uuid", "text", "uuid", "uuid", "text", "text", "vector", "tstzrange", "tstzrange", "uuid")),
     "fact_episodes": (("fact_id", "episode_id", "group_id", "created_at"),
                       ("uuid", "uuid", "text", "timestamptz")),
     "episode_mentions": (("episode_id", "entity_id", "group_id"), ("uuid", "uuid", "text")),
@@ -223,13 +223,13 @@ class Generator:
             ep_entities[e].update((sid, tid))
             if corrected[j]:
                 yield "facts", (fact_ids[j], g, sid, tid, rel, text, embs[j], valid,
-                                Range(_ts(r0[j]), _ts(r1[j]), "[)"))
+                                Range(_ts(r0[j]), _ts(r1[j]), "[)"), fact_ids[j])
                 sk2, s2, tk2, t2 = self._edge(vocab, rel)
                 sid2, tid2 = vocab.ids[sk2][s2], vocab.ids[tk2][t2]
                 text2 = self._sentence(rel, vocab.names[sk2][s2], vocab.names[tk2][t2])
                 emb2 = near(rng, self.cents, np.array([vocab.topics[tk2][t2]]))[0]
                 yield "facts", (fact_ids[j], g, sid2, tid2, rel, text2, emb2, valid,
-                                Range(_ts(r1[j]), None, "[)"))
+                                Range(_ts(r1[j]), None, "[)"), fact_ids[j])
                 corr_ep = _uuids(rng, 1)[0]
                 when = _ts(r1[j])
                 yield "episodes", (corr_ep, g, "message", f"Correction: {text2}.", "Maya", "bench correction",
@@ -243,7 +243,7 @@ class Generator:
                 self.counts["episode_mentions"] += len({sid2, tid2})
             else:
                 yield "facts", (fact_ids[j], g, sid, tid, rel, text, embs[j], valid,
-                                Range(_ts(r0[j]), None, "[)"))
+                                Range(_ts(r0[j]), None, "[)"), fact_ids[j])
                 self.counts["facts"] += 1
         norms = np.linalg.norm(ep_emb, axis=1, keepdims=True)
         ep_emb = ep_emb / np.where(norms == 0, 1, norms)

@@ -1,10 +1,11 @@
-"""The Python API: `Memory` (async core) and `SyncMemory` (a thin wrapper for scripts)."""
+"""The Python API: `Memory`, the async core (`SyncMemory` in pgmemory.sync blocks on it)."""
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
@@ -14,12 +15,15 @@ from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
+from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
                                       expire_dead_leases, fact_embedding_text)
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
+from pgmemory import reads
+from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
 from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.candidates import refused_ids_as_input_errors
 from pgmemory.search.context import build_context
@@ -30,7 +34,7 @@ from pgmemory.storage.vectors import vector_literals
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
-                  "episode_id")
+                  "episode_id", "metadata")
 
 
 @dataclass(frozen=True)
@@ -77,12 +81,19 @@ class Memory:
         self.ingestor = Ingestor(pool, embedder, extractor, lease_seconds=lease_seconds)
 
     @classmethod
-    async def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
-                   extractor: Extractor | None = None, pool_size: int = 10,
-                   lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "Memory":
+    def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
+             extractor: Extractor | None = None, pool_size: int = 10,
+             lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "OpeningMemory":
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
         `lease_seconds`: how long an episode this process works on stays leased to it without a
-        renewal (renewed every third of it); after a crash, others take the episode over then."""
+        renewal (renewed every third of it); after a crash, others take the episode over then.
+        Use as `memory = await Memory.open()` or `async with Memory.open() as memory:`."""
+        return OpeningMemory(cls._open(dsn, embedder=embedder, extractor=extractor, pool_size=pool_size,
+                                       lease_seconds=lease_seconds))
+
+    @classmethod
+    async def _open(cls, dsn: str | None, *, embedder: Embedder | None, extractor: Extractor | None,
+                    pool_size: int, lease_seconds: float) -> "Memory":
         check_int(pool_size, "pool_size", 1, 1000)
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
@@ -110,16 +121,31 @@ class Memory:
                           actor: str | None = None, reference_time: Any,
                           source_description: str = "", episode_id: Any = None,
                           entity_types: dict[str, type] | None = None,
-                          edge_types: dict[str, type] | None = None) -> EpisodeResult:
-        """Ingest one episode: entities, facts and invalidations in one transaction.
+                          edge_types: dict[str, type] | None = None,
+                          metadata: Mapping[str, Any] | None = None) -> EpisodeResult:
+        """Ingest one episode: entities, facts and invalidations in one transaction. `metadata`
+        (a JSON object) is stored with the episode and can filter searches (SearchFilters.metadata).
 
         Raises InvalidInput (nothing written) or IngestError (raw episode kept as 'failed').
         """
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
-                              source_description=source_description, episode_id=episode_id)
+                              source_description=source_description, episode_id=episode_id,
+                              metadata=metadata)
         check_custom_types(entity_types, "entity_types")
         check_custom_types(edge_types, "edge_types")
         return await self.ingestor.ingest(ep, entity_types=entity_types, edge_types=edge_types)
+
+    async def add_messages(self, group_id: str, messages: Sequence[Mapping[str, Any]], *,
+                           metadata: Mapping[str, Any] | None = None, reference_time: Any = None,
+                           source_description: str = "", episode_id: Any = None) -> EpisodeResult:
+        """Ingest a mem0-style message list `[{"role", "content", "name"?}]` as one chat episode
+        ("Speaker: text" lines; the speaker is `name`, else the role capitalised, and "Assistant"
+        is not an entity). `reference_time` defaults to now."""
+        content, actor = messages_text(messages)
+        return await self.add_episode(group_id, content, kind="message", actor=actor,
+                                      reference_time=reference_time or datetime.now(timezone.utc),
+                                      source_description=source_description, episode_id=episode_id,
+                                      metadata=metadata)
 
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
                            on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
@@ -153,15 +179,18 @@ class Memory:
 
     async def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
                               actor: str | None = None, reference_time: Any,
-                              source_description: str = "", episode_id: Any = None) -> uuid.UUID:
+                              source_description: str = "", episode_id: Any = None,
+                              metadata: Mapping[str, Any] | None = None) -> uuid.UUID:
         """Store a pending episode for `pgmemory worker` (the SQL function pgmemory.enqueue_episode,
         which any writer can call); idempotent by id. Returns the episode's UUID."""
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
-                              source_description=source_description, episode_id=episode_id)
+                              source_description=source_description, episode_id=episode_id,
+                              metadata=metadata)
         async with self.pool.acquire() as conn:
             return await conn.fetchval(
-                "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7)", ep.group_id, ep.content,
-                ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id))
+                "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb)", ep.group_id,
+                ep.content, ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id),
+                ep.metadata)
 
     def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
                grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None) -> Worker:
@@ -329,6 +358,65 @@ class Memory:
         async with self.pool.acquire() as conn:
             return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
 
+    async def get_episode(self, group_id: str, episode_id: Any) -> EpisodeRecord | None:
+        """One episode of the group (content, status, metadata, ...), or None if unknown there."""
+        group = validate_group_id(group_id)
+        eid = episode_uuid(group, episode_id)
+        async with self.pool.acquire() as conn:
+            return await reads.get_episode(conn, group, eid)
+
+    async def get_episodes(self, group_id: str, *, last_n: int = 10, before: Any = None,
+                           status: str | None = None) -> list[EpisodeRecord]:
+        """The group's latest `last_n` (1-1000) episodes by reference time, oldest first; only
+        those before `before` (a time) or with `status` (pending, processing, done, failed)."""
+        group = validate_group_id(group_id)
+        check_int(last_n, "last_n", 1, 1000)
+        if status is not None and status not in reads.EPISODE_STATUSES:
+            raise InvalidInput(f"unknown episode status {status!r:.40}: use {', '.join(reads.EPISODE_STATUSES)}")
+        before_t = None if before is None else parse_time(before, "before")
+        async with self.pool.acquire() as conn:
+            return await reads.get_episodes(conn, group, last_n=last_n, before=before_t, status=status)
+
+    async def get_entity(self, group_id: str, entity_id: Any) -> EntityRecord | None:
+        """One entity of the group as it is now (name, labels, summary, attributes), or None."""
+        group = validate_group_id(group_id)
+        eid = check_uuid(entity_id, "entity id")
+        async with self.pool.acquire() as conn:
+            return await reads.get_entity(conn, group, eid)
+
+    async def list_entities(self, group_id: str, *, limit: int = 100, offset: int = 0,
+                            label: str | None = None, name: str | None = None) -> list[EntityRecord]:
+        """A page of the group's entities ordered by name: `limit` (1-1000) after `offset`; only
+        those with `label`, or whose name contains `name` (case-insensitive)."""
+        group = validate_group_id(group_id)
+        check_int(limit, "limit", 1, 1000)
+        check_int(offset, "offset", 0, 10_000_000)
+        for value, what in ((label, "label"), (name, "name")):
+            if value is not None:
+                check_text(value, what, max_chars=200)
+        async with self.pool.acquire() as conn:
+            return await reads.list_entities(conn, group, limit=limit, offset=offset, label=label, name=name)
+
+    async def entity_facts(self, group_id: str, entity_id: Any, *, history: bool = False) -> list[FactVersion]:
+        """The facts an entity of the group is an endpoint of: their believed versions (ended
+        ones too), or with `history=True` every version ever recorded."""
+        group = validate_group_id(group_id)
+        eid = check_uuid(entity_id, "entity id")
+        check_bool(history, "history")
+        async with self.pool.acquire() as conn:
+            return await reads.entity_facts(conn, group, eid, history=history)
+
+    async def fact_history(self, group_id: str, fact_id: Any) -> list[FactVersion]:
+        """Every version of one fact of the group, oldest belief first (empty if unknown there)."""
+        group = validate_group_id(group_id)
+        fid = check_uuid(fact_id, "fact id")
+        async with self.pool.acquire() as conn:
+            return await reads.fact_history(conn, group, fid)
+
+    async def get_fact(self, group_id: str, fact_id: Any) -> FactVersion | None:
+        """The believed version of one fact of the group, or None (unknown there, or retracted)."""
+        return reads.current_version(await self.fact_history(group_id, fact_id))
+
 
 ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
                       "retractions", "term_stats")
@@ -372,7 +460,8 @@ def validate_batch(episodes: Iterable[Mapping[str, Any]], *,
             ep = validate_episode(
                 item.get("group_id"), item.get("content"), kind=item.get("kind", "message"),
                 actor=item.get("actor"), reference_time=item.get("reference_time"),
-                source_description=item.get("source_description", ""), episode_id=item.get("episode_id"))
+                source_description=item.get("source_description", ""), episode_id=item.get("episode_id"),
+                metadata=item.get("metadata"))
         except InvalidInput as exc:
             raise InvalidInput(f"{unit} {n}: {exc}") from None
         seen = first.setdefault((ep.group_id, ep.id), (n, ep))
@@ -389,29 +478,22 @@ def _same_episode(a: Episode, b: Episode) -> bool:
         (b.content, b.kind, b.actor, b.reference_time, b.source_description)
 
 
-class SyncMemory:
-    """Blocking wrapper around Memory for scripts and notebooks-free tooling."""
 
-    def __init__(self, dsn: str | None = None, **options: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._memory = self._loop.run_until_complete(Memory.open(dsn, **options))
+class OpeningMemory:
+    """What Memory.open returns: await it for the Memory, or use it as `async with` (the memory
+    is closed on exit)."""
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._memory, name)
-        if not asyncio.iscoroutinefunction(attr):
-            return attr
+    def __init__(self, opening: Any) -> None:
+        self._opening = opening
+        self._memory: Memory | None = None
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._loop.run_until_complete(attr(*args, **kwargs))
-        return call
+    def __await__(self) -> Generator[Any, None, Memory]:
+        return self._opening.__await__()
 
-    def close(self) -> None:
-        """Close the pool and the private event loop."""
-        self._loop.run_until_complete(self._memory.close())
-        self._loop.close()
+    async def __aenter__(self) -> Memory:
+        self._memory = await self._opening
+        return self._memory
 
-    def __enter__(self) -> "SyncMemory":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        if self._memory is not None:
+            await self._memory.close()

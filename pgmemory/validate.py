@@ -100,3 +100,28 @@ def check_time(value: Any, name: str) -> datetime:
         raise InvalidInput(f"{name} {value.isoformat()} is out of range: it must be between "
                            f"{EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)")
     return value
+
+
+MAX_METADATA_CHARS = 10_000
+
+
+def check_metadata(value: Any, name: str = "metadata") -> dict[str, Any]:
+    """A JSON object (str keys; JSON values; no NaN, NUL or lone surrogate) of at most
+    MAX_METADATA_CHARS characters as JSON: what an episode's metadata or a metadata filter may be.
+    None is the empty object."""
+    import json
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InvalidInput(f"{name} must be an object with string keys, got {type(value).__name__}")
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{name} is not JSON: {str(exc)[:120]}") from None
+    if len(text) > MAX_METADATA_CHARS:
+        raise InvalidInput(f"{name} has {len(text)} characters as JSON; the limit is {MAX_METADATA_CHARS}")
+    check_text(text, name)
+    if "\\u0000" in json.dumps(value):
+        raise InvalidInput(f"{name} contains a NUL character (\\u0000), which Postgres cannot store")
+    return value

@@ -50,7 +50,7 @@ BEGIN
         first := true;
         IF EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
                     WHERE fc.group_id = p_group AND fc.episode_id IS NULL AND ent IN (fc.source_id, fc.target_id))
-           AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions x JOIN pgmemory.entities e ON e.id = x.entity_id
+           AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions x JOIN pgmemory.entities e ON e.group_id = p_group AND e.id = x.entity_id
                             WHERE x.group_id = p_group AND x.entity_id = ent AND x.recorded_at = e.created_at) THEN
             SELECT coalesce((SELECT v.name FROM pgmemory.entity_versions v
                               WHERE v.group_id = p_group AND v.entity_id = ent ORDER BY lower(v.recorded) LIMIT 1),

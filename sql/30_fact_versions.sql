@@ -26,7 +26,7 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     new_version bigint;
 BEGIN
-    IF EXISTS (SELECT 1 FROM pgmemory.facts WHERE id = p_id AND upper_inf(recorded)) THEN
+    IF EXISTS (SELECT 1 FROM pgmemory.facts WHERE group_id = p_group AND id = p_id AND upper_inf(recorded)) THEN
         RAISE EXCEPTION 'fact % already has a current version; use pgmemory.correct_fact', p_id
             USING ERRCODE = '23505';
     END IF;
@@ -44,12 +44,12 @@ BEGIN
 END
 $$;
 
--- The correction primitive: close the believed version of fact p_id at the
+-- The correction primitive: close the believed version of fact p_id of group p_group at the
 -- transaction time and write a new version with the corrected valid range
 -- (and optionally a corrected sentence). A version written earlier in the
 -- same transaction was never visible to anyone, so it is corrected in place.
 CREATE OR REPLACE FUNCTION pgmemory.correct_fact(
-    p_id uuid, p_valid_from timestamptz, p_valid_to timestamptz,
+    p_group text, p_id uuid, p_valid_from timestamptz, p_valid_to timestamptz,
     p_episode uuid DEFAULT NULL, p_fact text DEFAULT NULL, p_embedding vector DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
@@ -58,7 +58,7 @@ DECLARE
     new_valid tstzrange := pgmemory.valid_range(p_valid_from, p_valid_to);
 BEGIN
     SELECT * INTO cur FROM pgmemory.facts
-     WHERE id = p_id AND upper_inf(recorded) FOR UPDATE;
+     WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % has no current version to correct', p_id USING ERRCODE = 'P0002';
     END IF;
@@ -67,11 +67,11 @@ BEGIN
            SET valid = new_valid,
                fact = coalesce(p_fact, fact),
                embedding = CASE WHEN p_fact IS NULL THEN embedding ELSE p_embedding END
-         WHERE version_id = cur.version_id;
+         WHERE group_id = p_group AND version_id = cur.version_id;
         new_version := cur.version_id;
     ELSE
         UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
-         WHERE version_id = cur.version_id;
+         WHERE group_id = p_group AND version_id = cur.version_id;
         INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
                                     attributes, embedding, valid, lineage)
         VALUES (cur.id, cur.group_id, cur.source_id, cur.target_id, cur.relation,
@@ -89,32 +89,32 @@ $$;
 
 -- Invalidation: the fact stopped being true at p_invalid_at (valid start kept).
 CREATE OR REPLACE FUNCTION pgmemory.invalidate_fact(
-    p_id uuid, p_invalid_at timestamptz, p_episode uuid DEFAULT NULL)
+    p_group text, p_id uuid, p_invalid_at timestamptz, p_episode uuid DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     cur_valid tstzrange;
 BEGIN
-    SELECT valid INTO cur_valid FROM pgmemory.facts WHERE id = p_id AND upper_inf(recorded);
+    SELECT valid INTO cur_valid FROM pgmemory.facts WHERE group_id = p_group AND id = p_id AND upper_inf(recorded);
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % has no current version to invalidate', p_id USING ERRCODE = 'P0002';
     END IF;
-    RETURN pgmemory.correct_fact(p_id, lower(cur_valid), p_invalid_at, p_episode);
+    RETURN pgmemory.correct_fact(p_group, p_id, lower(cur_valid), p_invalid_at, p_episode);
 END
 $$;
 
 -- Withdrawal: we no longer believe fact p_id at all (its history is kept; a
 -- version written in this same transaction was never seen and just goes).
 -- The primitive under retraction; writers use pgmemory.retract_fact(group, id).
-CREATE OR REPLACE FUNCTION pgmemory.withdraw_fact(p_id uuid)
+CREATE OR REPLACE FUNCTION pgmemory.withdraw_fact(p_group text, p_id uuid)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM pgmemory.facts
-     WHERE id = p_id AND upper_inf(recorded) AND lower(recorded) = now();
+     WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) AND lower(recorded) = now();
     IF FOUND THEN
         RETURN true;
     END IF;
     UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
-     WHERE id = p_id AND upper_inf(recorded);
+     WHERE group_id = p_group AND id = p_id AND upper_inf(recorded);
     RETURN FOUND;
 END
 $$;
@@ -158,6 +158,6 @@ SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
        lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_at, f.attributes
   FROM pgmemory.facts f
-  JOIN pgmemory.entities s ON s.id = f.source_id
-  JOIN pgmemory.entities t ON t.id = f.target_id
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
  WHERE upper_inf(f.recorded);

@@ -46,7 +46,7 @@ BEGIN
     IF c.kind = 'retract' THEN
         IF EXISTS (SELECT 1 FROM pgmemory.facts f
                     WHERE f.id = c.id AND f.group_id = c.group_id AND upper_inf(f.recorded)) THEN
-            PERFORM pgmemory.withdraw_fact(c.id);
+            PERFORM pgmemory.withdraw_fact(c.group_id, c.id);
             RETURN jsonb_build_object('fact_id', c.id, 'action', 'withdrawn', 'ended', '[]'::jsonb,
                                       'withdrawn', jsonb_build_array(c.id));
         END IF;
@@ -68,7 +68,7 @@ BEGIN
                     WHERE f.group_id = c.group_id AND f.lineage = c.lineage AND upper_inf(f.recorded)
                       AND upper_inf(f.valid) AND (lower_inf(f.valid) OR lower(f.valid) < t)
                     ORDER BY lower(f.valid) NULLS FIRST, f.version_id LOOP
-            PERFORM pgmemory.correct_fact(cur.id, cur.lo, t);
+            PERFORM pgmemory.correct_fact(c.group_id, cur.id, cur.lo, t);
             ended := ended || cur.id;
             landed := coalesce(landed, cur.id);
         END LOOP;
@@ -112,11 +112,11 @@ BEGIN
             new_lo := NULL;
         END IF;
         FOR i IN 2 .. cardinality(ids) LOOP
-            PERFORM pgmemory.withdraw_fact(ids[i]);
+            PERFORM pgmemory.withdraw_fact(c.group_id, ids[i]);
             withdrawn := withdrawn || ids[i];
         END LOOP;
         SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
-         WHERE f.id = landed AND upper_inf(f.recorded);
+         WHERE f.group_id = c.group_id AND f.id = landed AND upper_inf(f.recorded);
         -- An interval opened by a negation ("I left Initech", read before "I work at
         -- Initech") takes the asserting sentence, so the belief does not depend on the
         -- order in which the two episodes were processed.
@@ -124,10 +124,10 @@ BEGIN
                      JOIN pgmemory.facts f ON f.group_id = o.group_id AND f.id = o.id AND upper_inf(f.recorded)
                     WHERE o.group_id = c.group_id AND o.id = landed AND o.kind = 'negate'
                       AND f.fact = o.fact AND f.fact <> c.fact) THEN
-            PERFORM pgmemory.correct_fact(landed, new_lo, new_hi, NULL, c.fact, c.embedding);
+            PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi, NULL, c.fact, c.embedding);
             action := 'extended';
         ELSIF lo IS DISTINCT FROM new_lo OR hi IS DISTINCT FROM new_hi THEN
-            PERFORM pgmemory.correct_fact(landed, new_lo, new_hi);
+            PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi);
             action := 'extended';
         END IF;
     END IF;
@@ -145,10 +145,10 @@ BEGIN
         IF cur.lo IS NOT NULL AND es < cur.lo THEN
             cap := least(cap, cur.lo);
         ELSIF cur.lo IS NOT NULL AND es <= cur.lo THEN
-            PERFORM pgmemory.withdraw_fact(cur.id);
+            PERFORM pgmemory.withdraw_fact(c.group_id, cur.id);
             withdrawn := withdrawn || cur.id;
         ELSE
-            PERFORM pgmemory.correct_fact(cur.id, cur.lo, es);
+            PERFORM pgmemory.correct_fact(c.group_id, cur.id, cur.lo, es);
             ended := ended || cur.id;
             IF c.episode_id IS NOT NULL THEN
                 INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
@@ -158,9 +158,9 @@ BEGIN
     END LOOP;
     IF cap IS NOT NULL THEN
         SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
-         WHERE f.id = landed AND upper_inf(f.recorded);
+         WHERE f.group_id = c.group_id AND f.id = landed AND upper_inf(f.recorded);
         IF hi IS NULL OR hi > cap THEN
-            PERFORM pgmemory.correct_fact(landed, CASE WHEN lo < cap THEN lo END, cap);
+            PERFORM pgmemory.correct_fact(c.group_id, landed, CASE WHEN lo < cap THEN lo END, cap);
         END IF;
     END IF;
     RETURN jsonb_build_object('fact_id', landed, 'action', action, 'ended', to_jsonb(ended),
@@ -215,7 +215,7 @@ BEGIN
               WHERE group_id = p_group AND lineage = ANY (comp) ORDER BY seq LOOP
         landed := (pgmemory.apply_claim(c)->>'fact_id')::uuid;
         IF c.fact_id IS DISTINCT FROM landed THEN
-            UPDATE pgmemory.fact_claims SET fact_id = landed WHERE seq = c.seq;
+            UPDATE pgmemory.fact_claims SET fact_id = landed WHERE group_id = p_group AND seq = c.seq;
         END IF;
     END LOOP;
     -- Believed as before: drop the new version and keep believing the old one.
@@ -225,8 +225,9 @@ BEGIN
                 AND upper(o.recorded) = now() AND o.valid = n.valid AND o.fact = n.fact
               WHERE n.group_id = p_group AND n.lineage = ANY (comp)
                 AND upper_inf(n.recorded) AND lower(n.recorded) = now() LOOP
-        DELETE FROM pgmemory.facts WHERE version_id = r.new_version;
-        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), NULL) WHERE version_id = r.old_version;
+        DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = r.new_version;
+        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), NULL)
+         WHERE group_id = p_group AND version_id = r.old_version;
     END LOOP;
     changed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.lineage = ANY (comp)

@@ -36,7 +36,7 @@ AS $$
                 AND x.tsv @@ plainto_tsquery('english', i.name)
               ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
               LIMIT p_k)) c
-      JOIN pgmemory.entities e ON e.id = c.id
+      JOIN pgmemory.entities e ON e.group_id = p_group AND e.id = c.id
      WHERE lower(e.name) = lower(i.name)
         OR coalesce(1 - (e.name_embedding <=> i.embedding), 0) >= p_min_similarity
         OR e.tsv @@ plainto_tsquery('english', i.name)
@@ -58,8 +58,8 @@ LANGUAGE sql STABLE AS $$
         ON f.group_id = p_group AND upper_inf(f.recorded)
        AND ((f.source_id = p_sources[i] AND f.target_id = p_targets[i])
          OR (f.source_id = p_targets[i] AND f.target_id = p_sources[i]))
-      JOIN pgmemory.entities s ON s.id = f.source_id
-      JOIN pgmemory.entities t ON t.id = f.target_id
+      JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = f.source_id
+      JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = f.target_id
      ORDER BY 1, lower(f.recorded)
 $$;
 
@@ -81,22 +81,22 @@ LANGUAGE sql STABLE AS $$
       CROSS JOIN LATERAL (
             (SELECT near.version_id FROM (
                     (SELECT r.version_id, r.embedding, lower(r.recorded) AS rec FROM pgmemory.facts r
-                      WHERE r.source_id IN (i.source_id, i.target_id)
+                      WHERE r.group_id = p_group AND r.source_id IN (i.source_id, i.target_id)
                         AND upper_inf(r.recorded) AND upper_inf(r.valid)
                       ORDER BY lower(r.recorded) DESC LIMIT 100)
                     UNION ALL
                     (SELECT r.version_id, r.embedding, lower(r.recorded) FROM pgmemory.facts r
-                      WHERE r.target_id IN (i.source_id, i.target_id)
+                      WHERE r.group_id = p_group AND r.target_id IN (i.source_id, i.target_id)
                         AND upper_inf(r.recorded) AND upper_inf(r.valid)
                       ORDER BY lower(r.recorded) DESC LIMIT 100)) near
               ORDER BY near.embedding <=> i.embedding NULLS LAST
               LIMIT p_k)
             UNION
             SELECT same.version_id FROM pgmemory.facts same
-             WHERE same.source_id = i.source_id AND same.relation = i.relation
+             WHERE same.group_id = p_group AND same.source_id = i.source_id AND same.relation = i.relation
                AND upper_inf(same.recorded)) c
       JOIN pgmemory.facts f ON f.version_id = c.version_id AND f.group_id = p_group
-      JOIN pgmemory.entities s ON s.id = f.source_id
-      JOIN pgmemory.entities t ON t.id = f.target_id
+      JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = f.source_id
+      JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = f.target_id
      ORDER BY 1, 11 DESC
 $$;

@@ -1,6 +1,7 @@
 -- The single write of one episode: every decision the pipeline made, applied
 -- in one call inside the caller's transaction (so all of it commits or none).
 
+-- p_group is the episode's group (the routing key on Citus; the payload's group must match).
 -- Payload: group, reference_time, new_entities, entity_updates, mentions (ids),
 -- mention_summaries ({id: description}), mention_details ({id: {said_name,
 -- renamed_to, labels, attributes}}: what the episode said of it), claims, usage, embedding. A claim is
@@ -14,17 +15,23 @@ DO $$ BEGIN  -- it returned void before claims existed
         DROP FUNCTION pgmemory.apply_episode(uuid, jsonb);
     END IF;
 END $$;
-CREATE OR REPLACE FUNCTION pgmemory.apply_episode(p_episode uuid, p_plan jsonb)
+CREATE OR REPLACE FUNCTION pgmemory.apply_episode(p_group text, p_episode uuid, p_plan jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    g text := p_plan->>'group';
+    g text := p_group;
     ref timestamptz := (p_plan->>'reference_time')::timestamptz;
     item jsonb;
     c pgmemory.fact_claims;
     did jsonb;
     results jsonb := '[]';
     touched uuid[] := '{}';
+    v_lineage uuid;
+    v_contradicts uuid[];
 BEGIN
+    IF p_plan->>'group' IS DISTINCT FROM p_group THEN
+        RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
+            USING ERRCODE = '22023';
+    END IF;
     INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
     SELECT (e->>'id')::uuid, g, e->>'name',
            ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
@@ -54,32 +61,37 @@ BEGIN
     ON CONFLICT DO NOTHING;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
+        -- Looked up first: Citus plans no subquery inside INSERT ... VALUES.
+        v_lineage := (SELECT f.lineage FROM pgmemory.facts f
+                       WHERE f.group_id = g AND f.id = (item->>'duplicate_of')::uuid
+                       ORDER BY f.version_id DESC LIMIT 1);
+        v_contradicts := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                                WHERE f.group_id = g AND f.id IN (
+                                      SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x));
         INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
                                           ref_time, contradicts)
         VALUES (g, p_episode, item->>'kind', (item->>'id')::uuid,
-                coalesce((SELECT f.lineage FROM pgmemory.facts f
-                           WHERE f.id = (item->>'duplicate_of')::uuid AND f.group_id = g
-                           ORDER BY f.version_id DESC LIMIT 1), (item->>'id')::uuid),
+                coalesce(v_lineage, (item->>'id')::uuid),
                 (item->>'source')::uuid, (item->>'target')::uuid, item->>'relation', item->>'fact',
                 (item->>'embedding')::vector, coalesce(item->'attributes', '{}'),
                 (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
-                coalesce((item->>'ref_time')::timestamptz, ref),
-                ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
-                       WHERE f.group_id = g AND f.id IN (
-                             SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x)))
+                coalesce((item->>'ref_time')::timestamptz, ref), v_contradicts)
         RETURNING * INTO c;
         did := pgmemory.apply_claim(c);
-        UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
+        UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = g AND seq = c.seq;
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
     END LOOP;
 
-    PERFORM pgmemory.derive_summaries(ARRAY(
+    -- Read first, then call: a call inside a statement that reads a distributed table would run
+    -- nested in that shard query on Citus, where its own queries are refused.
+    touched := ARRAY(
         SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m
         UNION
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
-         WHERE f.id = ANY (touched) AND f.group_id = g));
+         WHERE f.group_id = g AND f.id = ANY (touched));
+    PERFORM pgmemory.derive_summaries(g, touched);
 
     UPDATE pgmemory.episodes
        SET status = 'done', error = NULL, lease_owner = NULL, lease_until = NULL,
@@ -114,18 +126,27 @@ $$;
 -- its latest believed facts that have ended, each marked "(until <date>)". An
 -- entity with no believed facts is described by its earliest live mention
 -- (so deleting the episode that described it leaves the next one's words).
-CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_entities uuid[])
-RETURNS void LANGUAGE sql AS $$
-    WITH open_facts AS (
+-- (PL/pgSQL: its statements are planned with the group's value, so Citus routes them to
+-- the group's shard.)
+DO $$ BEGIN  -- it was a SQL function before
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory.derive_summaries(text, uuid[])')
+                 AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')) THEN
+        DROP FUNCTION pgmemory.derive_summaries(text, uuid[]);
+    END IF;
+END $$;
+CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_group text, p_entities uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH open_facts AS NOT MATERIALIZED (  -- inlined: Citus would plan a shared CTE apart
         SELECT ent.id, u.fact, u.rec, u.version_id
           FROM unnest(p_entities) AS ent (id)
           CROSS JOIN LATERAL (
                 (SELECT fa.fact, lower(fa.recorded) AS rec, fa.version_id FROM pgmemory.facts fa
-                  WHERE fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                  WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
                   ORDER BY lower(fa.recorded) DESC LIMIT 5)
                 UNION ALL
                 (SELECT fa.fact, lower(fa.recorded), fa.version_id FROM pgmemory.facts fa
-                  WHERE fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
+                  WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
                   ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
     ), ended_facts AS (
         SELECT ent.id,
@@ -133,7 +154,7 @@ RETURNS void LANGUAGE sql AS $$
                    AS fact,
                lower(fa.recorded) AS rec, fa.version_id
           FROM unnest(p_entities) AS ent (id)
-          JOIN pgmemory.facts fa ON (fa.source_id = ent.id OR fa.target_id = ent.id)
+          JOIN pgmemory.facts fa ON fa.group_id = p_group AND (fa.source_id = ent.id OR fa.target_id = ent.id)
          WHERE upper_inf(fa.recorded) AND NOT upper_inf(fa.valid)
            AND NOT EXISTS (SELECT 1 FROM open_facts o WHERE o.id = ent.id)
     ), ranked AS (
@@ -145,17 +166,18 @@ RETURNS void LANGUAGE sql AS $$
     UPDATE pgmemory.entities e
        SET summary = s.summary
       FROM summaries s
-     WHERE e.id = s.id AND e.summary IS DISTINCT FROM s.summary;
+     WHERE e.group_id = p_group AND e.id = s.id AND e.summary IS DISTINCT FROM s.summary;
 
     -- Without believed facts: the description of its earliest live mention.
     UPDATE pgmemory.entities e
        SET summary = d.summary
       FROM (SELECT ent.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
-                                      WHERE m.entity_id = ent.id AND m.summary <> ''
+                                      WHERE m.group_id = p_group AND m.entity_id = ent.id AND m.summary <> ''
                                       ORDER BY m.seq LIMIT 1), '') AS summary
               FROM unnest(p_entities) AS ent (id)
              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
-                                WHERE (fa.source_id = ent.id OR fa.target_id = ent.id)
+                                WHERE fa.group_id = p_group AND (fa.source_id = ent.id OR fa.target_id = ent.id)
                                   AND upper_inf(fa.recorded))) d
-     WHERE e.id = d.id AND e.summary IS DISTINCT FROM d.summary
+     WHERE e.group_id = p_group AND e.id = d.id AND e.summary IS DISTINCT FROM d.summary;
+END
 $$;

@@ -43,6 +43,8 @@ DECLARE
     c pgmemory.fact_claims;
     did jsonb;
     created text[] := '{}';
+    ends uuid[] := '{}';
+    touched uuid[];
 BEGIN
     IF coalesce(btrim(p_group), '') = '' THEN
         RAISE EXCEPTION 'group must be a non-empty string' USING ERRCODE = '22023';
@@ -73,24 +75,27 @@ BEGIN
        AND ((f.source_id = src.entity_id AND f.target_id = tgt.entity_id)
          OR (f.source_id = tgt.entity_id AND f.target_id = src.entity_id))
      ORDER BY lower(f.recorded) LIMIT 1;
+    IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
+        ends := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                       WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id
+                         AND f.relation = rel AND f.target_id <> tgt.entity_id);
+    END IF;
     INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
                                       embedding, attributes, valid_from, valid_to, ref_time, contradicts)
     VALUES (p_group, CASE WHEN p_negated THEN 'negate' ELSE 'assert' END, new_id, coalesce(dup, new_id),
             src.entity_id, tgt.entity_id, rel, btrim(p_fact), p_embedding, coalesce(p_attributes, '{}'),
-            p_valid_from, p_valid_to, coalesce(p_reference_time, now()),
-            CASE WHEN p_functional AND NOT p_negated THEN ARRAY(
-                SELECT DISTINCT f.lineage FROM pgmemory.facts f
-                 WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id
-                   AND f.relation = rel AND f.target_id <> tgt.entity_id) ELSE '{}' END)
+            p_valid_from, p_valid_to, coalesce(p_reference_time, now()), ends)
     RETURNING * INTO c;
     did := pgmemory.apply_claim(c);
-    UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE seq = c.seq;
-    PERFORM pgmemory.derive_summaries(ARRAY(
+    UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = p_group AND seq = c.seq;
+    -- Read first, then call (a call nested in a shard query cannot query on Citus).
+    touched := ARRAY(
         SELECT unnest(ARRAY[src.entity_id, tgt.entity_id])
         UNION
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
          WHERE f.group_id = p_group AND f.id IN (
-               SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x)));
+               SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x));
+    PERFORM pgmemory.derive_summaries(p_group, touched);
     RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
                                      'relation', rel, 'entities_created', to_jsonb(created));
 END
@@ -118,8 +123,8 @@ BEGIN
         RAISE EXCEPTION 'fact % is not believed in group %', p_fact, p_group USING ERRCODE = 'P0002';
     END IF;
     did := pgmemory.apply_claim(c);
-    UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE seq = c.seq;
-    PERFORM pgmemory.derive_summaries(ARRAY[c.source_id, c.target_id]);
+    UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE group_id = p_group AND seq = c.seq;
+    PERFORM pgmemory.derive_summaries(p_group, ARRAY[c.source_id, c.target_id]);
     RETURN did;
 END
 $$;

@@ -167,6 +167,7 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     g text;
     v_id uuid;
+    v_now timestamptz;  -- Citus refuses volatile calls (clock_timestamp) inside an UPDATE
 BEGIN
     FOR g IN
         SELECT q.group_id FROM pgmemory.episodes q
@@ -184,13 +185,14 @@ BEGIN
          WHERE h.group_id = g AND h.status IN ('pending', 'processing')
          ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
         CONTINUE WHEN v_id IS NULL;
+        v_now := clock_timestamp();
         UPDATE pgmemory.episodes e
-           SET status = 'processing', lease_owner = p_worker, lease_until = clock_timestamp() + p_lease,
+           SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,
                attempts = e.attempts + 1
-         WHERE (e.group_id, e.id) IN (
-                 SELECT l.group_id, l.id FROM pgmemory.episodes l
+         WHERE e.group_id = g AND e.id IN (
+                 SELECT l.id FROM pgmemory.episodes l
                   WHERE l.group_id = g AND l.id = v_id
-                    AND (l.status = 'pending' OR (l.status = 'processing' AND l.lease_until <= clock_timestamp()))
+                    AND (l.status = 'pending' OR (l.status = 'processing' AND l.lease_until <= v_now))
                     FOR UPDATE SKIP LOCKED);
         IF FOUND THEN
             group_id := g;
@@ -210,12 +212,13 @@ CREATE OR REPLACE FUNCTION pgmemory.lease_episode(p_group text, p_episode uuid, 
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_status text;
+    v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
 BEGIN
     UPDATE pgmemory.episodes e
-       SET status = 'processing', lease_owner = p_worker, lease_until = clock_timestamp() + p_lease,
+       SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,
            attempts = e.attempts + 1
      WHERE e.group_id = p_group AND e.id = p_episode
-       AND (e.status IN ('pending', 'failed') OR (e.status = 'processing' AND e.lease_until <= clock_timestamp()))
+       AND (e.status IN ('pending', 'failed') OR (e.status = 'processing' AND e.lease_until <= v_now))
     RETURNING 'leased' INTO v_status;
     IF FOUND THEN
         RETURN v_status;
@@ -229,13 +232,15 @@ $$;
 -- Extend a lease this worker holds; false when it is no longer this worker's.
 CREATE OR REPLACE FUNCTION pgmemory.renew_lease(p_group text, p_episode uuid, p_worker text,
                                                 p_lease interval DEFAULT '5 minutes')
-RETURNS boolean LANGUAGE sql VOLATILE AS $$
-    WITH renewed AS (
-        UPDATE pgmemory.episodes e SET lease_until = clock_timestamp() + p_lease
-         WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
-           AND e.lease_owner = p_worker
-        RETURNING 1)
-    SELECT EXISTS (SELECT 1 FROM renewed)
+RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
+BEGIN
+    UPDATE pgmemory.episodes e SET lease_until = v_now + p_lease
+     WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
+       AND e.lease_owner = p_worker;
+    RETURN FOUND;
+END
 $$;
 
 -- End an attempt that did not apply: the LLM cost is always added (it was
@@ -312,7 +317,7 @@ BEGIN
     IF pgmemory.group_version(p_group) <> p_version THEN
         RETURN jsonb_build_object('state', 'changed');
     END IF;
-    v_applied := pgmemory.apply_episode(p_episode, p_plan);
+    v_applied := pgmemory.apply_episode(p_group, p_episode, p_plan);
     PERFORM pgmemory.bump_group_version(p_group);
     RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
 END

@@ -36,6 +36,7 @@ DECLARE
     names text[];
     attrs jsonb;
     earlier jsonb;
+    written timestamptz[];
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
@@ -80,7 +81,7 @@ BEGIN
     IF p_erase THEN
         PERFORM pgmemory.delete_entities(p_group, orphans);
         entities_removed := (SELECT count(*) FROM unnest(orphans) e
-                              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e));
+                              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
     ELSE
         -- Retired, not deleted: their facts' versions (closed by the re-fold) stay as history.
         UPDATE pgmemory.entities SET retired_at = now()
@@ -102,7 +103,7 @@ BEGIN
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
     renamed := pgmemory.refold_entities(p_group, mentioned);
-    PERFORM pgmemory.derive_summaries(touched);
+    PERFORM pgmemory.derive_summaries(p_group, touched);
 
     IF p_erase THEN
         PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
@@ -118,9 +119,10 @@ BEGIN
             earlier := pgmemory.erase_retracted(p_group, p_episode);  -- an earlier ingestion, retracted
         END IF;
     ELSE
+        written := CASE WHEN written_at IS NULL THEN '{}'::timestamptz[] ELSE ARRAY[written_at] END;
         INSERT INTO pgmemory.retractions AS r (group_id, episode_id, written_at, lineages, mentioned, retired,
                                                texts, names, attributes)
-        VALUES (p_group, p_episode, ARRAY(SELECT written_at WHERE written_at IS NOT NULL), seeds, mentioned,
+        VALUES (p_group, p_episode, written, seeds, mentioned,
                 orphans, texts, names, attrs)
         ON CONFLICT (group_id, episode_id) DO UPDATE
            SET retracted_at = now(), written_at = r.written_at || EXCLUDED.written_at,
@@ -178,7 +180,7 @@ BEGIN
     removed := (SELECT count(DISTINCT f.id) FROM pgmemory.facts f
                  WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
     PERFORM pgmemory.delete_entities(p_group, orphans);
-    gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.id = e));
+    gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
     PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, t.lineages),
                                    ARRAY(SELECT e FROM unnest(t.mentioned) e
                                           WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
@@ -258,15 +260,16 @@ BEGIN
                                       AND lower(recorded) >= p.hi AND upper(recorded) <= hi;
         -- The same belief continues after the bridge: one version.
         SELECT n.version_id, upper(n.recorded) INTO same_vid, same_hi FROM pgmemory.facts n
-          JOIN pgmemory.facts o ON o.version_id = p.version_id
+          JOIN pgmemory.facts o ON o.group_id = p_group AND o.version_id = p.version_id
          WHERE n.group_id = p_group AND n.id = p.id AND lower(n.recorded) = hi
            AND n.valid = o.valid AND n.fact = o.fact AND n.relation = o.relation
            AND n.attributes = o.attributes;
         IF FOUND THEN
-            DELETE FROM pgmemory.facts WHERE version_id = same_vid;
+            DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = same_vid;
             hi := same_hi;
         END IF;
-        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), hi) WHERE version_id = p.version_id;
+        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), hi)
+         WHERE group_id = p_group AND version_id = p.version_id;
     END LOOP;
     DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = ANY (gone);
 

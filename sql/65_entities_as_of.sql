@@ -118,7 +118,7 @@ BEGIN
          WHERE p_fact_versions IS NULL AND h.score > 0
     ), described AS (
         SELECT x.id, f.fact FROM matched h
-          JOIN pgmemory.facts f ON f.version_id = h.version_id
+          JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = h.version_id
          CROSS JOIN LATERAL (VALUES (f.source_id), (f.target_id)) AS x (id)
     ), scored AS (
         SELECT e.id, ts_rank_cd(to_tsvector('english', e.name || ' ' || string_agg(c.fact, ' ' ORDER BY c.fact)), tq)::double precision AS s

@@ -125,158 +125,213 @@ DECLARE
     center uuid := (p_opts->>'center')::uuid;
     point timestamptz;
     tq tsquery := pgmemory.or_tsquery(p_query);
+    gid text;
+    -- The group filter: with one group an equality (Citus routes a query to one shard only
+    -- when every distributed table is pinned by '=': '= ANY' pins it in simple queries only).
+    one text := CASE WHEN cardinality(p_groups) = 1 THEN p_groups[1] END;
+    -- Each method's candidates, best first (a list's position is the method's rank). Every
+    -- step is its own statement: either it reads the tables of the searched groups directly
+    -- or it calls a function, never both, so on Citus each is one routed query (a function
+    -- called inside a shard query could not query) and the planner inlines nothing there.
+    recent_groups text[] := '{}';
+    recent_ids uuid[] := '{}';
+    recent_times timestamptz[] := '{}';
+    fact_cos bigint[] := '{}';
+    fact_text bigint[] := '{}';
+    fact_bfs bigint[] := '{}';
+    reach_ids uuid[] := '{}';
+    reach_dist integer[] := '{}';
+    center_ids uuid[] := '{}';
+    center_dist integer[] := '{}';
+    ent_cos uuid[] := '{}';
+    ent_text uuid[] := '{}';
+    ent_bfs uuid[] := '{}';
+    com_cos uuid[] := '{}';
+    com_text uuid[] := '{}';
+    epi_facts uuid[] := '{}';
+    epi_cos uuid[] := '{}';
+    epi_text uuid[] := '{}';
 BEGIN
+    -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
+    -- then per group), merged here on the coordinator.
+    IF cardinality(p_groups) > 1 AND coalesce((pgmemory.setting('distributed'))::boolean, false) THEN
+        RETURN QUERY SELECT s.* FROM unnest(p_groups) AS g (gid)
+                      CROSS JOIN LATERAL pgmemory.search_candidates(ARRAY[g.gid], p_query, p_embedding, p_opts) s;
+        RETURN;
+    END IF;
     -- Every id the caller passes must be an entity of the searched groups.
     PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
     PERFORM pgmemory.require_group_entities(p_groups, ARRAY[center], 'center');
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
+        -- The entities of the latest done episodes (each group's latest, then the latest overall).
+        FOREACH gid IN ARRAY p_groups LOOP
+            SELECT recent_groups || coalesce(array_agg(r.group_id), '{}'), recent_ids || coalesce(array_agg(r.id), '{}'),
+                   recent_times || coalesce(array_agg(r.valid_at), '{}')
+              INTO recent_groups, recent_ids, recent_times
+              FROM (SELECT e.group_id, e.id, e.valid_at FROM pgmemory.episodes e
+                     WHERE e.group_id = gid AND e.status = 'done'
+                       AND (known_at IS NULL OR e.recorded_at <= known_at)
+                     ORDER BY e.valid_at DESC LIMIT bfs_recent) r;
+        END LOOP;
+        SELECT coalesce(array_agg(r.g), '{}'), coalesce(array_agg(r.id), '{}') INTO recent_groups, recent_ids
+          FROM (SELECT * FROM unnest(recent_groups, recent_ids, recent_times) AS u (g, id, t)
+                 ORDER BY u.t DESC LIMIT bfs_recent) r;
         seeds := ARRAY(
             SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
-             WHERE (m.group_id, m.episode_id) IN (
-                SELECT r.group_id, r.id FROM unnest(p_groups) AS g (gid)
-                CROSS JOIN LATERAL (
-                    SELECT e.group_id, e.id, e.valid_at FROM pgmemory.episodes e
-                     WHERE e.group_id = g.gid AND e.status = 'done'
-                       AND (known_at IS NULL OR e.recorded_at <= known_at)
-                     ORDER BY e.valid_at DESC LIMIT bfs_recent) r
-                 ORDER BY r.valid_at DESC LIMIT bfs_recent));
+              JOIN unnest(recent_groups, recent_ids) AS r (g, id) ON m.group_id = r.g AND m.episode_id = r.id
+             WHERE (m.group_id = one OR one IS NULL AND m.group_id = ANY (p_groups)));
     END IF;
 
-    RETURN QUERY
-    WITH fact_cos AS (
-        SELECT c.version_id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-            SELECT f.version_id, f.embedding <=> p_embedding AS d
-              FROM pgmemory.facts f
-             WHERE 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-               AND f.group_id = ANY (p_groups)
+    IF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
+        fact_cos := ARRAY(
+            SELECT f.version_id FROM pgmemory.facts f
+             WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
              ORDER BY f.embedding <=> p_embedding
-             LIMIT k) c
-    ),
-    fact_text AS (
-        SELECT h.version_id, row_number() OVER (ORDER BY h.score DESC, h.version_id)::integer AS r
-          FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded,
-                                       relations, bounds) h
-         WHERE 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
-    ),
-    reach AS MATERIALIZED (
-        SELECT b.entity_id, b.distance
-          FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at, bfs_max) b
-         WHERE 'bfs' = ANY (methods) AND cardinality(seeds) > 0
-    ),
-    fact_bfs AS (
-        SELECT c.version_id, row_number() OVER (ORDER BY c.dist, c.rec DESC)::integer AS r FROM (
-            SELECT f.version_id, least(rs.distance, rt.distance) AS dist, lower(f.recorded) AS rec
+             LIMIT k);
+    END IF;
+    IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
+        fact_text := ARRAY(
+            SELECT h.version_id FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at,
+                                                             include_superseded, relations, bounds) h
+             WHERE h.score > 0 ORDER BY h.score DESC, h.version_id);
+    END IF;
+    IF 'bfs' = ANY (methods) AND cardinality(seeds) > 0 THEN
+        SELECT coalesce(array_agg(b.entity_id), '{}'), coalesce(array_agg(b.distance), '{}')
+          INTO reach_ids, reach_dist
+          FROM pgmemory.bfs_entities(p_groups, seeds, bfs_depth, point, known_at, bfs_max) b;
+    END IF;
+    IF 'facts' = ANY (kinds) AND cardinality(reach_ids) > 0 THEN
+        fact_bfs := ARRAY(
+            SELECT f.version_id
               FROM pgmemory.facts f
-              JOIN reach rs ON rs.entity_id = f.source_id
-              JOIN reach rt ON rt.entity_id = f.target_id
-             WHERE 'facts' = ANY (kinds) AND f.group_id = ANY (p_groups)
+              JOIN unnest(reach_ids, reach_dist) AS rs (entity_id, distance) ON rs.entity_id = f.source_id
+              JOIN unnest(reach_ids, reach_dist) AS rt (entity_id, distance) ON rt.entity_id = f.target_id
+             WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
                AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
-             ORDER BY 2, 3 DESC
-             LIMIT k) c
-    ),
-    fact_hits AS (
-        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT version_id, 'cosine' AS method, r FROM fact_cos
-            UNION ALL SELECT version_id, 'fulltext', r FROM fact_text
-            UNION ALL SELECT version_id, 'bfs', r FROM fact_bfs) h
-         GROUP BY h.version_id
-    ),
-    ent_cos AS (
-        SELECT c.id, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-            SELECT e.id, e.name_embedding <=> p_embedding AS d FROM pgmemory.entities e
-             WHERE 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-               AND e.group_id = ANY (p_groups)
+             ORDER BY least(rs.distance, rt.distance), lower(f.recorded) DESC
+             LIMIT k);
+    END IF;
+
+    IF 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
+        ent_cos := ARRAY(
+            SELECT e.id FROM pgmemory.entities e
+             WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
-             LIMIT k) c
-    ),
-    ent_text AS (
-        SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
-          FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
-         WHERE NOT as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
-        UNION ALL
-        SELECT h.id, row_number() OVER (ORDER BY h.score DESC, h.id)::integer AS r
-          FROM pgmemory.entity_text_hits_as_of(
-                   p_groups, p_query, k, point, known_at, want_labels,
-                   CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded
-                        THEN ARRAY(SELECT fact_text.version_id FROM fact_text) END) h
-         WHERE as_of_view AND 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0
-    ),
-    ent_bfs AS (
-        SELECT rc.entity_id AS id, row_number() OVER (ORDER BY rc.distance, rc.entity_id)::integer AS r
-          FROM reach rc JOIN pgmemory.entities e ON e.id = rc.entity_id
-         WHERE 'entities' = ANY (kinds) AND e.group_id = ANY (p_groups)
-           AND (known_at IS NULL OR e.created_at <= known_at)
-           AND (e.retired_at IS NULL OR e.retired_at > known_at)
-           AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-           AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
-         LIMIT k
+             LIMIT k);
+    END IF;
+    IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
+        ent_text := ARRAY(
+            SELECT h.id FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+             WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+    ELSIF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
+        ent_text := ARRAY(
+            SELECT h.id FROM pgmemory.entity_text_hits_as_of(
+                       p_groups, p_query, k, point, known_at, want_labels,
+                       CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded THEN fact_text END) h
+             WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+    END IF;
+    IF 'entities' = ANY (kinds) AND cardinality(reach_ids) > 0 THEN
+        ent_bfs := ARRAY(
+            SELECT rc.entity_id
+              FROM unnest(reach_ids, reach_dist) AS rc (entity_id, distance)
+              JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = rc.entity_id
+             WHERE (known_at IS NULL OR e.created_at <= known_at)
+               AND (e.retired_at IS NULL OR e.retired_at > known_at)
+               AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+             ORDER BY rc.distance, rc.entity_id
+             LIMIT k);
+    END IF;
+
+    IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
+        com_cos := ARRAY(
+            SELECT cm.id FROM pgmemory.communities cm
+             WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND (known_at IS NULL OR cm.created_at <= known_at)
+             ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
+    END IF;
+    IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
+        com_text := ARRAY(
+            SELECT cm.id FROM pgmemory.communities cm
+             WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq
+               AND (known_at IS NULL OR cm.created_at <= known_at)
+             ORDER BY ts_rank_cd(cm.tsv, tq) DESC LIMIT k);
+    END IF;
+
+    -- Distances from the node_distance reranker's centre entity (computed once, only with one).
+    IF center IS NOT NULL THEN
+        SELECT coalesce(array_agg(b.entity_id), '{}'), coalesce(array_agg(b.distance), '{}')
+          INTO center_ids, center_dist
+          FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b;
+    END IF;
+
+    IF 'episodes' = ANY (kinds) THEN
+        -- Episodes that the best facts came from: graph evidence for the raw record.
+        epi_facts := ARRAY(
+            SELECT fe.episode_id
+              FROM (SELECT * FROM unnest(fact_cos) WITH ORDINALITY AS c (version_id, r)
+                    UNION ALL SELECT * FROM unnest(fact_text) WITH ORDINALITY AS t (version_id, r)) fr
+              JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fr.version_id
+              JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
+              JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
+             WHERE (known_at IS NULL OR ep.recorded_at <= known_at)
+               AND (as_of IS NULL OR ep.valid_at <= as_of)
+             GROUP BY fe.episode_id
+             ORDER BY min(fr.r), fe.episode_id
+             LIMIT k);
+        IF 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
+            epi_cos := ARRAY(
+                SELECT ep.id FROM pgmemory.episodes ep
+                 WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (as_of IS NULL OR ep.valid_at <= as_of)
+                 ORDER BY ep.embedding <=> p_embedding LIMIT k);
+        END IF;
+        IF 'fulltext' = ANY (methods) THEN
+            epi_text := ARRAY(
+                SELECT h.id FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+                 WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    WITH fact_hits AS (
+        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+            SELECT x.version_id, 'cosine' AS method, x.r::integer AS r FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
+            UNION ALL SELECT x.version_id, 'fulltext', x.r::integer FROM unnest(fact_text) WITH ORDINALITY AS x (version_id, r)
+            UNION ALL SELECT x.version_id, 'bfs', x.r::integer FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
+         GROUP BY h.version_id
     ),
     ent_hits AS (
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT ent_cos.id, 'cosine' AS method, r FROM ent_cos
-            UNION ALL SELECT ent_text.id, 'fulltext', r FROM ent_text
-            UNION ALL SELECT ent_bfs.id, 'bfs', r FROM ent_bfs) h
+            SELECT x.id, 'cosine' AS method, x.r::integer AS r FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(ent_text) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'bfs', x.r::integer FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
          GROUP BY h.id
     ),
     com_hits AS (
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT c.id, 'cosine' AS method, row_number() OVER (ORDER BY c.d)::integer AS r FROM (
-                SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
-                 WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-                   AND cm.group_id = ANY (p_groups) AND (known_at IS NULL OR cm.created_at <= known_at)
-                 ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
-            UNION ALL
-            SELECT c.id, 'fulltext', row_number() OVER (ORDER BY c.s DESC)::integer FROM (
-                SELECT cm.id, ts_rank_cd(cm.tsv, tq) AS s FROM pgmemory.communities cm
-                 WHERE 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods)
-                   AND cm.group_id = ANY (p_groups) AND cm.tsv @@ tq
-                   AND (known_at IS NULL OR cm.created_at <= known_at)
-                 ORDER BY 2 DESC LIMIT k) c) h
+            SELECT x.id, 'cosine' AS method, x.r::integer AS r FROM unnest(com_cos) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(com_text) WITH ORDINALITY AS x (id, r)) h
          GROUP BY h.id
-    ),
-    -- Distances from the node_distance reranker's centre entity (computed once, only with one).
-    from_center AS MATERIALIZED (
-        SELECT b.entity_id, b.distance FROM pgmemory.bfs_entities(p_groups, ARRAY[center], 3, point, known_at) b
-         WHERE center IS NOT NULL
-    ),
-    -- Episodes that the best facts came from: graph evidence for the raw record.
-    epi_from_facts AS (
-        SELECT fe.episode_id AS id, row_number() OVER (ORDER BY min(fr.r), fe.episode_id)::integer AS r
-          FROM (SELECT version_id, r FROM fact_cos UNION ALL SELECT version_id, r FROM fact_text) fr
-          JOIN pgmemory.facts f ON f.version_id = fr.version_id
-          JOIN pgmemory.fact_episodes fe ON fe.fact_id = f.id
-          JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
-         WHERE 'episodes' = ANY (kinds) AND fe.group_id = ANY (p_groups)
-           AND (known_at IS NULL OR ep.recorded_at <= known_at)
-           AND (as_of IS NULL OR ep.valid_at <= as_of)
-         GROUP BY fe.episode_id
-         LIMIT k
     ),
     epi_hits AS (
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT epi_from_facts.id, 'facts' AS method, r FROM epi_from_facts
-            UNION ALL
-            SELECT c.id, 'cosine', row_number() OVER (ORDER BY c.d)::integer FROM (
-                SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
-                 WHERE 'episodes' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-                   AND ep.group_id = ANY (p_groups)
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                 ORDER BY ep.embedding <=> p_embedding LIMIT k) c
-            UNION ALL
-            SELECT h.id, 'fulltext', row_number() OVER (ORDER BY h.score DESC, h.id)::integer
-              FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
-             WHERE 'episodes' = ANY (kinds) AND 'fulltext' = ANY (methods) AND h.score > 0) h
+            SELECT x.id, 'facts' AS method, x.r::integer AS r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'cosine', x.r::integer FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
          GROUP BY h.id
+    ),
+    from_center AS (
+        SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
     )
     SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
                'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
@@ -287,17 +342,23 @@ BEGIN
                'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                'attributes', f.attributes,
                'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                              FROM pgmemory.fact_episodes fe WHERE fe.fact_id = f.id
+                              FROM pgmemory.fact_episodes fe
+                             WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
                                AND (known_at IS NULL OR fe.created_at <= known_at)),
                'distance', (SELECT min(b.distance) FROM from_center b
                              WHERE b.entity_id IN (f.source_id, f.target_id)),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
       FROM fact_hits fh
-      JOIN pgmemory.facts f ON f.version_id = fh.version_id
-      JOIN pgmemory.entities s ON s.id = f.source_id
-      JOIN pgmemory.entities t ON t.id = f.target_id
-      LEFT JOIN LATERAL pgmemory.entity_version_at(s.group_id, s.id, known_at) sv ON true
-      LEFT JOIN LATERAL pgmemory.entity_version_at(t.group_id, t.id, known_at) tv ON true
+      JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fh.version_id
+      JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+      JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+      -- The entity as recorded at known_at, when it has changed since (versions do not overlap;
+      -- without known_at none matches: no version starts at -infinity. Not a condition on
+      -- known_at itself: a join condition folded to false leaves the table unpinned on Citus).
+      LEFT JOIN pgmemory.entity_versions sv ON (sv.group_id = one OR one IS NULL AND sv.group_id = ANY (p_groups)) AND sv.group_id = s.group_id
+           AND sv.entity_id = s.id AND sv.recorded @> coalesce(known_at, '-infinity')
+      LEFT JOIN pgmemory.entity_versions tv ON (tv.group_id = one OR one IS NULL AND tv.group_id = ANY (p_groups)) AND tv.group_id = t.group_id
+           AND tv.entity_id = t.id AND tv.recorded @> coalesce(known_at, '-infinity')
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
@@ -305,22 +366,36 @@ BEGIN
                                    e.group_id, e.id, point, known_at) sm)
                                ELSE e.summary END,
                'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
-               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m WHERE m.entity_id = e.id),
+               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
+                             WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
-      FROM ent_hits eh JOIN pgmemory.entities e ON e.id = eh.id
-      LEFT JOIN LATERAL pgmemory.entity_version_at(e.group_id, e.id, known_at) ev ON true
+      FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
+      LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
+           AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
     UNION ALL
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
-      FROM com_hits ch JOIN pgmemory.communities cm ON cm.id = ch.id
+      FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
     UNION ALL
     SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
                'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
                'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
                'source_description', ep.source_description,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
-      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND ep.group_id = ANY (p_groups);
+      FROM epi_hits eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups));
+END
+$$;
+
+-- The search of one group: what every one-group search calls. On Citus it is delegated to
+-- the worker that holds the group (its first argument is the group), so the whole search
+-- runs there, against that group's shards only.
+CREATE OR REPLACE FUNCTION pgmemory.search_group(
+    p_group text, p_query text, p_embedding vector, p_opts jsonb)
+RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM pgmemory.search_candidates(ARRAY[p_group], p_query, p_embedding, p_opts);
 END
 $$;

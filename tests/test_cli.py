@@ -32,6 +32,7 @@ def test_ingest_search_delete_erase(db_dsn, group, tmp_path):
     result = run_cli("ingest", str(data), dsn=db_dsn)
     assert result.returncode == 0, result.stderr
     assert "2 ingested, 0 already present, 0 failed" in result.stdout
+    assert "\r" not in result.stderr + result.stdout and "\x1b" not in result.stderr  # no progress bar in logs
     again = run_cli("ingest", str(data), dsn=db_dsn)
     assert "0 ingested, 2 already present" in again.stdout
 

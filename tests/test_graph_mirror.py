@@ -58,7 +58,7 @@ def test_mirror_agrees_after_writes_and_corrections(conn, group):
     assert sorted(m[1] for m in mentions) == ["Acme", "Alice"]
     assert {m[0] for m in mentions} == {str(ep)}
 
-    conn.execute("SELECT pgmemory.invalidate_fact(%s, now())", (fid,))
+    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s, now())", (group, fid))
     conn.execute("UPDATE pgmemory.entities SET name = 'Acme Corp' WHERE id = %s", (ids["Acme"],))
     conn.commit()
     edges = graph_edges(conn, group)

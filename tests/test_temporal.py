@@ -43,7 +43,7 @@ def scenario(conn, group):
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'WORKS_FOR', 'Alice works for Acme',"
                  " %s, NULL)", (acme_job, group, alice, acme, utc("2020-03-01")))
     t1 = commit_and_tick(conn)
-    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s)", (acme_job, utc("2023-06-30")))
+    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s, %s)", (group, acme_job, utc("2023-06-30")))
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'WORKS_FOR', 'Alice works for Globex',"
                  " %s, NULL)", (globex_job, group, alice, globex, utc("2023-07-01")))
     t2 = commit_and_tick(conn)
@@ -111,7 +111,7 @@ def test_correction_in_the_same_transaction_rewrites_in_place(conn, group):
     fid = uuid.uuid4()
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'LIKES', 'A likes B', %s, NULL)",
                  (fid, group, a, b, utc("2021-01-01")))
-    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s)", (fid, utc("2022-01-01")))
+    conn.execute("SELECT pgmemory.invalidate_fact(%s, %s, %s)", (group, fid, utc("2022-01-01")))
     rows = conn.execute("SELECT valid FROM pgmemory.fact_history(%s, %s)", (group, fid)).fetchall()
     assert len(rows) == 1 and rows[0][0].upper == utc("2022-01-01")
 
@@ -122,7 +122,7 @@ def test_retraction_keeps_history(conn, group):
     conn.execute("SELECT pgmemory.record_fact(%s, %s, %s, %s, 'LIKES', 'A likes B', NULL, NULL)",
                  (fid, group, a, b))
     conn.commit()
-    assert conn.execute("SELECT pgmemory.withdraw_fact(%s)", (fid,)).fetchone()[0] is True
+    assert conn.execute("SELECT pgmemory.withdraw_fact(%s, %s)", (group, fid)).fetchone()[0] is True
     conn.commit()
     assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (group,)).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM pgmemory.fact_history(%s, %s)", (group, fid)).fetchone()[0] == 1
@@ -143,4 +143,4 @@ def test_bad_ranges_and_double_record_are_refused(conn, group):
                      (fid, group, a, b))
     conn.rollback()
     with pytest.raises(psycopg.errors.NoDataFound, match="no current version"):
-        conn.execute("SELECT pgmemory.invalidate_fact(%s, now())", (uuid.uuid4(),))
+        conn.execute("SELECT pgmemory.invalidate_fact(%s, %s, now())", (group, uuid.uuid4()))

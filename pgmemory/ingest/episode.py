@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import EpisodeInput
-from pgmemory.validate import check_list, check_text, check_time
+from pgmemory.validate import check_list, check_metadata, check_text, check_time
 
 KINDS = ("message", "text", "json")
 MAX_CONTENT_CHARS = 50_000  # about 12k tokens: one message, document chunk or record
@@ -30,6 +30,7 @@ class Episode:
     reference_time: datetime
     actor: str | None
     source_description: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # the caller's, stored with the episode
 
     def as_input(self) -> EpisodeInput:
         """The extractor's view of this episode."""
@@ -91,7 +92,7 @@ def validate_group_ids(group_ids: Any) -> list[str]:
 
 def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", actor: Any = None,
                      reference_time: Any = None, source_description: Any = "",
-                     episode_id: Any = None) -> Episode:
+                     episode_id: Any = None, metadata: Any = None) -> Episode:
     """Check every field of an episode and return it normalised, or raise InvalidInput."""
     group_id = validate_group_id(group_id)
     if kind not in KINDS:
@@ -119,4 +120,5 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
     check_text(source_description, "source_description", max_chars=MAX_CONTENT_CHARS, allow_empty=True)
     eid = (default_episode_uuid(group_id, actor, reference_time, content) if episode_id is None
            else episode_uuid(group_id, episode_id))
-    return Episode(eid, group_id, content, kind, reference_time, actor, source_description)
+    return Episode(eid, group_id, content, kind, reference_time, actor, source_description,
+                   check_metadata(metadata))

@@ -60,6 +60,11 @@ class EpisodeResult:
     db_seconds: float = 0.0
     decide_rounds: int = 1
 
+    def __str__(self) -> str:
+        return (f"episode {self.episode_id} {self.status}: {len(self.entities_created)} entities and "
+                f"{len(self.facts_created)} facts created, {self.facts_invalidated} invalidated; "
+                f"{self.llm_calls} LLM calls")
+
 
 class IngestError(Exception):
     """Processing an episode failed; the raw episode is kept with status 'failed'."""
@@ -102,7 +107,8 @@ async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) ->
         " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
     dead = [r["lease_owner"] for r in owners if _dead_here(r["lease_owner"])]
     if dead:
-        await pool.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp()"
+        # statement_timestamp(): Citus refuses volatile calls (clock_timestamp) inside an UPDATE.
+        await pool.execute("UPDATE pgmemory.episodes SET lease_until = statement_timestamp()"
                            " WHERE status = 'processing' AND lease_owner = ANY ($1::text[])", dead)
     return len(dead)
 
@@ -310,11 +316,11 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     stored status. One statement: no worker can claim it in between."""
     row = await conn.fetchrow(
         "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
-        " status, lease_owner, lease_until, attempts)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1)"
+        " status, lease_owner, lease_until, attempts, metadata)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
         " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
         ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
-        owner, _interval(lease_seconds))
+        owner, _interval(lease_seconds), ep.metadata)
     if row is not None:
         return row[0]
     stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",

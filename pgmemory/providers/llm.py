@@ -11,10 +11,23 @@ import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import openai
 import pydantic
+
+if TYPE_CHECKING:
+    import openai
+else:
+    class _LazyOpenAI:
+        """The openai package, imported on first use: importing it costs seconds, and commands
+        that call no LLM (search with the local embedder, delete, the CLI's --help) never need it."""
+
+        def __getattr__(self, name: str) -> Any:
+            import openai as module
+
+            return getattr(module, name)
+
+    openai = _LazyOpenAI()
 
 T = TypeVar("T")
 M = TypeVar("M", bound=pydantic.BaseModel)

@@ -35,14 +35,16 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
 
 async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,
                            embedding: list[float] | None, opts: dict[str, Any]) -> SearchResults:
-    """All candidates of every kind and method, in one round trip."""
+    """All candidates of every kind and method, in one round trip. One group: search_group (on
+    Citus delegated to the group's worker); several: search_candidates over all of them."""
     vec = vector_literals([embedding])[0] if embedding is not None else None
     limit = Timeouts.from_env().search_s
+    metadata = opts.get("metadata")
+    if metadata:  # a filter on the candidate pool, so the pool is widened first
+        opts = {**opts, "candidates": min(opts.get("candidates", 30) * METADATA_WIDEN, 1000)}
+    function, groups = (SEARCH_ONE, group_ids[0]) if len(group_ids) == 1 else (SEARCH_MANY, group_ids)
     try:
-        rows = await conn.fetch(
-            "SELECT kind, id, version_id, ranks, detail"
-            " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb)",
-            group_ids, query, vec, opts, timeout=limit)
+        rows = await conn.fetch(function, groups, query, vec, opts, metadata or None, timeout=limit)
     except TimeoutError:
         raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
                               "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
@@ -52,6 +54,14 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
         getattr(results, _LISTS[row["kind"]]).append(hit)
     return results
 
+
+_METADATA = (" WHERE $5::jsonb IS NULL"
+             " OR pgmemory.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5)")
+SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
+              " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb) c" + _METADATA)
+SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"
+               " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb) c" + _METADATA)
+METADATA_WIDEN = 4  # candidates per method read when a metadata filter will drop some
 
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}
 

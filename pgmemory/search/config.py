@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from pgmemory.errors import InvalidInput
-from pgmemory.validate import (check_bool, check_int, check_list, check_number, check_text, check_time,
-                               check_uuid, check_uuids)
+from pgmemory.validate import (check_bool, check_int, check_list, check_metadata, check_number, check_text,
+                               check_time, check_uuid, check_uuids)
 
 KINDS = ("facts", "entities", "communities", "episodes")
 METHODS = ("cosine", "fulltext", "bfs")
@@ -129,9 +129,14 @@ class SearchFilters:
     created_at_to: datetime | None = None
     expired_at_from: datetime | None = None
     expired_at_to: datetime | None = None
+    # Episode metadata the results must match (JSON containment): episodes by their own, facts by
+    # an episode they came from, entities by an episode mentioning them; communities never match.
+    metadata: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         """Refuse wrong types at construction: a str for a list, a non-bool flag, a naive time."""
+        if self.metadata is not None:
+            object.__setattr__(self, "metadata", check_metadata(self.metadata, "metadata filter") or None)
         check_bool(self.include_invalidated, "include_invalidated")
         check_bool(self.include_superseded, "include_superseded")
         for name in ("relation_types", "labels"):
@@ -153,6 +158,8 @@ class SearchFilters:
             "relation_types": list(self.relation_types),
             "labels": list(self.labels),
         }
+        if self.metadata:
+            out["metadata"] = self.metadata
         for f in fields(self):
             if f.type == "datetime | None":
                 value = getattr(self, f.name)

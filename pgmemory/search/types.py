@@ -49,6 +49,12 @@ class FactHit(Hit):
     attributes: dict[str, Any] = field(default_factory=dict)
     distance: int | None = None
 
+    def __str__(self) -> str:
+        from pgmemory.records import clip, short_day
+
+        start = "?" if self.valid_from_unknown else short_day(self.valid_from)
+        return f"{self.score:.4f} {clip(self.fact, 90)} [{start} .. {short_day(self.valid_to, 'present')}]"
+
     def text(self) -> str:
         return self.fact
 
@@ -64,6 +70,11 @@ class EntityHit(Hit):
     mentions: int = 0
     distance: int | None = None
 
+    def __str__(self) -> str:
+        from pgmemory.records import clip
+
+        return f"{self.score:.4f} {clip(self.text(), 100)}"
+
     def text(self) -> str:
         return f"{self.name}: {self.summary}" if self.summary else self.name
 
@@ -74,6 +85,11 @@ class CommunityHit(Hit):
 
     name: str = ""
     summary: str = ""
+
+    def __str__(self) -> str:
+        from pgmemory.records import clip
+
+        return f"{self.score:.4f} {clip(self.text(), 100)}"
 
     def text(self) -> str:
         return f"{self.name}: {self.summary}" if self.summary else self.name
@@ -90,6 +106,11 @@ class EpisodeHit(Hit):
     recorded_at: datetime | None = None
     source_description: str = ""
 
+    def __str__(self) -> str:
+        from pgmemory.records import clip, short_day
+
+        return f"{self.score:.4f} [{short_day(self.valid_at)}] {clip(self.text(), 90)}"
+
     def text(self) -> str:
         return f"{self.actor}: {self.content}" if self.actor else self.content
 
@@ -102,6 +123,14 @@ class SearchResults:
     entities: list[EntityHit] = field(default_factory=list)
     communities: list[CommunityHit] = field(default_factory=list)
     episodes: list[EpisodeHit] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        """A count line, then one line per hit (best first): readable in a notebook or log."""
+        kinds = ("facts", "entities", "communities", "episodes")
+        lines = ["SearchResults: " + ", ".join(f"{len(getattr(self, k))} {k}" for k in kinds)]
+        for kind in kinds:
+            lines.extend(f"  {kind[:-1] if kind != 'entities' else 'entity'} {hit}" for hit in getattr(self, kind))
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
         """JSON-ready form: one list per kind, embeddings left out."""

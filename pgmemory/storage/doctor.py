@@ -8,7 +8,7 @@ import psycopg
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import MigrationError
-from pgmemory.storage import migrate
+from pgmemory.storage import citus, migrate
 from pgmemory.storage.setup import (
     MIN_SERVER_VERSION,
     available_extensions,
@@ -43,10 +43,14 @@ def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(min
     preload = preloaded_libraries(conn)
     checks.append(_extension_check("vector", ext, required=True,
                                    install="apt install postgresql-NN-pgvector (or docker/Dockerfile)"))
-    checks.append(_age_check(ext))
+    distributed = citus.citus_installed(conn)
+    checks.append(Check("age", "ok", "not used on Citus (AGE does not support distributed tables): "
+                        "graph traversal uses recursive SQL") if distributed else _age_check(ext))
     checks.append(_textsearch_check(ext, preload))
     checks.append(Check("shared_preload_libraries", "ok", ", ".join(preload) or "(empty)"))
     checks.extend(_schema_checks(conn, ext))
+    if distributed:
+        checks.append(_distribution_check(conn))
     checks.append(_lock_waits_check(conn, lock_wait))
     return checks
 
@@ -152,6 +156,30 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
     checks.append(Check("embedding_dim", "ok" if dim else "fail", f"{dim}" if dim else "not set",
                         "" if dim else "run `pgmemory init`"))
     return checks
+
+
+def _distribution_check(conn: psycopg.Connection) -> Check:
+    """On a Citus coordinator: tables distributed by group (co-located) or reference, functions
+    delegated to the group's worker, and the workers."""
+    if not migrate.applied_migrations(conn):
+        return Check("distribution", "fail", "Citus: pgmemory schema not initialised", "run `pgmemory init`")
+    d = citus.report(conn)
+    detail = (f"Citus: {len(d.distributed)} distributed tables by group_id in {d.colocation_groups} co-location "
+              f"group(s), {len(d.reference)} reference tables, {len(d.delegated)} functions delegated to the "
+              f"group's worker, {len(d.workers)} workers ({', '.join(d.workers) or 'none'})")
+    problems = []
+    if d.local:
+        problems.append(f"tables not distributed: {', '.join(d.local)}")
+    if d.not_delegated:
+        problems.append(f"functions not delegated: {', '.join(d.not_delegated)}")
+    if d.colocation_groups > 1:
+        problems.append("distributed tables are not co-located")
+    if problems:
+        return Check("distribution", "fail", f"{detail}; {'; '.join(problems)}", "run `pgmemory init`")
+    if not d.workers:
+        return Check("distribution", "warn", detail, "add workers: SELECT citus_add_node('host', port); "
+                     "then SELECT citus_rebalance_start() (docs/scale-out.md)")
+    return Check("distribution", "ok", detail)
 
 
 def healthy(checks: list[Check]) -> bool:

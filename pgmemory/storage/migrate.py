@@ -29,6 +29,7 @@ MIGRATIONS_DIR = _shipped("migrations")
 SQL_DIR = _shipped("sql")
 LOCK_KEY = 0x70676D656D  # "pgmem": one advisory lock for all schema work
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_DOLLAR = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | Non
     done = []
     for m in pending_migrations(conn, migrations):
         try:
-            conn.execute(m.sql)
+            execute_script(conn, m.sql)
         except psycopg.Error as exc:
             raise MigrationError(f"migration {m.name} failed: {exc}") from exc
         conn.execute(
@@ -141,10 +142,59 @@ def sql_fingerprint(directory: Path = SQL_DIR) -> str:
     return digest.hexdigest()
 
 
+def split_statements(text: str) -> list[str]:
+    """The statements of a SQL script, split at top-level semicolons (quotes, dollar quotes,
+    quoted identifiers and comments respected). Each is sent on its own: Citus forwards some DDL
+    to its workers as the text it received, and a worker refuses several commands in one."""
+    statements, start, i, n = [], 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "-" and text.startswith("--", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif ch == "/" and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        elif ch in ("'", '"'):
+            i += 1
+            while i < n:
+                if text[i] == ch:
+                    if i + 1 < n and text[i + 1] == ch:
+                        i += 2
+                        continue
+                    break
+                i += 1
+        elif ch == "$":
+            match = _DOLLAR.match(text, i)
+            if match:
+                end = text.find(match.group(0), match.end())
+                i = n if end < 0 else end + len(match.group(0))
+                continue
+        elif ch == ";":
+            statements.append(text[start:i + 1])
+            start = i + 1
+        i += 1
+    statements.append(text[start:])
+    return [s.strip() for s in statements if _has_code(s)]
+
+
+def _has_code(statement: str) -> bool:
+    """False for a piece that is only whitespace and comments."""
+    stripped = re.sub(r"--[^\n]*|/\*.*?\*/", "", statement, flags=re.S)
+    return bool(stripped.strip().strip(";").strip())
+
+
+def execute_script(conn: psycopg.Connection, text: str) -> None:
+    """Run a SQL script statement by statement (see split_statements)."""
+    for statement in split_statements(text):
+        conn.execute(statement)
+
+
 def apply_sql_file(conn: psycopg.Connection, path: Path) -> None:
     """Re-apply one file of stored functions and views (CREATE OR REPLACE)."""
     try:
-        conn.execute(path.read_text())
+        execute_script(conn, path.read_text())
     except psycopg.Error as exc:
         raise MigrationError(f"{path.relative_to(SQL_DIR.parent)} failed: {exc}") from exc
 

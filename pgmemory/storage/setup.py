@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from pgmemory.config import GRAPH_NAME
 from pgmemory.errors import SetupError
-from pgmemory.storage import migrate
+from pgmemory.storage import citus, migrate
 
 MIN_SERVER_VERSION = 160000
 VERTEX_LABELS = ("Entity", "Episode", "Community")
@@ -46,6 +46,7 @@ class InitReport:
     text_search: str  # "tsvector" or "pg_textsearch"
     embedding_dim: int
     migrations_applied: list[str]
+    distributed: bool = False  # on a Citus coordinator: tables distributed by group
 
 
 def server_version(conn: psycopg.Connection) -> tuple[int, str]:
@@ -114,18 +115,25 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
     extensions = available_extensions(conn)
     stored = _stored_settings(conn)
     mode = choose_text_search(text_search, stored)
+    distributed = citus.citus_installed(conn)
     if mode == "pg_textsearch":
+        if distributed:
+            raise SetupError("full-text mode pg_textsearch is not supported on Citus (untested on distributed "
+                             "tables): use the default tsvector mode (unset PGMEMORY_TEXT_SEARCH)")
         check_pg_textsearch(extensions, preloaded_libraries(conn))
-    use_age = "age" in extensions
+    # AGE does not work on Citus-distributed tables: a cluster uses the SQL graph path.
+    use_age = "age" in extensions and not distributed
     graph_mode = "age" if use_age else "sql"
     migrations = migrate.load_migrations()
     current = (stored.get("sql_fingerprint") == migrate.sql_fingerprint()
                and stored.get("text_search") == mode and stored.get("graph_mode") == graph_mode
-               and stored.get("embedding_dim") is not None
+               and stored.get("embedding_dim") is not None and stored.get("distributed") == distributed
                and not migrate.pending_migrations(conn, migrations))
     applied: list[str] = []
     if not current:
         _lock_tables(conn)
+        if distributed:
+            citus.enable_triggers(conn)
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         if use_age:
             conn.execute("CREATE EXTENSION IF NOT EXISTS age")
@@ -145,7 +153,11 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / TEXT_SEARCH_FILES[mode])
         conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory.setting('text_stats_stale') = 'true'")
         migrate.drop_stale_functions(conn, functions_before)
+        if distributed:
+            citus.distribute(conn)
         _put_setting(conn, "graph_mode", graph_mode)
+        conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('distributed', %s)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (Jsonb(distributed),))
         _put_setting(conn, "text_search", mode)
         _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())
     try:
@@ -153,7 +165,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
     except psycopg.errors.InvalidParameterValue as exc:
         raise SetupError(exc.diag.message_primary or str(exc)) from None
     _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)
-    return InitReport(version, graph_mode, mode, embedding_dim, applied)
+    return InitReport(version, graph_mode, mode, embedding_dim, applied, distributed)
 
 
 def choose_text_search(requested: str | None, stored: dict) -> str:

@@ -1,4 +1,5 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, retry, delete-episode, erase-group."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, retry, delete-episode, erase-group,
+serve (REST), mcp, keys."""
 from __future__ import annotations
 
 import argparse
@@ -7,11 +8,13 @@ import sys
 from collections.abc import Callable
 
 from pgmemory.errors import PgMemoryError
-from pgmemory.storage.connect import connect, connection_lost, describe_target, lost_connection_error, resolve_dsn
+
+# Each command imports what it needs when it runs: start-up stays fast (--help loads no driver).
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
     from pgmemory.providers.embedder import embedder_from_env
+    from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.setup import init_database
     from pgmemory.validate import check_int
 
@@ -34,6 +37,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.doctor import healthy, run_checks
 
     dsn = resolve_dsn()
@@ -134,6 +138,52 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 1
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.rest import serve
+
+    if args.no_auth:
+        print("pgmemory: warning: serving WITHOUT API keys: every group is open to any caller", file=sys.stderr)
+    return serve(host=args.host, port=args.port, auth=not args.no_auth, worker_concurrency=args.workers,
+                 max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin or ())
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.mcp_server import run
+
+    if args.no_auth and args.transport == "http":
+        print("pgmemory: warning: MCP over HTTP WITHOUT API keys: every group is open to any caller",
+              file=sys.stderr)
+    return run(transport=args.transport, host=args.host, port=args.port, default_group=args.group,
+               auth=not args.no_auth, worker_concurrency=args.workers)
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from pgmemory.storage.connect import create_pool, resolve_dsn
+    from pgmemory.surfaces import api_keys
+
+    async def run() -> int:
+        pool = await create_pool(resolve_dsn(), max_size=1)
+        try:
+            if args.action == "create":
+                key, token = await api_keys.create_key(pool, args.name, read=args.read or [],
+                                                       write=args.write or [])
+                print(f"created key {key.id} ({key.name}); read: {', '.join(key.read_groups) or '-'}; "
+                      f"write: {', '.join(key.write_groups) or '-'}")
+                print(f"secret (shown once, store it now): {token}")
+            elif args.action == "list":
+                for k in await api_keys.list_keys(pool):
+                    state = f"revoked {k['revoked_at']:%Y-%m-%d}" if k["revoked_at"] else "active"
+                    print(f"{k['id']}  {k['name']:<20}  {state:<18}  read: {', '.join(k['read_groups']) or '-'};"
+                          f" write: {', '.join(k['write_groups']) or '-'}")
+            else:
+                await api_keys.revoke_key(pool, args.key_id)
+                print(f"revoked key {args.key_id}")
+        finally:
+            await pool.close()
+        return 0
+    return asyncio.run(run())
+
+
 MAX_INDEXED_DIM = 2000  # pgvector's HNSW index takes vectors of at most 2000 dimensions
 
 
@@ -146,6 +196,12 @@ def _bounded(high: int) -> Callable[[str], int]:
         if not 1 <= value <= high:
             raise argparse.ArgumentTypeError(f"must be between 1 and {high}, got {value}")
         return value
+    return parse
+
+
+def _zero_or(high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        return 0 if text.strip() == "0" else _bounded(high)(text)
     return parse
 
 
@@ -240,6 +296,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
     p.set_defaults(func=_cmd_erase_group)
+    p = sub.add_parser("serve", help="run the REST server (OpenAPI at /docs) with an in-process queue worker")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_bounded(65535), default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=_zero_or(64), default=1,
+                   help="queued episodes processed at once in this process (default 1; 0: leave them to "
+                        "`pgmemory worker`)")
+    p.add_argument("--max-body-bytes", type=_bounded(100_000_000), default=1_000_000,
+                   help="largest request body accepted (default 1000000; larger is a 413)")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="allow browser calls from this origin (repeatable; default: CORS off)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="serve without API keys (every group open): only on a trusted loopback")
+    p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser("mcp", help="run the MCP server (Graphiti's tools plus as-of search) on stdio or HTTP")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default; launched by a local agent) or http (streamable HTTP at /mcp)")
+    p.add_argument("--group", help="default group of tools called without one")
+    p.add_argument("--host", default="127.0.0.1", help="http: interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_bounded(65535), default=8000, help="http: port (default 8000)")
+    p.add_argument("--workers", type=_zero_or(64), default=1,
+                   help="queued episodes processed at once in this process (default 1; 0: none)")
+    p.add_argument("--no-auth", action="store_true", help="http: serve without API keys (trusted loopback only)")
+    p.set_defaults(func=_cmd_mcp)
+    p = sub.add_parser("keys", help="API keys of the servers: create, list, revoke")
+    keys = p.add_subparsers(dest="action", required=True)
+    k = keys.add_parser("create", help="create a key (its secret is printed once)")
+    k.add_argument("name", help="who or what the key is for")
+    k.add_argument("--read", action="append", metavar="GROUP", help="a group it may read (repeatable; * = all)")
+    k.add_argument("--write", action="append", metavar="GROUP",
+                   help="a group it may read and write (repeatable; * = all)")
+    keys.add_parser("list", help="list keys (never their secrets)")
+    k = keys.add_parser("revoke", help="revoke a key by id")
+    k.add_argument("key_id")
+    p.set_defaults(func=_cmd_keys)
     _add_eval(sub)
     return parser
 
@@ -253,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
+        from pgmemory.storage.connect import connection_lost, lost_connection_error
+
         lost = connection_lost(exc)
         if lost is None:
             raise

@@ -1,4 +1,5 @@
-"""`pgmemory ingest FILE` and `pgmemory retry`: bulk ingestion with a progress bar and a summary."""
+"""`pgmemory ingest FILE` and `pgmemory retry`: bulk ingestion with a progress bar (on a terminal
+only: no cursor escape codes in logs) and a summary."""
 from __future__ import annotations
 
 import codecs
@@ -71,7 +72,7 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc}") from None
     async with await Memory.open() as memory:
-        with tqdm(total=len(items), unit="ep", desc="ingest") as bar:
+        with tqdm(total=len(items), unit="ep", desc="ingest", disable=not sys.stderr.isatty()) as bar:
             results = await memory.add_episodes(items, concurrency=concurrency,
                                                 on_done=lambda _: bar.update(1))
     return _report(results)
@@ -80,6 +81,6 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
 async def retry(group_id: str | None) -> int:
     """Re-run failed and pending episodes with a progress bar."""
     async with await Memory.open() as memory:
-        with tqdm(unit="ep", desc="retry") as bar:
+        with tqdm(unit="ep", desc="retry", disable=not sys.stderr.isatty()) as bar:
             results = await memory.retry(group_id, on_done=lambda _: bar.update(1))
     return _report(results)

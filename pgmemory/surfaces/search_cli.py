@@ -1,11 +1,14 @@
-"""`pgmemory search`: results as readable tables, or one JSON object with --json."""
+"""`pgmemory search`: results as readable tables, or one JSON object with --json. With PGMEMORY_URL
+set (and PGMEMORY_API_KEY), the search runs on that REST server, which has the embedder loaded
+already, so the command starts no model and opens no database connection."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
+from typing import Any
 
-from pgmemory.errors import InvalidInput
-from pgmemory.memory import Memory
+from pgmemory.errors import DatabaseUnavailable, InvalidInput, PgMemoryError
 from pgmemory.search.config import SearchFilters
 from pgmemory.search.types import SINCE_FOREVER, SearchResults
 
@@ -61,10 +64,42 @@ async def search_command(query: str, group: str, *, limit: int, recipe: str, as_
         as_of=cli_time(as_of, "--as-of") if as_of else None,
         known_at=cli_time(known_at, "--known-at") if known_at else None,
         include_invalidated=include_invalidated)
-    async with await Memory.open() as memory:
-        results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
+    url = os.environ.get("PGMEMORY_URL")
+    if url:
+        results = await remote_search(url, query, group, limit=limit, recipe=recipe, filters=filters)
+    else:
+        from pgmemory.memory import Memory
+
+        async with Memory.open() as memory:
+            results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
     if as_json:
         print(json.dumps(results.to_dict(), default=str, indent=2))
     else:
         print(render(results))
     return 0
+
+
+async def remote_search(url: str, query: str, group: str, *, limit: int, recipe: str,
+                        filters: SearchFilters) -> SearchResults:
+    """POST /v1/search on a running `pgmemory serve` (PGMEMORY_API_KEY as the bearer key)."""
+    import httpx
+
+    from pgmemory.surfaces.wire import results_from_json
+
+    body: dict[str, Any] = {"query": query, "group_ids": [group], "limit": limit, "recipe": recipe,
+                            "filters": {k: v for k, v in filters.to_options().items() if v not in (None, [], False)}}
+    headers = {"Authorization": f"Bearer {os.environ['PGMEMORY_API_KEY']}"} if os.environ.get("PGMEMORY_API_KEY") else {}
+    try:
+        async with httpx.AsyncClient(timeout=60) as client:
+            response = await client.post(url.rstrip("/") + "/v1/search", json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise DatabaseUnavailable(f"pgmemory server {url} unreachable ({type(exc).__name__}); "
+                                  "unset PGMEMORY_URL to search the database directly") from None
+    if response.status_code != 200:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:200]
+        raise (InvalidInput if response.status_code < 500 else PgMemoryError)(
+            f"server answered {response.status_code}: {message}")
+    return results_from_json(response.json())

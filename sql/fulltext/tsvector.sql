@@ -40,7 +40,7 @@ CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     SELECT f.version_id, pgmemory.bm25_score(f.tsv, w.terms, w.idf, w.avgdl)
       FROM pgmemory.bm25_weights('facts', p_groups, p_query) w
-      JOIN pgmemory.facts f ON f.group_id = w.group_id,
+      JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.group_id = w.group_id,
            (SELECT pgmemory.or_tsquery(p_query) AS tq) q
      WHERE f.tsv @@ q.tq
        AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
@@ -53,7 +53,7 @@ CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT e.id, pgmemory.bm25_score(e.tsv, w.terms, w.idf, w.avgdl)
       FROM pgmemory.bm25_weights('entities', p_groups, p_query) w
-      JOIN pgmemory.entities e ON e.group_id = w.group_id,
+      JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = w.group_id,
            (SELECT pgmemory.or_tsquery(p_query) AS tq) q
      WHERE e.tsv @@ q.tq
        AND (p_known_at IS NULL OR e.created_at <= p_known_at)
@@ -67,7 +67,7 @@ CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT ep.id, pgmemory.bm25_score(ep.tsv, w.terms, w.idf, w.avgdl)
       FROM pgmemory.bm25_weights('episodes', p_groups, p_query) w
-      JOIN pgmemory.episodes ep ON ep.group_id = w.group_id,
+      JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = w.group_id,
            (SELECT pgmemory.or_tsquery(p_query) AS tq) q
      WHERE ep.tsv @@ q.tq
        AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)

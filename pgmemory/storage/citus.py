@@ -1,0 +1,156 @@
+"""Scale-out on Citus: distribute pgmemory's tables by group and route its stored functions.
+
+One schema for a single node and a cluster. On a database where the citus extension is
+created (the coordinator of a Citus cluster), init calls `distribute`: every pgmemory table
+with a group_id column becomes a distributed table (distribution column group_id, all
+co-located with episodes), every other table a reference table, and every stored function
+whose first argument is `p_group text` is delegated to the worker holding that group
+(create_distributed_function with distribution_arg_name), so a one-group call runs on one
+worker. Idempotent: what is already distributed is left alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql as pgsql
+
+ANCHOR = "pgmemory.episodes"  # the co-location group every distributed table joins
+GROUP_COLUMN = "group_id"
+GROUP_ARG = "p_group"
+
+
+def citus_installed(conn: psycopg.Connection) -> bool:
+    """True when the citus extension is created in this database (a Citus coordinator)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").fetchone()[0]
+
+
+def enable_triggers(conn: psycopg.Connection) -> None:
+    """Allow triggers on distributed tables for this transaction (the entity versions and the
+    full-text statistics are kept by triggers; they only write rows of the row's own group,
+    which Citus keeps on the same worker, so they run locally there)."""
+    conn.execute("SELECT set_config('citus.enable_unsafe_triggers', 'on', true)")
+
+
+def _tables(conn: psycopg.Connection) -> list[tuple[str, bool]]:
+    """(table, has group_id) for every pgmemory table, referenced tables before referencing ones."""
+    rows = conn.execute(
+        "SELECT c.oid::regclass::text, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid"
+        "        AND a.attname = %s AND NOT a.attisdropped),"
+        "       ARRAY(SELECT DISTINCT f.confrelid::regclass::text FROM pg_constraint f"
+        "              WHERE f.conrelid = c.oid AND f.contype = 'f' AND f.confrelid <> c.oid)"
+        "  FROM pg_class c WHERE c.relnamespace = to_regnamespace('pgmemory') AND c.relkind IN ('r', 'p')"
+        " ORDER BY c.relname", (GROUP_COLUMN,)).fetchall()
+    refs = {name: set(deps) for name, _, deps in rows}
+    grouped = {name: has for name, has, _ in rows}
+    ordered: list[str] = [ANCHOR] if ANCHOR in refs else []
+    pending = [n for n in sorted(refs) if n not in ordered]
+    while pending:
+        ready = [n for n in pending if all(d in ordered or d not in refs for d in refs[n])] or pending
+        ordered.extend(ready)
+        pending = [n for n in pending if n not in ready]
+    return [(n, grouped[n]) for n in ordered]
+
+
+def distribute(conn: psycopg.Connection) -> list[str]:
+    """Distribute what is not yet distributed (in the caller's transaction); returns what it did."""
+    done = []
+    known = dict(conn.execute(
+        "SELECT logicalrelid::regclass::text, partmethod FROM pg_dist_partition").fetchall())
+    enable_triggers(conn)
+    for table, grouped in _tables(conn):
+        if table in known:
+            continue
+        if grouped:
+            conn.execute("SELECT create_distributed_table(%s, %s, colocate_with => %s)",
+                         (table, GROUP_COLUMN, "default" if table == ANCHOR else ANCHOR))
+            done.append(f"distributed {table}")
+        else:
+            conn.execute("SELECT create_reference_table(%s)", (table,))
+            done.append(f"reference {table}")
+    # Rows copied from the local tables are now on the shards: drop the local leftovers.
+    for table, _ in _tables(conn):
+        if table not in known:
+            conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
+    routable = routable_functions(conn)
+    for signature in routable:
+        conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s)",
+                     (signature, GROUP_ARG, ANCHOR))
+        done.append(f"function {signature}")
+    # Every other function too (without a routing argument): created before its tables were
+    # distributed, it exists on the coordinator only, and the workers run it (triggers, helpers).
+    for (signature,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f'"
+            "   AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass"
+            "                    AND o.objid = p.oid)"
+            " ORDER BY 1").fetchall():
+        if signature not in routable:
+            conn.execute("SELECT create_distributed_function(%s)", (signature,))
+    allow_nested_queries(conn)
+    return done
+
+
+def allow_nested_queries(conn: psycopg.Connection) -> None:
+    """Let every non-immutable pgmemory function query from inside a shard query.
+
+    A delegated call runs on the worker of its group, where Citus refuses by default a query
+    issued from a function that runs inside another query. Ours may: every statement of
+    sql/ pins its group (tests/test_sql_routing.py), so a nested query reads the same
+    group's shards, which are on that worker, in the same transaction. The SET clause
+    also keeps the planner from inlining SQL functions, which Citus cannot plan.
+    (CREATE OR REPLACE by init drops the clause; distribute() sets it again.)"""
+    for (signature,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f' AND p.provolatile <> 'i'"
+            "   AND NOT coalesce('citus.allow_nested_distributed_execution=on' = ANY (p.proconfig), false)"
+            " ORDER BY 1").fetchall():
+        conn.execute(pgsql.SQL("ALTER FUNCTION {} SET citus.allow_nested_distributed_execution = on").format(
+            pgsql.SQL(signature)))
+
+
+def routable_functions(conn: psycopg.Connection) -> list[str]:
+    """Functions of schema pgmemory whose first argument is p_group text: delegated to the
+    worker of that group (all of them each time: create_distributed_function is idempotent and
+    a function re-created by init must be registered again)."""
+    return [r[0] for r in conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p"
+        " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f'"
+        "   AND p.proargnames[1] = %s AND p.proargtypes[0] = 'text'::regtype"
+        " ORDER BY 1", (GROUP_ARG,)).fetchall()]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """What doctor reports about a Citus database."""
+
+    distributed: list[str]
+    reference: list[str]
+    local: list[str]
+    colocation_groups: int
+    delegated: list[str]
+    not_delegated: list[str]
+    workers: list[str]
+
+
+def report(conn: psycopg.Connection) -> Distribution:
+    """Tables by kind, co-location, delegated functions and the active workers."""
+    tables = [name for name, _ in _tables(conn)]
+    kinds = dict(conn.execute(
+        "SELECT logicalrelid::regclass::text, partmethod::text || ':' || colocationid FROM pg_dist_partition"
+        " WHERE logicalrelid::regclass::text = ANY (%s)", (tables,)).fetchall())
+    distributed = [t for t in tables if kinds.get(t, "").startswith("h:")]
+    reference = [t for t in tables if kinds.get(t, "").startswith("n:")]
+    local = [t for t in tables if t not in kinds]
+    colocation = {kinds[t].split(":")[1] for t in distributed}
+    delegated = {r[0] for r in conn.execute(
+        "SELECT objid::regprocedure::text FROM pg_dist_object"
+        " WHERE classid = 'pg_proc'::regclass AND distribution_argument_index IS NOT NULL").fetchall()}
+    routable = routable_functions(conn)
+    workers = [f"{h}:{p}" for h, p in conn.execute(
+        "SELECT nodename, nodeport FROM pg_dist_node WHERE isactive AND noderole = 'primary'"
+        "   AND groupid <> 0 ORDER BY nodename, nodeport").fetchall()]
+    return Distribution(distributed, reference, local, len(colocation),
+                        [f for f in routable if f in delegated], [f for f in routable if f not in delegated],
+                        workers)
+

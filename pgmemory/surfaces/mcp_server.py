@@ -1,0 +1,254 @@
+"""`pgmemory mcp`: the MCP server (official `mcp` SDK) with Graphiti's tools plus as-of search.
+
+Tools: add_memory, search_memory_nodes, search_memory_facts (both with as_of = valid time and
+known_at = transaction time), get_episodes, delete_episode, delete_entity_edge, get_entity_edge,
+clear_graph, get_status. Transports: stdio (a local agent launches it; trusted like the user who
+runs it) and streamable HTTP (every call needs an API key, `Authorization: Bearer pgm_...`,
+allowed on the groups it names). Episodes are queued and processed by a worker in this process.
+A tool given bad input answers is_error with one line; it never crashes the server.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+
+from pgmemory.errors import PgMemoryError
+from pgmemory.ingest.pipeline import IngestError
+from pgmemory.memory import Memory
+from pgmemory.records import jsonable
+from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.surfaces.api_keys import ApiKey, KeyStore
+from pgmemory.surfaces.serving import served_memory
+from pgmemory.surfaces.wire import ingest_json, time_or_now
+
+INSTRUCTIONS = (
+    "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
+    "messages as 'Speaker: text' lines, or JSON); facts and entities are extracted from it. "
+    "search_memory_facts finds facts with their valid time; pass as_of (ISO 8601 with a zone) to ask "
+    "what was true then, and known_at to ask what was believed then. search_memory_nodes finds "
+    "entities with their summaries.")
+
+SOURCES = {"text": "text", "message": "message", "json": "json"}
+
+
+@dataclass
+class State:
+    """What the tools share: the memory, the key store (HTTP with auth) and the default group."""
+
+    memory: Memory | None = None
+    keys: KeyStore | None = None
+    default_group: str | None = None
+
+
+def build_server(memory: Memory | None = None, *, default_group: str | None = None, auth: bool = True,
+                 worker_concurrency: int = 1, open_options: dict[str, Any] | None = None) -> MCPServer:
+    """The MCP server. With `memory`, that one is used (and not closed); otherwise Memory.open at
+    start-up. Over HTTP with `auth`, calls need an API key; over stdio no key is asked."""
+    state = State(default_group=default_group)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+            state.memory = mem
+            state.keys = KeyStore(mem.pool) if auth else None
+            yield {}
+
+    server = MCPServer("pgmemory", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
+    _tools(server, state)
+    return server
+
+
+async def _key(ctx: Context, state: State) -> ApiKey | None:
+    """The caller's key over HTTP (None over stdio, or without auth); ToolError without a valid one."""
+    headers = ctx.headers if ctx is not None else None
+    if headers is None or state.keys is None:
+        return None
+    token = headers.get("x-api-key")
+    header = headers.get("authorization", "")
+    if token is None and header.lower().startswith("bearer "):
+        token = header[7:].strip()
+    key = await state.keys.lookup(token) if token else None
+    if key is None:
+        raise ToolError("unauthorized: a valid API key is required (Authorization: Bearer pgm_...)")
+    return key
+
+
+async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *, write: bool = False) -> list[str]:
+    """The groups a call names (else the default group), each allowed for the caller's key."""
+    if groups is None or groups == []:
+        if state.default_group is None:
+            raise ToolError("no group given and the server has no default group (pgmemory mcp --group G)")
+        groups = [state.default_group]
+    if isinstance(groups, str):
+        groups = [groups]
+    key = await _key(ctx, state)
+    for group in groups:
+        if key is not None and not (key.can_write(group) if write else key.can_read(group)):
+            raise ToolError(f"forbidden: this key may not {'write' if write else 'read'} group {group!r:.80}")
+    return list(groups)
+
+
+def _tool_errors(fn):
+    """Turn pgmemory's errors into the one-line ToolError the model reads."""
+    import functools
+
+    @functools.wraps(fn)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except PgMemoryError as exc:
+            raise ToolError(str(exc)) from None
+    return wrapped
+
+
+def _filters(as_of: str | None, known_at: str | None, include_invalidated: bool = False,
+             labels: tuple[str, ...] = ()) -> SearchFilters:
+    from pgmemory.ingest.episode import parse_time
+
+    return SearchFilters(as_of=parse_time(as_of, "as_of") if as_of else None,
+                         known_at=parse_time(known_at, "known_at") if known_at else None,
+                         include_invalidated=include_invalidated, labels=labels)
+
+
+def _tools(server: MCPServer, state: State) -> None:
+    def mem() -> Memory:
+        assert state.memory is not None
+        return state.memory
+
+    @server.tool()
+    @_tool_errors
+    async def add_memory(name: str, episode_body: str, ctx: Context, group_id: str | None = None,
+                         source: str = "text", source_description: str = "", uuid: str | None = None,
+                         reference_time: str | None = None, metadata: dict[str, Any] | None = None,
+                         wait: bool = False) -> dict[str, Any]:
+        """Add an episode to memory. source: "text", "message" (chat lines "Speaker: text") or
+        "json" (a JSON string). reference_time: when it was said (ISO 8601 with a zone; default
+        now). Queued and processed in the background unless wait is true; returns its episode id."""
+        [group] = await _groups(ctx, state, group_id, write=True)
+        if source not in SOURCES:
+            raise ToolError(f"unknown source {source!r:.40}: use text, message or json")
+        fields = dict(kind=SOURCES[source], reference_time=time_or_now(reference_time),
+                      source_description=source_description, episode_id=uuid,
+                      metadata={**(metadata or {}), "name": name} if name else metadata)
+        if wait:
+            try:
+                return ingest_json(await mem().add_episode(group, episode_body, **fields))
+            except IngestError as exc:
+                return ingest_json(exc)
+        episode_id = await mem().enqueue_episode(group, episode_body, **fields)
+        return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
+                "message": f"episode {name!r:.60} queued for processing"}
+
+    @server.tool()
+    @_tool_errors
+    async def search_memory_nodes(query: str, ctx: Context, group_ids: list[str] | None = None,
+                                  max_nodes: int = 10, center_node_uuid: str | None = None,
+                                  entity: str | None = None, as_of: str | None = None,
+                                  known_at: str | None = None) -> dict[str, Any]:
+        """Search entities (nodes) with their summaries. entity: only entities with this label.
+        center_node_uuid: rank by graph distance from that entity. as_of / known_at (ISO 8601 with a
+        zone): entities as they were at that valid time / as believed at that transaction time."""
+        groups = await _groups(ctx, state, group_ids)
+        config = SearchConfig(kinds=("entities",), methods=METHODS if center_node_uuid else ("cosine", "fulltext"),
+                              reranker="node_distance" if center_node_uuid else "rrf", center=center_node_uuid)
+        results = await mem().search(query, group_ids=groups, limit=max_nodes, config=config,
+                                     filters=_filters(as_of, known_at, labels=(entity,) if entity else ()))
+        return {"nodes": [jsonable({"uuid": e.id, "name": e.name, "summary": e.summary, "labels": e.labels,
+                                    "group_id": e.group_id, "attributes": e.attributes}) for e in results.entities]}
+
+    @server.tool()
+    @_tool_errors
+    async def search_memory_facts(query: str, ctx: Context, group_ids: list[str] | None = None,
+                                  max_facts: int = 10, center_node_uuid: str | None = None,
+                                  as_of: str | None = None, known_at: str | None = None,
+                                  include_invalidated: bool = False) -> dict[str, Any]:
+        """Search facts (edges) with their valid time. as_of: what was true at that time (valid
+        time); known_at: as believed at that time (transaction time); both ISO 8601 with a zone.
+        Ended facts are left out unless include_invalidated."""
+        groups = await _groups(ctx, state, group_ids)
+        config = SearchConfig(kinds=("facts",), methods=METHODS if center_node_uuid else ("cosine", "fulltext"),
+                              reranker="node_distance" if center_node_uuid else "rrf", center=center_node_uuid)
+        results = await mem().search(query, group_ids=groups, limit=max_facts, config=config,
+                                     filters=_filters(as_of, known_at, include_invalidated))
+        return {"facts": [_fact_json(f) for f in results.facts]}
+
+    @server.tool()
+    @_tool_errors
+    async def get_episodes(ctx: Context, group_id: str | None = None, last_n: int = 10) -> dict[str, Any]:
+        """The group's latest episodes (oldest first) with their processing status."""
+        [group] = await _groups(ctx, state, group_id)
+        return {"episodes": [e.to_dict() for e in await mem().get_episodes(group, last_n=last_n)]}
+
+    @server.tool()
+    @_tool_errors
+    async def delete_episode(uuid: str, ctx: Context, group_id: str | None = None, erase: bool = False) -> dict[str, Any]:
+        """Delete an episode as if it had never been added (its facts re-derived from the others);
+        erase: also remove its text from history."""
+        [group] = await _groups(ctx, state, group_id, write=True)
+        if await mem().get_episode(group, uuid) is None:
+            raise ToolError(f"episode {uuid!r:.80} not found in group {group!r:.80}")
+        return asdict(await mem().delete_episode(group, uuid, erase=erase))
+
+    @server.tool()
+    @_tool_errors
+    async def delete_entity_edge(uuid: str, ctx: Context, group_id: str | None = None) -> dict[str, Any]:
+        """Retract a fact (edge): no longer believed; its history is kept."""
+        [group] = await _groups(ctx, state, group_id, write=True)
+        return jsonable(await mem().retract_fact(group, uuid))
+
+    @server.tool()
+    @_tool_errors
+    async def get_entity_edge(uuid: str, ctx: Context, group_id: str | None = None) -> dict[str, Any]:
+        """One fact (edge): its believed version (null if retracted) and every version."""
+        [group] = await _groups(ctx, state, group_id)
+        versions = await mem().fact_history(group, uuid)
+        if not versions:
+            raise ToolError(f"fact {uuid!r:.80} not found in group {group!r:.80}")
+        current = next((v for v in versions if v.believed), None)
+        return {"current": current.to_dict() if current else None, "history": [v.to_dict() for v in versions]}
+
+    @server.tool()
+    @_tool_errors
+    async def clear_graph(ctx: Context, group_ids: list[str] | None = None, confirm: bool = False) -> dict[str, Any]:
+        """Erase everything of the given groups (default: the server's group). Cannot be undone:
+        confirm must be true."""
+        groups = await _groups(ctx, state, group_ids, write=True)
+        if confirm is not True:
+            raise ToolError("clear_graph erases the groups for good: call it again with confirm=true")
+        return {"erased": {g: await mem().erase_group(g) for g in groups}}
+
+    @server.tool()
+    @_tool_errors
+    async def get_status(ctx: Context) -> dict[str, Any]:
+        """Is the server connected to Postgres; episodes waiting in the queue."""
+        await _key(ctx, state)
+        try:
+            waiting = await mem().pool.fetchval(
+                "SELECT count(*) FROM pgmemory.episodes WHERE status IN ('pending', 'processing')", timeout=5)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised: this is the health tool
+            return {"status": "error", "message": f"database not reachable: {type(exc).__name__}"}
+        return {"status": "ok", "message": "connected to Postgres", "episodes_queued": waiting}
+
+
+def _fact_json(f: Any) -> dict[str, Any]:
+    return jsonable({"uuid": f.id, "group_id": f.group_id, "fact": f.fact, "relation": f.relation,
+                     "source": f.source, "source_uuid": f.source_id, "target": f.target, "target_uuid": f.target_id,
+                     "valid_at": f.valid_from if not f.valid_from_unknown else None, "invalid_at": f.valid_to,
+                     "created_at": f.recorded_from, "expired_at": f.recorded_to, "episodes": f.episodes})
+
+
+def run(*, transport: str, host: str, port: int, default_group: str | None, auth: bool,
+        worker_concurrency: int) -> int:
+    """Run the MCP server on stdio or streamable HTTP until stopped."""
+    server = build_server(default_group=default_group, auth=auth, worker_concurrency=worker_concurrency)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
+    return 0

@@ -1,0 +1,357 @@
+"""`pgmemory serve`: the REST server (FastAPI; OpenAPI at /docs and /openapi.json).
+
+One long-lived process holds the pool and the embedder (loaded once), so requests cost a search,
+not a model load. Episodes are queued (202 + an id to poll) and processed by a worker running in
+this process (and by any `pgmemory worker`). Every request but /health and /ready needs an API
+key (`Authorization: Bearer pgm_...` or `X-API-Key`) allowed on the groups it names. Errors are
+`{"error": {"code", "message"}}` with a stable code; bad input is a 4xx, never a 500.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pgmemory.errors import DatabaseTimeout, DatabaseUnavailable, InvalidInput, PgMemoryError, SetupError
+from pgmemory.ingest.episode import validate_group_id
+from pgmemory.ingest.messages import messages_text
+from pgmemory.ingest.pipeline import IngestError
+from pgmemory.memory import Memory, validate_batch
+from pgmemory.records import jsonable
+from pgmemory.storage.connect import connection_lost
+from pgmemory.surfaces.api_keys import ApiKey, KeyStore
+from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
+from pgmemory.surfaces.serving import served_memory
+from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now
+
+log = logging.getLogger("pgmemory.rest")
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+
+
+class ApiError(Exception):
+    """An error answered as JSON with an HTTP status and a stable code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+_HTTP_CODES = {400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+               405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type"}
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` (declared or streamed) is a 413."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"request body over {self.max_bytes} bytes"
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await _error(413, "payload_too_large", message)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            event = await receive()
+            seen += len(event.get("body", b""))
+            if seen > self.max_bytes:
+                raise ApiError(413, "payload_too_large", message)
+            return event
+        await self.app(scope, limited, send)
+
+
+def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concurrency: int = 1,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = (),
+               open_options: dict[str, Any] | None = None) -> FastAPI:
+    """The REST app. With `memory`, that one is used (and not closed); otherwise Memory.open
+    (with `open_options`) at start-up. `worker_concurrency` episodes are processed at once by an
+    in-process queue worker (0: none; run `pgmemory worker` instead). `auth=False` serves
+    without API keys (every group open): only for a trusted loopback."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+            app.state.memory = mem
+            app.state.keys = KeyStore(mem.pool) if auth else None
+            yield
+
+    app = FastAPI(title="pgmemory", version="0.1.0", lifespan=lifespan,
+                  description="Bi-temporal knowledge-graph memory on Postgres: episodes in, facts, "
+                              "entities and context out. See docs/server.md.")
+    if cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"],
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type"])
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    _handlers(app)
+    _routes(app)
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(InvalidInput)
+    async def invalid(_request: Request, exc: InvalidInput) -> JSONResponse:
+        return _error(400, "invalid_input", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return _error(422, "invalid_request", f"{where or 'body'}: {first.get('msg', 'invalid request')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+
+    @app.exception_handler(PgMemoryError)
+    async def pgmemory_error(_request: Request, exc: PgMemoryError) -> JSONResponse:
+        if isinstance(exc, DatabaseTimeout):
+            return _error(504, "timeout", str(exc))
+        if isinstance(exc, (DatabaseUnavailable, SetupError)):
+            return _error(503, "database_unavailable", str(exc))
+        return _error(500, "internal", str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        if connection_lost(exc) is not None:
+            return _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
+        log.exception("unexpected error")
+        return _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
+
+
+async def caller(request: Request) -> ApiKey | None:
+    """The request's API key (None when the server runs without auth); 401 without a valid one."""
+    keys: KeyStore | None = request.app.state.keys
+    if keys is None:
+        return None
+    token = request.headers.get("x-api-key")
+    header = request.headers.get("authorization", "")
+    if token is None and header.lower().startswith("bearer "):
+        token = header[7:].strip()
+    key = await keys.lookup(token) if token else None
+    if key is None:
+        raise ApiError(401, "unauthorized", "a valid API key is required (Authorization: Bearer pgm_...)")
+    return key
+
+
+def allow(key: ApiKey | None, groups: Sequence[str], *, write: bool = False) -> None:
+    """403 unless the key may read (or write) every group named."""
+    for group in groups:
+        validate_group_id(group)
+        if key is not None and not (key.can_write(group) if write else key.can_read(group)):
+            raise ApiError(403, "forbidden", f"this key may not {'write' if write else 'read'} group {group!r:.80}")
+
+
+def _memory(request: Request) -> Memory:
+    return request.app.state.memory
+
+
+def _found(value: Any, what: str) -> Any:
+    if value is None or value == []:
+        raise ApiError(404, "not_found", f"{what} not found")
+    return value
+
+
+def _queued(group: str, episode_id: Any) -> dict[str, Any]:
+    return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
+            "status_url": f"/v1/groups/{group}/episodes/{episode_id}"}
+
+
+def _routes(app: FastAPI) -> None:
+    Key = Depends(caller)
+
+    @app.get("/health", tags=["health"], summary="Liveness: the process answers")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/ready", tags=["health"], summary="Readiness: Postgres answers through the pool")
+    async def ready(request: Request) -> JSONResponse:
+        try:
+            await _memory(request).pool.fetchval("SELECT 1", timeout=5)
+        except Exception as exc:  # noqa: BLE001 - any failure means not ready
+            return _error(503, "not_ready", f"database not ready: {type(exc).__name__}")
+        return JSONResponse({"status": "ready"})
+
+    @app.post("/v1/groups/{group_id}/episodes", status_code=202, tags=["episodes"],
+              summary="Add one episode (queued: 202 + an id to poll; ?wait=true processes it now)")
+    async def add_episode(group_id: str, body: EpisodeIn, request: Request, key: ApiKey | None = Key,
+                          wait: bool = False) -> Any:
+        allow(key, [group_id], write=True)
+        fields = dict(group_id=group_id, content=body.content, kind=body.kind, actor=body.actor,
+                      reference_time=time_or_now(body.reference_time), source_description=body.source_description,
+                      episode_id=body.episode_id, metadata=body.metadata)
+        if wait:
+            return JSONResponse(await _process(_memory(request), fields), status_code=200)
+        return _queued(group_id, await _memory(request).enqueue_episode(**fields))
+
+    @app.post("/v1/groups/{group_id}/episodes/batch", status_code=202, tags=["episodes"],
+              summary="Add a batch of episodes (all validated first, nothing stored if one is bad)")
+    async def add_batch(group_id: str, body: EpisodesIn, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id], write=True)
+        items = [{**e.model_dump(exclude_none=True), "group_id": group_id,
+                  "reference_time": e.reference_time or time_or_now(None)} for e in body.episodes]
+        episodes = validate_batch(items)
+        mem = _memory(request)
+        ids = []
+        for ep in episodes:
+            ids.append(await mem.enqueue_episode(
+                ep.group_id, ep.content, kind=ep.kind, actor=ep.actor, reference_time=ep.reference_time,
+                source_description=ep.source_description, episode_id=ep.id, metadata=ep.metadata))
+        return {"group_id": group_id, "status": "pending", "episode_ids": [str(i) for i in ids]}
+
+    @app.post("/v1/groups/{group_id}/messages", status_code=202, tags=["episodes"],
+              summary="Add a mem0-style message list as one chat episode (queued; ?wait=true processes it)")
+    async def add_messages(group_id: str, body: MessagesIn, request: Request, key: ApiKey | None = Key,
+                           wait: bool = False) -> Any:
+        allow(key, [group_id], write=True)
+        content, actor = messages_text([m.model_dump(exclude_none=True) for m in body.messages])
+        fields = dict(group_id=group_id, content=content, kind="message", actor=actor,
+                      reference_time=time_or_now(body.reference_time), source_description=body.source_description,
+                      episode_id=body.episode_id, metadata=body.metadata)
+        if wait:
+            return JSONResponse(await _process(_memory(request), fields), status_code=200)
+        return _queued(group_id, await _memory(request).enqueue_episode(**fields))
+
+    @app.get("/v1/groups/{group_id}/episodes", tags=["episodes"],
+             summary="The group's latest episodes (oldest first), with status and metadata")
+    async def list_episodes(group_id: str, request: Request, key: ApiKey | None = Key,
+                            last_n: int = Query(10), before: str | None = None,
+                            status: str | None = None) -> dict:
+        allow(key, [group_id])
+        rows = await _memory(request).get_episodes(group_id, last_n=last_n, before=before, status=status)
+        return {"episodes": [r.to_dict() for r in rows]}
+
+    @app.get("/v1/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
+             summary="One episode: its status (pending, processing, done, failed), error, cost, metadata")
+    async def get_episode(group_id: str, episode_id: str, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id])
+        record = _found(await _memory(request).get_episode(group_id, episode_id), "episode")
+        status = await _memory(request).episode_status(episode_id, group_id)
+        return {**record.to_dict(), **jsonable({k: status[k] for k in
+                                                ("llm_calls", "prompt_tokens", "completion_tokens")})}
+
+    @app.delete("/v1/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
+                summary="Delete an episode as if never ingested (?erase=true: its text nowhere)")
+    async def delete_episode(group_id: str, episode_id: str, request: Request, key: ApiKey | None = Key,
+                             erase: bool = False) -> dict:
+        allow(key, [group_id], write=True)
+        mem = _memory(request)
+        _found(await mem.get_episode(group_id, episode_id), "episode")
+        return asdict(await mem.delete_episode(group_id, episode_id, erase=erase))
+
+    @app.post("/v1/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)")
+    async def search(body: SearchIn, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, body.group_ids)
+        filters = filters_from_json(body.filters.model_dump() if body.filters else None)
+        results = await _memory(request).search(body.query, group_ids=body.group_ids, limit=body.limit,
+                                                config=body.recipe, filters=filters)
+        return results_json(results)
+
+    @app.post("/v1/context", tags=["search"], summary="The context string for a prompt (facts first)")
+    async def context(body: ContextIn, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, body.group_ids)
+        filters = filters_from_json(body.filters.model_dump() if body.filters else None)
+        text = await _memory(request).context(
+            body.query, group_ids=body.group_ids, limit=body.limit, config=body.recipe, filters=filters,
+            max_chars=body.max_chars, communities=body.communities, episodes=body.episodes)
+        return {"context": text}
+
+    @app.get("/v1/groups/{group_id}/entities", tags=["graph"], summary="A page of the group's entities by name")
+    async def list_entities(group_id: str, request: Request, key: ApiKey | None = Key, limit: int = 100,
+                            offset: int = 0, label: str | None = None, name: str | None = None) -> dict:
+        allow(key, [group_id])
+        rows = await _memory(request).list_entities(group_id, limit=limit, offset=offset, label=label, name=name)
+        return {"entities": [r.to_dict() for r in rows]}
+
+    @app.get("/v1/groups/{group_id}/entities/{entity_id}", tags=["graph"], summary="One entity")
+    async def get_entity(group_id: str, entity_id: str, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id])
+        return _found(await _memory(request).get_entity(group_id, entity_id), "entity").to_dict()
+
+    @app.get("/v1/groups/{group_id}/entities/{entity_id}/facts", tags=["graph"],
+             summary="The facts of an entity (believed versions; ?history=true: every version)")
+    async def entity_facts(group_id: str, entity_id: str, request: Request, key: ApiKey | None = Key,
+                           history: bool = False) -> dict:
+        allow(key, [group_id])
+        mem = _memory(request)
+        _found(await mem.get_entity(group_id, entity_id), "entity")
+        rows = await mem.entity_facts(group_id, entity_id, history=history)
+        return {"facts": [r.to_dict() for r in rows]}
+
+    @app.get("/v1/groups/{group_id}/facts/{fact_id}", tags=["graph"],
+             summary="One fact: the believed version (null if retracted) and every version")
+    async def get_fact(group_id: str, fact_id: str, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id])
+        versions = _found(await _memory(request).fact_history(group_id, fact_id), "fact")
+        current = next((v for v in versions if v.believed), None)
+        return {"current": current.to_dict() if current else None, "history": [v.to_dict() for v in versions]}
+
+    @app.post("/v1/groups/{group_id}/facts", tags=["graph"],
+              summary="State one fact directly (entities by exact name; the temporal rules apply)")
+    async def add_fact(group_id: str, body: FactIn, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id], write=True)
+        return jsonable(await _memory(request).add_fact(group_id, **body.model_dump()))
+
+    @app.delete("/v1/groups/{group_id}/facts/{fact_id}", tags=["graph"],
+                summary="Retract a fact: no longer believed (history kept)")
+    async def retract_fact(group_id: str, fact_id: str, request: Request, key: ApiKey | None = Key) -> dict:
+        allow(key, [group_id], write=True)
+        try:
+            return jsonable(await _memory(request).retract_fact(group_id, fact_id))
+        except InvalidInput as exc:
+            if "is not believed" in str(exc):
+                raise ApiError(404, "not_found", str(exc)) from None
+            raise
+
+    @app.delete("/v1/groups/{group_id}", tags=["groups"],
+                summary="Erase everything of a group: ?confirm=<the group id> is required")
+    async def erase_group(group_id: str, request: Request, key: ApiKey | None = Key,
+                          confirm: str | None = None) -> dict:
+        allow(key, [group_id], write=True)
+        if confirm != group_id:
+            raise ApiError(400, "confirmation_required",
+                           "erasing a group cannot be undone: repeat the group id as ?confirm=<group id>")
+        return {"group_id": group_id, "episodes_erased": await _memory(request).erase_group(group_id)}
+
+
+async def _process(mem: Memory, fields: dict[str, Any]) -> dict[str, Any]:
+    """?wait=true: ingest now, in this request; a failed episode is kept (status failed) and reported."""
+    try:
+        return ingest_json(await mem.add_episode(**fields))
+    except IngestError as exc:
+        return ingest_json(exc)
+
+
+def serve(*, host: str, port: int, auth: bool, worker_concurrency: int, max_body_bytes: int,
+          cors_origins: Sequence[str], log_level: str = "info") -> int:
+    """Run the REST server with uvicorn until SIGTERM/SIGINT."""
+    import uvicorn
+
+    app = create_app(auth=auth, worker_concurrency=worker_concurrency, max_body_bytes=max_body_bytes,
+                     cors_origins=cors_origins)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)
+    return 0

@@ -1,0 +1,105 @@
+"""Request bodies of the REST server (pydantic; unknown fields refused). Times are ISO 8601
+strings with a zone; they and every other value are checked again by the Memory API."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_BATCH = 1000
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EpisodeIn(Body):
+    """One episode. reference_time (when it was said) defaults to the server's now."""
+
+    content: str
+    kind: str = "message"
+    actor: str | None = None
+    reference_time: str | None = None
+    source_description: str = ""
+    episode_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class EpisodesIn(Body):
+    """A batch of episodes of one group: all validated before any is stored."""
+
+    episodes: list[EpisodeIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class MessageIn(Body):
+    """One chat message (mem0's shape): role (user, assistant, ...), content, optional speaker name."""
+
+    role: str
+    content: str
+    name: str | None = None
+
+
+class MessagesIn(Body):
+    """A message list stored as one chat episode ("Speaker: text" lines)."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH)
+    metadata: dict[str, Any] | None = None
+    reference_time: str | None = None
+    source_description: str = ""
+    episode_id: str | None = None
+
+
+class FiltersIn(Body):
+    """SearchFilters: as_of (valid time T) and known_at (transaction time T'), flags, lists,
+    ranges of the four time fields, and episode metadata (JSON containment)."""
+
+    as_of: str | None = None
+    known_at: str | None = None
+    include_invalidated: bool = False
+    include_superseded: bool = False
+    relation_types: list[str] = []
+    labels: list[str] = []
+    valid_at_from: str | None = None
+    valid_at_to: str | None = None
+    invalid_at_from: str | None = None
+    invalid_at_to: str | None = None
+    created_at_from: str | None = None
+    created_at_to: str | None = None
+    expired_at_from: str | None = None
+    expired_at_to: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class SearchIn(Body):
+    """A hybrid search over the given groups with a named recipe."""
+
+    query: str
+    group_ids: list[str] = Field(min_length=1, max_length=100)
+    limit: int = 10
+    recipe: str = "combined_hybrid_rrf"
+    filters: FiltersIn | None = None
+
+
+class ContextIn(SearchIn):
+    """The context string for a prompt: search, then the paper's template in max_chars."""
+
+    max_chars: int = 8000
+    communities: bool = False
+    episodes: bool = False
+
+
+class FactIn(Body):
+    """One fact stated directly (entities by exact name), under the same temporal rules."""
+
+    source: str
+    relation: str
+    target: str
+    fact: str
+    valid_from: str | None = None
+    valid_to: str | None = None
+    negated: bool = False
+    functional: bool = False
+    attributes: dict[str, Any] | None = None
+    reference_time: str | None = None

@@ -1,0 +1,42 @@
+"""What both servers do around their lifetime: open the Memory (unless one is given), run an
+in-process queue worker, and on shutdown stop the worker and close what they opened."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pgmemory.memory import Memory
+
+log = logging.getLogger("pgmemory.serve")
+
+
+@contextlib.asynccontextmanager
+async def served_memory(memory: Memory | None, *, worker_concurrency: int,
+                        open_options: dict[str, Any] | None = None) -> AsyncIterator[Memory]:
+    """The memory to serve, with `worker_concurrency` episodes processed at once in this process
+    (0: none). A memory passed in is not closed here."""
+    own = memory is None
+    mem = memory or await Memory.open(**(open_options or {}))
+    worker = mem.worker(concurrency=worker_concurrency) if worker_concurrency else None
+    task = asyncio.create_task(worker.run()) if worker else None
+    if task is not None:
+        task.add_done_callback(_report_worker_end)
+    try:
+        yield mem
+    finally:
+        if worker is not None:
+            worker.stop()
+            with contextlib.suppress(Exception):
+                await task
+        if own:
+            await mem.close()
+
+
+def _report_worker_end(task: asyncio.Task) -> None:
+    """The in-process worker stops only at shutdown; if it died, say why in the log."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process queue worker stopped: %s; queued episodes wait for `pgmemory worker` "
+                  "or a restart", task.exception())

@@ -1,0 +1,75 @@
+"""The JSON shapes shared by the REST and MCP servers: filters and times in, results out."""
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pgmemory.errors import InvalidInput
+from pgmemory.ingest.episode import parse_time
+from pgmemory.records import jsonable
+from pgmemory.search.config import SearchFilters
+from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, SearchResults
+
+if TYPE_CHECKING:
+    from pgmemory.ingest.pipeline import EpisodeResult, IngestError
+
+TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
+FILTER_FIELDS = tuple(f.name for f in fields(SearchFilters))
+
+
+def filters_from_json(data: dict[str, Any] | None) -> SearchFilters:
+    """SearchFilters from a JSON object: times as ISO 8601 strings with a zone, lists as lists."""
+    if data is None:
+        return SearchFilters()
+    if not isinstance(data, dict):
+        raise InvalidInput("filters must be an object")
+    unknown = sorted(k for k in data if k not in FILTER_FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown filter(s) {', '.join(unknown)[:200]}; allowed: {', '.join(FILTER_FIELDS)}")
+    values = {k: v for k, v in data.items() if v is not None}
+    for name in TIME_FILTERS:
+        if name in values:
+            values[name] = parse_time(values[name], name)
+    for name in ("relation_types", "labels"):
+        if name in values and isinstance(values[name], list):
+            values[name] = tuple(values[name])
+    return SearchFilters(**values)
+
+
+def time_or_now(value: str | None, name: str = "reference_time") -> datetime:
+    """An ISO 8601 time with a zone, or now (UTC) when omitted."""
+    return datetime.now(timezone.utc) if value is None else parse_time(value, name)
+
+
+def results_json(results: SearchResults) -> dict[str, Any]:
+    """Search results as JSON (ids and times as strings)."""
+    return jsonable(results.to_dict())
+
+
+def ingest_json(result: EpisodeResult | IngestError) -> dict[str, Any]:
+    """What ingesting one episode did, or why it failed (the episode is kept as 'failed')."""
+    from pgmemory.ingest.pipeline import IngestError  # not at import: the remote CLI search loads no driver
+
+    if isinstance(result, IngestError):
+        return {"episode_id": str(result.episode_id), "status": "failed", "error": str(result)}
+    return jsonable(asdict(result))
+
+
+_HIT_TYPES = {"facts": FactHit, "entities": EntityHit, "communities": CommunityHit, "episodes": EpisodeHit}
+
+
+def results_from_json(data: dict[str, Any]) -> SearchResults:
+    """SearchResults back from results_json (times parsed; ids stay strings)."""
+    out = SearchResults()
+    for kind, cls in _HIT_TYPES.items():
+        times = [f.name for f in fields(cls) if "datetime" in str(f.type)]
+        hits = []
+        for item in data.get(kind, []):
+            item = {k: v for k, v in item.items() if k in {f.name for f in fields(cls)}}
+            for name in times:
+                if isinstance(item.get(name), str):
+                    item[name] = datetime.fromisoformat(item[name])
+            hits.append(cls(**item))
+        setattr(out, kind, hits)
+    return out

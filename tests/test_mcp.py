@@ -1,0 +1,190 @@
+"""The MCP server end to end with the official SDK's own client: in-process (every tool, error
+paths), over stdio (`pgmemory mcp` as a subprocess) and over streamable HTTP with API keys (a key
+for one group never reaches another). Its own database: the in-process worker sees only these
+tests' episodes."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+import time
+
+import httpx
+import httpx2
+import psycopg
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from pgmemory import Memory
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage.setup import init_database
+from pgmemory.surfaces.api_keys import create_key
+from pgmemory.surfaces.mcp_server import build_server
+from tests.conftest import DIM
+from tests.servers import create_database, drop_database
+
+TOOLS = {"add_memory", "search_memory_nodes", "search_memory_facts", "get_episodes", "delete_episode",
+         "delete_entity_edge", "get_entity_edge", "clear_graph", "get_status"}
+
+
+@pytest.fixture(scope="module")
+def mcp_dsn(admin_dsn):
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    yield dsn
+    drop_database(admin_dsn, dsn)
+
+
+@pytest.fixture(scope="module")
+async def mcp_memory(mcp_dsn):
+    memory = await Memory.open(mcp_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield memory
+    await memory.close()
+
+
+def env_for(dsn: str) -> dict[str, str]:
+    env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+async def call(client: Client, tool: str, **arguments) -> dict:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    [text] = [c.text for c in result.content]
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+async def test_every_tool_in_process(mcp_memory):
+    server = build_server(mcp_memory, default_group="mcp-a", worker_concurrency=1)
+    async with Client(server) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        assert (await call(client, "get_status"))["status"] == "ok"
+        queued = await call(client, "add_memory", name="move", episode_body="Kim: I moved to Austin.",
+                            source="message", source_description="chat",
+                            reference_time="2020-05-01T00:00:00Z")
+        assert queued["status"] == "pending"
+        for _ in range(600):  # the in-process worker processes it (a bound on the wait, not a timing assert)
+            [episode] = (await call(client, "get_episodes"))["episodes"]
+            if episode["status"] == "done":
+                break
+            await asyncio.sleep(0.05)
+        assert episode["status"] == "done" and episode["metadata"] == {"name": "move"}
+        done = await call(client, "add_memory", name="move2", episode_body="Kim: I moved to Boston.", source="message",
+                          reference_time="2023-05-01T00:00:00Z", wait=True)
+        assert done["status"] == "done"
+
+        now = (await call(client, "search_memory_facts", query="where does Kim live"))["facts"]
+        assert [f["fact"] for f in now if "Boston" in f["fact"]] and not [f for f in now if "Austin" in f["fact"]]
+        then = (await call(client, "search_memory_facts", query="where does Kim live",
+                           as_of="2021-01-01T00:00:00Z"))["facts"]
+        assert [f for f in then if "Austin" in f["fact"]] and not [f for f in then if "Boston" in f["fact"]]
+        believed_2021 = (await call(client, "search_memory_facts", query="Boston Austin",
+                                    known_at="2021-01-01T00:00:00Z"))["facts"]
+        assert believed_2021 == []  # nothing was recorded yet in 2021 (transaction time)
+        nodes = (await call(client, "search_memory_nodes", query="Boston"))["nodes"]
+        boston = next(n for n in nodes if n["name"] == "Boston")
+        centred = (await call(client, "search_memory_facts", query="moved", center_node_uuid=boston["uuid"]))["facts"]
+        assert centred
+
+        fact = next(f for f in now if "Boston" in f["fact"])
+        edge = await call(client, "get_entity_edge", uuid=fact["uuid"])
+        assert edge["current"]["fact"] == fact["fact"]
+        await call(client, "delete_entity_edge", uuid=fact["uuid"])
+        assert (await call(client, "get_entity_edge", uuid=fact["uuid"]))["current"] is None
+        deleted = await call(client, "delete_episode", uuid=done["episode_id"])
+        assert "facts_retracted" in deleted
+
+        # Error paths: one line each, the server keeps serving.
+        assert "confirm" in await refused(client, "clear_graph")
+        assert "unknown source" in await refused(client, "add_memory", name="x", episode_body="x", source="poem")
+        assert "time zone" in await refused(client, "search_memory_facts", query="x", as_of="2021-01-01T00:00")
+        assert "not found" in await refused(client, "get_entity_edge", uuid="00000000-0000-0000-0000-000000000001")
+        assert "not found" in await refused(client, "delete_episode", uuid="nope")
+        assert "limit" in await refused(client, "search_memory_facts", query="x", max_facts=0)
+        assert "fact id" in await refused(client, "delete_entity_edge", uuid="not-a-uuid")
+        assert (await client.call_tool("search_memory_facts", {"query": 5})).is_error
+        erased = await call(client, "clear_graph", confirm=True)
+        assert erased["erased"]["mcp-a"] >= 1
+        assert (await call(client, "get_episodes"))["episodes"] == []
+
+
+async def test_no_default_group_means_each_call_names_one(mcp_memory):
+    async with Client(build_server(mcp_memory, worker_concurrency=0)) as client:
+        assert "no group given" in await refused(client, "get_episodes")
+        assert (await call(client, "get_episodes", group_id="mcp-none"))["episodes"] == []
+
+
+async def test_stdio_transport(mcp_dsn):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pgmemory.surfaces.cli", "mcp", "--group",
+                                                                  "mcp-stdio", "--workers", "0"], env=env_for(mcp_dsn))
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        done = await call(client, "add_memory", name="job", episode_body="Lu: I work at Initech.", source="message",
+                          reference_time="2024-01-01T00:00:00Z", wait=True)
+        assert done["status"] == "done"
+        facts = (await call(client, "search_memory_facts", query="where does Lu work"))["facts"]
+        assert any("Initech" in f["fact"] for f in facts)
+        assert "confirm" in await refused(client, "clear_graph")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
+    _, key = await create_key(mcp_memory.pool, "mcp-http", read=[], write=["mcp-h"])
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pgmemory.surfaces.cli", "mcp", "--transport", "http", "--port", str(port),
+        "--workers", "0", env=env_for(mcp_dsn), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                async with httpx.AsyncClient() as probe:
+                    await probe.get(url, timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.returncode is None and time.monotonic() < deadline
+                await asyncio.sleep(0.2)
+
+        async def session(headers: dict[str, str]) -> Client:
+            http = httpx2.AsyncClient(headers=headers, timeout=60)
+            return Client(streamable_http_client(url, http_client=http))
+
+        async with await session({"Authorization": f"Bearer {key}"}) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            done = await call(client, "add_memory", name="a", episode_body="Mo: I live in Oslo.", group_id="mcp-h",
+                              source="message",
+                              reference_time="2024-01-01T00:00:00Z", wait=True)
+            assert done["status"] == "done"
+            facts = (await call(client, "search_memory_facts", query="Oslo", group_ids=["mcp-h"]))["facts"]
+            assert any("Oslo" in f["fact"] for f in facts)
+            assert "forbidden" in await refused(client, "search_memory_facts", query="Oslo", group_ids=["mcp-a"])
+            assert "forbidden" in await refused(client, "get_episodes", group_id="mcp-stdio")
+            assert "forbidden" in await refused(client, "clear_graph", group_ids=["mcp-h", "other"], confirm=True)
+        async with await session({}) as client:
+            assert "unauthorized" in await refused(client, "get_status")
+            assert "unauthorized" in await refused(client, "get_episodes", group_id="mcp-h")
+        async with await session({"X-API-Key": "pgm_" + "0" * 40}) as client:
+            assert "unauthorized" in await refused(client, "search_memory_nodes", query="Oslo", group_ids=["mcp-h"])
+    finally:
+        proc.terminate()
+        await proc.wait()

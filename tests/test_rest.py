@@ -1,0 +1,321 @@
+"""The REST server against a real Postgres (its own database, so its in-process queue worker sees
+only these tests' episodes): queued ingestion and polling, search and context on both time axes,
+the graph reads, deletes, API keys (a key for one group never sees another), JSON errors with a
+stable code and a 4xx for every kind of bad input; `pgmemory serve` as a real uvicorn process."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pgmemory import Memory
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage.setup import init_database
+from pgmemory.surfaces.api_keys import create_key
+from pgmemory.surfaces.rest import create_app
+from tests.conftest import DIM
+from tests.servers import create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def rest_dsn(admin_dsn):
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    yield dsn
+    drop_database(admin_dsn, dsn)
+
+
+@pytest.fixture(scope="module")
+async def rest_memory(rest_dsn):
+    memory = await Memory.open(rest_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    yield memory
+    await memory.close()
+
+
+@pytest.fixture(scope="module")
+async def server(rest_memory):
+    """The app (auth on, one in-process worker) and two keys: A writes group-a, B writes group-b."""
+    memory = rest_memory
+    app = create_app(memory, worker_concurrency=1, max_body_bytes=200_000)
+    _, key_a = await create_key(memory.pool, "a", read=[], write=["group-a"])
+    _, key_b = await create_key(memory.pool, "b", read=["shared"], write=["group-b"])
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://pgmemory") as client:
+            yield client, {"a": {"Authorization": f"Bearer {key_a}"}, "b": {"X-API-Key": key_b}}
+
+
+async def wait_done(client, headers, group: str, episode_id: str) -> dict:
+    """Poll the episode's status until the worker finished it (a bound on the wait, not a timing assert)."""
+    for _ in range(600):
+        body = (await client.get(f"/v1/groups/{group}/episodes/{episode_id}", headers=headers)).json()
+        if body["status"] in ("done", "failed"):
+            return body
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"episode {episode_id} still {body['status']}")
+
+
+def error(response: httpx.Response) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    return response.status_code, body["error"]["code"]
+
+
+async def test_health_ready_and_openapi_need_no_key(server):
+    client, _ = server
+    assert (await client.get("/health")).json() == {"status": "ok"}
+    assert (await client.get("/ready")).json() == {"status": "ready"}
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert {"/v1/search", "/v1/context", "/v1/groups/{group_id}/episodes", "/v1/groups/{group_id}/messages",
+            "/v1/groups/{group_id}/entities/{entity_id}/facts"} <= set(paths)
+    assert (await client.get("/docs")).status_code == 200
+
+
+async def test_queued_episode_is_processed_and_searchable(server):
+    client, keys = server
+    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], json={
+        "content": "I left Tencent last week and now work at OpenAI.", "actor": "Alice",
+        "reference_time": "2024-01-15T10:00:00Z", "metadata": {"session": "s1"}})
+    assert r.status_code == 202 and r.json()["status"] == "pending"
+    done = await wait_done(client, keys["a"], "group-a", r.json()["episode_id"])
+    assert (done["status"], done["metadata"]) == ("done", {"session": "s1"})
+    found = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "where does Alice work", "group_ids": ["group-a"]})).json()
+    assert any("OpenAI" in f["fact"] for f in found["facts"])
+    before = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "where does Alice work", "group_ids": ["group-a"],
+        "filters": {"as_of": "2023-01-01T00:00:00Z"}})).json()
+    assert not any("OpenAI" in f["fact"] for f in before["facts"])
+    other_session = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "where does Alice work", "group_ids": ["group-a"], "filters": {"metadata": {"session": "s2"}}})).json()
+    assert other_session["facts"] == [] and other_session["episodes"] == []
+    ctx = (await client.post("/v1/context", headers=keys["a"], json={
+        "query": "where does Alice work", "group_ids": ["group-a"], "max_chars": 2000})).json()["context"]
+    assert "OpenAI" in ctx
+
+
+async def test_messages_batch_and_wait(server):
+    client, keys = server
+    r = await client.post("/v1/groups/group-b/messages?wait=true", headers=keys["b"], json={
+        "messages": [{"role": "user", "name": "Bo", "content": "I moved to Denver."},
+                     {"role": "assistant", "content": "Nice!"}], "reference_time": "2024-02-01T09:00:00Z"})
+    assert r.status_code == 200 and r.json()["status"] == "done"
+    r = await client.post("/v1/groups/group-b/episodes/batch", headers=keys["b"], json={"episodes": [
+        {"content": "I like jazz.", "actor": "Bo", "reference_time": "2024-02-02T09:00:00Z"},
+        {"content": "I adopted a cat.", "actor": "Bo", "reference_time": "2024-02-03T09:00:00Z"}]})
+    assert r.status_code == 202 and len(r.json()["episode_ids"]) == 2
+    for eid in r.json()["episode_ids"]:
+        assert (await wait_done(client, keys["b"], "group-b", eid))["status"] == "done"
+    listed = (await client.get("/v1/groups/group-b/episodes?last_n=10", headers=keys["b"])).json()["episodes"]
+    assert [e["content"] for e in listed] == ["Bo: I moved to Denver.\nAssistant: Nice!", "I like jazz.",
+                                              "I adopted a cat."]
+    # A bad episode in a batch: nothing of the batch is stored.
+    r = await client.post("/v1/groups/group-b/episodes/batch", headers=keys["b"], json={"episodes": [
+        {"content": "I like tea.", "actor": "Bo", "reference_time": "2024-02-04T09:00:00Z"},
+        {"content": "x", "reference_time": "2024-02-04"}]})
+    assert error(r) == (400, "invalid_input") and "episode 2" in r.json()["error"]["message"]
+    listed = (await client.get("/v1/groups/group-b/episodes", headers=keys["b"])).json()["episodes"]
+    assert len(listed) == 3
+
+
+async def test_graph_reads_fact_history_and_deletes(server):
+    client, keys = server
+    h = keys["a"]
+    first = (await client.post("/v1/groups/group-a/facts", headers=h, json={
+        "source": "Ann", "relation": "LIVES_IN", "target": "Oslo", "fact": "Ann lives in Oslo.",
+        "valid_from": "2019-01-01T00:00:00Z"})).json()
+    await client.post("/v1/groups/group-a/facts", headers=h, json={
+        "source": "Ann", "relation": "LIVES_IN", "target": "Rome", "fact": "Ann lives in Rome.",
+        "valid_from": "2021-01-01T00:00:00Z", "functional": True})
+    ents = (await client.get("/v1/groups/group-a/entities?name=ann", headers=h)).json()["entities"]
+    ann = next(e for e in ents if e["name"] == "Ann")
+    assert (await client.get(f"/v1/groups/group-a/entities/{ann['id']}", headers=h)).json()["name"] == "Ann"
+    facts = (await client.get(f"/v1/groups/group-a/entities/{ann['id']}/facts", headers=h)).json()["facts"]
+    assert sorted(f["target"] for f in facts) == ["Oslo", "Rome"]
+    history = (await client.get(f"/v1/groups/group-a/facts/{first['fact_id']}", headers=h)).json()
+    assert len(history["history"]) == 2 and history["current"]["valid_to"].startswith("2021-01-01")
+    r = await client.delete(f"/v1/groups/group-a/facts/{first['fact_id']}", headers=h)
+    assert r.status_code == 200
+    assert (await client.get(f"/v1/groups/group-a/facts/{first['fact_id']}", headers=h)).json()["current"] is None
+    assert error(await client.delete(f"/v1/groups/group-a/facts/{first['fact_id']}", headers=h)) == (404, "not_found")
+    r = await client.post("/v1/groups/group-a/episodes?wait=true", headers=h, json={
+        "content": "I bought a bike.", "actor": "Cal", "reference_time": "2024-03-01T00:00:00Z",
+        "episode_id": "bike-1"})
+    assert r.json()["status"] == "done"
+    r = await client.delete("/v1/groups/group-a/episodes/bike-1", headers=h)
+    assert r.status_code == 200 and set(r.json()) >= {"facts_retracted", "entities_removed"}
+    assert error(await client.get("/v1/groups/group-a/episodes/bike-1", headers=h)) == (404, "not_found")
+    assert error(await client.delete("/v1/groups/group-a/episodes/bike-1", headers=h)) == (404, "not_found")
+
+
+async def test_a_key_never_sees_another_group(server):
+    client, keys = server
+    await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={
+        "content": "My PIN is 4321 and I work at Secretcorp.", "actor": "Ada", "reference_time": "2024-04-01T00:00:00Z"})
+    a_entity = (await client.get("/v1/groups/group-a/entities?name=secretcorp", headers=keys["a"])).json()["entities"][0]
+    b = keys["b"]
+    for method, url, body in [
+            ("POST", "/v1/search", {"query": "Secretcorp PIN", "group_ids": ["group-a"]}),
+            ("POST", "/v1/search", {"query": "Secretcorp PIN", "group_ids": ["group-b", "group-a"]}),
+            ("POST", "/v1/context", {"query": "Secretcorp", "group_ids": ["group-a"]}),
+            ("GET", "/v1/groups/group-a/episodes", None),
+            ("GET", "/v1/groups/group-a/entities", None),
+            ("POST", "/v1/groups/group-a/episodes", {"content": "hi", "reference_time": "2024-01-01T00:00:00Z"}),
+            ("POST", "/v1/groups/shared/episodes", {"content": "hi", "reference_time": "2024-01-01T00:00:00Z"}),
+            ("DELETE", "/v1/groups/group-a?confirm=group-a", None)]:
+        assert error(await client.request(method, url, json=body, headers=b)) == (403, "forbidden"), url
+    # Another group's ids, asked for under the key's own group: not found, nothing leaks.
+    assert error(await client.get(f"/v1/groups/group-b/entities/{a_entity['id']}", headers=b)) == (404, "not_found")
+    found = (await client.post("/v1/search", headers=b, json={"query": "Secretcorp PIN 4321",
+                                                               "group_ids": ["group-b"]})).json()
+    assert "Secretcorp" not in str(found) and "4321" not in str(found)
+    assert (await client.post("/v1/search", headers=b, json={"query": "x", "group_ids": ["shared"]})).status_code == 200
+    for headers in ({}, {"Authorization": "Bearer pgm_nope"}, {"X-API-Key": "secret"}):
+        assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")
+
+
+@pytest.mark.parametrize("method, url, body, expected", [
+    ("POST", "/v1/search", {"query": "", "group_ids": ["group-a"]}, (400, "invalid_input")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "limit": 0}, (400, "invalid_input")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "recipe": "nope"}, (400, "invalid_input")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"as_of": "2020-01-01T00:00"}},
+     (400, "invalid_input")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"as_of": "yesterday"}},
+     (400, "invalid_input")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"relation_types": "WORKS_FOR"}},
+     (422, "invalid_request")),
+    ("POST", "/v1/search", {"query": 42, "group_ids": ["group-a"]}, (422, "invalid_request")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "extra": 1}, (422, "invalid_request")),
+    ("POST", "/v1/search", {"query": "x", "group_ids": []}, (422, "invalid_request")),
+    ("POST", "/v1/search", "not json", (422, "invalid_request")),
+    ("POST", "/v1/groups/group-a/episodes", {"content": "x", "reference_time": "2024-01-01T00:00:00Z",
+                                             "kind": "poem"}, (400, "invalid_input")),
+    ("POST", "/v1/groups/group-a/episodes", {"content": "x\u0000y"}, (400, "invalid_input")),
+    ("POST", "/v1/groups/group-a/episodes", {"content": "x", "metadata": {"a": "\u0000"}}, (400, "invalid_input")),
+    ("POST", "/v1/groups/group-a/episodes", {"content": "x" * 300_000}, (413, "payload_too_large")),
+    ("POST", "/v1/groups/group-a/messages", {"messages": [{"role": "user"}]}, (422, "invalid_request")),
+    ("GET", "/v1/groups/group-a/entities/not-a-uuid", None, (400, "invalid_input")),
+    ("GET", "/v1/groups/group-a/entities?limit=0", None, (400, "invalid_input")),
+    ("GET", "/v1/groups/group-a/entities?limit=abc", None, (422, "invalid_request")),
+    ("GET", "/v1/groups/group-a/episodes?status=gone", None, (400, "invalid_input")),
+    ("GET", "/v1/groups/group-a/facts/00000000-0000-0000-0000-000000000001", None, (404, "not_found")),
+    ("DELETE", "/v1/groups/group-a", None, (400, "confirmation_required")),
+    ("DELETE", "/v1/groups/group-a?confirm=group-b", None, (400, "confirmation_required")),
+    ("GET", "/v1/nothing", None, (404, "not_found")),
+    ("PUT", "/v1/search", None, (405, "method_not_allowed")),
+])
+async def test_bad_input_is_a_json_4xx(server, method, url, body, expected):
+    client, keys = server
+    kwargs = {"content": body} if isinstance(body, str) else {"json": body}
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert error(await client.request(method, url, headers=keys["a"], **kwargs)) == expected
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert after == before
+
+
+async def test_erase_group_with_confirmation(server):
+    client, keys = server
+    await client.post("/v1/groups/group-b/episodes?wait=true", headers=keys["b"], json={
+        "content": "I live in Quito.", "actor": "Eve", "reference_time": "2024-05-01T00:00:00Z"})
+    r = await client.delete("/v1/groups/group-b?confirm=group-b", headers=keys["b"])
+    assert r.status_code == 200 and r.json()["episodes_erased"] >= 1
+    assert (await client.get("/v1/groups/group-b/episodes", headers=keys["b"])).json()["episodes"] == []
+
+
+@pytest.mark.parametrize("origins, allowed", [((), None), (("https://app.example",), "https://app.example")])
+async def test_cors_is_off_unless_an_origin_is_given(rest_memory, origins, allowed):
+    app = create_app(rest_memory, worker_concurrency=0, cors_origins=origins)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            r = await client.options("/v1/search", headers={"Origin": "https://app.example",
+                                                             "Access-Control-Request-Method": "POST"})
+            assert r.headers.get("access-control-allow-origin") == allowed
+            r = await client.get("/health", headers={"Origin": "https://evil.example"})
+            assert "access-control-allow-origin" not in r.headers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_pgmemory_serve_runs_uvicorn_with_keys(rest_dsn):
+    env = {**os.environ, "PGMEMORY_DSN": rest_dsn, "PGMEMORY_EMBEDDER": "hash"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    made = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "keys", "create", "cli-test",
+                           "--write", "cli-g"], env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.split("secret (shown once, store it now): ")[1].strip()
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", "serve", "--port", str(port),
+                             "--workers", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() else ""
+            time.sleep(0.2)
+        headers = {"Authorization": f"Bearer {token}"}
+        r = httpx.post(f"{base}/v1/groups/cli-g/episodes", headers=headers,
+                       json={"content": "I work at Umbrella.", "actor": "Flo"})
+        assert r.status_code == 202
+        assert httpx.get(f"{base}/v1/groups/cli-g/episodes/{r.json()['episode_id']}",
+                         headers=headers).json()["status"] == "pending"  # --workers 0: left to `pgmemory worker`
+        assert httpx.post(f"{base}/v1/search", headers=headers,
+                          json={"query": "x", "group_ids": ["other"]}).status_code == 403
+        listed = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "keys", "list"], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert "cli-test" in listed.stdout and token not in listed.stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=6)
+FIELDS = ("query", "group_ids", "limit", "recipe", "filters", "max_chars", "content", "kind", "actor",
+          "reference_time", "metadata", "messages", "episode_id", "as_of", "known_at", "relation_types")
+BODIES = st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=5) | JSON
+PATHS = st.sampled_from(["/v1/search", "/v1/context", "/v1/groups/fuzz/episodes", "/v1/groups/fuzz/messages",
+                         "/v1/groups/fuzz/episodes/batch", "/v1/groups/fuzz/facts"])
+QUERIES = st.dictionaries(st.sampled_from(["limit", "offset", "label", "name", "last_n", "before", "status",
+                                           "history", "erase", "wait", "confirm"]), st.text(max_size=12), max_size=3)
+GETS = st.sampled_from(["/v1/groups/fuzz/entities", "/v1/groups/fuzz/episodes", "/v1/groups/fuzz/episodes/x",
+                        "/v1/groups/fuzz/entities/00000000-0000-0000-0000-000000000001/facts"])
+
+
+def test_no_body_or_query_string_is_a_500(rest_dsn):
+    """Any JSON body on the write and search routes, any query string on the reads: a 2xx or a
+    JSON 4xx, never a 5xx (the server runs without keys here, so bodies reach the Memory API)."""
+    from starlette.testclient import TestClient
+
+    app = create_app(auth=False, worker_concurrency=0,
+                     open_options={"dsn": rest_dsn, "embedder": HashEmbedder(), "extractor": RuleExtractor()})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(path=PATHS, body=BODIES, get=GETS, params=QUERIES)
+        def check(path, body, get, params):
+            for response in (client.post(path, json=body), client.get(get, params=params)):
+                assert response.status_code < 500, (path, body, get, params, response.text)
+                if response.status_code >= 400:
+                    assert set(response.json()["error"]) == {"code", "message"}
+        check()
