@@ -125,7 +125,7 @@ BEGIN
         VALUES (p_group, p_episode, written, seeds, mentioned,
                 orphans, texts, names, attrs)
         ON CONFLICT (group_id, episode_id) DO UPDATE
-           SET retracted_at = now(), written_at = r.written_at || EXCLUDED.written_at,
+           SET retracted_at = EXCLUDED.retracted_at, written_at = r.written_at || EXCLUDED.written_at,
                lineages = r.lineages || EXCLUDED.lineages, mentioned = r.mentioned || EXCLUDED.mentioned,
                retired = r.retired || EXCLUDED.retired, texts = r.texts || EXCLUDED.texts,
                names = r.names || EXCLUDED.names, attributes = r.attributes || EXCLUDED.attributes;
@@ -221,8 +221,11 @@ DECLARE
     nxt timestamptz;
     same_vid bigint;
     same_hi timestamptz;
-    gone_keys text[];
-    bridged jsonb := '[]';
+    gone_ids uuid[];
+    gone_lo timestamptz[];
+    bridge_ids uuid[] := '{}';
+    bridge_lo timestamptz[] := '{}';
+    bridge_hi timestamptz[] := '{}';
 BEGIN
     -- Its text that no live claim or mention still says.
     own := ARRAY(SELECT t FROM unnest(p_texts) t
@@ -274,33 +277,41 @@ BEGIN
     DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = ANY (gone);
 
     -- Entity versions, keyed by entity and start (an entity's versions never overlap).
-    gone_keys := ARRAY(
-        SELECT v.entity_id::text || '/' || lower(v.recorded)::text FROM pgmemory.entity_versions v
-         WHERE v.group_id = p_group
-           AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
-                OR v.name = ANY (own_names)
-                OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
-                OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a)));
+    SELECT coalesce(array_agg(v.entity_id), '{}'), coalesce(array_agg(lower(v.recorded)), '{}')
+      INTO gone_ids, gone_lo
+      FROM pgmemory.entity_versions v
+     WHERE v.group_id = p_group
+       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
+            OR v.name = ANY (own_names)
+            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
+            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
     FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
-              WHERE v.group_id = p_group AND cardinality(gone_keys) > 0
-                AND (v.entity_id::text || '/' || lower(v.recorded)::text) <> ALL (gone_keys)
-                AND (v.entity_id::text || '/' || upper(v.recorded)::text) = ANY (gone_keys) LOOP
+              WHERE v.group_id = p_group AND cardinality(gone_ids) > 0
+                AND NOT EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                                 WHERE g.id = v.entity_id AND g.lo = lower(v.recorded))
+                AND EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                             WHERE g.id = v.entity_id AND g.lo = upper(v.recorded)) LOOP
         hi := upper(p.recorded);
         LOOP
             SELECT upper(v.recorded) INTO nxt FROM pgmemory.entity_versions v
              WHERE v.group_id = p_group AND v.entity_id = p.entity_id AND lower(v.recorded) = hi
-               AND (v.entity_id::text || '/' || lower(v.recorded)::text) = ANY (gone_keys);
+               AND EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                            WHERE g.id = v.entity_id AND g.lo = lower(v.recorded));
             EXIT WHEN NOT FOUND;
             hi := nxt;
         END LOOP;
-        bridged := bridged || jsonb_build_object('entity', p.entity_id, 'lo', lower(p.recorded), 'hi', hi);
+        bridge_ids := bridge_ids || p.entity_id;
+        bridge_lo := bridge_lo || lower(p.recorded);
+        bridge_hi := bridge_hi || hi;
     END LOOP;
-    DELETE FROM pgmemory.entity_versions v
-     WHERE v.group_id = p_group AND (v.entity_id::text || '/' || lower(v.recorded)::text) = ANY (gone_keys);
-    UPDATE pgmemory.entity_versions v SET recorded = tstzrange(lower(v.recorded), (b->>'hi')::timestamptz)
-      FROM jsonb_array_elements(bridged) b
-     WHERE v.group_id = p_group AND v.entity_id = (b->>'entity')::uuid
-       AND lower(v.recorded) = (b->>'lo')::timestamptz;
+    FOR i IN 1 .. cardinality(gone_ids) LOOP
+        DELETE FROM pgmemory.entity_versions
+         WHERE group_id = p_group AND entity_id = gone_ids[i] AND lower(recorded) = gone_lo[i];
+    END LOOP;
+    FOR i IN 1 .. cardinality(bridge_ids) LOOP
+        UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), bridge_hi[i])
+         WHERE group_id = p_group AND entity_id = bridge_ids[i] AND lower(recorded) = bridge_lo[i];
+    END LOOP;
     -- An entity it created, still mentioned by others: known from their first mention.
     UPDATE pgmemory.entities e
        SET created_at = m.first
