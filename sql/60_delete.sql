@@ -104,6 +104,7 @@ BEGIN
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
     renamed := pgmemory.refold_entities(p_group, mentioned);
     PERFORM pgmemory.derive_summaries(p_group, touched);
+    PERFORM pgmemory.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
         PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
@@ -334,6 +335,7 @@ BEGIN
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group;
     DELETE FROM pgmemory.community_members WHERE group_id = p_group;
     DELETE FROM pgmemory.communities WHERE group_id = p_group;
+    DELETE FROM pgmemory.community_state WHERE group_id = p_group;
     DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group;
     DELETE FROM pgmemory.episodes WHERE group_id = p_group;
     GET DIAGNOSTICS n = ROW_COUNT;
