@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
+import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput
+from pgmemory.analyst.runner import SqlResult, run_async
+from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
@@ -66,7 +68,11 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim, embedder)
+        try:
+            ensure_current(conn, dim, embedder)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
 
 
 class Memory:
@@ -83,17 +89,21 @@ class Memory:
     @classmethod
     def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
              extractor: Extractor | None = None, pool_size: int = 10,
-             lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "OpeningMemory":
+             lease_seconds: float = DEFAULT_LEASE_SECONDS,
+             on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "OpeningMemory":
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
         `lease_seconds`: how long an episode this process works on stays leased to it without a
         renewal (renewed every third of it); after a crash, others take the episode over then.
+        `on_acquire`: a coroutine run on each pooled connection as it is handed out (servers use it
+        to narrow connections to the request's groups, pgmemory.storage.request_groups).
         Use as `memory = await Memory.open()` or `async with Memory.open() as memory:`."""
         return OpeningMemory(cls._open(dsn, embedder=embedder, extractor=extractor, pool_size=pool_size,
-                                       lease_seconds=lease_seconds))
+                                       lease_seconds=lease_seconds, on_acquire=on_acquire))
 
     @classmethod
     async def _open(cls, dsn: str | None, *, embedder: Embedder | None, extractor: Extractor | None,
-                    pool_size: int, lease_seconds: float) -> "Memory":
+                    pool_size: int, lease_seconds: float,
+                    on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "Memory":
         check_int(pool_size, "pool_size", 1, 1000)
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
@@ -101,7 +111,7 @@ class Memory:
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
         await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
-        pool = await create_pool(dsn, max_size=pool_size)
+        pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
         return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 
     async def close(self) -> None:
@@ -110,6 +120,14 @@ class Memory:
         client = getattr(self.extractor, "client", None)
         if client is not None:
             await client.aclose()
+
+    async def sql(self, query: str, *, group_ids: Sequence[str] | str | None = None, max_rows: int = 1000,
+                  timeout_s: float = 30) -> "SqlResult":
+        """Analyst SQL (one SELECT over the analyst views, FOR SYSTEM_TIME / FOR VALID_TIME clauses
+        allowed; docs/sql.md) in a READ ONLY transaction with a statement timeout and a row cap.
+        `group_ids` narrows what is seen; the database never shows more than this login may see."""
+        async with self.pool.acquire() as conn:
+            return await run_async(conn, query, groups=group_ids, max_rows=max_rows, timeout_s=timeout_s)
 
     async def __aenter__(self) -> "Memory":
         return self

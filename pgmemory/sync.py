@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from pgmemory.analyst.runner import SqlResult
 from pgmemory.ingest.communities import CommunityRefresh
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.memory import DeleteResult, Memory
@@ -97,6 +98,14 @@ class SyncMemory:
                                                    entity_types=entity_types, edge_types=edge_types,
                                                    communities=communities))
 
+    def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
+        """See Memory.refresh_communities."""
+        return self._run(self._memory.refresh_communities(group_id, force=force))
+
+    def build_communities(self, group_id: str) -> CommunityRefresh:
+        """See Memory.build_communities."""
+        return self._run(self._memory.build_communities(group_id))
+
     def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
                         actor: str | None = None, reference_time: Any,
                         source_description: str = "", episode_id: Any = None,
@@ -133,16 +142,6 @@ class SyncMemory:
         """See Memory.erase_group."""
         return self._run(self._memory.erase_group(group_id))
 
-    # Communities
-
-    def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
-        """See Memory.refresh_communities."""
-        return self._run(self._memory.refresh_communities(group_id, force=force))
-
-    def build_communities(self, group_id: str) -> CommunityRefresh:
-        """See Memory.build_communities."""
-        return self._run(self._memory.build_communities(group_id))
-
     # Searching
 
     def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
@@ -164,6 +163,11 @@ class SyncMemory:
             engine: str = "sql") -> dict[Any, int]:
         """See Memory.bfs."""
         return self._run(self._memory.bfs(seeds, group_ids=group_ids, depth=depth, engine=engine))
+
+    def sql(self, query: str, *, group_ids: Sequence[str] | str | None = None, max_rows: int = 1000,
+            timeout_s: float = 30) -> SqlResult:
+        """See Memory.sql."""
+        return self._run(self._memory.sql(query, group_ids=group_ids, max_rows=max_rows, timeout_s=timeout_s))
 
     # Reading
 

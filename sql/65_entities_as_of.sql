@@ -80,16 +80,6 @@ RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
              ORDER BY u.started DESC NULLS LAST, u.rec DESC, u.version_id DESC LIMIT 5) s
 $$;
 
--- The entity's name, labels and attributes as recorded at p_known_at, when
--- they have changed since (no row: the current row was already current then).
-CREATE OR REPLACE FUNCTION pgmemory.entity_version_at(p_group text, p_entity uuid, p_known_at timestamptz)
-RETURNS TABLE (name text, labels text[], attributes jsonb) LANGUAGE sql STABLE AS $$
-    SELECT v.name, v.labels, v.attributes FROM pgmemory.entity_versions v
-     WHERE p_known_at IS NOT NULL AND v.entity_id = p_entity AND v.group_id = p_group
-       AND v.recorded @> p_known_at
-     LIMIT 1
-$$;
-
 -- Full-text entity candidates of an as-of search: entities whose name matches
 -- (and that a slice fact touches), or that a matching slice fact touches,
 -- scored on the name plus the matching slice facts — never on the stored,

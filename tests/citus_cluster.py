@@ -64,11 +64,14 @@ def _free_port() -> int:
 
 @dataclass
 class Cluster:
-    """A running coordinator and its workers; stop() ends them."""
+    """A running coordinator and its workers; stop() ends them. workers=0 and citus=False is one
+    plain PostgreSQL node of the same build and settings (the one-node baseline of bench/citus.py)."""
 
     root: Path
     bindir: Path
     libs: str
+    workers: int = WORKERS
+    citus: bool = True
     ports: list[int] = field(default_factory=list)
 
     @property
@@ -91,11 +94,11 @@ class Cluster:
             shutil.chown(self.root, SERVER_USER, SERVER_USER)
             for parent in self.root.parents:
                 parent.chmod(parent.stat().st_mode | 0o055)
-        for i in range(WORKERS + 1):
+        for i in range(self.workers + 1):
             data = self.root / f"n{i}"
             self._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=utf8")
             with open(data / "postgresql.conf", "a") as conf:
-                conf.write("shared_preload_libraries = 'citus'\nmax_connections = 200\n"
+                conf.write(("shared_preload_libraries = 'citus'\n" if self.citus else "") + "max_connections = 200\n"
                            "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
                            "shared_buffers = 64MB\nmax_worker_processes = 32\n")
             port = _free_port()
@@ -106,8 +109,11 @@ class Cluster:
         for port in self.ports:
             with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
                 conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(DATABASE)))
-            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", autocommit=True) as conn:
-                conn.execute("CREATE EXTENSION citus")
+            if self.citus:
+                with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", autocommit=True) as conn:
+                    conn.execute("CREATE EXTENSION citus")
+        if not self.citus:
+            return
         with psycopg.connect(self.coordinator_dsn, autocommit=True) as conn:
             conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (self.ports[0],))
             for port in self.ports[1:]:
@@ -121,10 +127,11 @@ class Cluster:
                 pass
 
 
-def start_cluster(root: Path) -> Cluster:
-    """Build (cached) and start a coordinator + WORKERS workers under root."""
+def start_cluster(root: Path, workers: int = WORKERS, citus: bool = True) -> Cluster:
+    """Build (cached) and start a coordinator + `workers` workers under root (or, with
+    citus=False, one plain node)."""
     bindir, libs = build()
-    cluster = Cluster(root, bindir, libs)
+    cluster = Cluster(root, bindir, libs, workers, citus)
     try:
         cluster.start()
     except BaseException:

@@ -16,6 +16,7 @@ import uuid
 import psycopg
 import pytest
 
+from pgmemory.search.config import RECIPES
 from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
@@ -35,7 +36,7 @@ from tests.test_delete_episode import (  # noqa: F401
 from tests.test_tenancy import (  # noqa: F401
     tenants,
     test_delete_episode_of_another_group_is_not_found,
-    test_every_recipe_with_own_seeds_returns_no_row_of_another_group,
+    test_every_recipe_with_own_seeds_returns_no_row_of_another_group as no_row_of_another_group,
     test_fact_history_is_scoped_to_the_group,
     test_unknown_seed_gets_the_same_answer_as_a_foreign_one,
 )
@@ -170,3 +171,19 @@ async def test_queued_episodes_are_processed_by_a_worker(memory, group):
     await memory.worker(concurrency=1, drain=True).run()
     results = await memory.search("where does Ann work", group_ids=group, limit=5)
     assert [f.target for f in results.facts] == ["Initech"]
+
+
+async def test_no_search_recipe_returns_a_row_of_another_group(memory, tenants):
+    """test_tenancy's check of every recipe, on one pair of tenants (ingested once)."""
+    for name in sorted(RECIPES):
+        await no_row_of_another_group(memory, tenants, name)
+
+
+def test_without_the_vendored_source_the_reason_names_what_is_missing(tmp_path, monkeypatch):
+    """A clone without the shared folder: the cluster tests skip (or, in CI, fail) saying why."""
+    from tests.citus_cluster import shared_folder
+
+    monkeypatch.setenv("PGMEMORY_CITUS_SOURCE", str(tmp_path))
+    with pytest.raises(CitusUnavailable, match=r"no vendored Citus source at .*PGMEMORY_CITUS_SOURCE.*"
+                                               r"citus/build-citus\.sh.*PGMEMORY_CITUS_DSN"):
+        shared_folder()

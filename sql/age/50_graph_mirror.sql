@@ -80,15 +80,49 @@ RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
     SELECT md5('episode' || chr(31) || p_group || chr(31) || p_id::text)::uuid
 $$;
 
+-- Time bounds as graph properties: UTC ISO 8601 text ("2024-01-05T09:00:00Z"; "-infinity" for
+-- "since forever"), so Cypher compares them as strings whatever the writer's time zone.
+CREATE OR REPLACE FUNCTION pgmemory.graph_time(p_time timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_time IS NULL THEN NULL
+                WHEN NOT isfinite(p_time) THEN p_time::text
+                ELSE to_char(p_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END
+$$;
+
+-- One row's mirror (vertex or edge), shared by the triggers and pgmemory.rebuild_graph_mirror().
+CREATE OR REPLACE FUNCTION pgmemory.mirror_episode_row(e pgmemory.episodes) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(e.group_id, e.id), jsonb_build_object(
+        'uuid', e.id, 'group_id', e.group_id, 'kind', e.kind, 'actor', e.actor,
+        'valid_at', pgmemory.graph_time(e.valid_at), 'recorded_at', pgmemory.graph_time(e.recorded_at)))
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_entity_row(e pgmemory.entities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Entity', e.id, jsonb_build_object(
+        'uuid', e.id, 'group_id', e.group_id, 'name', e.name, 'labels', to_jsonb(e.labels), 'summary', e.summary))
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_community_row(c pgmemory.communities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Community', c.id, jsonb_build_object(
+        'uuid', c.id, 'group_id', c.group_id, 'name', c.name, 'summary', c.summary))
+$$;
+
+-- A believed fact version as a RELATES_TO edge with both time axes as properties: valid_from /
+-- valid_to (T; null = unknown start / still true) and recorded_from (T': believed since).
+CREATE OR REPLACE FUNCTION pgmemory.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, jsonb_build_object(
+        'fact_id', f.id, 'version_id', f.version_id, 'group_id', f.group_id, 'relation', f.relation,
+        'fact', f.fact, 'is_event', f.is_event,
+        'valid_from', pgmemory.graph_time(lower(f.valid)), 'valid_to', pgmemory.graph_time(upper(f.valid)),
+        'recorded_from', pgmemory.graph_time(lower(f.recorded))))
+$$;
+
 CREATE OR REPLACE FUNCTION pgmemory.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         PERFORM pgmemory.graph_drop_vertex('Episode', pgmemory.episode_node(OLD.group_id, OLD.id));
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(NEW.group_id, NEW.id), jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'kind', NEW.kind,
-        'actor', NEW.actor, 'valid_at', NEW.valid_at));
+    PERFORM pgmemory.mirror_episode_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -99,9 +133,7 @@ BEGIN
         PERFORM pgmemory.graph_drop_vertex('Entity', OLD.id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Entity', NEW.id, jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'name', NEW.name,
-        'labels', to_jsonb(NEW.labels), 'summary', NEW.summary));
+    PERFORM pgmemory.mirror_entity_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -114,8 +146,7 @@ BEGIN
         PERFORM pgmemory.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Community', NEW.id, jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'name', NEW.name, 'summary', NEW.summary));
+    PERFORM pgmemory.mirror_community_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -131,14 +162,16 @@ BEGIN
         END IF;
     END IF;
     IF upper_inf(NEW.recorded) THEN
-        PERFORM pgmemory.graph_put_edge('RELATES_TO', 'fact:' || NEW.version_id,
-            NEW.source_id, NEW.target_id, jsonb_build_object(
-                'fact_id', NEW.id, 'version_id', NEW.version_id, 'group_id', NEW.group_id,
-                'relation', NEW.relation, 'fact', NEW.fact,
-                'valid_from', lower(NEW.valid), 'valid_to', upper(NEW.valid)));
+        PERFORM pgmemory.mirror_fact_row(NEW);
     END IF;
     RETURN NEW;
 END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_mention_row(m pgmemory.episode_mentions) RETURNS void LANGUAGE sql AS $$
+    -- Entity ids are unique across groups, so the edge key needs no group.
+    SELECT pgmemory.graph_put_edge('MENTIONS', 'mention:' || m.episode_id || ':' || m.entity_id,
+        pgmemory.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -147,12 +180,14 @@ BEGIN
         PERFORM pgmemory.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
         RETURN OLD;
     END IF;
-    -- Entity ids are unique across groups, so the edge key needs no group.
-    PERFORM pgmemory.graph_put_edge('MENTIONS', 'mention:' || NEW.episode_id || ':' || NEW.entity_id,
-        pgmemory.episode_node(NEW.group_id, NEW.episode_id), NEW.entity_id,
-        jsonb_build_object('group_id', NEW.group_id));
+    PERFORM pgmemory.mirror_mention_row(NEW);
     RETURN NEW;
 END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_member_row(m pgmemory.community_members) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_edge('HAS_MEMBER', 'member:' || m.community_id || ':' || m.entity_id,
+        m.community_id, m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
 -- Memberships are mirrored per statement (a detection writes thousands at
@@ -215,6 +250,40 @@ BEGIN
 END
 $$;
 
+-- Mirror every row again (turning the mirror on for a database that has data, or after the
+-- edge properties changed): vertices first, then edges. Idempotent; returns rows mirrored.
+CREATE OR REPLACE FUNCTION pgmemory.rebuild_graph_mirror() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint := 0;
+    k bigint;
+BEGIN
+    PERFORM pgmemory.mirror_entity_row(e) FROM pgmemory.entities e;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_member_row(m) FROM pgmemory.community_members m WHERE m.ended_at IS NULL;
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    RETURN n;
+END
+$$;
+
+-- The mirror's trigger functions run with their owner's rights, so a restricted writer
+-- (pgmemory_app) keeps the graph in step without any right on the graph itself; a trigger
+-- function cannot be called directly, so this opens nothing else.
+DO $$
+DECLARE
+    fn text;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
+                              'mirror_mention', 'mirror_members_added', 'mirror_members_gone'] LOOP
+        EXECUTE format('ALTER FUNCTION pgmemory.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory', fn);
+    END LOOP;
+END
+$$;
+
 -- Edges are dropped by their own key, so the order in which cascaded deletes
 -- reach vertices and edges does not matter.
 DROP TRIGGER IF EXISTS mirror_episode ON pgmemory.episodes;
@@ -233,6 +302,7 @@ DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
 CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_mention();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
+DROP FUNCTION IF EXISTS pgmemory.mirror_member();
 DROP TRIGGER IF EXISTS mirror_members_added ON pgmemory.community_members;
 CREATE TRIGGER mirror_members_added AFTER INSERT ON pgmemory.community_members
     REFERENCING NEW TABLE AS new_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_added();

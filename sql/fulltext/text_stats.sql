@@ -3,7 +3,10 @@
 -- episodes, facts and entities to pgmemory.text_stats and pgmemory.term_stats (rows locked
 -- in (group, term) order, so concurrent writers never deadlock on them; writers of one group
 -- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing.
--- Applied by init in every full-text mode.
+-- Applied by init in every full-text mode. On Citus the same triggers run (init allows
+-- triggers on distributed tables): they fire on the shard, and the statistics rows they write
+-- belong to the same group, hence to a co-located shard on the same worker, written locally in
+-- the same transaction (tests/test_citus.py checks BM25 statistics and search there).
 
 -- Length of a document in tokens (stop words excluded): its lexemes' position counts.
 CREATE OR REPLACE FUNCTION pgmemory.tsv_length(p_tsv tsvector)

@@ -1,0 +1,189 @@
+"""Citus routing and overhead: a coordinator + 2 workers against one plain node, same run.
+
+Starts both from the Citus build of tests/citus_cluster.py (same binaries and settings; the
+one node has no citus), initialises pgmemory on each, bulk-loads G groups x F fact versions
+(bench/search_data.Generator, binary COPY), then:
+  1. EXPLAIN on the cluster of search_group and apply_if_unchanged for one group: how many
+     tasks and on which worker (routing: one task, one worker);
+  2. search latency (Memory.search, one group per call, hash embedder) p50/p95 on each;
+  3. ingest (Memory.add_episode, offline extractor, one client) episodes/s on each.
+Each figure is printed with the 1-minute load average (the machine is shared).
+
+    /work/main/.venv/bin/python -m bench.citus --groups 200 --facts 500 --queries 300 --episodes 100
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from bench.search_data import COLUMNS, DIM, TABLE_ORDER, Generator, build_indexes, drop_secondary_indexes
+from bench.stats import percentile
+from pgmemory.extract.rules import RuleExtractor
+from pgmemory.memory import Memory
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage.setup import init_database
+from tests.citus_cluster import start_cluster
+
+SENTENCES = ("I work at {c}.", "I moved to {p}.", "I left {c} last week and now work at {c2}.",
+             "My friend {f} lives in {p}.", "I love {h}.")
+
+
+def load_avg() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
+def load(dsn: str, groups: int, facts: int) -> tuple[dict[str, list[str]], float]:
+    """COPY the synthetic groups; returns person names per group and the seconds taken."""
+    gen = Generator(seed=11)
+    people: dict[str, list[str]] = {}
+    started = time.perf_counter()
+    with psycopg.connect(dsn) as conn:
+        indexes = drop_secondary_indexes(conn)  # rebuilt after the load (HNSW inserts row by row are slow)
+        register_vector(conn)
+        # No triggers on this session (the one node's AGE mirror would dominate the load); the
+        # BM25 statistics are rebuilt at the end.
+        conn.execute("SET session_replication_role = replica")
+        for i in range(groups):
+            group = f"bench-{i:05d}"
+            vocab, rows = gen.group(group, facts)
+            people[group] = vocab.names["person"]
+            by_table: dict[str, list[tuple]] = {t: [] for t in COLUMNS}
+            for table, row in rows:
+                by_table[table].append(row + (row[0],) if table == "facts" else row)
+            for table in TABLE_ORDER:
+                cols = COLUMNS[table][0] + (("lineage",) if table == "facts" else ())
+                types = COLUMNS[table][1] + (("uuid",) if table == "facts" else ())
+                with conn.cursor().copy(psycopg.sql.SQL("COPY pgmemory.{} ({}) FROM STDIN (FORMAT BINARY)").format(
+                        psycopg.sql.Identifier(table),
+                        psycopg.sql.SQL(", ").join(map(psycopg.sql.Identifier, cols)))) as copy:
+                    copy.set_types(list(types))
+                    for row in by_table[table]:
+                        copy.write_row(row)
+            conn.commit()
+        conn.execute("SET session_replication_role = DEFAULT")
+        build_indexes(conn, indexes, log=lambda *_: None)
+        conn.execute("SELECT pgmemory.rebuild_text_stats()")
+        conn.commit()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    return people, time.perf_counter() - started
+
+
+def explain(dsn: str, group: str) -> dict[str, str]:
+    """How the cluster runs one group's search and apply: task count and nodes from EXPLAIN.
+    The arguments are literals, as a client's bound values are when Citus plans the call (a
+    volatile argument such as gen_random_uuid() would keep the call on the coordinator)."""
+    out = {}
+    sql = psycopg.sql
+    with psycopg.connect(dsn, autocommit=True) as conn:  # Citus delegates calls outside transaction blocks
+        for name, statement in (
+                ("search_group", sql.SQL("EXPLAIN SELECT * FROM pgmemory.search_group({}, 'where does Ann work',"
+                                         " NULL, '{{}}')").format(sql.Literal(group))),
+                ("apply_if_unchanged", sql.SQL("EXPLAIN SELECT pgmemory.apply_if_unchanged({}, {}, 'w', 0, '{{}}')")
+                 .format(sql.Literal(group), sql.Literal(str(uuid.UUID(int=1)))))):
+            plan = "\n".join(r[0] for r in conn.execute(statement).fetchall())
+            tasks = re.findall(r"Task Count: (\d+)", plan)
+            nodes = sorted(set(re.findall(r"Node: host=\S+ port=(\d+)", plan)))
+            out[name] = f"Task Count {', '.join(tasks) or '?'}; worker port(s) {', '.join(nodes) or '?'}"
+    return out
+
+
+async def measure(targets: dict[str, str], people: dict[str, list[str]], queries: int,
+                  episodes: int) -> dict[str, tuple[list[float], float]]:
+    """Search latencies (ms) and ingest rate (episodes/s) per target, the targets interleaved
+    call by call so both see the same machine load."""
+    memories = {name: await Memory.open(dsn, embedder=HashEmbedder(dim=DIM), extractor=RuleExtractor())
+                for name, dsn in targets.items()}
+    try:
+        groups = sorted(people)
+        rng = random.Random(5)
+        timings: dict[str, list[float]] = {name: [] for name in targets}
+        for i in range(queries + 20):
+            group = rng.choice(groups)
+            query = f"where does {rng.choice(people[group])} work"
+            for name, memory in memories.items():
+                started = time.perf_counter()
+                await memory.search(query, group_ids=group, limit=10)
+                if i >= 20:  # warm-up excluded
+                    timings[name].append((time.perf_counter() - started) * 1000)
+        spent = {name: 0.0 for name in targets}
+        day = datetime(2025, 7, 1, tzinfo=UTC)
+        for i in range(episodes):
+            group = rng.choice(groups)
+            text = rng.choice(SENTENCES).format(c=f"Company{rng.randrange(50)}", c2=f"Company{rng.randrange(50)}",
+                                               p=f"Town{rng.randrange(30)}", f=rng.choice(people[group]),
+                                               h=f"hobby{rng.randrange(20)}")
+            actor = rng.choice(people[group])
+            for name, memory in memories.items():
+                started = time.perf_counter()
+                await memory.add_episode(group, text, actor=actor, reference_time=day + timedelta(hours=i))
+                spent[name] += time.perf_counter() - started
+        return {name: (timings[name], episodes / spent[name]) for name in targets}
+    finally:
+        for memory in memories.values():
+            await memory.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--facts", type=int, default=500)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--episodes", type=int, default=100)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="pgmemory-bench-citus-"))
+    (root / "one").mkdir()
+    (root / "cluster").mkdir()
+    one = start_cluster(root / "one", workers=0, citus=False)
+    cluster = start_cluster(root / "cluster")
+    try:
+        targets = {"one node": one.coordinator_dsn, "cluster (1+2)": cluster.coordinator_dsn}
+        people = {}
+        for name, dsn in targets.items():
+            with psycopg.connect(dsn) as conn:
+                started = time.perf_counter()
+                report = init_database(conn, DIM)
+                print(f"{name}: init {time.perf_counter() - started:.1f} s (graph {report.graph_mode}, "
+                      f"distributed {report.distributed}); {load_avg()}", flush=True)
+                if report.graph_mode == "age":  # the cluster has no AGE mirror: same work on both
+                    for table, trigger in conn.execute(
+                            "SELECT tgrelid::regclass::text, tgname FROM pg_trigger"
+                            " WHERE tgname LIKE 'mirror\\_%' AND NOT tgisinternal").fetchall():
+                        conn.execute(psycopg.sql.SQL("DROP TRIGGER {} ON {}").format(
+                            psycopg.sql.Identifier(trigger), psycopg.sql.SQL(table)))
+                    conn.commit()
+            people, seconds = load(dsn, args.groups, args.facts)
+            print(f"{name}: loaded {args.groups} groups x {args.facts} fact versions in {seconds:.1f} s; "
+                  f"{load_avg()}", flush=True)
+        for group in sorted(people)[:3]:
+            for call, plan in explain(cluster.coordinator_dsn, group).items():
+                print(f"cluster EXPLAIN {call}({group!r}, ...): {plan}")
+        measured = asyncio.run(measure(targets, people, args.queries, args.episodes))
+        results = {}
+        for name, (timings, rate) in measured.items():
+            results[name] = (statistics.median(timings), percentile(timings, 95), rate)
+            print(f"{name}: search p50 {results[name][0]:.1f} ms, p95 {results[name][1]:.1f} ms "
+                  f"({args.queries} queries); ingest {rate:.1f} episodes/s ({args.episodes}, one client, "
+                  f"interleaved with the other target); {load_avg()}", flush=True)
+        (p50a, p95a, ra), (p50b, p95b, rb) = results["one node"], results["cluster (1+2)"]
+        print(f"cluster / one node: search p50 x{p50b / p50a:.2f}, p95 x{p95b / p95a:.2f}; "
+              f"ingest time per episode x{ra / rb:.2f}; {load_avg()}")
+    finally:
+        cluster.stop()
+        one.stop()
+
+
+if __name__ == "__main__":
+    main()
