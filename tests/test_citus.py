@@ -16,6 +16,7 @@ import uuid
 import psycopg
 import pytest
 
+from pgmemory.search.candidates import SEARCH_ONE
 from pgmemory.search.config import RECIPES
 from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
@@ -127,8 +128,7 @@ async def test_one_group_calls_run_as_one_task_on_one_worker(memory, group):
     async with memory.pool.acquire() as conn:
         plans = {}
         for name, statement, args in [
-            ("search", "EXPLAIN SELECT * FROM pgmemory.search_group($1, 'where does Alice work', NULL, '{}')",
-             (group,)),
+            ("search", "EXPLAIN " + SEARCH_ONE, (group, "where does Alice work", None, {})),
             ("apply", "EXPLAIN SELECT pgmemory.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
             ("delete", "EXPLAIN SELECT pgmemory.delete_episode($1, $2)", (group, uuid.uuid4())),
         ]:
