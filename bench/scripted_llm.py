@@ -1,4 +1,4 @@
-"""A zero-latency "scripted model" for FakeOpenAI: answers pgmemory's three prompts like the rules would.
+"""A zero-latency "scripted model" for FakeOpenAI: answers pgmemory's prompts like the rules would.
 
 Extraction: parses CURRENT EPISODE / SPEAKER / REFERENCE TIME from the request and replies with the
 offline extractor's entities and facts for that text as an ExtractionReply. Entity resolution: a
@@ -18,7 +18,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from pgmemory.extract import prompts
+from pgmemory.extract import community_prompts, prompts
 from pgmemory.extract.offline import OfflineExtractor
 from pgmemory.extract.types import EpisodeInput
 from pgmemory.providers.tokens import count_tokens
@@ -32,7 +32,7 @@ _CANDIDATES = re.compile(r"^\s+candidates: (.*)$")
 _FACT = re.compile(r"^([FN]\d+): \[([A-Z0-9_]+)\] (.*) \(valid: [^)]*\)(?: \{([^}]*)\})?$")
 _LISTS = re.compile(r"^\s+(same-pair|related) facts: (.*)$")
 KINDS = {prompts.EXTRACT_SYSTEM: "extraction", prompts.RESOLVE_SYSTEM: "resolution",
-         prompts.JUDGE_SYSTEM: "judgement"}
+         prompts.JUDGE_SYSTEM: "judgement", community_prompts.COMMUNITY_SYSTEM: "community"}
 
 
 def kind_of(body: dict[str, Any]) -> str:
@@ -76,6 +76,8 @@ class ScriptedModel:
             reply = self.resolve(user)
         elif kind == "judgement":
             reply = self.judge(user)
+        elif kind == "community":
+            reply = self.summarise(user)
         else:
             return Status(400, "scripted model: unknown system prompt")
         with self._lock:
@@ -111,6 +113,15 @@ class ScriptedModel:
                        "kind": f.attributes.get("kind", "state")}
                       for f in found.facts],
         }
+
+    def summarise(self, user: str) -> dict[str, Any]:
+        """A community summary: its first facts (or member lines / partial summaries), named after
+        the first three names listed."""
+        lines = _section(user, "ENTITIES") or _section(user, "SUMMARIES")
+        facts = [f for f in _section(user, "FACTS") if f != "(none)"]
+        names = [line.split(":", 1)[0] for line in lines]
+        body = facts[:3] or [line.split(":", 1)[-1].strip() for line in lines[:3]]
+        return {"summary": " ".join(body), "name": ", ".join(names[:3])}
 
     def resolve(self, user: str) -> dict[str, Any]:
         """Each new entity is its first candidate whose name extends (or is extended by) its own."""

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
+import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput
+from pgmemory.analyst.runner import SqlResult, run_async
+from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
+from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
                                      validate_group_id, validate_group_ids)
 from pgmemory.ingest.messages import messages_text
@@ -65,7 +68,11 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
     from pgmemory.storage.setup import ensure_current
 
     with connect(dsn) as conn:
-        ensure_current(conn, dim, embedder)
+        try:
+            ensure_current(conn, dim, embedder)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
 
 
 class Memory:
@@ -82,17 +89,21 @@ class Memory:
     @classmethod
     def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
              extractor: Extractor | None = None, pool_size: int = 10,
-             lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "OpeningMemory":
+             lease_seconds: float = DEFAULT_LEASE_SECONDS,
+             on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "OpeningMemory":
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
         `lease_seconds`: how long an episode this process works on stays leased to it without a
         renewal (renewed every third of it); after a crash, others take the episode over then.
+        `on_acquire`: a coroutine run on each pooled connection as it is handed out (servers use it
+        to narrow connections to the request's groups, pgmemory.storage.request_groups).
         Use as `memory = await Memory.open()` or `async with Memory.open() as memory:`."""
         return OpeningMemory(cls._open(dsn, embedder=embedder, extractor=extractor, pool_size=pool_size,
-                                       lease_seconds=lease_seconds))
+                                       lease_seconds=lease_seconds, on_acquire=on_acquire))
 
     @classmethod
     async def _open(cls, dsn: str | None, *, embedder: Embedder | None, extractor: Extractor | None,
-                    pool_size: int, lease_seconds: float) -> "Memory":
+                    pool_size: int, lease_seconds: float,
+                    on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "Memory":
         check_int(pool_size, "pool_size", 1, 1000)
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
@@ -100,7 +111,7 @@ class Memory:
         dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
         await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
-        pool = await create_pool(dsn, max_size=pool_size)
+        pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
         return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 
     async def close(self) -> None:
@@ -109,6 +120,14 @@ class Memory:
         client = getattr(self.extractor, "client", None)
         if client is not None:
             await client.aclose()
+
+    async def sql(self, query: str, *, group_ids: Sequence[str] | str | None = None, max_rows: int = 1000,
+                  timeout_s: float = 30) -> "SqlResult":
+        """Analyst SQL (one SELECT over the analyst views, FOR SYSTEM_TIME / FOR VALID_TIME clauses
+        allowed; docs/sql.md) in a READ ONLY transaction with a statement timeout and a row cap.
+        `group_ids` narrows what is seen; the database never shows more than this login may see."""
+        async with self.pool.acquire() as conn:
+            return await run_async(conn, query, groups=group_ids, max_rows=max_rows, timeout_s=timeout_s)
 
     async def __aenter__(self) -> "Memory":
         return self
@@ -149,10 +168,14 @@ class Memory:
     async def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
                            on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
                            entity_types: dict[str, type] | None = None,
-                           edge_types: dict[str, type] | None = None) -> list[EpisodeResult | IngestError]:
+                           edge_types: dict[str, type] | None = None,
+                           communities: bool = False) -> list[EpisodeResult | IngestError]:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
-        then ordered within each group and parallel across groups. Failures are returned, not raised."""
+        then ordered within each group and parallel across groups. Failures are returned, not raised.
+        communities=True: each group's communities are refreshed once its episodes are done
+        (`refresh_communities`)."""
         check_int(concurrency, "concurrency", 1, 1000)
+        check_bool(communities, "communities")
         check_custom_types(entity_types, "entity_types")
         check_custom_types(edge_types, "edge_types")
         validated = validate_batch(episodes)
@@ -172,6 +195,8 @@ class Memory:
                         results[i] = exc
                     if on_done is not None:
                         on_done(results[i])
+                if communities and items:
+                    await self.refresh_communities(items[0][1].group_id)
 
         await asyncio.gather(*(run_group(items) for items in by_group.values()))
         return results  # type: ignore[return-value]
@@ -192,18 +217,22 @@ class Memory:
                 ep.metadata)
 
     def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
-               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None) -> Worker:
+               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None,
+               communities: bool = True) -> Worker:
         """A queue worker on this memory's pool (`await worker.run()`, `worker.stop()`): it processes
         pending episodes of every group, one at a time per group, in order; drain=True returns
-        once nothing is ready."""
+        once nothing is ready. communities=True: when idle, it refreshes the communities of the
+        groups it processed (`refresh_communities`)."""
         for name, value, low in (("concurrency", concurrency, 1), ("poll_seconds", poll_seconds, 0.01),
                                  ("grace_seconds", grace_seconds, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
                 raise InvalidInput(f"{name} must be a number of at least {low}, got {value!r}")
         if not isinstance(concurrency, int) or not isinstance(drain, bool):
             raise InvalidInput("concurrency must be an integer and drain a bool")
+        check_bool(communities, "communities")
         return Worker(self.ingestor, concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
-                      grace_seconds=grace_seconds, on_progress=on_progress)
+                      grace_seconds=grace_seconds, on_progress=on_progress,
+                      refresh=self.refresh_communities if communities else None)
 
     async def search(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                      config: SearchConfig | str | None = None,
@@ -332,6 +361,28 @@ class Memory:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+
+    async def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
+        """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when
+        the drift since the last one is past the threshold, then new names and summaries (LLM
+        map-reduce when an LLM is configured, else extractive) for the communities changed since
+        their last summary (with an LLM: changed `community_refresh_changes` times, default 4, unless
+        `force`). Episodes only mark communities; call this after a batch (`add_episodes` with
+        `communities=True`, `pgmemory ingest` and the idle worker do)."""
+        check_bool(force, "force")
+        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
+                                         force=force)
+
+    async def build_communities(self, group_id: str) -> CommunityRefresh:
+        """Detect the group's communities afresh now (pgmemory.detect_communities: the replaced
+        ones are kept as ended versions), then name and summarise the new ones."""
+        return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
+                                         rebuild=True)
+
+    def _llm(self) -> LLMClient | None:
+        """The extractor's LLM client, if it has one (community summaries use the same model)."""
+        client = getattr(self.extractor, "client", None)
+        return client if isinstance(client, LLMClient) else None
 
     async def erase_group(self, group_id: str) -> int:
         """Erase every episode, entity, fact and community of a group; returns episodes erased."""

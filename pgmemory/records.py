@@ -43,6 +43,10 @@ class Record:
         """JSON-ready: UUIDs and times as strings."""
         return jsonable(asdict(self))  # type: ignore[call-overload]
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython/Jupyter show the one-line form."""
+        printer.text(str(self))
+
 
 @dataclass
 class EpisodeRecord(Record):

@@ -150,14 +150,3 @@ CREATE OR REPLACE FUNCTION pgmemory.fact_history(p_group text, p_id uuid)
 RETURNS SETOF pgmemory.facts LANGUAGE sql STABLE AS $$
     SELECT * FROM pgmemory.facts WHERE group_id = p_group AND id = p_id ORDER BY lower(recorded), version_id
 $$;
-
--- Readable view of what is believed now, with entity names and bound status.
-CREATE OR REPLACE VIEW pgmemory.current_facts AS
-SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
-       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to,
-       lower_inf(f.valid) AS valid_from_unknown,
-       lower(f.recorded) AS recorded_at, f.attributes
-  FROM pgmemory.facts f
-  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
-  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
- WHERE upper_inf(f.recorded);

@@ -26,6 +26,7 @@ DECLARE
     touched uuid[] := '{}';
     v_lineage uuid;
     v_contradicts uuid[];
+    changed uuid[] := '{}';
 BEGIN
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
         RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
@@ -74,7 +75,19 @@ BEGIN
         UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = g AND seq = c.seq;
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
+        IF did->>'action' NOT IN ('merged', 'unchanged') THEN
+            changed := changed || (did->>'fact_id')::uuid;
+        END IF;
     END LOOP;
+
+    -- Communities: new entities join their neighbours' plurality community; the communities
+    -- whose facts changed are marked for a summary refresh (sql/57_communities.sql).
+    -- Read first, then call (Citus: see below).
+    changed := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+                      WHERE f.group_id = g AND f.id = ANY (changed || touched));
+    PERFORM pgmemory.update_communities(g,
+        ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m),
+        ARRAY(SELECT (e->>'id')::uuid FROM jsonb_array_elements(p_plan->'new_entities') e), changed);
 
     -- Read first, then call: a call inside a statement that reads a distributed table would run
     -- nested in that shard query on Citus, where its own queries are refused.

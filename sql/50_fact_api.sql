@@ -96,6 +96,9 @@ BEGIN
          WHERE f.group_id = p_group AND f.id IN (
                SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x));
     PERFORM pgmemory.derive_summaries(p_group, touched);
+    PERFORM pgmemory.update_communities(p_group, ARRAY[src.entity_id, tgt.entity_id],  -- sql/57_communities.sql
+        ARRAY(SELECT x.id FROM (VALUES (src.entity_id, src.created), (tgt.entity_id, tgt.created)) x (id, made)
+               WHERE x.made), ARRAY[src.entity_id, tgt.entity_id]);
     RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
                                      'relation', rel, 'entities_created', to_jsonb(created));
 END
@@ -125,6 +128,7 @@ BEGIN
     did := pgmemory.apply_claim(c);
     UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE group_id = p_group AND seq = c.seq;
     PERFORM pgmemory.derive_summaries(p_group, ARRAY[c.source_id, c.target_id]);
+    PERFORM pgmemory.update_communities(p_group, '{}', '{}', ARRAY[c.source_id, c.target_id]);
     RETURN did;
 END
 $$;

@@ -61,6 +61,7 @@ BEGIN
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
     PERFORM pgmemory.derive_summaries(p_group, touched);
+    PERFORM pgmemory.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
         comp := pgmemory.claim_component(p_group, seeds);
@@ -99,6 +100,7 @@ BEGIN
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group;
     DELETE FROM pgmemory.community_members WHERE group_id = p_group;
     DELETE FROM pgmemory.communities WHERE group_id = p_group;
+    DELETE FROM pgmemory.community_state WHERE group_id = p_group;
     DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group;
     DELETE FROM pgmemory.episodes WHERE group_id = p_group;
     GET DIAGNOSTICS n = ROW_COUNT;

@@ -253,14 +253,14 @@ BEGIN
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         com_cos := ARRAY(
             SELECT cm.id FROM pgmemory.communities cm
-             WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND (known_at IS NULL OR cm.created_at <= known_at)
+             WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.ended_at IS NULL
              ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
         com_text := ARRAY(
             SELECT cm.id FROM pgmemory.communities cm
              WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq
-               AND (known_at IS NULL OR cm.created_at <= known_at)
+               AND cm.ended_at IS NULL  -- current communities (ended versions are history)
              ORDER BY ts_rank_cd(cm.tsv, tq) DESC LIMIT k);
     END IF;
 

@@ -57,7 +57,7 @@ async def believed(memory: Memory, group: str) -> set[tuple]:
     """Every believed fact of the group by content: names, relation, sentence and valid range."""
     async with memory.pool.acquire() as conn:
         rows = await conn.fetch(
-            "SELECT source, relation, target, fact, valid_from, valid_to FROM pgmemory.current_facts"
+            "SELECT source, relation, target, fact, valid_from, valid_to FROM pgmemory.believed_facts"
             " WHERE group_id = $1", group)
     return {tuple(r) for r in rows}
 

@@ -125,3 +125,14 @@ async def mem(request, db_dsn, fake_openai):
     m = await open_memory(request.param, db_dsn, fake_openai)
     yield m
     await m.close()
+
+
+@pytest.fixture(scope="session")
+def served_dsn(admin_dsn):
+    """An initialised database of the server tests (REST, MCP) only: their in-process queue workers
+    then see no other test's pending episodes."""
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    yield dsn
+    drop_database(admin_dsn, dsn)

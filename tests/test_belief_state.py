@@ -26,9 +26,8 @@ async def test_back_at_the_first_employer(mem, group):
     assert await targets(mem, group, "WORKS_FOR", as_of="2021-06-01", known_at=known["j1"]) == {"Acme Corp"}
     async with mem.pool.acquire() as conn:
         acme = await conn.fetch(
-            "SELECT id, lower(valid) AS vf, upper(valid) AS vt FROM pgmemory.current_facts c"
-            " JOIN pgmemory.facts f USING (id) WHERE c.group_id = $1 AND c.target = 'Acme Corp'"
-            " AND upper_inf(f.recorded) ORDER BY 2", group)
+            "SELECT id, valid_from AS vf, valid_to AS vt FROM pgmemory.believed_facts"
+            " WHERE group_id = $1 AND target = 'Acme Corp' ORDER BY 2", group)
     # Two validity intervals, two fact ids: the ended one is not re-opened.
     assert [(r["vf"], r["vt"]) for r in acme] == [(utc("2020-01-10"), utc("2021-02-22")),
                                                  (utc("2022-04-25"), None)]

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import psycopg
+
 from pgmemory.ingest.episode import episode_uuid
 
 
@@ -33,6 +35,16 @@ def test_ingest_search_delete_erase(db_dsn, group, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "2 ingested, 0 already present, 0 failed" in result.stdout
     assert "\r" not in result.stderr + result.stdout and "\x1b" not in result.stderr  # no progress bar in logs
+    # The run ends with the community upkeep: Zoe and Globex (Acme has ended) form one community.
+    assert "communities: 1 of 1 groups detected afresh, 1 summaries written; 0 LLM calls" in result.stdout
+    with psycopg.connect(db_dsn) as conn:
+        summaries = [r[0] for r in conn.execute("SELECT summary FROM pgmemory.communities WHERE group_id = %s",
+                                                (group,))]
+    assert summaries == ["Zoe works for Globex."]
+    rebuilt = run_cli("communities", "rebuild", "--group", group, dsn=db_dsn)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    # The same graph: the same community, kept with its summary.
+    assert "communities: 1 of 1 groups detected afresh, 0 summaries written" in rebuilt.stdout
     again = run_cli("ingest", str(data), dsn=db_dsn)
     assert "0 ingested, 2 already present" in again.stdout
 
@@ -93,3 +105,12 @@ def test_search_bad_input_is_one_line(db_dsn):
 def test_retry_with_nothing_to_do(db_dsn):
     result = run_cli("retry", "--group", "no-such-group", dsn=db_dsn)
     assert result.returncode == 0 and "0 ingested" in result.stdout
+
+
+
+def test_communities_bad_group_is_one_line(capsys):
+    from pgmemory.surfaces.cli import main
+
+    assert main(["communities", "rebuild", "--group", ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--group must be a non-empty string" in err

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("openai", "asyncpg", "psycopg", "numpy", "torch", "onnxruntime", "fastapi", "mcp")
+HEAVY = ("openai", "asyncpg", "psycopg", "numpy", "torch", "onnxruntime", "fastapi", "mcp", "httpx")
 
 
 def loaded_after(code: str, env: dict[str, str] | None = None) -> list[str]:
@@ -69,3 +69,15 @@ def test_search_through_a_server_opens_no_database(monkeypatch):
         assert seen["body"]["group_ids"] == ["g"] and seen["body"]["filters"]["as_of"].startswith("2024-06-01")
     finally:
         server.shutdown()
+
+
+def test_commands_that_embed_nothing_load_no_model(empty_dsn):
+    """delete-episode and erase-group open the memory with the local embedder configured, yet
+    neither the model nor its runtime is loaded."""
+    env = {**os.environ, "PGMEMORY_DSN": empty_dsn, "PGMEMORY_EMBEDDER": "local"}
+    code = ("from pgmemory.surfaces.cli import main\n"
+            "assert main(['init']) == 0\n"
+            "assert main(['erase-group', 'nobody']) == 0\n"
+            "assert main(['delete-episode', 'e1', '--group', 'nobody']) == 2\n")
+    loaded = loaded_after(code, env)
+    assert not {"torch", "onnxruntime"} & set(loaded), loaded

@@ -29,7 +29,7 @@ async def test_an_event_is_bounded_and_a_state_stays_open(mem, group):
     # before the second episode arrived nothing was known about 2019's summit
     assert await targets(mem, group, "ATTENDED", as_of="2019-11-05", known_at=known["e1"]) == set()
     async with mem.pool.acquire() as conn:
-        rows = await conn.fetch("SELECT relation, attributes, valid_from, valid_to FROM pgmemory.current_facts"
+        rows = await conn.fetch("SELECT relation, attributes, valid_from, valid_to FROM pgmemory.believed_facts"
                                 " WHERE group_id = $1 ORDER BY relation", group)
     kinds = {r["relation"]: (json.loads(r["attributes"]) if isinstance(r["attributes"], str)
                              else r["attributes"]).get("kind") for r in rows}

@@ -76,7 +76,7 @@ CASES = {
 
 def add(conn, group: str, target: str, kw: dict) -> dict:
     if kw.get("retract"):
-        fid = conn.execute("SELECT id FROM pgmemory.current_facts WHERE group_id = %s AND target = %s",
+        fid = conn.execute("SELECT id FROM pgmemory.believed_facts WHERE group_id = %s AND target = %s",
                            (group, target)).fetchone()[0]
         return conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fid)).fetchone()[0]
     day = lambda k: utc(kw[k]) if kw.get(k) else None  # noqa: E731
@@ -89,7 +89,7 @@ def add(conn, group: str, target: str, kw: dict) -> dict:
 
 def intervals(conn, group: str) -> dict[str, list]:
     rows = conn.execute(
-        "SELECT target, valid_from, valid_to FROM pgmemory.current_facts WHERE group_id = %s", (group,)).fetchall()
+        "SELECT target, valid_from, valid_to FROM pgmemory.believed_facts WHERE group_id = %s", (group,)).fetchall()
     out: dict[str, list] = {}
     for target, vf, vt in rows:
         out.setdefault(target, []).append((vf and vf.date().isoformat(), vt and vt.date().isoformat()))

@@ -27,7 +27,7 @@ def graph_edges(conn, group):
 
 def table_edges(conn, group):
     return sorted(conn.execute(
-        "SELECT source, relation, target FROM pgmemory.current_facts WHERE group_id = %s",
+        "SELECT source, relation, target FROM pgmemory.believed_facts WHERE group_id = %s",
         (group,)).fetchall())
 
 

@@ -50,7 +50,7 @@ async def llm_memory(db_dsn, fake_openai):
 async def current(memory, group):
     async with memory.pool.acquire() as conn:
         return {tuple(r) for r in await conn.fetch(
-            "SELECT source, relation, target, valid_from, valid_to FROM pgmemory.current_facts"
+            "SELECT source, relation, target, valid_from, valid_to FROM pgmemory.believed_facts"
             " WHERE group_id = $1", group)}
 
 

@@ -1,7 +1,7 @@
 """The MCP server end to end with the official SDK's own client: in-process (every tool, error
 paths), over stdio (`pgmemory mcp` as a subprocess) and over streamable HTTP with API keys (a key
-for one group never reaches another). Its own database: the in-process worker sees only these
-tests' episodes."""
+for one group never reaches another). On the server tests' database: the in-process worker sees only
+those tests' episodes."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +12,6 @@ import time
 
 import httpx
 import httpx2
-import psycopg
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -21,23 +20,16 @@ from mcp.client.streamable_http import streamable_http_client
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.storage.setup import init_database
 from pgmemory.surfaces.api_keys import create_key
 from pgmemory.surfaces.mcp_server import build_server
-from tests.conftest import DIM
-from tests.servers import create_database, drop_database
 
 TOOLS = {"add_memory", "search_memory_nodes", "search_memory_facts", "get_episodes", "delete_episode",
          "delete_entity_edge", "get_entity_edge", "clear_graph", "get_status"}
 
 
 @pytest.fixture(scope="module")
-def mcp_dsn(admin_dsn):
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
+def mcp_dsn(served_dsn):
+    return served_dsn
 
 
 @pytest.fixture(scope="module")

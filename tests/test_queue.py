@@ -139,7 +139,7 @@ async def test_worker_keeps_group_order_one_episode_per_group_at_a_time(queue_ds
         stats = await memory.worker(concurrency=4, drain=True).run()
         async with memory.pool.acquire() as conn:
             jobs = {r["group_id"]: (r["source"], r["target"], r["valid_to"]) for r in await conn.fetch(
-                "SELECT group_id, source, target, valid_to FROM pgmemory.current_facts"
+                "SELECT group_id, source, target, valid_to FROM pgmemory.believed_facts"
                 " WHERE relation = 'WORKS_FOR' AND target = 'Acme Corp'")}
     finally:
         await memory.close()

@@ -1,4 +1,4 @@
-"""The REST server against a real Postgres (its own database, so its in-process queue worker sees
+"""The REST server against a real Postgres (the server tests' own database, so its in-process worker sees
 only these tests' episodes): queued ingestion and polling, search and context on both time axes,
 the graph reads, deletes, API keys (a key for one group never sees another), JSON errors with a
 stable code and a 4xx for every kind of bad input; `pgmemory serve` as a real uvicorn process."""
@@ -12,7 +12,6 @@ import sys
 import time
 
 import httpx
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,20 +19,13 @@ from hypothesis import strategies as st
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.storage.setup import init_database
 from pgmemory.surfaces.api_keys import create_key
 from pgmemory.surfaces.rest import create_app
-from tests.conftest import DIM
-from tests.servers import create_database, drop_database
 
 
 @pytest.fixture(scope="module")
-def rest_dsn(admin_dsn):
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
+def rest_dsn(served_dsn):
+    return served_dsn
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +216,17 @@ async def test_bad_input_is_a_json_4xx(server, method, url, body, expected):
     assert after == before
 
 
+async def test_a_streamed_body_over_the_limit_is_a_413(server):
+    client, keys = server
+
+    async def chunks():
+        for _ in range(30):
+            yield b'{"content": "' + b"x" * 10_000 + b'"}'
+    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], content=chunks())
+    assert "content-length" not in r.request.headers
+    assert error(r) == (413, "payload_too_large")
+
+
 async def test_erase_group_with_confirmation(server):
     client, keys = server
     await client.post("/v1/groups/group-b/episodes?wait=true", headers=keys["b"], json={
@@ -289,9 +292,12 @@ def test_pgmemory_serve_runs_uvicorn_with_keys(rest_dsn):
         proc.wait(timeout=60)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=6)
+def _containers(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
+SCALARS = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(SCALARS | st.text(), _containers, max_leaves=6)
 FIELDS = ("query", "group_ids", "limit", "recipe", "filters", "max_chars", "content", "kind", "actor",
           "reference_time", "metadata", "messages", "episode_id", "as_of", "known_at", "relation_types")
 BODIES = st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=5) | JSON
@@ -319,3 +325,24 @@ def test_no_body_or_query_string_is_a_500(rest_dsn):
                 if response.status_code >= 400:
                     assert set(response.json()["error"]) == {"code", "message"}
         check()
+
+
+async def test_connections_carry_the_request_groups(rest_dsn):
+    """Each connection handed to a request is set to that request's groups (pgmemory.groups, what
+    the database's row-level security narrows by); outside a request (the queue worker): none."""
+    from pgmemory.storage.request_groups import apply_request_groups, narrow_to
+
+    memory = await Memory.open(rest_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=2,
+                               on_acquire=apply_request_groups)
+
+    async def request(groups):
+        if groups is not None:
+            narrow_to(groups)
+        await asyncio.sleep(0)  # let the other request interleave
+        async with memory.pool.acquire() as conn:
+            return await conn.fetchval("SELECT current_setting('pgmemory.groups')")
+    try:
+        seen = await asyncio.gather(request(["group-a"]), request(["group-b", "shared"]), request(None))
+        assert seen == ['["group-a"]', '["group-b", "shared"]', ""]
+    finally:
+        await memory.close()

@@ -36,6 +36,10 @@ UNPINNED_ALLOWED = {
     "function pgmemory.track_text_stats": "the statistics trigger reads its statement's transition tables",
     "view pgmemory.episode_queue": "a view over every group: the reader filters by group",
     "view pgmemory.current_facts": "a view over every group: the reader filters by group",
+    "view pgmemory.entity_history": "an analyst view over every group: row-level security limits a reader to its groups",
+    "view pgmemory.episode_log": "an analyst view over every group: row-level security limits a reader to its groups",
+    "function pgmemory.rebuild_graph_mirror": "one-off rebuild of the AGE mirror for every group (no mirror on Citus)",
+    "function pgmemory.granted_groups": "a role's grants across groups (the grants table, read per role)",
     "top level": "one-off DDL and backfills of init",
     "DO block": "one-off DDL of init",
 }

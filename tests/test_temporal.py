@@ -101,7 +101,7 @@ def test_unknown_start_is_not_since_forever(conn, group):
     rows = dict(conn.execute(
         "SELECT id, lower_inf(valid) FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchall())
     assert rows == {unknown: True, forever: False}
-    view = dict(conn.execute("SELECT id, valid_from_unknown FROM pgmemory.current_facts"
+    view = dict(conn.execute("SELECT id, valid_from_unknown FROM pgmemory.believed_facts"
                              " WHERE group_id = %s", (group,)).fetchall())
     assert view == {unknown: True, forever: False}
 

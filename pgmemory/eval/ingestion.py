@@ -114,7 +114,7 @@ async def ingest_conversation(memory: Memory, benchmark: str, conversation: Conv
     await memory.erase_group(group)
     started = time.perf_counter()
     results = await memory.add_episodes(episodes(benchmark, group, conversation, marker),
-                                        on_done=lambda _: on_episode())
+                                        on_done=lambda _: on_episode(), communities=True)
     done = [r for r in results if isinstance(r, EpisodeResult)]
     return IngestReport(
         episodes=len(results),

@@ -2,5 +2,6 @@
 
 Steps, one module each: episode (validate), resolve_entities, resolve_facts
 (dedupe + contradictions), invalidation (the temporal rules), apply (the one
-write), pipeline (orchestration), delete (episode deletion, group erasure).
+write), pipeline (orchestration), delete (episode deletion, group erasure), communities
+(re-detection and summaries between episodes).
 """

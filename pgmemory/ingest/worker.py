@@ -6,20 +6,24 @@ processes it under its lease and claims again. Idle slots sleep until a NOTIFY o
 `pgmemory_episodes` (sent by pgmemory.enqueue_episode), a slot finishing, or the poll
 interval (which also picks up episodes whose lease expired after a crash).
 `stop()` lets slots finish their current episode; after the grace period they are
-cancelled and give their episodes back (status 'pending').
+cancelled and give their episodes back (status 'pending'). When the queue is empty, a slot runs
+the community upkeep (`refresh`, e.g. Memory.refresh_communities) of the groups processed since
+the last one: summaries are refreshed lazily, never per episode.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
+from pgmemory.providers.llm import ProviderError
 
 CHANNEL = "pgmemory_episodes"
 
@@ -42,8 +46,11 @@ class Worker:
 
     def __init__(self, ingestor: Ingestor, *, concurrency: int = 1, drain: bool = False,
                  poll_seconds: float = 5.0, grace_seconds: float = 30.0,
-                 on_progress: Callable[[WorkerStats], None] | None = None) -> None:
+                 on_progress: Callable[[WorkerStats], None] | None = None,
+                 refresh: Callable[[str], Awaitable[Any]] | None = None) -> None:
         self.ingestor = ingestor
+        self.refresh = refresh
+        self._touched: set[str] = set()
         self.concurrency = concurrency
         self.drain = drain
         self.poll_seconds = poll_seconds
@@ -96,6 +103,7 @@ class Worker:
             if row is None and await expire_dead_leases(pool):
                 continue  # a crashed process of this host held some: claim again at once
             if row is None:
+                await self._refresh_touched()
                 if self.drain and self.stats.in_progress == 0:
                     self._wake.set()  # let the other idle slots see that the queue is drained
                     return
@@ -105,6 +113,7 @@ class Worker:
             ep = Episode(row["episode_id"], row["group_id"], row["content"], row["kind"], row["valid_at"],
                          row["actor"], row["source_description"])
             self.stats.in_progress += 1
+            self._touched.add(ep.group_id)
             try:
                 self._count(await self.ingestor.process(ep))
             except IngestError as exc:
@@ -115,6 +124,17 @@ class Worker:
                 self._wake.set()  # the group's next episode may be ready now
             if self.on_progress is not None:
                 self.on_progress(self.stats)
+
+    async def _refresh_touched(self) -> None:
+        """Community upkeep of the groups processed since the last idle moment (one slot at a time
+        per group; a failure is reported and the group is tried again at the next idle moment)."""
+        while self.refresh is not None and self._touched and not self._stopping.is_set():
+            group = self._touched.pop()
+            try:
+                await self.refresh(group)
+            except (asyncpg.PostgresError, OSError, ProviderError) as exc:
+                self.stats.errors.append(f"communities of group {group!r}: {type(exc).__name__}: {exc}")
+                return
 
     def _count(self, result: EpisodeResult) -> None:
         if result.status == "done":

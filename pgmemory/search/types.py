@@ -132,6 +132,10 @@ class SearchResults:
             lines.extend(f"  {kind[:-1] if kind != 'entities' else 'entity'} {hit}" for hit in getattr(self, kind))
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython/Jupyter show the compact form too."""
+        printer.text(str(self))
+
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
         """JSON-ready form: one list per kind, embeddings left out."""
         from dataclasses import asdict

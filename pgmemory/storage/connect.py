@@ -6,6 +6,7 @@ engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import psycopg
@@ -117,15 +118,17 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     RESET ALL / UNLISTEN round trip on every release is skipped."""
 
 
-async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10,
+                      on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> asyncpg.Pool:
     """Open an asyncpg pool with the vector and jsonb codecs registered and the statement and
     lock timeouts (config.Timeouts) set on every connection at start-up (no extra round trip).
     No connection floor by default: asyncpg would keep reconnecting a dead server in the
-    background and log a traceback for each attempt."""
+    background and log a traceback for each attempt. `on_acquire` runs on a connection each time
+    it is handed out (in the acquiring task: it may read that task's context variables)."""
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection, reset=_keep_session,
+            init=_init_async_connection, reset=_keep_session, setup=on_acquire,
             server_settings=Timeouts.from_env().server_settings())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None

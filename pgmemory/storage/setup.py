@@ -29,6 +29,7 @@ BROKEN_TEXTSEARCH = {
 }
 INIT_LOCK_TIMEOUT = "500ms"  # per attempt: shorter than deadlock_timeout, so init yields, not writers
 INIT_LOCK_WAIT_S = 120
+GRAPH_PROPS_VERSION = "2"  # edge properties with both time axes as UTC text (sql/age/50_graph_mirror.sql)
 # Texts indexed by pg_textsearch's bm25 when that mode is chosen.
 BM25_INDEXES = {
     "facts_bm25": ("facts", "search_text"),
@@ -84,14 +85,16 @@ def check_server(conn: psycopg.Connection) -> str:
 
 
 def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str | None = None,
-                  text_search: str | None = None) -> InitReport:
+                  text_search: str | None = None, graph_mirror: bool | None = None) -> InitReport:
     """Create or upgrade everything pgmemory needs; idempotent and safe to run concurrently.
 
     A database that is already current is left untouched (no DDL, no table lock), so init
     during live ingestion blocks nobody. Otherwise every pgmemory table is locked first, in
     one order and with a short lock timeout retried, so writers wait for init instead of
     deadlocking with it. `embedder` is the embedder's name (stored, then enforced);
-    `text_search` is "tsvector" (default) or "pg_textsearch" (opt-in, known-good versions only).
+    `text_search` is "tsvector" (default) or "pg_textsearch" (opt-in, known-good versions only);
+    `graph_mirror` keeps the AGE graph mirror on or off (default: PGMEMORY_GRAPH_MIRROR, else the
+    database's earlier choice, else on when AGE is available).
     """
     version = check_server(conn)
     conn.commit()  # init's transaction must be its own (a savepoint would keep its locks)
@@ -99,7 +102,7 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
     while True:
         try:
             with conn.transaction():
-                return _init_locked(conn, version, embedding_dim, embedder, text_search)
+                return _init_locked(conn, version, embedding_dim, embedder, text_search, graph_mirror)
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             if time.monotonic() > deadline:
                 raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
@@ -109,7 +112,7 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
 
 
 def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, embedder: str | None,
-                 text_search: str | None) -> InitReport:
+                 text_search: str | None, graph_mirror: bool | None = None) -> InitReport:
     migrate.lock(conn)
     conn.execute("SELECT set_config('statement_timeout', '0', true)")  # index builds on big tables
     extensions = available_extensions(conn)
@@ -121,12 +124,14 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
             raise SetupError("full-text mode pg_textsearch is not supported on Citus (untested on distributed "
                              "tables): use the default tsvector mode (unset PGMEMORY_TEXT_SEARCH)")
         check_pg_textsearch(extensions, preloaded_libraries(conn))
+    mirror = choose_graph_mirror(graph_mirror, stored)
     # AGE does not work on Citus-distributed tables: a cluster uses the SQL graph path.
-    use_age = "age" in extensions and not distributed
+    use_age = "age" in extensions and mirror and not distributed
     graph_mode = "age" if use_age else "sql"
     migrations = migrate.load_migrations()
     current = (stored.get("sql_fingerprint") == migrate.sql_fingerprint()
                and stored.get("text_search") == mode and stored.get("graph_mode") == graph_mode
+               and stored.get("graph_mirror", True) == mirror
                and stored.get("embedding_dim") is not None and stored.get("distributed") == distributed
                and not migrate.pending_migrations(conn, migrations))
     applied: list[str] = []
@@ -145,6 +150,11 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         if use_age:
             _ensure_graph(conn)
             migrate.apply_sql_dir(conn, migrate.SQL_DIR / "age")
+            if stored.get("graph_mode") == "sql" or stored.get("graph_props") != GRAPH_PROPS_VERSION:
+                conn.execute("SELECT pgmemory.rebuild_graph_mirror()")  # data written without (this) mirror
+            _put_setting(conn, "graph_props", GRAPH_PROPS_VERSION)
+        elif "age" in extensions and stored.get("graph_mode") == "age":
+            _drop_graph(conn)
         if mode == "pg_textsearch":
             _ensure_bm25_indexes(conn)
         else:
@@ -152,10 +162,14 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / "text_stats.sql")
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / TEXT_SEARCH_FILES[mode])
         conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory.setting('text_stats_stale') = 'true'")
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "tenancy.sql")  # after every table and view
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "comments.sql")  # last: sees every object
         migrate.drop_stale_functions(conn, functions_before)
         if distributed:
             citus.distribute(conn)
         _put_setting(conn, "graph_mode", graph_mode)
+        conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('graph_mirror', %s)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (Jsonb(mirror),))
         conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('distributed', %s)"
                      " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (Jsonb(distributed),))
         _put_setting(conn, "text_search", mode)
@@ -166,6 +180,19 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         raise SetupError(exc.diag.message_primary or str(exc)) from None
     _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)
     return InitReport(version, graph_mode, mode, embedding_dim, applied, distributed)
+
+
+def choose_graph_mirror(requested: bool | None, stored: dict) -> bool:
+    """Is the AGE graph mirror wanted: the explicit request, else PGMEMORY_GRAPH_MIRROR (on/off),
+    else the database's earlier choice, else on."""
+    if requested is not None:
+        return requested
+    env = (os.environ.get("PGMEMORY_GRAPH_MIRROR") or "").strip().lower()
+    if env:
+        if env not in ("on", "off"):
+            raise SetupError(f"PGMEMORY_GRAPH_MIRROR must be on or off, got {env!r}")
+        return env == "on"
+    return bool(stored.get("graph_mirror", True))
 
 
 def choose_text_search(requested: str | None, stored: dict) -> str:
@@ -270,6 +297,7 @@ def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str |
                          f"the embedder produces {embedding_dim}-d")
     if (dim is None or stored.get("sql_fingerprint") != migrate.sql_fingerprint()
             or stored.get("text_search") != choose_text_search(None, stored)
+            or stored.get("graph_mirror", True) != choose_graph_mirror(None, stored)
             or (embedder is not None and stored.get("embedder") is None)
             or migrate.pending_migrations(conn, migrate.load_migrations())):
         init_database(conn, embedding_dim, embedder=embedder)
@@ -306,6 +334,21 @@ def _ensure_graph(conn: psycopg.Connection) -> None:
         _index(conn, f"{label.lower()}_start", label, "start_id")
         _index(conn, f"{label.lower()}_end", label, "end_id")
     conn.execute("SELECT set_config('search_path', %s, true)", (previous,))
+
+
+def _drop_graph(conn: psycopg.Connection) -> None:
+    """Turn the mirror off: its triggers and functions go, the AGE graph and its bookkeeping too."""
+    for table, trigger in (("episodes", "mirror_episode"), ("entities", "mirror_entity"),
+                           ("communities", "mirror_community"), ("facts", "mirror_fact"),
+                           ("episode_mentions", "mirror_mention"), ("community_members", "mirror_members_added"),
+                           ("community_members", "mirror_members_ended"), ("community_members", "mirror_members_deleted")):
+        conn.execute(pgsql.SQL("DROP TRIGGER IF EXISTS {} ON pgmemory.{}").format(
+            pgsql.Identifier(trigger), pgsql.Identifier(table)))
+    conn.execute("LOAD 'age'")
+    if conn.execute("SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (GRAPH_NAME,)).fetchone():
+        conn.execute("SELECT ag_catalog.drop_graph(%s, true)", (GRAPH_NAME,))
+    conn.execute("DELETE FROM pgmemory.graph_edges")
+    conn.execute("DELETE FROM pgmemory.graph_vertices")
 
 
 def _index(conn: psycopg.Connection, name: str, label: str, column: str) -> None:

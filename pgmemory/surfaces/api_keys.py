@@ -93,6 +93,13 @@ async def _require_table(conn: asyncpg.Connection) -> None:
         raise SetupError("this database has no API key table yet: run `pgmemory init`")
 
 
+async def active_key_count(pool: asyncpg.Pool) -> int:
+    """How many keys are not revoked (a server with none answers every request with 401)."""
+    async with pool.acquire() as conn:
+        await _require_table(conn)
+        return await conn.fetchval("SELECT count(*) FROM pgmemory.api_keys WHERE revoked_at IS NULL")
+
+
 class KeyStore:
     """Looks keys up by their secret's hash, with a short in-process cache."""
 

@@ -1,5 +1,5 @@
-"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, retry, delete-episode, erase-group,
-serve (REST), mcp, keys."""
+"""The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry,
+delete-episode, communities, erase-group, serve (REST), mcp, keys."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from pgmemory.errors import PgMemoryError
+from pgmemory.errors import InvalidInput, PgMemoryError
 
 # Each command imports what it needs when it runs: start-up stays fast (--help loads no driver).
 
@@ -23,7 +23,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
     dsn = resolve_dsn()
     with connect(dsn) as conn:
         report = init_database(conn, dim, embedder=embedder.name if dim == embedder.dim else None,
-                               text_search=args.text_search)
+                               text_search=args.text_search,
+                               graph_mirror=None if args.graph_mirror is None else args.graph_mirror == "on")
     print(f"pgmemory initialised on {describe_target(dsn)} (PostgreSQL {report.server_version})")
     print(f"  graph traversal: {'Apache AGE' if report.graph_mode == 'age' else 'recursive SQL (no AGE)'}")
     print(f"  full text:       {'BM25 (pg_textsearch, opt-in)' if report.text_search == 'pg_textsearch' else 'BM25 over tsvector'}")
@@ -55,7 +56,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """init, doctor, then the demo's round trip (pgmemory/demo.py)."""
     from pgmemory.demo import run_demo
 
-    args.dim, args.text_search = None, None
+    args.dim, args.text_search, args.graph_mirror = None, None, None
     if _cmd_init(args) != 0 or _cmd_doctor(args) != 0:
         return 1
     return run_demo()
@@ -80,6 +81,95 @@ def _cmd_search(args: argparse.Namespace) -> int:
     return asyncio.run(search_command(
         args.query, args.group, limit=args.limit, recipe=args.recipe, as_of=args.as_of,
         known_at=args.known_at, include_invalidated=args.include_invalidated, as_json=args.json))
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from pgmemory.surfaces.sql_cli import sql_command
+
+    return sql_command(args.query, groups=args.group, fmt=args.format, max_rows=args.max_rows,
+                       timeout_s=args.timeout, explain=args.explain)
+
+
+def _cmd_grant(args: argparse.Namespace) -> int:
+    from pgmemory.storage import grants
+    from pgmemory.storage.connect import connect, resolve_dsn
+
+    with connect(resolve_dsn()) as conn:
+        if args.list:
+            for role, groups in grants.all_grants(conn).items():
+                print(f"{role}: {', '.join(groups)}")
+            return 0
+        if not args.role or (not args.groups and not args.revoke):
+            raise InvalidInput("give a role and at least one group (or --revoke, or --list)")
+        if args.revoke:
+            left = grants.revoke(conn, args.role, args.groups or None)
+        else:
+            password = _read_password(args.role) if args.create else None
+            left = grants.grant(conn, args.role, args.groups, kind="app" if args.app else "analyst",
+                                create_password=password)
+    print(f"{args.role} sees: {', '.join(left) if left else 'no group'}")
+    return 0
+
+
+def _read_password(role: str) -> str:
+    """The new login's password: typed at a terminal, else the first line of standard input."""
+    if sys.stdin.isatty():
+        import getpass
+
+        password = getpass.getpass(f"password for new role {role}: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise InvalidInput("the new role needs a non-empty password")
+    return password
+
+
+def _cmd_dsn(args: argparse.Namespace) -> int:
+    from pgmemory.storage.connect import resolve_dsn
+
+    if args.tcp:
+        from pgmemory.storage.listen import tcp_dsn
+
+        settings = _embedded_only("dsn --tcp")
+        resolve_dsn(settings)  # started, listening as asked
+        print(tcp_dsn(settings.data_dir, args.user or "postgres"))
+        return 0
+    print(resolve_dsn())
+    return 0
+
+
+def _embedded_only(what: str):
+    from pgmemory.config import Settings
+
+    settings = Settings.from_env()
+    if settings.dsn:
+        raise InvalidInput(f"`pgmemory {what}` is for the embedded server; PGMEMORY_DSN points at another "
+                           "server: configure listening there (listen_addresses, pg_hba.conf)")
+    return settings
+
+
+def _cmd_listen(args: argparse.Namespace) -> int:
+    from pgmemory.storage.listen import switch
+
+    settings = _embedded_only("listen")
+    if args.off:
+        switch(settings.data_dir, None, None)
+        print(f"the embedded server in {settings.data_dir} listens on its Unix socket only")
+        return 0
+    switch(settings.data_dir, args.host, args.port)
+    print(f"the embedded server in {settings.data_dir} listens on {args.host}:{args.port} "
+          "(password authentication; `pgmemory grant ROLE GROUP --create` makes a login)")
+    return 0
+
+
+def _cmd_psql(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from pgmemory.storage.connect import resolve_dsn
+    from pgmemory.storage.embedded import bundled_binary
+
+    dsn = resolve_dsn()
+    return subprocess.run([str(bundled_binary("psql")), dsn, *args.psql_args]).returncode
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:
@@ -108,6 +198,22 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
         async with await Memory.open() as memory:
             n = await memory.erase_group(args.group)
         print(f"erased group {args.group!r}: {n} episodes and everything derived from them")
+        return 0
+    return asyncio.run(run())
+
+
+def _cmd_communities(args: argparse.Namespace) -> int:
+    from pgmemory.ingest.episode import validate_group_id
+    from pgmemory.memory import Memory
+    from pgmemory.surfaces.ingest_file import refresh_groups
+
+    group = None if args.group is None else validate_group_id(args.group, "--group")
+
+    async def run() -> int:
+        async with await Memory.open() as memory:
+            groups = {group} if group else {r[0] for r in await memory.pool.fetch(
+                "SELECT DISTINCT group_id FROM pgmemory.entities")}
+            await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
         return 0
     return asyncio.run(run())
 
@@ -248,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-search", choices=("tsvector", "pg_textsearch"),
                    help="full-text engine: tsvector (default; BM25 in SQL) or pg_textsearch (opt-in, "
                         "refused for versions known to hang; default: PGMEMORY_TEXT_SEARCH or the database's)")
+    p.add_argument("--graph-mirror", choices=("on", "off"),
+                   help="keep the Apache AGE graph mirror for Cypher users (default: PGMEMORY_GRAPH_MIRROR, "
+                        "else the database's earlier choice, else on when AGE is available)")
     p.set_defaults(func=_cmd_init)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)
@@ -280,6 +389,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-invalidated", action="store_true", help="also facts that have ended")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_search)
+    p = sub.add_parser("sql", help="analyst SQL over the analyst views, with FOR SYSTEM_TIME / FOR VALID_TIME "
+                                   "clauses (read-only; see docs/sql.md)")
+    p.add_argument("query", help="one SELECT over the analyst views, or - to read it from standard input")
+    p.add_argument("--group", action="append", help="only this group (repeatable); narrows, never widens, "
+                                                    "what the database lets this login see")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output (default table)")
+    p.add_argument("--max-rows", type=_bounded(100_000), default=1000, help="row cap (default 1000)")
+    p.add_argument("--timeout", type=_seconds(0.001, 3600), default=30.0,
+                   help="statement timeout in seconds (default 30)")
+    p.add_argument("--explain", action="store_true", help="print the rewritten SQL instead of running it")
+    p.set_defaults(func=_cmd_sql)
+    p = sub.add_parser("dsn", help="print the connection string (PGMEMORY_DSN or the embedded server's)")
+    p.set_defaults(func=_cmd_dsn)
+    p.add_argument("--tcp", action="store_true", help="the TCP address of the embedded server (see listen)")
+    p.add_argument("--user", help="the login to put in the --tcp connection string (default postgres)")
+    p = sub.add_parser("listen", help="let the embedded server accept TCP connections (password auth), "
+                                      "e.g. for BI tools; --off to stop")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=55432, help="TCP port (default 55432)")
+    p.add_argument("--off", action="store_true", help="back to the Unix socket only")
+    p.set_defaults(func=_cmd_listen)
+    p = sub.add_parser("psql", help="open the bundled psql on the database (extra arguments go to psql)")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments for psql, e.g. -c 'SELECT 1'")
+    p.set_defaults(func=_cmd_psql)
+    p = sub.add_parser("grant", help="let a database role see groups (row-level security; see docs/sql.md)")
+    p.add_argument("role", nargs="?", help="a login role (created with --create)")
+    p.add_argument("groups", nargs="*", help="group ids, or * for every group")
+    p.add_argument("--app", action="store_true", help="read-write (member of pgmemory_app); default read-only "
+                                                      "(member of pgmemory_analyst)")
+    p.add_argument("--create", action="store_true", help="create the login role if missing (password from the "
+                                                          "terminal or the first line of standard input)")
+    p.add_argument("--revoke", action="store_true", help="stop the role seeing these groups (all, if none given)")
+    p.add_argument("--list", action="store_true", help="print every role's groups")
+    p.set_defaults(func=_cmd_grant)
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
     p.set_defaults(func=_cmd_retry)
@@ -289,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--erase", action="store_true",
                    help="also rewrite history so its text is nowhere (privacy; logged without content)")
     p.set_defaults(func=_cmd_delete_episode)
+    p = sub.add_parser("communities", help="detect communities afresh (rebuild) or refresh the marked ones")
+    p.add_argument("action", choices=("rebuild", "refresh"),
+                   help="rebuild: full detection, then names and summaries; refresh: re-detect only past the "
+                        "drift threshold, then summarise every community changed since its last summary")
+    p.add_argument("--group", help="only this group (default: every group)")
+    p.set_defaults(func=_cmd_communities)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
     p.set_defaults(func=_cmd_erase_group)
@@ -332,9 +481,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: errors print one clear line, no traceback."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["psql"]:  # everything after `psql` is psql's own (argparse would read its flags)
+        args = argparse.Namespace(func=_cmd_psql, psql_args=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (`pgmemory search ... | head`): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
     except PgMemoryError as exc:
         print(f"pgmemory: error: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
-"""`pgmemory ingest FILE` and `pgmemory retry`: bulk ingestion with a progress bar (on a terminal
-only: no cursor escape codes in logs) and a summary."""
+"""`pgmemory ingest FILE`, `pgmemory retry` and `pgmemory communities rebuild|refresh`: bulk work with a
+progress bar (on a terminal only: no cursor escape codes in logs) and a summary; ingest runs end with
+the community upkeep of the groups they touched."""
 from __future__ import annotations
 
 import codecs
@@ -75,7 +76,9 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
         with tqdm(total=len(items), unit="ep", desc="ingest", disable=not sys.stderr.isatty()) as bar:
             results = await memory.add_episodes(items, concurrency=concurrency,
                                                 on_done=lambda _: bar.update(1))
-    return _report(results)
+        rc = _report(results)
+        await refresh_groups(memory, {r.group_id for r in results if isinstance(r, EpisodeResult)})
+    return rc
 
 
 async def retry(group_id: str | None) -> int:
@@ -83,4 +86,22 @@ async def retry(group_id: str | None) -> int:
     async with await Memory.open() as memory:
         with tqdm(unit="ep", desc="retry", disable=not sys.stderr.isatty()) as bar:
             results = await memory.retry(group_id, on_done=lambda _: bar.update(1))
-    return _report(results)
+        rc = _report(results)
+        await refresh_groups(memory, {r.group_id for r in results if isinstance(r, EpisodeResult)})
+    return rc
+
+
+async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = False, force: bool = False) -> None:
+    """Community upkeep at the end of a run (or a forced rebuild), with one summary line."""
+    if not groups:
+        return
+    detected = refreshed = calls = 0
+    for group in tqdm(sorted(groups), unit="group", desc="communities",
+                      disable=len(groups) < 2 or not sys.stderr.isatty()):
+        out = await (memory.build_communities(group) if rebuild
+                     else memory.refresh_communities(group, force=force))
+        detected += out.detection is not None
+        refreshed += out.refreshed
+        calls += out.usage.calls
+    print(f"communities: {detected} of {len(groups)} groups detected afresh, {refreshed} summaries written; "
+          f"{calls} LLM calls")

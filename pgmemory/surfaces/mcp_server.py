@@ -23,6 +23,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import ingest_json, time_or_now
@@ -54,7 +55,8 @@ def build_server(memory: Memory | None = None, *, default_group: str | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
-        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, auth=auth,
+                                 open_options=open_options) as mem:
             state.memory = mem
             state.keys = KeyStore(mem.pool) if auth else None
             yield {}
@@ -91,6 +93,7 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
     for group in groups:
         if key is not None and not (key.can_write(group) if write else key.can_read(group)):
             raise ToolError(f"forbidden: this key may not {'write' if write else 'read'} group {group!r:.80}")
+    narrow_to(groups)  # this call's database connections see only these groups (with RLS installed)
     return list(groups)
 
 
@@ -246,7 +249,9 @@ def _fact_json(f: Any) -> dict[str, Any]:
 def run(*, transport: str, host: str, port: int, default_group: str | None, auth: bool,
         worker_concurrency: int) -> int:
     """Run the MCP server on stdio or streamable HTTP until stopped."""
-    server = build_server(default_group=default_group, auth=auth, worker_concurrency=worker_concurrency)
+    # Over stdio no key is asked (the agent runs this as its user), so no key store is opened.
+    server = build_server(default_group=default_group, auth=auth and transport != "stdio",
+                          worker_concurrency=worker_concurrency)
     if transport == "stdio":
         server.run("stdio")
     else:

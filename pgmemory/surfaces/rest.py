@@ -26,6 +26,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory, validate_batch
 from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
+from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
@@ -53,7 +54,8 @@ _HTTP_CODES = {400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404:
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` (declared or streamed) is a 413."""
+    """ASGI middleware: a request body over `max_bytes` (declared, or counted when streamed
+    without a length) is a 413 before the app reads it."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -67,16 +69,30 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await _error(413, "payload_too_large", message)(scope, receive, send)
             return
-        seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
+        if declared is not None:
+            await self.app(scope, receive, send)  # the server stops reading at the declared length
+            return
+        # A streamed body (no length declared): read it here, at most max_bytes, then replay it.
+        chunks, size, more = [], 0, True
+        while more:
             event = await receive()
-            seen += len(event.get("body", b""))
-            if seen > self.max_bytes:
-                raise ApiError(413, "payload_too_large", message)
-            return event
-        await self.app(scope, limited, send)
+            if event["type"] != "http.request":
+                break
+            chunks.append(event.get("body", b""))
+            size += len(chunks[-1])
+            more = event.get("more_body", False)
+            if size > self.max_bytes:
+                await _error(413, "payload_too_large", message)(scope, receive, send)
+                return
+        body, replayed = b"".join(chunks), False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self.app(scope, replay, send)
 
 
 def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concurrency: int = 1,
@@ -89,7 +105,8 @@ def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concur
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with served_memory(memory, worker_concurrency=worker_concurrency, open_options=open_options) as mem:
+        async with served_memory(memory, worker_concurrency=worker_concurrency, auth=auth,
+                                 open_options=open_options) as mem:
             app.state.memory = mem
             app.state.keys = KeyStore(mem.pool) if auth else None
             yield
@@ -159,11 +176,13 @@ async def caller(request: Request) -> ApiKey | None:
 
 
 def allow(key: ApiKey | None, groups: Sequence[str], *, write: bool = False) -> None:
-    """403 unless the key may read (or write) every group named."""
+    """403 unless the key may read (or write) every group named; then the request's database
+    connections are narrowed to those groups (where row-level security is installed)."""
     for group in groups:
         validate_group_id(group)
         if key is not None and not (key.can_write(group) if write else key.can_read(group)):
             raise ApiError(403, "forbidden", f"this key may not {'write' if write else 'read'} group {group!r:.80}")
+    narrow_to(groups)
 
 
 def _memory(request: Request) -> Memory:

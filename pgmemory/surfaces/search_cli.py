@@ -81,25 +81,38 @@ async def search_command(query: str, group: str, *, limit: int, recipe: str, as_
 
 async def remote_search(url: str, query: str, group: str, *, limit: int, recipe: str,
                         filters: SearchFilters) -> SearchResults:
-    """POST /v1/search on a running `pgmemory serve` (PGMEMORY_API_KEY as the bearer key)."""
-    import httpx
+    """POST /v1/search on a running `pgmemory serve` (PGMEMORY_API_KEY as the bearer key), with the
+    standard library's HTTP client: importing an HTTP package would cost more than the search."""
+    import asyncio
+    import urllib.error
+    import urllib.request
 
     from pgmemory.surfaces.wire import results_from_json
 
     body: dict[str, Any] = {"query": query, "group_ids": [group], "limit": limit, "recipe": recipe,
                             "filters": {k: v for k, v in filters.to_options().items() if v not in (None, [], False)}}
-    headers = {"Authorization": f"Bearer {os.environ['PGMEMORY_API_KEY']}"} if os.environ.get("PGMEMORY_API_KEY") else {}
-    try:
-        async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.post(url.rstrip("/") + "/v1/search", json=body, headers=headers)
-    except httpx.HTTPError as exc:
-        raise DatabaseUnavailable(f"pgmemory server {url} unreachable ({type(exc).__name__}); "
-                                  "unset PGMEMORY_URL to search the database directly") from None
-    if response.status_code != 200:
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("PGMEMORY_API_KEY"):
+        headers["Authorization"] = f"Bearer {os.environ['PGMEMORY_API_KEY']}"
+    request = urllib.request.Request(url.rstrip("/") + "/v1/search", data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+
+    def post() -> tuple[int, bytes]:
         try:
-            message = response.json()["error"]["message"]
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    try:
+        status, raw = await asyncio.to_thread(post)
+    except (urllib.error.URLError, OSError) as exc:
+        raise DatabaseUnavailable(f"pgmemory server {url} unreachable ({getattr(exc, 'reason', exc)}); "
+                                  "unset PGMEMORY_URL to search the database directly") from None
+    if status != 200:
+        try:
+            message = json.loads(raw)["error"]["message"]
         except (ValueError, KeyError, TypeError):
-            message = response.text[:200]
-        raise (InvalidInput if response.status_code < 500 else PgMemoryError)(
-            f"server answered {response.status_code}: {message}")
-    return results_from_json(response.json())
+            message = raw[:200].decode(errors="replace")
+        raise (InvalidInput if status < 500 else PgMemoryError)(f"server answered {status}: {message}")
+    return results_from_json(json.loads(raw))

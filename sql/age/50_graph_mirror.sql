@@ -80,15 +80,49 @@ RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
     SELECT md5('episode' || chr(31) || p_group || chr(31) || p_id::text)::uuid
 $$;
 
+-- Time bounds as graph properties: UTC ISO 8601 text ("2024-01-05T09:00:00Z"; "-infinity" for
+-- "since forever"), so Cypher compares them as strings whatever the writer's time zone.
+CREATE OR REPLACE FUNCTION pgmemory.graph_time(p_time timestamptz)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_time IS NULL THEN NULL
+                WHEN NOT isfinite(p_time) THEN p_time::text
+                ELSE to_char(p_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END
+$$;
+
+-- One row's mirror (vertex or edge), shared by the triggers and pgmemory.rebuild_graph_mirror().
+CREATE OR REPLACE FUNCTION pgmemory.mirror_episode_row(e pgmemory.episodes) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(e.group_id, e.id), jsonb_build_object(
+        'uuid', e.id, 'group_id', e.group_id, 'kind', e.kind, 'actor', e.actor,
+        'valid_at', pgmemory.graph_time(e.valid_at), 'recorded_at', pgmemory.graph_time(e.recorded_at)))
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_entity_row(e pgmemory.entities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Entity', e.id, jsonb_build_object(
+        'uuid', e.id, 'group_id', e.group_id, 'name', e.name, 'labels', to_jsonb(e.labels), 'summary', e.summary))
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_community_row(c pgmemory.communities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_vertex('Community', c.id, jsonb_build_object(
+        'uuid', c.id, 'group_id', c.group_id, 'name', c.name, 'summary', c.summary))
+$$;
+
+-- A believed fact version as a RELATES_TO edge with both time axes as properties: valid_from /
+-- valid_to (T; null = unknown start / still true) and recorded_from (T': believed since).
+CREATE OR REPLACE FUNCTION pgmemory.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, jsonb_build_object(
+        'fact_id', f.id, 'version_id', f.version_id, 'group_id', f.group_id, 'relation', f.relation,
+        'fact', f.fact, 'is_event', f.is_event,
+        'valid_from', pgmemory.graph_time(lower(f.valid)), 'valid_to', pgmemory.graph_time(upper(f.valid)),
+        'recorded_from', pgmemory.graph_time(lower(f.recorded))))
+$$;
+
 CREATE OR REPLACE FUNCTION pgmemory.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         PERFORM pgmemory.graph_drop_vertex('Episode', pgmemory.episode_node(OLD.group_id, OLD.id));
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(NEW.group_id, NEW.id), jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'kind', NEW.kind,
-        'actor', NEW.actor, 'valid_at', NEW.valid_at));
+    PERFORM pgmemory.mirror_episode_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -99,21 +133,20 @@ BEGIN
         PERFORM pgmemory.graph_drop_vertex('Entity', OLD.id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Entity', NEW.id, jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'name', NEW.name,
-        'labels', to_jsonb(NEW.labels), 'summary', NEW.summary));
+    PERFORM pgmemory.mirror_entity_row(NEW);
     RETURN NEW;
 END
 $$;
 
+-- Only current communities (and current memberships) are in the graph: an
+-- ended version leaves it (its members' edges were ended first).
 CREATE OR REPLACE FUNCTION pgmemory.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
         PERFORM pgmemory.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.graph_put_vertex('Community', NEW.id, jsonb_build_object(
-        'uuid', NEW.id, 'group_id', NEW.group_id, 'name', NEW.name, 'summary', NEW.summary));
+    PERFORM pgmemory.mirror_community_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -129,14 +162,16 @@ BEGIN
         END IF;
     END IF;
     IF upper_inf(NEW.recorded) THEN
-        PERFORM pgmemory.graph_put_edge('RELATES_TO', 'fact:' || NEW.version_id,
-            NEW.source_id, NEW.target_id, jsonb_build_object(
-                'fact_id', NEW.id, 'version_id', NEW.version_id, 'group_id', NEW.group_id,
-                'relation', NEW.relation, 'fact', NEW.fact,
-                'valid_from', lower(NEW.valid), 'valid_to', upper(NEW.valid)));
+        PERFORM pgmemory.mirror_fact_row(NEW);
     END IF;
     RETURN NEW;
 END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_mention_row(m pgmemory.episode_mentions) RETURNS void LANGUAGE sql AS $$
+    -- Entity ids are unique across groups, so the edge key needs no group.
+    SELECT pgmemory.graph_put_edge('MENTIONS', 'mention:' || m.episode_id || ':' || m.entity_id,
+        pgmemory.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -145,23 +180,107 @@ BEGIN
         PERFORM pgmemory.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
         RETURN OLD;
     END IF;
-    -- Entity ids are unique across groups, so the edge key needs no group.
-    PERFORM pgmemory.graph_put_edge('MENTIONS', 'mention:' || NEW.episode_id || ':' || NEW.entity_id,
-        pgmemory.episode_node(NEW.group_id, NEW.episode_id), NEW.entity_id,
-        jsonb_build_object('group_id', NEW.group_id));
+    PERFORM pgmemory.mirror_mention_row(NEW);
     RETURN NEW;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_member() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory.mirror_member_row(m pgmemory.community_members) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory.graph_put_edge('HAS_MEMBER', 'member:' || m.community_id || ':' || m.entity_id,
+        m.community_id, m.entity_id, jsonb_build_object('group_id', m.group_id))
+$$;
+
+-- Memberships are mirrored per statement (a detection writes thousands at
+-- once): current ones inserted become HAS_MEMBER edges, ended or deleted ones
+-- drop theirs, each in one set-based statement over the transition table.
+CREATE OR REPLACE FUNCTION pgmemory.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    wanted integer;
+    made integer;
+BEGIN
+    SELECT count(*) INTO wanted FROM new_members n WHERE n.ended_at IS NULL;
+    IF wanted = 0 THEN
+        RETURN NULL;
+    END IF;
+    WITH pairs AS MATERIALIZED (
+        SELECT n.community_id, n.entity_id, n.group_id, vc.vertex_id AS vc, ve.vertex_id AS ve
+          FROM new_members n
+          JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+         WHERE n.ended_at IS NULL
+    ), made AS (
+        INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
+        SELECT p.vc::text::ag_catalog.graphid, p.ve::text::ag_catalog.graphid,
+               jsonb_build_object('group_id', p.group_id)::text::ag_catalog.agtype
+          FROM pairs p
+        RETURNING id::text::bigint AS eid, start_id::text::bigint AS vc, end_id::text::bigint AS ve
+    )
+    INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
+    SELECT 'member:' || p.community_id || ':' || p.entity_id, m.eid
+      FROM made m JOIN pairs p ON p.vc = m.vc AND p.ve = m.ve;
+    GET DIAGNOSTICS made = ROW_COUNT;
+    IF made <> wanted THEN
+        RAISE EXCEPTION 'graph mirror: % of % HAS_MEMBER edges have no vertex', wanted - made, wanted;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    keys text[];
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory.graph_drop_edge('HAS_MEMBER', 'member:' || OLD.community_id || ':' || OLD.entity_id);
-        RETURN OLD;
+        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id FROM old_members o
+                       WHERE o.ended_at IS NULL);
+    ELSE
+        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id
+                        FROM old_members o JOIN new_members n
+                          ON n.community_id = o.community_id AND n.entity_id = o.entity_id
+                       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL);
     END IF;
-    PERFORM pgmemory.graph_put_edge('HAS_MEMBER', 'member:' || NEW.community_id || ':' || NEW.entity_id,
-        NEW.community_id, NEW.entity_id, jsonb_build_object('group_id', NEW.group_id));
-    RETURN NEW;
+    IF cardinality(keys) > 0 THEN
+        WITH gone AS (
+            DELETE FROM pgmemory.graph_edges g WHERE g.edge_key = ANY (keys) RETURNING g.edge_id
+        )
+        DELETE FROM pgmemory_graph."HAS_MEMBER" h
+         WHERE h.id OPERATOR(ag_catalog.=) ANY (ARRAY(SELECT edge_id::text::ag_catalog.graphid FROM gone));
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Mirror every row again (turning the mirror on for a database that has data, or after the
+-- edge properties changed): vertices first, then edges. Idempotent; returns rows mirrored.
+CREATE OR REPLACE FUNCTION pgmemory.rebuild_graph_mirror() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint := 0;
+    k bigint;
+BEGIN
+    PERFORM pgmemory.mirror_entity_row(e) FROM pgmemory.entities e;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_member_row(m) FROM pgmemory.community_members m WHERE m.ended_at IS NULL;
+    GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    RETURN n;
+END
+$$;
+
+-- The mirror's trigger functions run with their owner's rights, so a restricted writer
+-- (pgmemory_app) keeps the graph in step without any right on the graph itself; a trigger
+-- function cannot be called directly, so this opens nothing else.
+DO $$
+DECLARE
+    fn text;
+BEGIN
+    FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
+                              'mirror_mention', 'mirror_members_added', 'mirror_members_gone'] LOOP
+        EXECUTE format('ALTER FUNCTION pgmemory.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory', fn);
+    END LOOP;
 END
 $$;
 
@@ -174,7 +293,7 @@ DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
 CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary OR DELETE
     ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
-CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary OR DELETE
+CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary, ended_at OR DELETE
     ON pgmemory.communities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_community();
 DROP TRIGGER IF EXISTS mirror_fact ON pgmemory.facts;
 CREATE TRIGGER mirror_fact AFTER INSERT OR UPDATE OR DELETE ON pgmemory.facts
@@ -183,5 +302,14 @@ DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
 CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_mention();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
-CREATE TRIGGER mirror_member AFTER INSERT OR DELETE ON pgmemory.community_members
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_member();
+DROP FUNCTION IF EXISTS pgmemory.mirror_member();
+DROP TRIGGER IF EXISTS mirror_members_added ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_added AFTER INSERT ON pgmemory.community_members
+    REFERENCING NEW TABLE AS new_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_added();
+DROP TRIGGER IF EXISTS mirror_members_ended ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_ended AFTER UPDATE ON pgmemory.community_members
+    REFERENCING OLD TABLE AS old_members NEW TABLE AS new_members
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();
+DROP TRIGGER IF EXISTS mirror_members_deleted ON pgmemory.community_members;
+CREATE TRIGGER mirror_members_deleted AFTER DELETE ON pgmemory.community_members
+    REFERENCING OLD TABLE AS old_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();

@@ -1,0 +1,134 @@
+"""SQL:2011-style period clauses, parsed by a small extension of sqlglot's Postgres dialect and
+rewritten into range predicates on the analyst views' `valid` / `recorded` columns.
+
+    FOR SYSTEM_TIME AS OF t          ->  recorded @> t        (transaction time T')
+    FOR SYSTEM_TIME BETWEEN a AND b  ->  recorded && [a, b]
+    FOR SYSTEM_TIME FROM a TO b      ->  recorded && [a, b)
+    FOR SYSTEM_TIME ALL              ->  every version (no predicate)
+    FOR VALID_TIME ...               ->  the same on valid  (world time T)
+
+A clause follows the view name (before or after its alias); both axes may be given on one view.
+The predicate lands in the ON of the join that brings the view in (so outer joins keep their
+meaning), else in the WHERE of the SELECT whose FROM names it. Nothing is spliced as text: the
+query is parsed, the tree rewritten, and the SQL generated from the tree.
+"""
+from __future__ import annotations
+
+import logging
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ParseError, TokenError
+
+from pgmemory.errors import InvalidInput
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
+
+SYSTEM_TIME, VALID_TIME = "SYSTEM_TIME", "VALID_TIME"
+# Views that carry a period, and the range column of each axis.
+PERIODS: dict[str, dict[str, str]] = {
+    "fact_versions": {SYSTEM_TIME: "recorded", VALID_TIME: "valid"},
+    "believed_facts": {VALID_TIME: "valid"},
+    "entity_history": {SYSTEM_TIME: "recorded"},
+}
+
+
+class Temporal(Postgres):
+    """Postgres, plus FOR SYSTEM_TIME / FOR VALID_TIME clauses after a table or its alias."""
+
+    class Parser(Postgres.Parser):
+        VERSION_PHRASES = {("FOR", "SYSTEM_TIME"): SYSTEM_TIME, ("FOR", "VALID_TIME"): VALID_TIME}
+
+        def _parse_version(self):
+            clauses = []
+            while (clause := super()._parse_version()) is not None:
+                clauses.append(clause)
+            if not clauses:
+                return None
+            return clauses[0] if len(clauses) == 1 else exp.Tuple(expressions=clauses)
+
+        def _parse_historical_data(self):
+            return self._parse_version() or super()._parse_historical_data()
+
+
+def parse(query: str) -> list[exp.Expr | None]:
+    """Parse analyst SQL (with period clauses); a syntax error is one InvalidInput line."""
+    try:
+        return sqlglot.parse(query, dialect=Temporal)
+    except (ParseError, TokenError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
+        raise InvalidInput(f"could not parse the query: {first}") from None
+
+
+def _clauses(table: exp.Table) -> list[exp.Version]:
+    found: list[exp.Version] = []
+    for key in ("version", "when"):
+        node = table.args.get(key)
+        if isinstance(node, exp.Version):
+            found.append(node)
+        elif isinstance(node, exp.Tuple) and all(isinstance(v, exp.Version) for v in node.expressions):
+            found.extend(node.expressions)
+    return found
+
+
+def _timestamptz(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value.copy(), to=exp.DataType.build("timestamptz"))
+
+
+def _predicate(column: exp.Column, clause: exp.Version) -> exp.Expr | None:
+    kind = clause.args.get("kind")
+    if kind == "ALL":
+        return None
+    if kind == "AS OF":
+        return exp.ArrayContainsAll(this=column, expression=_timestamptz(clause.expression))
+    if kind in ("BETWEEN", "FROM"):
+        start, end = clause.expression.expressions
+        bounds = exp.Literal.string("[]" if kind == "BETWEEN" else "[)")
+        span = exp.Anonymous(this="tstzrange", expressions=[_timestamptz(start), _timestamptz(end), bounds])
+        return exp.ArrayOverlaps(this=column, expression=span)
+    raise InvalidInput(f"FOR {clause.this} {kind} is not supported: use AS OF, BETWEEN ... AND ..., "
+                       "FROM ... TO ... or ALL")
+
+
+def rewrite_periods(tree: exp.Expr) -> exp.Expr:
+    """Replace every period clause of `tree` (in place) by range predicates; returns the tree."""
+    for table in list(tree.find_all(exp.Table)):
+        clauses = _clauses(table)
+        if not clauses:
+            continue
+        name = table.name.lower()
+        axes = PERIODS.get(name)
+        seen: set[str] = set()
+        predicates = []
+        for clause in clauses:
+            axis = clause.this
+            if axes is None or axis not in axes:
+                carriers = ", ".join(v for v, a in sorted(PERIODS.items()) if axis in a)
+                raise InvalidInput(f"{name} has no {axis.lower()} period; FOR {axis} applies to {carriers}")
+            if axis in seen:
+                raise InvalidInput(f"two FOR {axis} clauses on {name}")
+            seen.add(axis)
+            alias = table.args.get("alias")
+            qualifier = alias.this if alias is not None and alias.this is not None else table.this
+            column = exp.column(axes[axis], table=qualifier.copy())
+            predicate = _predicate(column, clause)
+            if predicate is not None:
+                predicates.append(predicate)
+        table.set("version", None)
+        table.set("when", None)
+        if predicates:
+            _attach(table, exp.and_(*predicates))
+    return tree
+
+
+def _attach(table: exp.Table, predicate: exp.Expr) -> None:
+    """AND the predicate into the ON of the join bringing `table` in, else the SELECT's WHERE."""
+    parent = table.parent
+    if isinstance(parent, exp.Join) and parent.args.get("on") is not None:
+        parent.set("on", exp.and_(exp.paren(parent.args["on"]), exp.paren(predicate)))
+        return
+    select = table.find_ancestor(exp.Select)
+    if select is None:
+        raise InvalidInput(f"a period clause on {table.name} needs a SELECT around it")
+    select.where(exp.paren(predicate), copy=False)

@@ -1,0 +1,145 @@
+"""Run analyst SQL: validate and rewrite it (policy, period), then execute the generated SQL in a
+READ ONLY transaction with a statement timeout and a row cap, as the restricted reader role
+when this login may take it (else as the login itself, under its own grants)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql as pgsql
+
+from pgmemory.analyst import period, policy
+from pgmemory.errors import InvalidInput
+from pgmemory.ingest.episode import validate_group_ids
+from pgmemory.validate import check_int
+
+DEFAULT_MAX_ROWS = 1000
+MAX_ROWS = 100_000
+DEFAULT_TIMEOUT_S = 30
+READER_ROLE = "pgmemory_reader"
+SEARCH_PATH = "pg_catalog, pgmemory"
+# May this login read as the reader role (the owner may; analysts' own logins read as themselves)?
+TAKE_READER = "SELECT to_regrole(%s) IS NOT NULL AND pg_has_role(current_user, %s, 'USAGE')"
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """Rows of an analyst query: column names, rows (at most the cap), whether more rows were
+    cut off, and the SQL that ran (after rewriting)."""
+
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool
+    sql: str
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(query: str) -> str:
+    """Validate analyst SQL and return the SQL to run (periods rewritten, views qualified)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("the query must be a non-empty string")
+    if "\x00" in query:
+        raise InvalidInput("the query contains a NUL character")
+    tree = policy.single_query(period.parse(query))
+    policy.check(tree)
+    period.rewrite_periods(tree)
+    policy.qualify_views(tree)
+    return tree.sql(dialect="postgres", comments=False)
+
+
+def _checked(query: str, groups: object, max_rows: object, timeout_s: object) -> tuple[str, list[str] | None]:
+    """Validate the arguments; the SQL to run and the groups (None: no narrowing)."""
+    check_int(max_rows, "max_rows", 1, MAX_ROWS)
+    if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not 0 < timeout_s <= 3600:
+        raise InvalidInput(f"timeout_s must be between 0 and 3600 seconds, got {timeout_s!r}")
+    return prepare(query), (None if groups is None else validate_group_ids(groups))
+
+
+def _failure(exc: Exception, timeout_s: float) -> Exception:
+    """The one-line error for a query the database refused (a lost connection is re-raised as is)."""
+    state = getattr(exc, "sqlstate", None)
+    message = getattr(getattr(exc, "diag", None), "message_primary", None) or str(exc).splitlines()[0]
+    if state == "57014":
+        return InvalidInput(f"the query ran longer than {timeout_s:g} s and was cancelled")
+    if state and state[:2] in ("08", "57"):
+        return exc
+    if state == "42501":
+        return InvalidInput(f"not allowed: {message}")
+    return InvalidInput(f"the query failed: {message}")
+
+
+def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None,
+        max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> SqlResult:
+    """Run one analyst query on `conn` (rolled back afterwards). `groups` narrows what the session
+    sees to those groups (never widens: row-level security intersects them with the grants)."""
+    final, groups = _checked(query, groups, max_rows, timeout_s)
+    conn.rollback()
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute("SELECT set_config('statement_timeout', %s, true), set_config('search_path', %s, true),"
+                     " set_config('pgmemory.groups', %s, true)",
+                     (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, json.dumps(groups) if groups else ""))
+        if conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()[0]:
+            conn.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(READER_ROLE)))
+        try:
+            with conn.cursor() as cur:
+                cur.execute(final.encode())  # the generated SQL, no client-side parameters
+                columns = [d.name for d in cur.description or []]
+                rows = cur.fetchmany(max_rows + 1) if cur.description else []
+        except psycopg.Error as exc:
+            raise _failure(exc, timeout_s) from None
+    return SqlResult(columns, rows[:max_rows], len(rows) > max_rows, final)
+
+
+async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
+                    max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> SqlResult:
+    """run() on an asyncpg connection (the Python API's pool)."""
+    import asyncpg
+
+    final, groups = _checked(query, groups, max_rows, timeout_s)
+    async with conn.transaction(readonly=True):
+        await conn.execute("SELECT set_config('statement_timeout', $1, true), set_config('search_path', $2, true),"
+                           " set_config('pgmemory.groups', $3, true)",
+                           f"{int(timeout_s * 1000)}ms", SEARCH_PATH, json.dumps(groups) if groups else "")
+        if await conn.fetchval(TAKE_READER.replace("%s", "$1"), READER_ROLE):
+            await conn.execute(f'SET LOCAL ROLE "{READER_ROLE}"')
+        try:
+            statement = await conn.prepare(final)
+            columns = [a.name for a in statement.get_attributes()]
+            rows = [tuple(r) for r in await (await statement.cursor()).fetch(max_rows + 1)] if columns else []
+        except asyncpg.PostgresError as exc:
+            raise _failure(exc, timeout_s) from None
+    return SqlResult(columns, rows[:max_rows], len(rows) > max_rows, final)
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON-friendly plain data (times in ISO 8601, ranges as [lower, upper))."""
+    from datetime import date, datetime, timedelta
+    from decimal import Decimal
+    from uuid import UUID
+
+    from psycopg.types.range import Range
+
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Range) or type(value).__name__ == "Range":  # psycopg's or asyncpg's
+        if value.isempty:
+            return "empty"
+        lower = "" if value.lower is None else plain(value.lower)
+        upper = "" if value.upper is None else plain(value.upper)
+        if hasattr(value, "bounds"):
+            bounds = value.bounds
+        else:
+            bounds = ("[" if value.lower_inc else "(") + ("]" if value.upper_inc else ")")
+        return f"{bounds[0]}{lower},{upper}{bounds[1]}"
+    if isinstance(value, (UUID, timedelta)):
+        return str(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

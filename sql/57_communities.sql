@@ -1,0 +1,418 @@
+-- Communities (the paper's third tier): label propagation over the entity
+-- graph of currently believed, currently holding facts, in SQL; dynamic
+-- assignment of new entities on ingest; what a refresh needs to name and
+-- summarise a community. Every query pins group_id = the group.
+
+-- The weighted entity graph of a group now: one row per unordered pair with the
+-- number of believed facts that hold now between them (events once happened count).
+CREATE OR REPLACE FUNCTION pgmemory.community_graph(p_group text)
+RETURNS TABLE (a uuid, b uuid, w integer) LANGUAGE sql STABLE AS $$
+    SELECT least(f.source_id, f.target_id), greatest(f.source_id, f.target_id), count(*)::integer
+      FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND upper_inf(f.recorded)
+       AND pgmemory.holds_at(f.valid, f.is_event, now())
+     GROUP BY 1, 2
+$$;
+
+-- Full detection: label propagation (Raghavan et al.) over community_graph.
+-- Every entity starts with its own label; in each iteration, the two halves of
+-- the nodes (by a hash of their number) take in turn the label of largest
+-- total edge weight among their neighbours, keeping their own label when it
+-- is among the largest (so the result settles), other ties broken by a hash of
+-- (node, label): deterministic, and without the min-label bias that floods one
+-- label everywhere. At most p_max_iterations iterations. Labels shared by two
+-- or more entities become the group's communities: the current ones are ended
+-- (kept as versions with their members) unless one has exactly the same
+-- members, which stays as it is (name and summary kept). Under the group lock,
+-- one transaction. Returns counts.
+CREATE OR REPLACE FUNCTION pgmemory.detect_communities(p_group text, p_max_iterations integer DEFAULT 30,
+                                                       p_resolution float8 DEFAULT 1.0)
+RETURNS jsonb LANGUAGE plpgsql
+SET work_mem = '64MB'  -- per-phase aggregates over the whole edge list stay in memory
+AS $$
+DECLARE
+    two_m float8;
+    merged integer;
+    merges integer := 0;
+    round_it integer;
+    moved integer;
+    t0 timestamptz := clock_timestamp();
+    t_setup float8;
+    t_prop float8 := 0;
+    t_merge float8 := 0;
+    t1 timestamptz;
+    moves integer[] := '{}';
+    kept uuid[];
+    new_ids uuid[];
+    new_names text[];
+    member_of uuid[];
+    member_ids uuid[];
+    n_nodes integer;
+    it integer := 0;
+    ph integer;
+    moved_total integer;
+    n_kept integer;
+    n_new integer;
+    n_ended integer;
+    n_members integer;
+BEGIN
+    IF p_group IS NULL THEN
+        RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF p_max_iterations IS NULL OR p_max_iterations < 1 OR p_max_iterations > 1000 THEN
+        RAISE EXCEPTION 'max_iterations must be between 1 and 1000, got %', p_max_iterations USING ERRCODE = '22023';
+    END IF;
+    IF p_resolution IS NULL OR NOT p_resolution BETWEEN 0 AND 100 THEN
+        RAISE EXCEPTION 'resolution must be between 0 and 100, got %', p_resolution USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    DROP TABLE IF EXISTS pg_temp.lp_node, pg_temp.lp_edge, pg_temp.lp_pair;
+    CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory.community_graph(p_group);
+    -- Nodes numbered in id order; label = own number; phase = a hash of it; degree = weighted.
+    CREATE TEMP TABLE lp_node ON COMMIT DROP AS
+        SELECT x.n, x.id, x.n AS label, x.degree, hashint4(x.n) & 3 AS phase
+          FROM (SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::integer AS degree
+                  FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
+                 GROUP BY y.id) x;
+    ALTER TABLE lp_node ADD PRIMARY KEY (n);
+    CREATE TEMP TABLE lp_edge ON COMMIT DROP AS
+        SELECT s.n AS src, t.n AS dst, p.w
+          FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b
+        UNION ALL
+        SELECT t.n, s.n, p.w
+          FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b;
+    -- One edge table per phase (by the phase of the source node): a phase reads only its own.
+    FOR ph IN 0 .. 3 LOOP
+        EXECUTE format('DROP TABLE IF EXISTS pg_temp.%1$I; CREATE TEMP TABLE %1$I ON COMMIT DROP AS'
+                       ' SELECT e.* FROM lp_edge e JOIN lp_node s ON s.n = e.src WHERE s.phase = %2$s',
+                       'lp_edge_' || ph, ph);
+    END LOOP;
+    SELECT greatest(sum(degree), 1), count(*) INTO two_m, n_nodes FROM lp_node;
+    ANALYZE lp_node;
+    ANALYZE lp_edge;
+
+    t_setup := extract(epoch FROM clock_timestamp() - t0) * 1000;
+    -- Label propagation until it settles, then merge pairs of communities that are each
+    -- other's best merge by modularity gain (LPAm+: propagation alone stops in local
+    -- optima that split a dense group); repeated while merges happen.
+    LOOP
+        round_it := 0;
+        WHILE it < p_max_iterations AND round_it < 10 LOOP
+            it := it + 1;
+            round_it := round_it + 1;
+            moved_total := 0;
+            t1 := clock_timestamp();
+            FOR ph IN 0 .. 3 LOOP
+                EXECUTE format($q$
+                WITH vol AS (
+                    SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
+                ), votes AS (
+                    SELECT e.src, nb.label, e.w FROM %1$I e JOIN lp_node nb ON nb.n = e.dst
+                    UNION ALL
+                    SELECT n, label, 0 FROM lp_node WHERE phase = %2$s  -- staying is always a choice
+                ), scores AS (
+                    SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
+                ), ranked AS (
+                    SELECT s.src, s.label,
+                           s.w - $1 * me.degree * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / $2
+                           + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
+                      FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
+                ), best AS (
+                    SELECT DISTINCT ON (src) src, label FROM ranked
+                     ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
+                )
+                UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label
+                $q$, 'lp_edge_' || ph, ph) USING p_resolution, two_m;
+                GET DIAGNOSTICS moved = ROW_COUNT;
+                moved_total := moved_total + moved;
+            END LOOP;
+            t_prop := t_prop + extract(epoch FROM clock_timestamp() - t1) * 1000;
+            moves := moves || moved_total;
+            -- Settled: nobody moved, or at most one node in two hundred (boundary nodes that
+            -- keep swapping would only spend iterations).
+            EXIT WHEN moved_total <= n_nodes / 200;
+        END LOOP;
+        t1 := clock_timestamp();
+
+        WITH cw AS (
+            SELECT a.label AS la, b.label AS lb, sum(e.w)::float8 AS w
+              FROM lp_edge e JOIN lp_node a ON a.n = e.src JOIN lp_node b ON b.n = e.dst
+             WHERE a.label <> b.label GROUP BY 1, 2
+        ), vol AS (
+            SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
+        ), gain AS (
+            SELECT cw.la, cw.lb, cw.w - p_resolution * va.v * vb.v / two_m AS dq
+              FROM cw JOIN vol va ON va.label = cw.la JOIN vol vb ON vb.label = cw.lb
+        ), best AS (
+            SELECT DISTINCT ON (la) la, lb FROM gain WHERE dq > 0 ORDER BY la, dq DESC, lb
+        ), mutual AS (
+            SELECT b1.la AS keep, b1.lb AS gone FROM best b1 JOIN best b2 ON b2.la = b1.lb AND b2.lb = b1.la
+             WHERE b1.la < b1.lb
+        )
+        UPDATE lp_node x SET label = m.keep FROM mutual m WHERE x.label = m.gone;
+        GET DIAGNOSTICS merged = ROW_COUNT;
+        merges := merges + 1;
+        t_merge := t_merge + extract(epoch FROM clock_timestamp() - t1) * 1000;
+        EXIT WHEN merged = 0 OR it >= p_max_iterations OR merges >= 10;
+    END LOOP;
+
+    -- Communities found: labels held by two or more entities; centrality = weighted degree.
+    DROP TABLE IF EXISTS pg_temp.lp_found;
+    CREATE TEMP TABLE lp_found ON COMMIT DROP AS
+        SELECT label, array_agg(id ORDER BY id) AS members,
+               (array_agg(id ORDER BY degree DESC, id))[1:3] AS central
+          FROM lp_node GROUP BY label HAVING count(*) >= 2;
+    -- A current community with exactly the same members stays (its name and summary
+    -- still describe it); the other current ones end, with their memberships.
+    ALTER TABLE lp_found ADD COLUMN keep uuid, ADD COLUMN id uuid;
+    UPDATE lp_found f SET keep = c.community_id
+      FROM (SELECT m.community_id, array_agg(m.entity_id ORDER BY m.entity_id) AS members
+              FROM pgmemory.community_members m
+             WHERE m.group_id = p_group AND m.ended_at IS NULL
+             GROUP BY m.community_id) c
+     WHERE c.members = f.members;
+    UPDATE lp_found SET id = coalesce(keep, gen_random_uuid());
+    -- The writes below take arrays, not the temporary tables (Citus plans no join of a
+    -- distributed table with a local one).
+    kept := ARRAY(SELECT keep FROM lp_found WHERE keep IS NOT NULL);
+    UPDATE pgmemory.community_members m SET how = 'detected'
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.community_id = ANY (kept) AND m.how <> 'detected';
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND NOT m.community_id = ANY (kept);
+    UPDATE pgmemory.communities c SET ended_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL AND NOT c.id = ANY (kept);
+    GET DIAGNOSTICS n_ended = ROW_COUNT;
+
+    -- New communities, named (until a refresh) after their most central entities.
+    SELECT coalesce(array_agg(f.id), '{}'),
+           coalesce(array_agg((SELECT string_agg(e.name, ', ' ORDER BY x.ord)
+                                 FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
+                                 JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)), '{}')
+      INTO new_ids, new_names
+      FROM lp_found f WHERE f.keep IS NULL;
+    INSERT INTO pgmemory.communities (id, group_id, name)
+    SELECT x.id, p_group, x.name FROM unnest(new_ids, new_names) AS x (id, name);
+    GET DIAGNOSTICS n_new = ROW_COUNT;
+    SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(m), '{}') INTO member_of, member_ids
+      FROM lp_found f, unnest(f.members) AS m WHERE f.keep IS NULL;
+    INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
+    SELECT x.c, x.e, p_group, 'detected' FROM unnest(member_of, member_ids) AS x (c, e);
+    n_kept := (SELECT count(*) FROM lp_found WHERE keep IS NOT NULL);
+    n_members := (SELECT coalesce(sum(cardinality(members)), 0) FROM lp_found);
+
+    INSERT INTO pgmemory.community_state AS s (group_id, detected_at, members_at_detection, drift)
+    VALUES (p_group, now(), n_members, 0)
+    ON CONFLICT (group_id) DO UPDATE
+        SET detected_at = excluded.detected_at, members_at_detection = excluded.members_at_detection, drift = 0;
+    RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
+                              'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
+                              'iterations', it, 'merge_rounds', merges,
+                              'converged', moved_total <= n_nodes / 200 AND merged = 0,
+                              'moves', to_jsonb(moves),
+                              'ms', jsonb_build_object('setup', round(t_setup), 'propagation', round(t_prop),
+                                                       'merges', round(t_merge),
+                                                       'total', round(extract(epoch FROM clock_timestamp() - t0) * 1000)));
+END
+$$;
+
+-- Dynamic update inside apply_episode (the paper's incremental step). Each of
+-- p_entities without a current community joins the current community held by
+-- the plurality of its neighbours over facts believed and holding now
+-- (weighted by the number of such facts; ties: the larger community, then the
+-- smaller id). The drift counter grows by the members that joined and by the
+-- new entities (p_new) that have facts but found no community to join. The
+-- current communities of p_changed (entities whose facts changed) and of
+-- the entities that joined are marked for a summary refresh (revision + 1).
+CREATE OR REPLACE FUNCTION pgmemory.update_communities(p_group text, p_entities uuid[], p_new uuid[],
+                                                       p_changed uuid[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    e uuid;
+    best uuid;
+    joined uuid[] := '{}';
+    stranded integer := 0;
+BEGIN
+    -- One entity at a time (an episode brings a handful): index probes only.
+    FOR e IN SELECT DISTINCT x FROM unnest(p_entities) AS x LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.community_members m
+                               WHERE m.group_id = p_group AND m.entity_id = e AND m.ended_at IS NULL);
+        SELECT c.community_id INTO best
+          FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
+                 WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                   AND pgmemory.holds_at(f.valid, f.is_event, now())
+                UNION ALL
+                SELECT f.source_id FROM pgmemory.facts f
+                 WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                   AND pgmemory.holds_at(f.valid, f.is_event, now())) n
+          -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
+          CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                               WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
+                               LIMIT 1) c
+         GROUP BY c.community_id
+         ORDER BY count(*) DESC,
+                  (SELECT count(*) FROM pgmemory.community_members s
+                    WHERE s.group_id = p_group AND s.community_id = c.community_id AND s.ended_at IS NULL) DESC,
+                  c.community_id
+         LIMIT 1;
+        IF best IS NOT NULL THEN
+            INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
+            VALUES (best, e, p_group, 'joined');
+            joined := joined || e;
+        ELSIF e = ANY (p_new) AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                           WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                                          UNION ALL
+                                          SELECT 1 FROM pgmemory.facts f
+                                           WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group) THEN
+            stranded := stranded + 1;
+        END IF;
+    END LOOP;
+    IF cardinality(joined) + stranded > 0 THEN
+        INSERT INTO pgmemory.community_state AS s (group_id, drift) VALUES (p_group, cardinality(joined) + stranded)
+        ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
+    END IF;
+
+    UPDATE pgmemory.communities c SET revision = c.revision + 1, updated_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND c.id IN (SELECT m.community_id FROM unnest(p_changed || joined) AS x (e)
+                    CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                                         WHERE m.group_id = p_group AND m.entity_id = x.e
+                                           AND m.ended_at IS NULL LIMIT 1) m);
+    RETURN cardinality(joined);
+END
+$$;
+
+-- Is a full re-detection due for the group: never detected and some entity
+-- waits for a community, or its drift (members joined dynamically and
+-- connected new entities left out since the last detection) has reached
+-- community_drift_fraction (setting, default 0.2) of the members at that
+-- detection, and at least community_drift_min (setting, default 10).
+CREATE OR REPLACE FUNCTION pgmemory.communities_due(p_group text)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT CASE WHEN s.detected_at IS NULL THEN s.drift > 0
+                                 ELSE s.drift >= greatest(
+                                          coalesce((pgmemory.setting('community_drift_min'))::integer, 10),
+                                          coalesce((pgmemory.setting('community_drift_fraction'))::float8, 0.2)
+                                              * s.members_at_detection) END
+                       FROM pgmemory.community_state s WHERE s.group_id = p_group), false)
+$$;
+
+-- Ends the group's current communities left with fewer than two members (after
+-- deletes) and marks for refresh those holding p_entities (whose facts changed).
+-- With p_erase, a summary that may quote erased text is blanked now (the next
+-- refresh writes it again) and ended versions holding p_entities are removed.
+CREATE OR REPLACE FUNCTION pgmemory.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pgmemory.communities c
+       SET revision = c.revision + 1, updated_at = now(),
+           summary = CASE WHEN p_erase THEN '' ELSE c.summary END,
+           name = CASE WHEN p_erase THEN coalesce((
+                      SELECT string_agg(x.name, ', ') FROM (
+                          SELECT e.name FROM pgmemory.community_members m
+                            JOIN pgmemory.entities e ON e.id = m.entity_id AND e.group_id = p_group
+                           WHERE m.group_id = p_group AND m.community_id = c.id AND m.ended_at IS NULL
+                           ORDER BY e.name LIMIT 3) x), '') ELSE c.name END,
+           summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END,
+           summarized_revision = CASE WHEN p_erase THEN 0 ELSE c.summarized_revision END
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
+    IF p_erase THEN
+        DELETE FROM pgmemory.communities c
+         WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
+           AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                         WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities));
+    END IF;
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL
+       AND m.community_id IN (SELECT c.id FROM pgmemory.communities c
+                               WHERE c.group_id = p_group AND c.ended_at IS NULL
+                                 AND (SELECT count(*) FROM pgmemory.community_members x
+                                       WHERE x.group_id = p_group AND x.community_id = c.id
+                                         AND x.ended_at IS NULL) < 2);
+    UPDATE pgmemory.communities c SET ended_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members x
+                        WHERE x.group_id = p_group AND x.community_id = c.id AND x.ended_at IS NULL);
+    -- A version whose every member was deleted describes nothing any more.
+    DELETE FROM pgmemory.communities c
+     WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.community_members x
+                        WHERE x.group_id = p_group AND x.community_id = c.id);
+END
+$$;
+
+-- What a refresh needs to name and summarise the group's communities due for
+-- it, at most p_limit of them: never summarised, or changed at least
+-- p_min_changes times since (NULL: the setting community_refresh_changes,
+-- default 4 — an LLM summary is rewritten after a few changes, not each one):
+-- members (name, summary) most central first (facts inside the community),
+-- at most 200, and the 20 most central facts' sentences inside it (facts
+-- between its members, believed and holding now), most central first.
+DROP FUNCTION IF EXISTS pgmemory.community_digests(text, integer);
+CREATE OR REPLACE FUNCTION pgmemory.community_digests(p_group text, p_limit integer DEFAULT 100,
+                                                      p_min_changes integer DEFAULT NULL)
+RETURNS TABLE (id uuid, revision integer, members jsonb, facts jsonb) LANGUAGE sql STABLE AS $$
+    WITH dirty AS (
+        SELECT c.id, c.revision FROM pgmemory.communities c
+         WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.revision > c.summarized_revision
+           AND (c.summarized_revision = 0
+                OR c.revision - c.summarized_revision >= greatest(1, coalesce(
+                       p_min_changes, (pgmemory.setting('community_refresh_changes'))::integer, 4)))
+         ORDER BY c.updated_at, c.id LIMIT p_limit
+    ), mem AS (
+        SELECT d.id AS community_id, m.entity_id
+          FROM dirty d JOIN pgmemory.community_members m
+            ON m.group_id = p_group AND m.community_id = d.id AND m.ended_at IS NULL
+    ), inner_facts AS (
+        SELECT a.community_id, f.fact, f.source_id, f.target_id, lower(f.recorded) AS rec
+          FROM mem a
+          JOIN pgmemory.facts f ON f.group_id = p_group AND f.source_id = a.entity_id
+          JOIN mem b ON b.community_id = a.community_id AND b.entity_id = f.target_id
+         WHERE upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, now())
+    ), deg AS (
+        SELECT i.community_id, x.entity_id, count(*) AS d
+          FROM inner_facts i CROSS JOIN LATERAL unnest(ARRAY[i.source_id, i.target_id]) AS x (entity_id)
+         GROUP BY 1, 2
+    )
+    SELECT d.id, d.revision,
+           coalesce((SELECT jsonb_agg(jsonb_build_object('name', y.name, 'summary', y.summary) ORDER BY y.d DESC, y.name)
+                       FROM (SELECT e.name, e.summary, coalesce(g.d, 0) AS d
+                               FROM mem JOIN pgmemory.entities e ON e.id = mem.entity_id AND e.group_id = p_group
+                               LEFT JOIN deg g ON g.community_id = mem.community_id AND g.entity_id = mem.entity_id
+                              WHERE mem.community_id = d.id
+                              ORDER BY 3 DESC, 1 LIMIT 200) y), '[]'),
+           coalesce((SELECT jsonb_agg(x.fact ORDER BY x.score DESC, x.rec DESC)
+                       FROM (SELECT i.fact, max(i.rec) AS rec, max(coalesce(gs.d, 0) + coalesce(gt.d, 0)) AS score
+                               FROM inner_facts i
+                               LEFT JOIN deg gs ON gs.community_id = i.community_id AND gs.entity_id = i.source_id
+                               LEFT JOIN deg gt ON gt.community_id = i.community_id AND gt.entity_id = i.target_id
+                              WHERE i.community_id = d.id
+                              GROUP BY i.fact ORDER BY 3 DESC, 2 DESC LIMIT 20) x), '[]')
+      FROM dirty d
+$$;
+
+-- Write a community's name, summary and name embedding, made from revision
+-- p_revision; a community ended meanwhile is left alone, and one changed
+-- meanwhile stays marked (its revision is still ahead). True when written.
+CREATE OR REPLACE FUNCTION pgmemory.write_community_summary(
+    p_group text, p_community uuid, p_revision integer, p_name text, p_summary text,
+    p_embedding vector, p_kind text)
+RETURNS boolean LANGUAGE sql AS $$
+    UPDATE pgmemory.communities
+       SET name = p_name, summary = p_summary, name_embedding = p_embedding, summary_kind = p_kind,
+           summarized_revision = greatest(summarized_revision, p_revision), updated_at = now()
+     WHERE group_id = p_group AND id = p_community AND ended_at IS NULL
+    RETURNING true
+$$;
+
+-- The LLM cost of community summaries, per group (they belong to no episode).
+CREATE OR REPLACE FUNCTION pgmemory.add_community_usage(p_group text, p_calls integer, p_prompt integer,
+                                                        p_completion integer)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO pgmemory.community_state AS s (group_id, llm_calls, prompt_tokens, completion_tokens)
+    VALUES (p_group, p_calls, p_prompt, p_completion)
+    ON CONFLICT (group_id) DO UPDATE
+        SET llm_calls = s.llm_calls + excluded.llm_calls, prompt_tokens = s.prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = s.completion_tokens + excluded.completion_tokens
+$$;

@@ -1,0 +1,97 @@
+-- Analyst views: the bi-temporal store with names and readable time bounds,
+-- no embeddings, no tsvectors. `valid` (T, world time) and `recorded` (T',
+-- transaction time) stay as ranges so plain range predicates work and
+-- `pgmemory sql` can rewrite FOR SYSTEM_TIME / FOR VALID_TIME clauses onto
+-- them (pgmemory/analyst/period.py). Unknown bounds are NULL; a start of
+-- '-infinity' means "since forever"; a NULL end means "still open".
+
+-- Every version of every fact, oldest belief first when ordered by recorded_from.
+CREATE OR REPLACE VIEW pgmemory.fact_versions AS
+SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
+       upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+              ORDER BY fe.created_at, fe.episode_id) AS episodes,
+       f.source_id, f.target_id, f.lineage
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id;
+
+-- What we believe now about any time: the believed version of every fact,
+-- ended ones included (valid_to says when they ended).
+CREATE OR REPLACE VIEW pgmemory.believed_facts AS
+SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to,
+       lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_at, f.attributes, f.is_event, f.valid, f.recorded
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE upper_inf(f.recorded);
+
+-- What is true now, as we know it now (pgmemory.holds_at: a state valid now, or
+-- an event that has happened): facts that already ended are not in it.
+CREATE OR REPLACE VIEW pgmemory.current_facts AS
+SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to,
+       lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_at, f.attributes
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, now());
+
+-- Every recorded version of every entity (name, labels, stored summary), the
+-- current one with an open `recorded` range.
+CREATE OR REPLACE VIEW pgmemory.entity_history AS
+SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes,
+       e.updated_at AS recorded_from, NULL::timestamptz AS recorded_to, true AS current,
+       tstzrange(e.updated_at, NULL) AS recorded
+  FROM pgmemory.entities e
+UNION ALL
+SELECT v.entity_id, v.group_id, v.name, v.labels, v.summary, v.attributes,
+       lower(v.recorded), upper(v.recorded), false, v.recorded
+  FROM pgmemory.entity_versions v;
+
+-- Episodes as said: who, when (said_at: the reference time), when ingested, status.
+CREATE OR REPLACE VIEW pgmemory.episode_log AS
+SELECT e.id, e.group_id, e.kind, e.actor, e.content, e.source_description, e.valid_at AS said_at,
+       e.recorded_at, e.status, e.error, e.llm_calls, e.prompt_tokens, e.completion_tokens
+  FROM pgmemory.episodes e;
+
+-- Which episode mentions which entity, by name.
+CREATE OR REPLACE VIEW pgmemory.entity_mentions AS
+SELECT m.group_id, m.episode_id, m.entity_id, n.name AS entity, ep.actor, ep.valid_at AS said_at
+  FROM pgmemory.episode_mentions m
+  JOIN pgmemory.entities n ON n.group_id = m.group_id AND n.id = m.entity_id
+  JOIN pgmemory.episodes ep ON ep.group_id = m.group_id AND ep.id = m.episode_id;
+
+-- Entities of a group as of valid time p_valid_at (T; NULL: now) as believed at
+-- p_known_at (T'; NULL: now): entities recorded by T', their name and labels as
+-- recorded then, and a summary made of the facts of that slice (the five that
+-- started last before T; '' when none), with the number of slice facts.
+CREATE OR REPLACE FUNCTION pgmemory.entities_at(
+    p_group text, p_valid_at timestamptz DEFAULT NULL, p_known_at timestamptz DEFAULT NULL)
+RETURNS TABLE (id uuid, group_id text, name text, labels text[], summary text, facts bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT e.id, e.group_id, coalesce(v.name, e.name), coalesce(v.labels, e.labels), s.summary,
+           (SELECT count(*) FROM pgmemory.slice_facts_of(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at))
+      FROM pgmemory.entities e
+      LEFT JOIN LATERAL (SELECT ev.name, ev.labels FROM pgmemory.entity_versions ev
+                          WHERE p_known_at IS NOT NULL AND ev.group_id = e.group_id AND ev.entity_id = e.id
+                            AND ev.recorded @> p_known_at
+                          LIMIT 1) v ON true
+     CROSS JOIN LATERAL pgmemory.entity_summary_at(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at) s
+     WHERE e.group_id = p_group AND (p_known_at IS NULL OR e.created_at <= p_known_at)
+$$;
+
+-- Every version of one entity of one group, oldest first.
+CREATE OR REPLACE FUNCTION pgmemory.entity_versions_of(p_group text, p_name text)
+RETURNS SETOF pgmemory.entity_history LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.entity_history h
+     WHERE h.group_id = p_group AND h.id IN (SELECT e.id FROM pgmemory.entities e
+                                              WHERE e.group_id = p_group AND lower(e.name) = lower(p_name))
+     ORDER BY h.recorded_from
+$$;

@@ -1,0 +1,124 @@
+-- Tenancy enforced by the database: roles, the groups a session may see, and row-level
+-- security on every table of schema pgmemory. Applied by init after every other file.
+--
+-- Roles (cluster-wide, created when missing):
+--   the owner (whoever runs init/migrations) owns the tables and is not subject to RLS;
+--   pgmemory_app      read/write on every table (apps; groups narrowed per transaction);
+--   pgmemory_analyst  read-only: the analyst views and the tables under them;
+--   pgmemory_reader   a member of pgmemory_analyst granted every group, which `pgmemory sql`
+--                     takes (SET LOCAL ROLE) when run by the owner; no login is given it.
+-- Logins get groups with `pgmemory grant ROLE GROUP ...` (rows of pgmemory.role_groups, keyed by
+-- the role itself: grants are not inherited, so a group role's grants never leak to members).
+
+-- The groups granted to the current role ('*' = every group).
+CREATE OR REPLACE FUNCTION pgmemory.granted_groups()
+RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(g.group_id), '{}') FROM pgmemory.role_groups g WHERE g.role_name = current_user
+$$;
+
+-- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
+-- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
+CREATE OR REPLACE FUNCTION pgmemory.requested_groups()
+RETURNS text[] LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN nullif(current_setting('pgmemory.groups', true), '') IS NOT NULL THEN
+                ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
+$$;
+
+-- The groups this session sees, for row-level security: '{*}' when it sees every group (granted
+-- '*' and no narrowing asked), else the requested groups that are granted (all requested ones
+-- when '*' is granted), or the granted ones when none were requested. One call per statement and
+-- table (an initplan), so every policy costs one lookup of the role's grants.
+CREATE OR REPLACE FUNCTION pgmemory.visible_groups()
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    granted text[] := pgmemory.granted_groups();
+    requested text[] := pgmemory.requested_groups();
+BEGIN
+    IF requested IS NULL THEN
+        RETURN granted;
+    ELSIF '*' = ANY (granted) THEN
+        RETURN array_remove(requested, '*');
+    END IF;
+    RETURN ARRAY(SELECT unnest(requested) INTERSECT SELECT unnest(granted));
+END
+$$;
+
+DO $tenancy$
+DECLARE
+    r record;
+    policy_sql text;
+    policy_name name;
+    -- group_id or '*' among the visible groups: one initplan per table reference.
+    tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
+BEGIN
+    -- Roles: cluster-wide; another database of the cluster may be creating them right now.
+    FOR r IN SELECT * FROM (VALUES ('pgmemory_app'), ('pgmemory_analyst'), ('pgmemory_reader')) AS t(role) LOOP
+        IF to_regrole(r.role) IS NULL THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', r.role);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+            END;
+        END IF;
+    END LOOP;
+    IF NOT pg_has_role('pgmemory_reader', 'pgmemory_analyst', 'MEMBER') THEN
+        GRANT pgmemory_analyst TO pgmemory_reader;
+    END IF;
+    IF NOT pg_has_role(current_user, 'pgmemory_reader', 'USAGE') THEN
+        EXECUTE format('GRANT pgmemory_reader TO %I', current_user);
+    END IF;
+    INSERT INTO pgmemory.role_groups (role_name, group_id) VALUES ('pgmemory_reader', '*')
+        ON CONFLICT DO NOTHING;
+
+    -- Privileges.
+    GRANT USAGE ON SCHEMA pgmemory TO pgmemory_app, pgmemory_analyst;
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app;
+    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgmemory TO pgmemory_app;
+    REVOKE INSERT, UPDATE, DELETE ON pgmemory.role_groups, pgmemory.schema_migrations FROM pgmemory_app;
+    GRANT SELECT ON pgmemory.fact_versions, pgmemory.believed_facts, pgmemory.current_facts,
+                    pgmemory.entity_history, pgmemory.episode_log, pgmemory.entity_mentions,
+                    pgmemory.episode_queue, pgmemory.role_groups,
+                    pgmemory.facts, pgmemory.entities, pgmemory.entity_versions, pgmemory.fact_episodes,
+                    pgmemory.episodes, pgmemory.episode_mentions, pgmemory.communities,
+                    pgmemory.community_members, pgmemory.community_state, pgmemory.settings, pgmemory.schema_migrations,
+                    pgmemory.text_stats, pgmemory.term_stats
+          TO pgmemory_analyst;
+
+    -- Views run with the caller's rights, so the caller's row-level security applies under them.
+    FOR r IN SELECT c.relname FROM pg_class c
+              WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind = 'v' LOOP
+        EXECUTE format('ALTER VIEW pgmemory.%I SET (security_invoker = true)', r.relname);
+    END LOOP;
+
+    -- Row-level security on every table, fail-closed: a table with group_id gets the tenant
+    -- policy; the few global tables get theirs; any other table gets none (nobody but the owner
+    -- sees its rows) until a policy is written for it here.
+    FOR r IN
+        SELECT c.relname,
+               EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'group_id'
+                          AND NOT a.attisdropped) AS tenant
+          FROM pg_class c
+         WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind IN ('r', 'p')
+    LOOP
+        EXECUTE format('ALTER TABLE pgmemory.%I ENABLE ROW LEVEL SECURITY', r.relname);
+        policy_sql := CASE
+            WHEN r.relname IN ('settings', 'schema_migrations') THEN
+                format('CREATE POLICY readable ON pgmemory.%I FOR SELECT USING (true)', r.relname)
+            WHEN r.relname = 'role_groups' THEN
+                'CREATE POLICY own_grants ON pgmemory.role_groups FOR SELECT USING (role_name = current_user)'
+            -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
+            WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
+                format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)
+            WHEN r.tenant THEN format('CREATE POLICY tenant ON pgmemory.%I USING (%s) WITH CHECK (%s)',
+                                      r.relname, tenant, tenant)
+        END;
+        FOR policy_name IN SELECT p.polname FROM pg_policy p
+                             WHERE p.polrelid = format('pgmemory.%I', r.relname)::regclass
+                               AND p.polname IN ('tenant', 'readable', 'own_grants', 'mirror') LOOP
+            EXECUTE format('DROP POLICY %I ON pgmemory.%I', policy_name, r.relname);
+        END LOOP;
+        IF policy_sql IS NOT NULL THEN
+            EXECUTE policy_sql;
+        END IF;
+    END LOOP;
+END
+$tenancy$;

@@ -1,0 +1,150 @@
+"""`pgmemory sql` / Memory.sql: period clauses rewritten onto the analyst views, refusals of
+anything but one read over the allowed views, read-only execution with a timeout and a row cap."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pgmemory.analyst.runner import prepare, run
+from pgmemory.errors import InvalidInput
+from pgmemory.surfaces.cli import main
+from tests.analyst_support import career  # noqa: F401 (fixture)
+from tests.support import utc
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("SELECT fact FROM fact_versions FOR SYSTEM_TIME AS OF '2024-01-01Z' f",
+     "SELECT fact FROM pgmemory.fact_versions AS f WHERE (f.recorded @> CAST('2024-01-01Z' AS TIMESTAMPTZ))"),
+    ("SELECT fact FROM fact_versions AS f FOR VALID_TIME AS OF '2021-01-01Z'",
+     "SELECT fact FROM pgmemory.fact_versions AS f WHERE (f.valid @> CAST('2021-01-01Z' AS TIMESTAMPTZ))"),
+    ("SELECT fact FROM fact_versions FOR SYSTEM_TIME BETWEEN '2024-01-01Z' AND '2024-02-01Z'",
+     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.recorded && TSTZRANGE("
+     "CAST('2024-01-01Z' AS TIMESTAMPTZ), CAST('2024-02-01Z' AS TIMESTAMPTZ), '[]'))"),
+    ("SELECT fact FROM fact_versions FOR VALID_TIME FROM '2020-01-01Z' TO '2021-01-01Z'",
+     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.valid && TSTZRANGE("
+     "CAST('2020-01-01Z' AS TIMESTAMPTZ), CAST('2021-01-01Z' AS TIMESTAMPTZ), '[)'))"),
+    ("SELECT fact FROM fact_versions FOR SYSTEM_TIME AS OF now() FOR VALID_TIME AS OF '2021-01-01Z' v",
+     "SELECT fact FROM pgmemory.fact_versions AS v WHERE (v.recorded @> CAST(CURRENT_TIMESTAMP AS TIMESTAMPTZ)"
+     " AND v.valid @> CAST('2021-01-01Z' AS TIMESTAMPTZ))"),
+    ("SELECT f.fact, e.summary FROM fact_versions FOR SYSTEM_TIME ALL f"
+     " LEFT JOIN entity_history FOR SYSTEM_TIME AS OF '2024-01-01Z' e ON e.id = f.source_id",
+     "SELECT f.fact, e.summary FROM pgmemory.fact_versions AS f LEFT JOIN pgmemory.entity_history AS e"
+     " ON (e.id = f.source_id) AND (e.recorded @> CAST('2024-01-01Z' AS TIMESTAMPTZ))"),
+    ("SELECT id FROM current_facts WHERE id IN (SELECT id FROM fact_versions FOR VALID_TIME AS OF '2021-01-01Z')",
+     "SELECT id FROM pgmemory.current_facts WHERE id IN (SELECT id FROM pgmemory.fact_versions"
+     " WHERE (fact_versions.valid @> CAST('2021-01-01Z' AS TIMESTAMPTZ)))"),
+])
+def test_period_clauses_become_range_predicates(query, expected):
+    assert prepare(query) == expected
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT 1; SELECT 2", "one statement only"),
+    ("SELECT 1 -- a comment\n; DROP TABLE pgmemory.facts", "one statement only"),
+    ("DROP TABLE pgmemory.facts", "only SELECT queries are allowed, not DROP"),
+    ("DELETE FROM pgmemory.facts", "only SELECT queries are allowed, not DELETE"),
+    ("INSERT INTO pgmemory.settings VALUES ('a', '1')", "only SELECT queries are allowed, not INSERT"),
+    ("CREATE TABLE x (a int)", "only SELECT queries are allowed, not CREATE"),
+    ("WITH gone AS (DELETE FROM pgmemory.facts RETURNING *) SELECT count(*) FROM gone", "DELETE is refused"),
+    ("SELECT * INTO copied FROM fact_versions", "INTO is refused"),
+    ("SELECT * FROM fact_versions FOR UPDATE", "LOCK is refused"),
+    ("COPY (SELECT * FROM fact_versions) TO '/tmp/out'", "only SELECT queries are allowed, not COPY"),
+    ("SELECT pg_read_file('/etc/passwd')", "function pg_read_file is not allowed"),
+    ("SELECT pg_catalog.pg_read_file('/etc/passwd')", "function pg_catalog.pg_read_file is not allowed"),
+    ("SELECT pg_temp.anything()", "function pg_temp.anything is not allowed"),
+    ("SELECT * FROM dblink('host=x', 'SELECT 1') AS t(a int)", "function dblink is not allowed in FROM"),
+    ("SELECT set_config('pgmemory.groups', '[\"other\"]', false)", "function set_config is not allowed"),
+    ("SELECT current_setting('pgmemory.groups')", "function current_setting is not allowed"),
+    ("SELECT query_to_xml('DELETE FROM pgmemory.facts', true, true, '')", "function query_to_xml is not allowed"),
+    ("SELECT * FROM pgmemory.facts", "facts is not an analyst view"),
+    ("SELECT * FROM pg_catalog.pg_authid", "pg_catalog.pg_authid is not an analyst view"),
+    ("SELECT * FROM current_facts FOR SYSTEM_TIME AS OF now()", "current_facts has no system_time period"),
+    ("SET ROLE postgres", "only SELECT queries are allowed"),
+    ("SELECT FROM WHERE", "could not parse the query"),
+    ("   ", "the query must be a non-empty string"),
+])
+def test_anything_but_one_read_of_the_views_is_refused(query, message):
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace("[", r"\[")):
+        prepare(query)
+
+
+def test_a_comment_cannot_carry_a_statement_into_the_query():
+    assert prepare("SELECT 1 /* ; DROP TABLE pgmemory.facts; */ AS one") == "SELECT 1 AS one"
+
+
+def test_system_and_valid_time_answer_what_was_believed(conn, career):
+    g = career["group"]
+
+    def targets(query, **params):
+        return run(conn, query.format(g=g, **params)).rows
+    # Believed right after the first write: Acme, open.
+    assert targets("SELECT target, valid_to FROM fact_versions FOR SYSTEM_TIME AS OF '{t1}' v"
+                   " WHERE group_id = '{g}'", t1=career["t1"].isoformat()) == [("Acme", None)]
+    # Believed now about mid-2021: Acme (ended in 2022 since).
+    assert targets("SELECT target, valid_to FROM fact_versions FOR SYSTEM_TIME AS OF now()"
+                   " FOR VALID_TIME AS OF '2021-06-01Z' WHERE group_id = '{g}'") == [("Acme", utc("2022-01-01"))]
+    # A join and a subquery, each view with its own clause.
+    rows = targets("SELECT f.target, (SELECT count(*) FROM fact_versions FOR VALID_TIME AS OF '2023-01-01Z' x"
+                   "   WHERE x.group_id = f.group_id AND x.believed) AS believed_2023"
+                   " FROM fact_versions FOR SYSTEM_TIME AS OF now() f"
+                   " JOIN entity_history FOR SYSTEM_TIME AS OF now() e ON e.id = f.target_id"
+                   " WHERE f.group_id = '{g}' ORDER BY 1")
+    assert rows == [("Acme", 1), ("Globex", 1)]
+
+
+def test_rows_are_capped_and_marked(conn, career):
+    result = run(conn, f"SELECT * FROM fact_versions WHERE group_id = '{career['group']}'", max_rows=2)
+    assert len(result.rows) == 2 and result.truncated
+    assert not run(conn, f"SELECT * FROM fact_versions WHERE group_id = '{career['group']}'", max_rows=3).truncated
+
+
+def test_a_long_query_is_cancelled_at_the_timeout(conn):
+    with pytest.raises(InvalidInput, match="ran longer than 0.05 s and was cancelled"):
+        run(conn, "SELECT count(*) FROM generate_series(1, 100000000) a", timeout_s=0.05)
+    assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is usable afterwards
+
+
+def test_bad_arguments_are_one_line_errors(conn):
+    with pytest.raises(InvalidInput, match="max_rows must be between 1 and 100000, got 0"):
+        run(conn, "SELECT 1", max_rows=0)
+    with pytest.raises(InvalidInput, match="group_ids must name at least one group"):
+        run(conn, "SELECT 1", groups=[])
+
+
+def test_the_database_refuses_writes_even_past_the_checks(conn, monkeypatch):
+    """Second guard: were a write to slip past the checks, the READ ONLY transaction refuses it."""
+    from pgmemory.analyst import runner
+
+    monkeypatch.setattr(runner, "prepare", lambda query: "INSERT INTO pgmemory.settings VALUES ('sneaky', '1')")
+    with pytest.raises(InvalidInput, match="cannot execute INSERT in a read-only transaction"):
+        run(conn, "SELECT 1")
+    assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'sneaky'").fetchone() == (0,)
+
+
+async def test_memory_sql_runs_the_same_rewrite(memory, conn, career):
+    result = await memory.sql("SELECT target FROM fact_versions FOR SYSTEM_TIME AS OF now()"
+                              " FOR VALID_TIME AS OF '2023-01-01Z' ORDER BY 1", group_ids=[career["group"]])
+    assert result.columns == ["target"] and result.rows == [("Globex",)]
+    with pytest.raises(InvalidInput, match="one statement only"):
+        await memory.sql("SELECT 1; SELECT 2")
+
+
+def test_cli_prints_table_csv_json_and_the_rewritten_sql(career, capsys, monkeypatch, db_dsn):
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    query = ("SELECT target, valid_from FROM fact_versions FOR SYSTEM_TIME AS OF now() "
+             f"WHERE group_id = '{career['group']}' ORDER BY 1")
+    assert main(["sql", query, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"target": "Acme", "valid_from": "2020-01-01T00:00:00+00:00"},
+        {"target": "Globex", "valid_from": "2022-01-01T00:00:00+00:00"}]
+    assert main(["sql", query, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "target,valid_from", "Acme,2020-01-01T00:00:00+00:00", "Globex,2022-01-01T00:00:00+00:00"]
+    assert main(["sql", query]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["target", "|", "valid_from"] and table[-1] == "(2 rows)"
+    assert main(["sql", query, "--explain"]) == 0
+    assert "f.recorded @>" not in capsys.readouterr().out  # no alias: qualified by the view name
+    assert main(["sql", "DELETE FROM pgmemory.facts"]) == 2
+    assert capsys.readouterr().err.strip() == "pgmemory: error: only SELECT queries are allowed, not DELETE"

@@ -1,0 +1,105 @@
+"""Community names and summaries: extractive offline, LLM map-reduce, lazily, outside locks."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import psycopg
+
+from pgmemory import Memory, SearchFilters
+from pgmemory.extract.llm import LLMExtractor
+from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.providers.llm import LLMClient
+from tests.communities_support import plant_graph
+from tests.test_communities import CHAT, detect
+
+
+def batch(group):
+    return [{"group_id": group, "content": text, "actor": "Narrator", "episode_id": f"e{i}",
+             "reference_time": datetime(2024, 1, 1 + i, tzinfo=timezone.utc)} for i, text in enumerate(CHAT)]
+
+
+def communities(conn, group):
+    return conn.execute(
+        "SELECT name, summary, summary_kind, revision = summarized_revision, name_embedding IS NOT NULL"
+        " FROM pgmemory.communities WHERE group_id = %s AND ended_at IS NULL ORDER BY name", (group,)).fetchall()
+
+
+async def test_an_ingest_run_names_and_summarises_its_communities_offline(memory, conn, group):
+    await memory.add_episodes(batch(group))
+    assert communities(conn, group) == []  # episodes only mark: nothing is detected or summarised per episode
+    out = await memory.refresh_communities(group)
+    assert out.detection is not None and out.refreshed == out.detection["communities"] >= 2
+    rows = communities(conn, group)
+    assert all(kind == "extractive" and fresh and embedded for _, _, kind, fresh, embedded in rows)
+    acme = next(r for r in rows if "Acme" in r[1])
+    assert "Alice" in acme[0] + acme[1] and "Bob" in acme[0] + acme[1]
+    again = await memory.refresh_communities(group)  # nothing marked: no work
+    assert again.detection is None and again.refreshed == 0
+
+    results = await memory.search("Acme", group_ids=[group], config="community_hybrid_rrf")
+    assert results.communities and "Acme" in results.communities[0].summary
+    context = await memory.context("Who works at Acme?", group_ids=[group], communities=True)
+    assert "COMMUNITIES" in context or "communities" in context
+    # As-of answers leave communities out: their summaries are not written for a slice of time.
+    past = await memory.search("Acme", group_ids=[group], config="community_hybrid_rrf",
+                               filters=SearchFilters(as_of=datetime(2024, 1, 3, tzinfo=timezone.utc)))
+    assert past.communities == []
+
+
+async def test_a_new_member_marks_its_community_and_the_next_refresh_rewrites_it(memory, conn, group):
+    await memory.add_episodes(batch(group), communities=True)
+    await memory.add_episode(group, "Erin works at Acme.", actor="Narrator",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    stale = [r for r in communities(conn, group) if not r[3]]
+    assert len(stale) == 1 and "Acme" in stale[0][1]
+    out = await memory.refresh_communities(group)
+    assert out.detection is None and out.refreshed == 1
+    assert all(r[3] for r in communities(conn, group))
+
+
+async def test_llm_summaries_are_map_reduced_counted_and_never_under_a_lock(db_dsn, fake_openai, conn, group):
+    from bench.scripted_llm import ScriptedModel
+
+    model = ScriptedModel()
+    seen = []
+
+    def respond(body):
+        if body["messages"][0]["content"].startswith("You summarise a community"):
+            with psycopg.connect(db_dsn, autocommit=True) as c:
+                seen.append(c.execute(
+                    "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted),"
+                    " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    "   AND state LIKE 'idle in transaction%%')").fetchone())
+        return model(body)
+
+    fake_openai.responder = respond
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
+                       max_retries=1, base_delay=0.01)
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    try:
+        plant_graph(conn, group, blocks=2, size=30, p_in=0.5, p_out=0.0, seed=1)
+        conn.commit()
+        out = await memory.build_communities(group)
+    finally:
+        await memory.close()
+    # Two communities of 30: two map calls (25 + 5 members) and one reduce call each.
+    assert out.detection["communities"] == 2 and out.refreshed == 2
+    assert out.usage.calls == model.calls["community"] == 6 == len(seen)
+    assert seen == [(0, 0)] * 6
+    state = conn.execute("SELECT llm_calls, prompt_tokens > 0 FROM pgmemory.community_state WHERE group_id = %s",
+                         (group,)).fetchone()
+    assert state == (6, True)
+    assert {r[2] for r in communities(conn, group)} == {"llm"}
+
+
+def test_detection_refuses_bad_arguments(conn, group):
+    for args in ((None, 30), (group, 0), (group, 5000)):
+        try:
+            conn.execute("SELECT pgmemory.detect_communities(%s, %s)", args)
+        except psycopg.errors.InvalidParameterValue as exc:
+            assert "must be" in str(exc)
+            conn.rollback()
+        else:
+            raise AssertionError(f"accepted {args}")
+    detect(conn, group)  # an empty group: nothing to find, nothing written
+    assert conn.execute("SELECT count(*) FROM pgmemory.communities WHERE group_id = %s", (group,)).fetchone()[0] == 0

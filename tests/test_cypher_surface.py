@@ -1,0 +1,84 @@
+"""The AGE graph as a product surface: a setting turns the mirror off (and on again, rebuilt from
+the tables); restricted logins write through it but cannot query it (owner only)."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+
+from pgmemory.storage import grants
+from pgmemory.storage.setup import init_database
+from tests.conftest import DIM
+from tests.test_graph_mirror import cypher_rows
+
+
+def login_dsn(dsn: str, role: str, password: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    return f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+
+
+def ingest(dsn: str, group: str, *lines: str) -> None:
+    from pgmemory import SyncMemory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    with SyncMemory(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        for i, line in enumerate(lines):
+            memory.add_episode(group, line, actor="Alice", reference_time=datetime(2024, 1, 1 + i, tzinfo=timezone.utc))
+
+
+def graph_exists(conn) -> bool:
+    if conn.execute("SELECT to_regclass('ag_catalog.ag_graph')").fetchone()[0] is None:
+        return False  # AGE not even created
+    return conn.execute("SELECT count(*) FROM ag_catalog.ag_graph WHERE name = 'pgmemory_graph'").fetchone()[0] == 1
+
+
+def test_the_mirror_turns_off_and_back_on_rebuilt(empty_dsn):
+    with psycopg.connect(empty_dsn) as conn:
+        assert init_database(conn, DIM, graph_mirror=False).graph_mode == "sql"
+        assert not graph_exists(conn)
+    ingest(empty_dsn, "g", "I work at Acme.", "My sister Carol lives in Denver.")
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgmemory.graph_vertices").fetchone() == (0,)
+        assert init_database(conn, DIM, graph_mirror=True).graph_mode == "age"
+        edges = sorted(cypher_rows(conn, "MATCH (s:Entity)-[r:RELATES_TO]->(t:Entity) WHERE r.group_id = $g"
+                                         " RETURN s.name, r.relation, t.name", {"g": "g"}))
+        believed = sorted(conn.execute("SELECT source, relation, target FROM pgmemory.believed_facts").fetchall())
+        assert edges == believed and len(believed) == 3
+        assert init_database(conn, DIM).graph_mode == "age"  # the choice is remembered
+        assert init_database(conn, DIM, graph_mirror=False).graph_mode == "sql"
+        assert not graph_exists(conn)
+        assert conn.execute("SELECT count(*) FROM pgmemory.graph_edges").fetchone() == (0,)
+
+
+def test_app_logins_write_through_the_mirror_but_only_the_owner_queries_it(db_dsn):
+    tag = uuid.uuid4().hex[:8]
+    mine, other, role = f"app-{tag}", f"not-mine-{tag}", f"svc_{tag}"
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.setup import ensure_current
+
+    with psycopg.connect(db_dsn) as conn:
+        ensure_current(conn, DIM, HashEmbedder().name)  # the owner initialises; logins only use
+        grants.grant(conn, role, [mine], kind="app", create_password="pw")
+    try:
+        dsn = login_dsn(db_dsn, role, "pw")
+        ingest(dsn, mine, "I work at Acme.")
+        with psycopg.connect(db_dsn) as conn:
+            assert cypher_rows(conn, "MATCH (s:Entity)-[r:RELATES_TO]->(t:Entity) WHERE r.group_id = $g"
+                                     " RETURN s.name, r.relation, t.name", {"g": mine}) == [
+                ("Alice", "WORKS_FOR", "Acme")]
+        with psycopg.connect(dsn) as conn:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                cypher_rows(conn, "MATCH (n:Entity) RETURN n.name, n.group_id, n.uuid", {})
+            conn.rollback()
+            # Writing into a group this login was not granted is refused by row-level security.
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (other,))
+        with psycopg.connect(db_dsn) as conn:
+            assert conn.execute("SELECT count(*) FROM pgmemory.entities WHERE group_id = %s", (other,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))

@@ -1,0 +1,182 @@
+"""Tenancy enforced by the database: row-level security on every table, keyed on the groups a
+role was granted (`pgmemory grant`), narrowed per transaction but never widened; checked through
+a real psql session, the stored functions, Memory on a restricted login, and a property battery."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pgmemory.errors import InvalidInput
+from pgmemory.storage import grants
+
+PSQL = Path(importlib.util.find_spec("pgserver").origin).parent / "pginstall" / "bin" / "psql"
+STORY = {
+    "A": ["Alice: I work at Acme in Boston.", "Alice: My sister Carol lives in Denver.",
+          "Alice: I moved to Lisbon last week."],
+    "B": ["Bob: I work at Globex in Berlin.", "Bob: My brother Dave likes chess.",
+          "Bob: I visited Acme in Boston last year."],
+}
+WORDS = ["Acme", "Boston", "Globex", "Berlin", "Alice", "Bob", "sister", "chess", "work", "lives", "Lisbon"]
+
+
+@pytest.fixture(scope="module")
+def tenants(db_dsn):
+    """Two groups with episodes, entities, facts, mentions and text statistics (written by the
+    owner), and a login role granted the first group only."""
+    from pgmemory import SyncMemory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    tag = uuid.uuid4().hex[:8]
+    groups = {k: f"rls-{k}-{tag}" for k in STORY}
+    with SyncMemory(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        for key, lines in STORY.items():
+            for i, line in enumerate(lines):
+                memory.add_episode(groups[key], line.split(": ", 1)[1], actor=line.split(":")[0],
+                                   reference_time=datetime(2024, 1, 1 + i, tzinfo=timezone.utc))
+    role, password = f"analyst_{tag}", f"pw-{tag}"
+    with psycopg.connect(db_dsn) as conn:
+        assert grants.grant(conn, role, [groups["A"]], create_password=password) == [groups["A"]]
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    dsn = f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    yield dict(groups=groups, role=role, dsn=dsn, owner_dsn=db_dsn)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_every_table_has_row_level_security(conn):
+    rows = conn.execute(
+        "SELECT c.relname, c.relrowsecurity,"
+        "       EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'group_id'),"
+        "       array(SELECT p.polname::text FROM pg_policy p WHERE p.polrelid = c.oid ORDER BY 1)"
+        "  FROM pg_class c WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind IN ('r', 'p')"
+        " ORDER BY 1").fetchall()
+    assert len(rows) >= 17
+    assert [name for name, rls, _, _ in rows if not rls] == []
+    expected = {"settings": ["readable"], "schema_migrations": ["readable"], "role_groups": ["own_grants"],
+                "graph_vertices": ["mirror"], "graph_edges": ["mirror"]}
+    for name, _, tenant, policies in rows:
+        assert policies == expected.get(name, ["tenant"] if tenant else []), name
+
+
+def test_a_psql_session_of_group_a_sees_no_row_of_b_anywhere(tenants):
+    """Every table and view with a group_id, read through the bundled psql as the analyst login:
+    rows of A, none of B, even after trying to widen the session's groups."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    with psycopg.connect(tenants["owner_dsn"]) as conn:
+        relations = [r for (r,) in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'group_id'"
+            " WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind IN ('r', 'p', 'v')"
+            "   AND c.relname <> 'role_groups' ORDER BY 1")]  # grants: a role reads its own, tested below
+        owner_b = conn.execute("SELECT count(*) FROM pgmemory.facts WHERE group_id = %s", (b,)).fetchone()[0]
+    assert owner_b > 0 and {"facts", "entities", "episodes", "fact_versions", "current_facts"} <= set(relations)
+    counts = [f"SELECT '{r}', count(*) FILTER (WHERE group_id = :'b'), count(*) FILTER (WHERE group_id = :'a')"
+              f" FROM pgmemory.{r};" for r in relations]
+    script = "\n".join(counts + [
+        "SELECT set_config('pgmemory.groups', json_build_array(:'b')::text, false);",
+        *[c.replace("SELECT '", "SELECT 'widened ") for c in counts],
+        "INSERT INTO pgmemory.role_groups VALUES (current_user, :'b');",
+        "SET ROLE pgmemory_reader;",
+        "UPDATE pgmemory.facts SET fact = 'x';",
+    ])
+    info = psycopg.conninfo.conninfo_to_dict(tenants["dsn"])
+    proc = subprocess.run(
+        [str(PSQL), "-X", "-At", "-F", "|", "-v", f"a={a}", "-v", f"b={b}", "-h", info["host"],
+         "-p", str(info.get("port", 5432)), "-U", info["user"], "-d", info["dbname"]],
+        input=script, capture_output=True, text=True, env={"PGPASSWORD": info["password"]}, timeout=120)
+    seen = {}
+    for line in proc.stdout.splitlines():
+        if line.count("|") != 2:  # the set_config line
+            continue
+        name, of_b, of_a = line.split("|")
+        seen[name] = (int(of_b), int(of_a))
+    denied = [line for line in proc.stderr.splitlines() if line.startswith("ERROR:")]
+    readable = {n for n in seen if not n.startswith("widened ")}
+    assert all(of_b == 0 for of_b, _ in seen.values()), seen
+    assert all(seen[n][1] > 0 for n in ("facts", "entities", "episodes", "fact_versions", "episode_log"))
+    assert {n: seen[f"widened {n}"] for n in readable} == {n: (0, 0) for n in readable}  # narrowing to B: nothing
+    # What the analyst role is not granted at all is refused, as are the escapes tried at the end.
+    assert set(relations) - readable == {"group_versions", "fact_claims", "erasures"}
+    assert sum("permission denied" in line for line in denied) == 2 * (len(relations) - len(readable)) + 3
+    assert any('permission denied to set role "pgmemory_reader"' in line for line in denied)
+
+
+def test_no_security_definer_function_and_group_parameters_do_not_escape(tenants):
+    b = tenants["groups"]["B"]
+    with psycopg.connect(tenants["owner_dsn"]) as conn:
+        definers = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p"
+                                " WHERE p.pronamespace = 'pgmemory'::regnamespace AND p.prosecdef"
+                                "   AND p.prorettype <> 'trigger'::regtype").fetchall()
+        fact_b, entity_b = conn.execute("SELECT id, source_id FROM pgmemory.facts WHERE group_id = %s LIMIT 1",
+                                        (b,)).fetchone()
+    # Every callable function runs with the caller's rights, so RLS applies inside. (The AGE mirror's
+    # trigger functions run as the owner; a trigger function cannot be called directly.)
+    assert definers == []
+    with psycopg.connect(tenants["dsn"]) as conn:
+        for query, args in [
+                ("SELECT count(*) FROM pgmemory.facts_current(%s)", (b,)),
+                ("SELECT count(*) FROM pgmemory.facts_valid_at(%s, now())", (b,)),
+                ("SELECT count(*) FROM pgmemory.facts_as_of(%s, now(), now())", (b,)),
+                ("SELECT count(*) FROM pgmemory.fact_history(%s, %s)", (b, fact_b)),
+                ("SELECT count(*) FROM pgmemory.entities_at(%s)", (b,)),
+                ("SELECT count(*) FROM pgmemory.entity_versions_of(%s, 'Bob')", (b,)),
+                ("SELECT count(*) FROM pgmemory.episode_queue WHERE group_id = %s", (b,))]:
+            assert conn.execute(query, args).fetchone() == (0,), query
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="is not an entity of the searched groups"):
+            conn.execute("SELECT * FROM pgmemory.bfs_entities(%s, %s, 2)", ([b], [entity_b]))
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (b,))
+
+
+@pytest.fixture(scope="module")
+def restricted_memory(tenants):
+    """A SyncMemory on the analyst login's DSN (read-only role, group A granted)."""
+    from pgmemory import SyncMemory
+    from pgmemory.providers.embedder import HashEmbedder
+
+    with SyncMemory(tenants["dsn"], embedder=HashEmbedder()) as memory:
+        yield memory
+
+
+def test_memory_on_a_restricted_login_sees_only_its_groups(tenants, restricted_memory):
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    assert restricted_memory.search("Acme Boston", group_ids=[b]).to_dict() == {
+        "facts": [], "entities": [], "communities": [], "episodes": []}
+    found = restricted_memory.search("Acme Boston", group_ids=[a, b])
+    assert found.facts and {h.group_id for h in found.facts + found.entities + found.episodes} == {a}
+    assert "Globex" not in restricted_memory.context("Globex Berlin", group_ids=[a, b], episodes=True)
+    assert restricted_memory.sql("SELECT DISTINCT group_id FROM episode_log").rows == [(a,)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+       which=st.sets(st.sampled_from(["A", "B", "other"]), min_size=1),
+       recipe=st.sampled_from(["combined_hybrid_rrf", "edge_hybrid_rrf", "edge_node_distance"]),
+       view=st.sampled_from(["fact_versions", "believed_facts", "current_facts", "entity_history", "episode_log",
+                             "entity_mentions"]))
+def test_no_surface_returns_a_row_of_another_group(tenants, restricted_memory, words, which, recipe, view):
+    a = tenants["groups"]["A"]
+    groups = [tenants["groups"].get(k, "rls-other") for k in sorted(which)]
+    query = " ".join(words)
+    try:
+        results = restricted_memory.search(query, group_ids=groups, config=recipe)
+    except InvalidInput:  # e.g. a recipe needing seeds
+        results = None
+    if results is not None:
+        assert {h.group_id for k in ("facts", "entities", "communities", "episodes")
+                for h in getattr(results, k)} <= {a}
+    context = restricted_memory.context(query, group_ids=groups, episodes=True)
+    assert not any(w in context for w in ("Globex", "Berlin", "Dave", "chess", "Bob"))
+    rows = restricted_memory.sql(f"SELECT DISTINCT group_id FROM {view}", group_ids=groups).rows
+    assert set(r[0] for r in rows) <= ({a} & set(groups))
