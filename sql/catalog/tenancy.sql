@@ -51,6 +51,11 @@ DECLARE
     -- group_id or '*' among the visible groups: one initplan per table reference.
     tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
 BEGIN
+    -- Citus refuses a subquery in a policy of a distributed table: there the function is
+    -- called directly (evaluated per row instead of once per statement).
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        tenant := 'ARRAY[group_id, ''*''] && pgmemory.visible_groups()';
+    END IF;
     -- Roles: cluster-wide; another database of the cluster may be creating them right now.
     FOR r IN SELECT * FROM (VALUES ('pgmemory_app'), ('pgmemory_analyst'), ('pgmemory_reader')) AS t(role) LOOP
         IF to_regrole(r.role) IS NULL THEN
