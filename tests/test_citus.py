@@ -214,3 +214,26 @@ def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_row_level_security_holds_on_the_cluster(conn, citus_dsn, group):
+    """A login granted one group sees none of another's rows on the cluster either."""
+    from pgmemory.storage import grants
+
+    other, role = f"{group}-other", f"rls_{uuid.uuid4().hex[:8]}"
+    for g in (group, other):
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.')", (g,))
+    conn.commit()
+    grants.grant(conn, role, [group], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
+    try:
+        with psycopg.connect(**{**info, "user": role, "password": "pw"}) as login:
+            seen = login.execute("SELECT group_id, count(*) FROM pgmemory.facts WHERE group_id = ANY (%s)"
+                                 " GROUP BY 1", ([group, other],)).fetchall()
+            view = login.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
+                                 (other,)).fetchone()
+        assert seen == [(group, 1)] and view == (0,)
+    finally:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+        conn.commit()

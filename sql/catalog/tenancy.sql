@@ -48,11 +48,10 @@ DECLARE
     r record;
     policy_sql text;
     policy_name name;
-    -- group_id or '*' among the visible groups: one initplan per table reference.
+    -- group_id or '*' among the visible groups: one initplan per table reference. Citus refuses
+    -- subqueries in policies of distributed tables: there the function is called per row.
     tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
 BEGIN
-    -- Citus refuses a subquery in a policy of a distributed table: there the function is
-    -- called directly (evaluated per row instead of once per statement).
     IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
         tenant := 'ARRAY[group_id, ''*''] && pgmemory.visible_groups()';
     END IF;
