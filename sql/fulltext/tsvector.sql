@@ -108,6 +108,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
          AND e0.group_id = ANY (p_groups)
          WHERE (NOT t.common OR NOT (SELECT prune FROM how))
            AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
+           AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)),
     scored AS MATERIALIZED (
         SELECT e.group_id, e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
@@ -129,6 +130,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
          AND e0.group_id = ANY (p_groups)
          WHERE NOT EXISTS (SELECT FROM todo x WHERE x.group_id = e0.group_id AND x.id = e0.id)
            AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
+           AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels))
     SELECT x.id, x.score FROM scored x
     UNION ALL
