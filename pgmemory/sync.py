@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pgmemory.analyst.runner import SqlResult
+from pgmemory.ingest.communities import CommunityRefresh
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.memory import DeleteResult, Memory
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
@@ -90,10 +91,20 @@ class SyncMemory:
     def add_episodes(self, episodes: Iterable[Mapping[str, Any]], *, concurrency: int = 4,
                      on_done: Callable[[EpisodeResult | IngestError], None] | None = None,
                      entity_types: dict[str, type] | None = None,
-                     edge_types: dict[str, type] | None = None) -> list[EpisodeResult | IngestError]:
+                     edge_types: dict[str, type] | None = None,
+                     communities: bool = False) -> list[EpisodeResult | IngestError]:
         """See Memory.add_episodes (on_done runs on the wrapper's thread)."""
         return self._run(self._memory.add_episodes(episodes, concurrency=concurrency, on_done=on_done,
-                                                   entity_types=entity_types, edge_types=edge_types))
+                                                   entity_types=entity_types, edge_types=edge_types,
+                                                   communities=communities))
+
+    def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
+        """See Memory.refresh_communities."""
+        return self._run(self._memory.refresh_communities(group_id, force=force))
+
+    def build_communities(self, group_id: str) -> CommunityRefresh:
+        """See Memory.build_communities."""
+        return self._run(self._memory.build_communities(group_id))
 
     def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
                         actor: str | None = None, reference_time: Any,
