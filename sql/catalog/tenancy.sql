@@ -106,9 +106,10 @@ BEGIN
             WHEN r.relname = 'role_groups' THEN
                 'CREATE POLICY own_grants ON pgmemory.role_groups FOR SELECT USING (role_name = current_user)'
             -- The servers' API keys (hashes and the groups each may use): read by a server's login,
-            -- which is granted every group; written by the owner only (`pgmemory keys`).
+            -- which sees every group (keys are looked up before a request is narrowed); written by
+            -- the owner only (`pgmemory keys`). The initplan form, as for tenant, suits Citus.
             WHEN r.relname = 'api_keys' THEN
-                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (''*'' = ANY (pgmemory.granted_groups()))'
+                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && (SELECT pgmemory.visible_groups()))'
             -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
             WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
                 format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)
