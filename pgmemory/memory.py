@@ -33,6 +33,7 @@ from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+from pgmemory.storage.vectors import vector_literals
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
@@ -44,8 +45,8 @@ class DeleteResult:
     """What deleting an episode did."""
 
     facts_retracted: int  # believed before, no longer (history kept)
-    facts_removed: int  # removed with an entity only this episode mentioned
-    entities_removed: int
+    facts_removed: int  # of the entities only this episode introduced: withdrawn (retract) or deleted (erase)
+    entities_removed: int  # entities only this episode introduced: retired (retract) or deleted (erase)
     facts_changed: int = 0  # still believed, with a changed interval (or re-opened)
     erased: bool = False
 
@@ -307,9 +308,11 @@ class Memory:
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
         """Delete an episode of `group_id` as if it had never been ingested (retract): the facts it
-        touched are re-folded from the other episodes' claims and the changes recorded as new
-        versions. `erase=True` also rewrites history so its text is nowhere (logged without content).
-        An episode of another group is not found."""
+        touched are re-folded from the other episodes' claims, the entities it mentioned re-derived
+        from the other mentions, and the changes recorded as new versions; entities only it
+        introduced are retired (history kept). `erase=True` also rewrites the history that derives
+        from it so its text is nowhere (logged without content); an episode retracted earlier can
+        still be erased. An episode of another group is not found."""
         group = validate_group_id(group_id)
         eid = episode_uuid(group, episode_id)
         if not isinstance(erase, bool):
@@ -319,10 +322,26 @@ class Memory:
                 out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
+            await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
                 await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
+
+    async def _reembed_names(self, conn: asyncpg.Connection, group: str, entity_ids: list[str]) -> None:
+        """Embed the names a delete gave back to entities (the stored vector embedded a name that is
+        gone); the embedder runs with no transaction open."""
+        if not entity_ids:
+            return
+        rows = await conn.fetch("SELECT id, name FROM pgmemory.entities WHERE group_id = $1 AND id = ANY($2::uuid[])"
+                                " AND name_embedding IS NULL", group, entity_ids)
+        if not rows:
+            return
+        vectors = await self.embedder.embed([r["name"] for r in rows])
+        await conn.executemany(
+            "UPDATE pgmemory.entities SET name_embedding = $3::text::vector"
+            " WHERE group_id = $1 AND id = $2 AND name = $4 AND name_embedding IS NULL",
+            [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, vector_literals(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,
@@ -451,7 +470,7 @@ class Memory:
 
 
 ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
-                      "term_stats")
+                      "retractions", "term_stats")
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:

@@ -19,19 +19,20 @@ AS $$
       FROM unnest(p_names, p_embeddings) WITH ORDINALITY AS i (name, embedding, idx)
       -- An exact name match decides at once: the other searches only run without one.
       CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pgmemory.entities x
-                                          WHERE x.group_id = p_group AND lower(x.name) = lower(i.name))
+                                          WHERE x.group_id = p_group AND lower(x.name) = lower(i.name)
+                                            AND x.retired_at IS NULL)
                                  AS found) exact
       CROSS JOIN LATERAL (
             SELECT x.id FROM pgmemory.entities x
-             WHERE x.group_id = p_group AND lower(x.name) = lower(i.name)
+             WHERE x.group_id = p_group AND lower(x.name) = lower(i.name) AND x.retired_at IS NULL
             UNION
             (SELECT x.id FROM pgmemory.entities x
-              WHERE x.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found
+              WHERE x.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
               ORDER BY x.name_embedding <=> i.embedding
               LIMIT p_k)
             UNION
             (SELECT x.id FROM pgmemory.entities x
-              WHERE x.group_id = p_group AND NOT exact.found
+              WHERE x.group_id = p_group AND NOT exact.found AND x.retired_at IS NULL
                 AND x.tsv @@ plainto_tsquery('english', i.name)
               ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
               LIMIT p_k)) c

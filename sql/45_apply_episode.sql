@@ -3,7 +3,8 @@
 
 -- p_group is the episode's group (the routing key on Citus; the payload's group must match).
 -- Payload: group, reference_time, new_entities, entity_updates, mentions (ids),
--- mention_summaries ({id: description}), claims, usage, embedding. A claim is
+-- mention_summaries ({id: description}), mention_details ({id: {said_name,
+-- renamed_to, labels, attributes}}: what the episode said of it), claims, usage, embedding. A claim is
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
 -- attributes}: the decisions only; pgmemory.apply_claim turns them into
@@ -48,9 +49,16 @@ BEGIN
          WHERE id = (item->>'id')::uuid AND group_id = g;
     END LOOP;
 
-    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary)
-    SELECT p_episode, m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', m], '')
+    -- What the episode said about each entity (mention_details {id: {said_name, renamed_to,
+    -- labels, attributes}}), so a delete can re-derive the entity from the episodes that remain.
+    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
+                                           said_name, renamed_to, labels, attributes)
+    SELECT p_episode, m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', m], ''),
+           d->>'said_name', d->>'renamed_to',
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(d->'labels', '[]'))),
+           coalesce(d->'attributes', '{}')
       FROM jsonb_array_elements_text(p_plan->'mentions') m
+      LEFT JOIN LATERAL (SELECT p_plan #> ARRAY['mention_details', m] AS d) x ON true
     ON CONFLICT DO NOTHING;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP

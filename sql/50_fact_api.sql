@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION pgmemory.entity_by_name(p_group text, p_name text, p_
 LANGUAGE plpgsql AS $$
 BEGIN
     SELECT e.id INTO entity_id FROM pgmemory.entities e
-     WHERE e.group_id = p_group AND lower(e.name) = lower(p_name)
+     WHERE e.group_id = p_group AND lower(e.name) = lower(p_name) AND e.retired_at IS NULL
      ORDER BY e.created_at, e.id LIMIT 1;
     created := NOT FOUND;
     IF created THEN

@@ -1,37 +1,74 @@
 -- Deleting an episode and erasing a group, consistently with the graph mirror.
 
 -- Delete one episode of p_group, as if it had never been ingested: its claims
--- go, the facts they touched are re-folded from the remaining claims and the
--- differences recorded as new versions (retract: "what did we believe last
--- week" still answers). Entities only it mentioned (and no claim uses) are
--- removed with every version of their facts. With p_erase, history is
--- rewritten on purpose: earlier versions of the re-folded facts and of the
--- touched entities go too, so its text is nowhere; the erasure is logged
--- without content. An episode of another group is "not found".
+-- and mentions go, the facts they touched are re-folded from the remaining
+-- claims and the entities it mentioned re-derived from the remaining mentions
+-- (names, labels, attributes, summaries); the differences are recorded as new
+-- versions. An episode of another group is "not found".
+--
+-- Retract (default) rewrites no history: "what did we believe last week"
+-- still answers. Entities only it introduced (no live mention, no claim) are
+-- retired (entities.retired_at), not deleted: known-at queries before the
+-- retract still see them and their facts' versions, current ones do not. A
+-- tombstone (pgmemory.retractions) keeps what a later erase must find.
+--
+-- Erase (p_erase) rewrites history on purpose, but only what derives from the
+-- erased episode E (see pgmemory.erase_history): entities only it introduced
+-- are deleted with all their facts' versions; of the other facts and entities
+-- it touched, the past versions E wrote and the past versions carrying its
+-- text go, and the version before each such run is believed until the next
+-- surviving one (as if E had never been ingested). Logged without content in
+-- pgmemory.erasures. An episode retracted earlier can still be erased.
 CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid, p_erase boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     seeds uuid[];
-    comp uuid[];
     mentioned uuid[];
     orphans uuid[];
     removed uuid[];
     changed uuid[];
     touched uuid[];
+    renamed uuid[];
     retracted integer;
     entities_removed integer;
+    written_at timestamptz;
+    texts text[];
+    names text[];
+    attrs jsonb;
+    earlier jsonb;
+    written timestamptz[];
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group) THEN
+        IF p_erase AND EXISTS (SELECT 1 FROM pgmemory.retractions r
+                                WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
+            RETURN pgmemory.erase_retracted(p_group, p_episode);
+        END IF;
         RAISE EXCEPTION 'episode % does not exist in group %', p_episode, p_group USING ERRCODE = 'P0002';
     END IF;
     seeds := ARRAY(SELECT DISTINCT x FROM pgmemory.fact_claims fc, unnest(fc.contradicts || fc.lineage) x
                     WHERE fc.group_id = p_group AND fc.episode_id = p_episode);
     mentioned := ARRAY(SELECT m.entity_id FROM pgmemory.episode_mentions m
                         WHERE m.episode_id = p_episode AND m.group_id = p_group);
+    -- What E wrote and said, before it goes (for an erase now, or later through the tombstone).
+    written_at := coalesce(
+        (SELECT min(fc.recorded_at) FROM pgmemory.fact_claims fc
+          WHERE fc.group_id = p_group AND fc.episode_id = p_episode),
+        (SELECT min(m.recorded_at) FROM pgmemory.episode_mentions m
+          WHERE m.group_id = p_group AND m.episode_id = p_episode));
+    texts := ARRAY(SELECT fc.fact FROM pgmemory.fact_claims fc
+                    WHERE fc.group_id = p_group AND fc.episode_id = p_episode
+                   UNION
+                   SELECT m.summary FROM pgmemory.episode_mentions m
+                    WHERE m.group_id = p_group AND m.episode_id = p_episode AND m.summary <> '');
+    names := ARRAY(SELECT n FROM pgmemory.episode_mentions m, unnest(ARRAY[m.said_name, m.renamed_to]) n
+                    WHERE m.group_id = p_group AND m.episode_id = p_episode AND n IS NOT NULL);
+    attrs := (SELECT coalesce(jsonb_agg(jsonb_build_object(a.key, a.value)), '[]')
+                FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
+               WHERE m.group_id = p_group AND m.episode_id = p_episode);
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
-    DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;
+    DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions cascade
     changed := pgmemory.refold_lineages(p_group, seeds);
 
     orphans := ARRAY(
@@ -41,13 +78,17 @@ BEGIN
                             WHERE fc.group_id = p_group AND (fc.source_id = e OR fc.target_id = e)));
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
-    DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
-    DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
-    DELETE FROM pgmemory.entities e
-     WHERE e.group_id = p_group AND e.id = ANY (orphans)
-       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
-                        WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
-    GET DIAGNOSTICS entities_removed = ROW_COUNT;
+    IF p_erase THEN
+        PERFORM pgmemory.delete_entities(p_group, orphans);
+        entities_removed := (SELECT count(*) FROM unnest(orphans) e
+                              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
+    ELSE
+        -- Retired, not deleted: their facts' versions (closed by the re-fold) stay as history.
+        UPDATE pgmemory.entities SET retired_at = now()
+         WHERE group_id = p_group AND id = ANY (orphans) AND retired_at IS NULL;
+        GET DIAGNOSTICS entities_removed = ROW_COUNT;
+        DELETE FROM pgmemory.community_members WHERE group_id = p_group AND entity_id = ANY (orphans);
+    END IF;
     retracted := (SELECT count(*) FROM unnest(changed) x
                    WHERE NOT x = ANY (removed)
                      AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
@@ -56,25 +97,39 @@ BEGIN
                                   WHERE f.group_id = p_group AND f.id = x AND upper(f.recorded) = now()));
 
     touched := ARRAY(SELECT e FROM unnest(mentioned) e
-                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e)
+                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                     WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NULL)
                      UNION
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
+    renamed := pgmemory.refold_entities(p_group, mentioned);
     PERFORM pgmemory.derive_summaries(p_group, touched);
     PERFORM pgmemory.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
-        comp := pgmemory.claim_component(p_group, seeds);
-        DELETE FROM pgmemory.facts
-         WHERE group_id = p_group AND lineage = ANY (comp) AND NOT upper_inf(recorded);
+        PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
+                                       ARRAY[written_at], texts, names, attrs);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
            AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
-        DELETE FROM pgmemory.entity_versions WHERE group_id = p_group AND entity_id = ANY (touched);
         DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;  -- words only it used
         INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
         VALUES (p_group, p_episode, cardinality(changed) + cardinality(removed),
                 cardinality(touched) + entities_removed);
+        IF EXISTS (SELECT 1 FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
+            earlier := pgmemory.erase_retracted(p_group, p_episode);  -- an earlier ingestion, retracted
+        END IF;
+    ELSE
+        written := CASE WHEN written_at IS NULL THEN '{}'::timestamptz[] ELSE ARRAY[written_at] END;
+        INSERT INTO pgmemory.retractions AS r (group_id, episode_id, written_at, lineages, mentioned, retired,
+                                               texts, names, attributes)
+        VALUES (p_group, p_episode, written, seeds, mentioned,
+                orphans, texts, names, attrs)
+        ON CONFLICT (group_id, episode_id) DO UPDATE
+           SET retracted_at = EXCLUDED.retracted_at, written_at = r.written_at || EXCLUDED.written_at,
+               lineages = r.lineages || EXCLUDED.lineages, mentioned = r.mentioned || EXCLUDED.mentioned,
+               retired = r.retired || EXCLUDED.retired, texts = r.texts || EXCLUDED.texts,
+               names = r.names || EXCLUDED.names, attributes = r.attributes || EXCLUDED.attributes;
     END IF;
     RETURN jsonb_build_object('facts_retracted', retracted,
                               'facts_changed', (SELECT count(*) FROM unnest(changed) x
@@ -82,8 +137,188 @@ BEGIN
                                                        SELECT 1 FROM pgmemory.facts f
                                                         WHERE f.group_id = p_group AND f.id = x
                                                           AND upper_inf(f.recorded))),
-                              'facts_removed', cardinality(removed),
-                              'entities_removed', entities_removed, 'erased', p_erase);
+                              'facts_removed', cardinality(removed) + coalesce((earlier->>'facts_removed')::integer, 0),
+                              'entities_removed', entities_removed + coalesce((earlier->>'entities_removed')::integer, 0),
+                              'erased', p_erase, 'renamed', to_jsonb(renamed));
+END
+$$;
+
+-- Delete entities of p_group with every version of their facts (and their
+-- provenance), when no other entity's fact needs them.
+CREATE OR REPLACE FUNCTION pgmemory.delete_entities(p_group text, p_entities uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    removed uuid[] := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
+                             WHERE f.group_id = p_group
+                               AND (f.source_id = ANY (p_entities) OR f.target_id = ANY (p_entities)));
+BEGIN
+    DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
+    DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
+    DELETE FROM pgmemory.entities e
+     WHERE e.group_id = p_group AND e.id = ANY (p_entities)
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                        WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
+END
+$$;
+
+-- Erase an episode that was retracted earlier (it is no longer in episodes):
+-- from its tombstone, the entities that retract retired (still retired) are
+-- deleted with their facts' versions, and the history it wrote or that
+-- carries its text is rewritten as for any erase (pgmemory.erase_history).
+-- Called by pgmemory.delete_episode under the group lock.
+CREATE OR REPLACE FUNCTION pgmemory.erase_retracted(p_group text, p_episode uuid)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    t pgmemory.retractions;
+    orphans uuid[];
+    removed integer;
+    gone integer;
+BEGIN
+    DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
+    orphans := ARRAY(SELECT e FROM unnest(t.retired) e
+                      WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                     WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NOT NULL));
+    removed := (SELECT count(DISTINCT f.id) FROM pgmemory.facts f
+                 WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
+    PERFORM pgmemory.delete_entities(p_group, orphans);
+    gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
+    PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, t.lineages),
+                                   ARRAY(SELECT e FROM unnest(t.mentioned) e
+                                          WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
+                                                         WHERE x.group_id = p_group AND x.id = e)),
+                                   t.written_at, t.texts, t.names, t.attributes);
+    DELETE FROM pgmemory.fact_episodes fe
+     WHERE fe.group_id = p_group
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = p_group AND f.id = fe.fact_id);
+    DELETE FROM pgmemory.term_stats WHERE group_id = p_group AND docs <= 0;
+    INSERT INTO pgmemory.erasures (group_id, episode_id, facts_affected, entities_affected)
+    VALUES (p_group, p_episode, removed, cardinality(t.mentioned));
+    RETURN jsonb_build_object('facts_retracted', 0, 'facts_changed', 0, 'facts_removed', removed,
+                              'entities_removed', gone, 'erased', true, 'renamed', '[]'::jsonb);
+END
+$$;
+
+-- The history an erase rewrites, and only that: of the facts of lineages
+-- p_lineages and of the entities p_entities (and any entity version of the
+-- group carrying the text), the past versions (never the believed one) that
+-- the erased episode wrote (recorded at one of p_written_at, its applies'
+-- transaction times) or that carry its text (a sentence or description in
+-- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
+-- episode says. Each run of removed versions is bridged by the version before
+-- it, which is then believed until the next surviving version (as if the
+-- episode had never been ingested); a bridged fact version equal to the one
+-- after it is merged into it.
+CREATE OR REPLACE FUNCTION pgmemory.erase_history(
+    p_group text, p_lineages uuid[], p_entities uuid[], p_written_at timestamptz[],
+    p_texts text[], p_names text[], p_attrs jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    own text[];
+    own_names text[];
+    own_attrs jsonb;
+    gone bigint[];
+    p record;
+    hi timestamptz;
+    nxt timestamptz;
+    same_vid bigint;
+    same_hi timestamptz;
+    gone_ids uuid[];
+    gone_lo timestamptz[];
+    bridge_ids uuid[] := '{}';
+    bridge_lo timestamptz[] := '{}';
+    bridge_hi timestamptz[] := '{}';
+BEGIN
+    -- Its text that no live claim or mention still says.
+    own := ARRAY(SELECT t FROM unnest(p_texts) t
+                  WHERE t <> '' AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
+                                                 WHERE fc.group_id = p_group AND fc.fact = t)
+                    AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                     WHERE m.group_id = p_group AND m.summary = t));
+    own_names := ARRAY(SELECT n FROM unnest(p_names) n
+                        WHERE n IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                           WHERE m.group_id = p_group AND n IN (m.said_name, m.renamed_to))
+                          AND NOT EXISTS (SELECT 1 FROM pgmemory.entities e
+                                           WHERE e.group_id = p_group AND e.name = n));
+    own_attrs := (SELECT coalesce(jsonb_agg(a), '[]') FROM jsonb_array_elements(p_attrs) a
+                   WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
+                                      WHERE m.group_id = p_group AND m.attributes @> a));
+
+    -- Fact versions.
+    gone := ARRAY(SELECT f.version_id FROM pgmemory.facts f
+                   WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT upper_inf(f.recorded)
+                     AND (lower(f.recorded) = ANY (p_written_at) OR f.fact = ANY (own)));
+    FOR p IN SELECT f.version_id, f.id, upper(f.recorded) AS hi FROM pgmemory.facts f
+              WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT f.version_id = ANY (gone)
+                AND NOT upper_inf(f.recorded)
+                AND EXISTS (SELECT 1 FROM pgmemory.facts d WHERE d.group_id = p_group AND d.id = f.id
+                               AND d.version_id = ANY (gone) AND lower(d.recorded) = upper(f.recorded)) LOOP
+        hi := p.hi;
+        LOOP
+            SELECT upper(d.recorded) INTO nxt FROM pgmemory.facts d
+             WHERE d.group_id = p_group AND d.id = p.id AND d.version_id = ANY (gone) AND lower(d.recorded) = hi;
+            EXIT WHEN NOT FOUND;
+            hi := nxt;
+        END LOOP;
+        DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = p.id AND version_id = ANY (gone)
+                                      AND lower(recorded) >= p.hi AND upper(recorded) <= hi;
+        -- The same belief continues after the bridge: one version.
+        SELECT n.version_id, upper(n.recorded) INTO same_vid, same_hi FROM pgmemory.facts n
+          JOIN pgmemory.facts o ON o.group_id = p_group AND o.version_id = p.version_id
+         WHERE n.group_id = p_group AND n.id = p.id AND lower(n.recorded) = hi
+           AND n.valid = o.valid AND n.fact = o.fact AND n.relation = o.relation
+           AND n.attributes = o.attributes;
+        IF FOUND THEN
+            DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = same_vid;
+            hi := same_hi;
+        END IF;
+        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), hi)
+         WHERE group_id = p_group AND version_id = p.version_id;
+    END LOOP;
+    DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = ANY (gone);
+
+    -- Entity versions, keyed by entity and start (an entity's versions never overlap).
+    SELECT coalesce(array_agg(v.entity_id), '{}'), coalesce(array_agg(lower(v.recorded)), '{}')
+      INTO gone_ids, gone_lo
+      FROM pgmemory.entity_versions v
+     WHERE v.group_id = p_group
+       AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
+            OR v.name = ANY (own_names)
+            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
+            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
+    FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
+              WHERE v.group_id = p_group AND cardinality(gone_ids) > 0
+                AND NOT EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                                 WHERE g.id = v.entity_id AND g.lo = lower(v.recorded))
+                AND EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                             WHERE g.id = v.entity_id AND g.lo = upper(v.recorded)) LOOP
+        hi := upper(p.recorded);
+        LOOP
+            SELECT upper(v.recorded) INTO nxt FROM pgmemory.entity_versions v
+             WHERE v.group_id = p_group AND v.entity_id = p.entity_id AND lower(v.recorded) = hi
+               AND EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
+                            WHERE g.id = v.entity_id AND g.lo = lower(v.recorded));
+            EXIT WHEN NOT FOUND;
+            hi := nxt;
+        END LOOP;
+        bridge_ids := bridge_ids || p.entity_id;
+        bridge_lo := bridge_lo || lower(p.recorded);
+        bridge_hi := bridge_hi || hi;
+    END LOOP;
+    FOR i IN 1 .. cardinality(gone_ids) LOOP
+        DELETE FROM pgmemory.entity_versions
+         WHERE group_id = p_group AND entity_id = gone_ids[i] AND lower(recorded) = gone_lo[i];
+    END LOOP;
+    FOR i IN 1 .. cardinality(bridge_ids) LOOP
+        UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), bridge_hi[i])
+         WHERE group_id = p_group AND entity_id = bridge_ids[i] AND lower(recorded) = bridge_lo[i];
+    END LOOP;
+    -- An entity it created, still mentioned by others: known from their first mention.
+    UPDATE pgmemory.entities e
+       SET created_at = m.first
+      FROM (SELECT x.entity_id, min(x.recorded_at) AS first FROM pgmemory.episode_mentions x
+             WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities) GROUP BY x.entity_id) m
+     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
 END
 $$;
 
@@ -106,6 +341,7 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     DELETE FROM pgmemory.entity_versions WHERE group_id = p_group;
     DELETE FROM pgmemory.entities WHERE group_id = p_group;
+    DELETE FROM pgmemory.retractions WHERE group_id = p_group;
     RETURN n;
 END
 $$;

@@ -115,6 +115,7 @@ BEGIN
           FROM (SELECT named.id, named.fact FROM named UNION ALL SELECT described.id, described.fact FROM described) c
           JOIN pgmemory.entities e ON e.id = c.id AND e.group_id = ANY (p_groups)
          WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+           AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
            AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
          GROUP BY e.id, e.name
     )

@@ -222,6 +222,7 @@ BEGIN
             SELECT e.id FROM pgmemory.entities e
              WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
                AND (known_at IS NULL OR e.created_at <= known_at)
+               AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
@@ -244,6 +245,7 @@ BEGIN
               FROM unnest(reach_ids, reach_dist) AS rc (entity_id, distance)
               JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = rc.entity_id
              WHERE (known_at IS NULL OR e.created_at <= known_at)
+               AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY rc.distance, rc.entity_id

@@ -47,8 +47,8 @@ SELECT f.id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
 -- current one with an open `recorded` range.
 CREATE OR REPLACE VIEW pgmemory.entity_history AS
 SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes,
-       e.updated_at AS recorded_from, NULL::timestamptz AS recorded_to, true AS current,
-       tstzrange(e.updated_at, NULL) AS recorded
+       e.updated_at AS recorded_from, e.retired_at AS recorded_to, e.retired_at IS NULL AS current,
+       tstzrange(e.updated_at, e.retired_at) AS recorded
   FROM pgmemory.entities e
 UNION ALL
 SELECT v.entity_id, v.group_id, v.name, v.labels, v.summary, v.attributes,
@@ -85,6 +85,7 @@ LANGUAGE sql STABLE AS $$
                           LIMIT 1) v ON true
      CROSS JOIN LATERAL pgmemory.entity_summary_at(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at) s
      WHERE e.group_id = p_group AND (p_known_at IS NULL OR e.created_at <= p_known_at)
+       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)  -- retired by a retract (sql/60_delete.sql)
 $$;
 
 -- Every version of one entity of one group, oldest first.

@@ -63,7 +63,16 @@ async def believed(memory: Memory, group: str) -> set[tuple]:
 
 
 async def summaries(memory: Memory, group: str) -> dict[str, str]:
-    """Entity name -> summary."""
+    """Believed (not retired) entity name -> summary."""
     async with memory.pool.acquire() as conn:
-        rows = await conn.fetch("SELECT name, summary FROM pgmemory.entities WHERE group_id = $1", group)
+        rows = await conn.fetch("SELECT name, summary FROM pgmemory.entities WHERE group_id = $1"
+                                " AND retired_at IS NULL", group)
     return {r["name"]: r["summary"] for r in rows}
+
+
+async def entities(memory: Memory, group: str) -> dict[str, tuple]:
+    """Believed entity name -> (labels as a set, attributes)."""
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT name, labels, attributes FROM pgmemory.entities WHERE group_id = $1"
+                                " AND retired_at IS NULL", group)
+    return {r["name"]: (frozenset(r["labels"]), r["attributes"]) for r in rows}

@@ -138,7 +138,8 @@ async def test_demo_as_of_table_is_right(memory, maya):
         ("2024-06-01", known[1]): "Contoso Health", ("2024-06-01", None): "Fabrikam Robotics"}
 
 
-async def test_bare_entities_never_outrank_described_ones(memory, group):
+async def test_bare_entities_never_outrank_described_ones(mem, group):
+    memory = mem
     await memory.add_episode(group, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-01"))
     await memory.add_episode(group, "Hello there.", actor="Sam", reference_time=utc("2024-01-02"))
     results = await memory.search("Sam Acme Corp", group_ids=[group])
@@ -367,3 +368,26 @@ async def test_offline_event_is_rendered_on_its_day(memory, group):
     now = await memory.context("Maya", group_ids=[group])  # a past event stays in view
     assert "- Maya visited Lisbon. (on 2024-03-09)" in now
     assert "- Maya works for Acme Corp. (Date range: 2024-03-10 09:05 UTC - present)" in now
+
+
+async def test_llm_context_budget_facts_first(alice):
+    memory, group = alice["memory"], alice["group"]
+    for as_of in (None, utc("2022-09-01")):
+        for n in (200, 300, 400, 700, 1500):
+            text = await memory.context("Where does Alice work and live?", group_ids=[group], max_chars=n,
+                                        episodes=True, filters=SearchFilters(as_of=as_of))
+            assert len(text) <= n
+            if n >= 300:
+                assert re.search(r"^- Alice .*\((Date range:|on) ", text, re.MULTILINE), text
+
+
+async def test_llm_dates_are_utc_whatever_the_session_time_zone(db_dsn, alice):
+    memory, group = alice["memory"], alice["group"]
+    utc_text = await memory.context("Where does Alice work and live?", group_ids=[group], episodes=True)
+    pool = await create_pool(db_dsn + "&timezone=America/Los_Angeles")
+    try:
+        other = Memory(pool, HashEmbedder(), memory.extractor)
+        text = await other.context("Where does Alice work and live?", group_ids=[group], episodes=True)
+    finally:
+        await pool.close()
+    assert "2024-01-20 00:00 UTC" in text and text == utc_text  # Denver, from midnight UTC

@@ -16,6 +16,7 @@ import uuid
 import psycopg
 import pytest
 
+from pgmemory.search.candidates import SEARCH_ONE
 from pgmemory.search.config import RECIPES
 from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
@@ -127,8 +128,7 @@ async def test_one_group_calls_run_as_one_task_on_one_worker(memory, group):
     async with memory.pool.acquire() as conn:
         plans = {}
         for name, statement, args in [
-            ("search", "EXPLAIN SELECT * FROM pgmemory.search_group($1, 'where does Alice work', NULL, '{}')",
-             (group,)),
+            ("search", "EXPLAIN " + SEARCH_ONE, (group, "where does Alice work", None, {})),
             ("apply", "EXPLAIN SELECT pgmemory.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
             ("delete", "EXPLAIN SELECT pgmemory.delete_episode($1, $2)", (group, uuid.uuid4())),
         ]:
@@ -187,3 +187,53 @@ def test_without_the_vendored_source_the_reason_names_what_is_missing(tmp_path, 
     with pytest.raises(CitusUnavailable, match=r"no vendored Citus source at .*PGMEMORY_CITUS_SOURCE.*"
                                                r"citus/build-citus\.sh.*PGMEMORY_CITUS_DSN"):
         shared_folder()
+
+
+def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
+    """The tenant policies (sql/catalog/tenancy.sql) hold on the cluster: a login granted one
+    group reads only that group's rows, through tables and through a delegated function."""
+    from pgmemory.storage import grants
+
+    a, b = f"{group}-a", f"{group}-b"
+    role = f"login_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn) as conn:
+        for g in (a, b):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Ann', 'works for', 'Acme', 'Ann works for Acme.')", (g,))
+        conn.commit()
+        grants.grant(conn, role, [a], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+    try:
+        with psycopg.connect(login, autocommit=True) as conn:
+            seen = {r[0] for r in conn.execute(
+                "SELECT group_id FROM pgmemory.facts WHERE group_id IN (%s, %s)", (a, b)).fetchall()}
+            assert seen == {a}
+            assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (b,)).fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (a,)).fetchone()[0] == 1
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_row_level_security_holds_on_the_cluster(conn, citus_dsn, group):
+    """A login granted one group sees none of another's rows on the cluster either."""
+    from pgmemory.storage import grants
+
+    other, role = f"{group}-other", f"rls_{uuid.uuid4().hex[:8]}"
+    for g in (group, other):
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.')", (g,))
+    conn.commit()
+    grants.grant(conn, role, [group], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
+    try:
+        with psycopg.connect(**{**info, "user": role, "password": "pw"}) as login:
+            seen = login.execute("SELECT group_id, count(*) FROM pgmemory.facts WHERE group_id = ANY (%s)"
+                                 " GROUP BY 1", ([group, other],)).fetchall()
+            view = login.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
+                                 (other,)).fetchone()
+        assert seen == [(group, 1)] and view == (0,)
+    finally:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+        conn.commit()

@@ -107,6 +107,38 @@ def test_retry_with_nothing_to_do(db_dsn):
     assert result.returncode == 0 and "0 ingested" in result.stdout
 
 
+def test_cli_reads_bare_dates_as_utc_with_the_llm_extractor(db_dsn, group, tmp_path, fake_openai):
+    """Issue 18.8 in the LLM mode: episodes extracted through the (fake) LLM by `pgmemory ingest`,
+    then asked with bare --as-of / --known-at dates, read as UTC."""
+    from bench.scripted_llm import ScriptedModel
+
+    fake_openai.responder = ScriptedModel()
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [
+        {"content": "I work at Acme Corp.", "actor": "Zoe", "reference_time": "2023-01-01T00:00:00Z"},
+        {"content": "I left Acme Corp and now work at Globex.", "actor": "Zoe",
+         "reference_time": "2024-01-01T00:00:00Z"}])
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash",
+           "PGMEMORY_LLM_BASE_URL": fake_openai.base_url, "PGMEMORY_LLM_API_KEY": "test",
+           "PGMEMORY_LLM_MODEL": "fake"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+    assert cli("ingest", str(data)).returncode == 0
+    assert any(r.path.endswith("/chat/completions") for r in fake_openai.requests)  # the LLM extracted
+    query = ("search", "where does Zoe work", "--group", group, "--json")
+
+    def employers(*args):
+        out = cli(*query, *args)
+        assert out.returncode == 0, out.stderr
+        return [f["target"] for f in json.loads(out.stdout)["facts"] if f["relation"] == "WORKS_FOR"]
+    assert employers() == ["Globex"]
+    assert employers("--as-of", "2023-06-01") == employers("--as-of", "2023-06-01T00:00:00Z") == ["Acme Corp"]
+    assert employers("--as-of", "2023-12-31T23:00") == ["Acme Corp"]  # 23:00 UTC, not local time
+    assert employers("--known-at", "2000-01-01") == []  # nothing was known yet
+    assert "UTC" in cli("search", "--help").stdout
+
 
 def test_communities_bad_group_is_one_line(capsys):
     from pgmemory.surfaces.cli import main

@@ -7,13 +7,17 @@ import random
 import re
 import uuid
 
+from datetime import datetime
+
 import psycopg
+import pydantic
 import pytest
 from psycopg import sql
 
-from pgmemory import InvalidInput
+from pgmemory import InvalidInput, SearchFilters
 from pgmemory.ingest.episode import episode_uuid
-from tests.belief import believed, ingest, summaries, targets
+from tests.belief import believed, clock, entities, ingest, summaries, targets
+from tests.test_as_of_answers import _fact, _llm_memory
 
 STORY = [
     ("r1", "2020-01-10", "I work at Acme Corp and I live in Boston."),
@@ -26,6 +30,8 @@ STORY = [
     ("r8", "2022-01-10", "I moved back to Boston."),
     ("r9", "2024-01-15", "I no longer work at Acme Corp."),
     ("r10", "2020-05-05", "My sister Carol lives in Lima."),
+    ("r11", "2021-04-01", "I visited Zed Labs."),
+    ("r12", "2022-07-01", "I like Zed Labs Inc."),  # the same entity, renamed to the fuller name
 ]
 
 
@@ -34,18 +40,30 @@ def sentences(summary: str) -> set[str]:
     return {s for s in re.split(r"(?<=\.) ", summary) if s}
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 async def test_retract_equals_never_ingested(mem, group, seed):
+    """Ingest all, then retract (even seeds) or erase (odd seeds) a random subset == ingest only the rest."""
     rng = random.Random(seed)
     retracted = set(rng.sample([eid for eid, _, _ in STORY], rng.randint(1, 5)))
+    erase = seed % 2 == 1
     await ingest(mem, group, STORY)
+    before = {rel: await targets(mem, group, rel) for rel in ("WORKS_FOR", "LIVES_IN", "LIKES")}
+    known = await clock(mem)
     for eid in sorted(retracted):
-        await mem.delete_episode(group, eid)
+        await mem.delete_episode(group, eid, erase=erase)
+    if not erase:  # what we believed before the retracts still answers (history kept)
+        assert {rel: await targets(mem, group, rel, known_at=known) for rel in before} == before
+    else:  # one believed version per fact at any moment of transaction time, history rewritten or not
+        async with mem.pool.acquire() as conn:
+            assert await conn.fetchval(
+                "SELECT count(*) FROM pgmemory.facts a JOIN pgmemory.facts b ON a.id = b.id"
+                " AND a.version_id < b.version_id AND a.recorded && b.recorded WHERE a.group_id = $1", group) == 0
     rest = f"{group}-rest"
     await ingest(mem, rest, [e for e in STORY if e[0] not in retracted])
     assert await believed(mem, group) == await believed(mem, rest), f"retracted {sorted(retracted)}"
     got, want = await summaries(mem, group), await summaries(mem, rest)
     assert {k: sentences(v) for k, v in got.items()} == {k: sentences(v) for k, v in want.items()}
+    assert await entities(mem, group) == await entities(mem, rest)  # names, labels, attributes
 
 
 def tag(group: str) -> str:
@@ -109,7 +127,8 @@ async def test_erase_leaves_no_trace(mem, group, db_dsn):
     assert set(log[0].keys()) == {"group_id", "episode_id", "erased_at", "facts_affected", "entities_affected"}
 
 
-async def test_retract_keeps_the_text_in_history_but_erase_does_not(memory, group, db_dsn):
+async def test_retract_keeps_the_text_in_history_but_erase_does_not(mem, group, db_dsn):
+    memory = mem
     lima, paris = f"Lima {tag(group)}", f"Paris {tag(group)}"
     await ingest(memory, group, [
         ("a", "2020-01-01", f"I like {lima}."), ("b", "2020-02-01", f"My sister Carol lives in {lima}."),
@@ -121,9 +140,20 @@ async def test_retract_keeps_the_text_in_history_but_erase_does_not(memory, grou
     assert await targets(memory, group, "LIKES") == set()
     assert rows_containing(db_dsn, f"Alice likes {paris}") == []
     assert rows_containing(db_dsn, f"like {paris}") == []
+    # A user's deletion request after a retract: the retracted episode can still be erased.
+    await memory.delete_episode(group, "a", erase=True)
+    assert rows_containing(db_dsn, f"Alice likes {lima}") == []
+    assert await targets(memory, group, "LIVES_IN") == {paris}
+    with pytest.raises(InvalidInput, match="does not exist"):
+        await memory.delete_episode(group, "a", erase=True)  # erased: nothing left to find
+    async with memory.pool.acquire() as conn:
+        log = await conn.fetch("SELECT episode_id FROM pgmemory.erasures WHERE group_id = $1 ORDER BY erased_at",
+                               group)
+    assert [r["episode_id"] for r in log] == [episode_uuid(group, "c"), episode_uuid(group, "a")]
 
 
-async def test_delete_is_scoped_by_group(memory, group):
+async def test_delete_is_scoped_by_group(mem, group):
+    memory = mem
     await ingest(memory, group, [("x", "2020-01-01", "I work at Acme Corp.")])
     eid = episode_uuid(group, "x")
     with pytest.raises(InvalidInput, match="does not exist in group"):
@@ -135,6 +165,183 @@ async def test_delete_is_scoped_by_group(memory, group):
     with pytest.raises(InvalidInput, match="does not exist"):
         await memory.delete_episode(group, uuid.uuid4())
     out = await memory.delete_episode(group, eid)
-    # Entities only it mentioned go, with every version of their facts.
+    # Entities only it introduced are retired, their facts withdrawn.
     assert (out.entities_removed, out.facts_removed) == (2, 1)
     assert await targets(memory, group, "WORKS_FOR") == set()
+
+
+async def test_retract_retires_entities_it_alone_introduced(mem, group, db_dsn):
+    lima = f"Lima {tag(group)}"
+    known = await ingest(mem, group, [("a", "2020-01-10", "I work at Acme Corp."),
+                                      ("b", "2020-05-05", f"My sister Carol lives in {lima}.")])
+    out = await mem.delete_episode(group, "b")
+    assert (out.entities_removed, out.facts_removed) == (2, 2)  # Carol and Lima, retired with 2 facts
+    # Now: gone from facts, entities, search and context.
+    assert await targets(mem, group, "LIVES_IN") == set()
+    assert {"Carol", lima} & set(await summaries(mem, group)) == set()
+    found = await mem.search(f"Carol {lima}", group_ids=group, limit=20)
+    assert {e.name for e in found.entities} & {"Carol", lima} == set()
+    assert lima not in await mem.context(f"Carol {lima}", group_ids=group)
+    # Known before the retract: still believed then, entity and fact (history kept).
+    assert await targets(mem, group, "LIVES_IN", known_at=known["b"]) == {lima}
+    assert await targets(mem, group, "LIVES_IN", as_of="2021-01-01", known_at=known["b"]) == {lima}
+    assert await targets(mem, group, "LIVES_IN", known_at=known["a"]) == set()
+    then = await mem.search(f"Carol {lima}", group_ids=group, limit=20,
+                            filters=SearchFilters(known_at=known["b"]))
+    assert lima in {e.name for e in then.entities}
+    assert f"Carol lives in {lima}" in await mem.context(f"Carol {lima}", group_ids=group,
+                                                          filters=SearchFilters(known_at=known["b"]))
+    where = rows_containing(db_dsn, lima)
+    assert "pgmemory.facts.fact" in where and not [w for w in where if w.startswith("pgmemory_graph.")]
+    # A later mention makes a new, believed entity: as if "b" had never been ingested.
+    await ingest(mem, group, [("c", "2021-02-02", f"I visited {lima}.")])
+    assert await targets(mem, group, "VISITED") == {lima}
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [("a", "2020-01-10", "I work at Acme Corp."), ("c", "2021-02-02", f"I visited {lima}.")])
+    assert await summaries(mem, group) == await summaries(mem, rest)
+    assert await entities(mem, group) == await entities(mem, rest)
+    # Erased later (a deletion request after the retract): the retired entities and their history go.
+    out = await mem.delete_episode(group, "b", erase=True)
+    assert (out.erased, out.entities_removed) == (True, 2)
+    assert rows_containing(db_dsn, f"Carol lives in {lima}") == []
+    async with mem.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"
+                                   " AND retired_at IS NOT NULL", group) == 0
+    assert await targets(mem, group, "LIVES_IN", known_at=known["b"]) == set()  # history rewritten
+    assert await summaries(mem, group) == await summaries(mem, rest)
+
+
+@pytest.mark.parametrize("erase", [False, True])
+async def test_delete_undoes_a_rename(mem, group, db_dsn, erase):
+    zed = f"Zed {tag(group)} Labs"
+    known = await ingest(mem, group, [("a", "2020-01-10", f"I work at {zed}."),
+                                      ("b", "2020-02-01", f"I like {zed} Inc.")])
+    assert set(await summaries(mem, group)) == {"Alice", f"{zed} Inc"}  # one entity, renamed by "b"
+    await mem.delete_episode(group, "b", erase=erase)
+    assert set(await summaries(mem, group)) == {"Alice", zed}
+    assert await targets(mem, group, "WORKS_FOR") == {zed}
+    found = await mem.search(zed, group_ids=group, limit=20)
+    assert zed in {e.name for e in found.entities}  # its name embedding is of the name it has now
+    async with mem.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"
+                                   " AND name_embedding IS NULL", group) == 0
+    then = await targets(mem, group, "WORKS_FOR", known_at=known["b"])
+    if erase:  # history rewritten: it was never said
+        assert then == {zed}
+        assert rows_containing(db_dsn, f"{zed} Inc") == []
+    else:  # retract: what we believed then still answers
+        assert then == {f"{zed} Inc"}
+        assert await targets(mem, group, "WORKS_FOR", known_at=known["a"]) == {zed}
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [("a", "2020-01-10", f"I work at {zed}.")])
+    assert await summaries(mem, group) == await summaries(mem, rest)
+    assert await entities(mem, group) == await entities(mem, rest)
+
+
+async def test_erase_rewrites_only_what_the_episode_wrote(mem, group, db_dsn):
+    globex = f"Globex {tag(group)}"
+    known = await ingest(mem, group, [
+        ("j1", "2020-01-10", "I work at Acme Corp."),
+        ("j2", "2021-03-01", f"I left Acme Corp last week and now work at {globex}."),
+        ("j3", "2021-09-01", "I like jazz."),
+        ("j4", "2022-05-02", f"I left {globex} last week and now work at Acme Corp.")])
+    history = ("SELECT v.entity_id, lower(v.recorded), v.name, v.summary FROM pgmemory.entity_versions v"
+               " WHERE v.group_id = $1 AND lower(v.recorded) < $2")
+    async with mem.pool.acquire() as conn:
+        entity_history = set(await conn.fetch(history, group, known["j3"]))
+    await mem.delete_episode(group, "j4", erase=True)
+    async with mem.pool.acquire() as conn:  # entity states recorded before j4 are all kept
+        assert set(await conn.fetch(history, group, known["j3"])) == entity_history
+        # Each entity's history has no gap: its versions meet each other and its current state.
+        for e in await conn.fetch("SELECT id, created_at, updated_at FROM pgmemory.entities WHERE group_id = $1",
+                                  group):
+            spans = [r[0] for r in await conn.fetch("SELECT recorded FROM pgmemory.entity_versions"
+                                                    " WHERE entity_id = $1 ORDER BY lower(recorded)", e["id"])]
+            bounds = [e["created_at"]] + [b for r in spans for b in (r.lower, r.upper)] + [e["updated_at"]]
+            assert bounds[0::2] == bounds[1::2], e["id"]
+    assert rows_containing(db_dsn, f"left {globex}") == []  # said only by j4
+    assert await targets(mem, group, "WORKS_FOR") == {globex}
+    # History before j4 is untouched...
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j1"]) == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j2"]) == {globex}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2020-06-01", known_at=known["j3"]) == {"Acme Corp"}
+    # ...and since j4 we believed what we would have believed without it.
+    assert await targets(mem, group, "WORKS_FOR", known_at=known["j4"]) == {globex}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2023-01-01", known_at=known["j4"]) == {globex}
+    async with mem.pool.acquire() as conn:
+        # One believed version per fact at any moment, and Globex believed without a gap since j2.
+        rows = await conn.fetch(
+            "SELECT f.id, f.recorded FROM pgmemory.facts f WHERE f.group_id = $1 AND f.relation = 'WORKS_FOR'"
+            " ORDER BY f.id, lower(f.recorded)", group)
+        spans = {}
+        for r in rows:
+            spans.setdefault(r["id"], []).append(r["recorded"])
+        for versions in spans.values():
+            assert all(a.upper == b.lower for a, b in zip(versions, versions[1:]))
+
+
+class Company(pydantic.BaseModel):
+    """An organisation (a custom entity type: its fields become attributes)."""
+
+    industry: str | None = None
+    headcount: int | None = None
+
+
+def _company(name, summary, **attributes):
+    return {"name": name, "type": "Company", "summary": summary, "attributes": attributes}
+
+
+def acme_story(acme: str) -> list:
+    """(reference time, text, scripted extraction reply): the second renames and re-describes `acme`."""
+    alice = {"name": "Alice", "type": None, "summary": "", "attributes": {}}
+    return [
+        ("2024-01-01T00:00:00+00:00", f"I work at {acme}.", {
+            "entities": [alice, _company(acme, "A robotics company.", industry="robotics")],
+            "facts": [_fact("Alice", acme, "WORKS_FOR", f"Alice works for {acme}.", "2024-01-01T00:00:00Z")]}),
+        ("2024-02-01T00:00:00+00:00", f"{acme} Inc, where I work, makes toys now with 500 people.", {
+            "entities": [alice, _company(f"{acme} Inc", f"A toy maker {acme}.", industry=f"toys {acme}",
+                                         headcount=500)],
+            "facts": [_fact("Alice", f"{acme} Inc", "WORKS_FOR", f"Alice works for {acme} Inc.")]}),
+    ]
+
+
+@pytest.mark.parametrize("erase", [False, True])
+async def test_delete_undoes_an_llm_rename_and_attribute_merge(db_dsn, fake_openai, group, erase):
+    acme = f"Acme {tag(group)}"
+    story = acme_story(acme)
+    memory = await _llm_memory(db_dsn, fake_openai, story)
+    rest = f"{group}-rest"
+    try:
+        known = {}
+        for g, episodes in ((group, story), (rest, story[:1])):
+            for i, (when, text, _) in enumerate(episodes):
+                await memory.add_episode(g, text, actor="Alice", reference_time=datetime.fromisoformat(when),
+                                         episode_id=f"e{i}", entity_types={"Company": Company})
+                known[(g, i)] = await clock(memory)
+        toys = f"toys {acme}"
+        merged = (await entities(memory, group))[f"{acme} Inc"]
+        assert merged[1] == {"industry": toys, "headcount": 500}  # renamed, attributes merged
+        await memory.delete_episode(group, "e1", erase=erase)
+        assert await entities(memory, group) == await entities(memory, rest)
+        assert (await entities(memory, group))[acme] == (frozenset({"Entity", "Company"}), {"industry": "robotics"})
+        assert await summaries(memory, group) == await summaries(memory, rest)
+        then = await memory.search(acme, group_ids=group, limit=20, filters=SearchFilters(known_at=known[(group, 1)]))
+        acme_then = [(e.name, e.attributes) for e in then.entities if e.name.startswith("Acme")]
+        if erase:  # never said: no trace of the name, the description or the attributes
+            for needle in (f"{acme} Inc", f"A toy maker {acme}", toys):
+                assert rows_containing(db_dsn, needle) == [], needle
+            assert acme_then == [(acme, {"industry": "robotics"})]
+        else:  # retract: what we believed then is still answerable
+            assert acme_then == [(f"{acme} Inc", {"industry": toys, "headcount": 500})]
+    finally:
+        await memory.close()
+
+
+async def test_delete_restores_the_name_an_entity_was_created_with_through_add_fact(mem, group):
+    zed = f"Zed {tag(group)} Labs"
+    await mem.add_fact(group, "Alice", "WORKS_FOR", zed, f"Alice works for {zed}.", valid_from="2020-01-01T00:00:00Z")
+    await ingest(mem, group, [("b", "2020-02-01", f"I like {zed} Inc.")])
+    assert f"{zed} Inc" in await summaries(mem, group)  # renamed by "b"
+    await mem.delete_episode(group, "b", erase=True)
+    assert set(await summaries(mem, group)) == {"Alice", zed}
+    assert await targets(mem, group, "WORKS_FOR") == {zed}

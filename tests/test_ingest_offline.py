@@ -177,8 +177,19 @@ async def test_delete_episode_cascades(memory, group):
     assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Fay", "WORKS_FOR", "Acme Corp")}
     out = await memory.delete_episode(group, "a")
     assert out.entities_removed == 2
+    believed = {"episodes": "true", "entities": "retired_at IS NULL", "facts": "upper_inf(recorded)",
+                "episode_mentions": "true", "fact_episodes": "true"}
     async with memory.pool.acquire() as conn:
-        for table in ("episodes", "entities", "facts", "episode_mentions", "fact_episodes"):
+        # Retracted: nothing is believed; the retired entities and their facts' versions stay as history.
+        for table, now in believed.items():
+            assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1 AND {now}",
+                                       group) == 0
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.graph_vertices v JOIN pgmemory.entities e"
+                                   " ON e.id = v.node_id WHERE e.group_id = $1", group) == 0  # not mirrored
+    for eid in ("a", "b"):  # erased later: no history either
+        await memory.delete_episode(group, eid, erase=True)
+    async with memory.pool.acquire() as conn:
+        for table in (*believed, "retractions"):
             assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0
         assert await conn.fetchval(
             "SELECT count(*) FROM pgmemory.graph_vertices v WHERE NOT EXISTS"
@@ -203,7 +214,9 @@ async def test_delete_keeps_history_when_entities_remain(memory, group):
 
 async def test_erase_group(memory, group):
     await memory.add_episode(group, "I work at Acme Corp.", actor="Hal", reference_time=utc("2024-01-01"))
+    await memory.add_episode(group, "I like jazz.", actor="Hal", reference_time=utc("2024-01-02"), episode_id="j")
+    await memory.delete_episode(group, "j")  # retracted: a tombstone and a retired entity
     assert await memory.erase_group(group) == 1
     async with memory.pool.acquire() as conn:
-        for table in ("episodes", "entities", "facts", "entity_versions"):
+        for table in ("episodes", "entities", "facts", "entity_versions", "retractions", "fact_claims"):
             assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0

@@ -175,3 +175,17 @@ async def check_stored(memory, group) -> None:
         await conn.execute("UPDATE pgmemory.entities SET name = 'Acme Corporation'"
                            " WHERE group_id = $1 AND name = 'Acme Corp'", group)
     assert await stored_name_vectors(memory.pool, group, ["Acme Corporation"]) == {}
+
+
+def test_init_exports_the_onnx_graph_so_no_query_waits(empty_dsn, tmp_path, monkeypatch) -> None:
+    """Model setup happens at `pgmemory init` (once per cache directory), not at the first query."""
+    env = {**os.environ, "PGMEMORY_DSN": empty_dsn, "PGMEMORY_EMBEDDER": "local", "PGMEMORY_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "init"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    graphs = list((tmp_path / "onnx").glob("*.onnx"))
+    assert len(graphs) == 1
+    assert f"local embedder:  onnx, graph exported at {graphs[0]}" in run.stdout
+    monkeypatch.setenv("PGMEMORY_CACHE_DIR", str(tmp_path))
+    assert LocalEmbedder().prepare() == f"onnx, graph cached at {graphs[0]}"
+    assert LocalEmbedder(runtime="torch").prepare() == "torch"

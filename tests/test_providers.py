@@ -207,7 +207,26 @@ async def test_openai_embedder(fake_openai: FakeOpenAI) -> None:
     assert len(fake_openai.requests) == 2
     body = fake_openai.requests[-1].body
     assert fake_openai.requests[-1].path == "/v1/embeddings"
-    assert body == {"model": "embed-test", "input": texts, "encoding_format": "float"}
+    # A repeated text is sent once.
+    assert body == {"model": "embed-test", "input": ["alpha", "beta"], "encoding_format": "float"}
+
+
+async def test_openai_embedder_reuses_hot_texts(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script_embeddings(Vectors(8), Vectors(8))
+    emb = OpenAIEmbedder(model="embed-test", dim=8, base_url=fake_openai.base_url, base_delay=0.01)
+    first = await emb.embed(["Alice", "Acme Corp"])
+    again = await emb.embed(["Acme Corp", "Alice", "Acme Corp"])  # all cached: no request
+    assert again == [first[1], first[0], first[1]] and len(fake_openai.requests) == 1
+    mixed = await emb.embed(["Globex", "Alice"])  # only the new text is sent
+    assert mixed[1] == first[0] and fake_openai.requests[-1].body["input"] == ["Globex"]
+    off = OpenAIEmbedder(model="embed-test", dim=8, base_url=fake_openai.base_url, cache_entries=0)
+    fake_openai.script_embeddings(Vectors(8), Vectors(8))
+    await off.embed(["Alice"])
+    await off.embed(["Alice"])
+    assert len(fake_openai.requests) == 4  # PGMEMORY_EMBED_CACHE=0: no reuse across calls
+    remote = embedder_from_env({"PGMEMORY_EMBEDDER": "openai", "PGMEMORY_EMBED_BASE_URL": fake_openai.base_url,
+                                "PGMEMORY_EMBED_DIM": "8", "PGMEMORY_EMBED_CACHE": "7"})
+    assert remote.cache.max_entries == 7
 
 
 async def test_openai_embedder_wrong_dim_and_exhaustion(fake_openai: FakeOpenAI) -> None:

@@ -374,6 +374,9 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "entity_updates": updates,
         "mentions": [str(r.id) for r in unique],
         "mention_summaries": {str(r.id): r.entity.summary for r in unique if r.entity.summary},
+        "mention_details": {str(r.id): {
+            "said_name": r.entity.name, "renamed_to": r.name if r.renamed else None,
+            "labels": list(r.entity.labels), "attributes": r.entity.attributes} for r in unique},
         "claims": claims,
         "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens},

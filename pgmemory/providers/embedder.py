@@ -140,6 +140,14 @@ class LocalEmbedder:
         self.cache = EmbeddingCache(cache_entries)
         self._model: local_model.LocalModel | None = None
 
+    def prepare(self) -> str:
+        """Set the model up ahead of use (`pgmemory init`): the ONNX graph is exported into the
+        cache now rather than at the first query. Returns what will run, in words."""
+        try:
+            return local_model.prepare(self.runtime)
+        except local_model.LocalModelError as exc:
+            raise EmbeddingError(str(exc)) from exc
+
     async def model(self) -> local_model.LocalModel:
         """The loaded model (loaded in a worker thread on first use, once per process and setting)."""
         if self._model is None:
@@ -174,7 +182,10 @@ class LocalEmbedder:
 
 
 class OpenAIEmbedder:
-    """An OpenAI-compatible /embeddings endpoint, with the LLM client's retry policy."""
+    """An OpenAI-compatible /embeddings endpoint, with the LLM client's retry policy. Like the local
+    embedder (the same ``embed_reusing``), one call's repeated texts are sent once and hot texts
+    come from an in-process LRU of ``cache_entries`` (0: off), so names and repeated queries cost
+    no request."""
 
     def __init__(
         self,
@@ -187,6 +198,7 @@ class OpenAIEmbedder:
         max_retries: int = 4,
         base_delay: float = 0.5,
         max_concurrency: int = 8,
+        cache_entries: int = DEFAULT_CACHE_ENTRIES,
     ) -> None:
         if dim < 1:
             raise ValueError(f"OpenAIEmbedder dim must be >= 1, got {dim}")
@@ -198,6 +210,7 @@ class OpenAIEmbedder:
         self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
         self._client = openai_client(base_url, api_key, timeout)
         self._semaphore = asyncio.Semaphore(max_concurrency)
+        self.cache = EmbeddingCache(cache_entries)
 
     @property
     def endpoint(self) -> str:
@@ -205,6 +218,12 @@ class OpenAIEmbedder:
         return str(self._client.base_url)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order; repeated and cached texts are not sent."""
+        if not texts:
+            return []
+        return await embed_reusing(list(texts), self.cache, self._request)
+
+    async def _request(self, texts: list[str]) -> list[list[float]]:
         """Embed in batches, concurrently up to the semaphore, keeping input order."""
         batches = [texts[i : i + _REMOTE_BATCH] for i in range(0, len(texts), _REMOTE_BATCH)]
         results = await asyncio.gather(*(self._embed_batch(b) for b in batches))
@@ -273,13 +292,14 @@ def embedder_from_env(environ: Mapping[str, str] | None = None) -> Embedder:
     """Pick the embedder named by PGMEMORY_EMBEDDER: local (default), openai or hash."""
     env = os.environ if environ is None else environ
     kind = (env.get("PGMEMORY_EMBEDDER") or "local").strip().lower()
+    cache = _env_count(env, "PGMEMORY_EMBED_CACHE", 0) if kind in ("local", "openai") else None
+    cache_entries = DEFAULT_CACHE_ENTRIES if cache is None else cache
     if kind == "local":
-        cache = _env_count(env, "PGMEMORY_EMBED_CACHE", 0)
         return LocalEmbedder(
             threads=_env_count(env, "PGMEMORY_EMBED_THREADS", 1),
             workers=_env_count(env, "PGMEMORY_EMBED_WORKERS", 1),
             runtime=(env.get("PGMEMORY_EMBED_RUNTIME") or "auto").strip().lower(),
-            cache_entries=DEFAULT_CACHE_ENTRIES if cache is None else cache,
+            cache_entries=cache_entries,
         )
     if kind == "hash":
         return HashEmbedder(_env_dim(env, LOCAL_DIM))
@@ -296,5 +316,6 @@ def embedder_from_env(environ: Mapping[str, str] | None = None) -> Embedder:
             dim=_env_dim(env, None),
             base_url=base_url,
             api_key=api_key,
+            cache_entries=cache_entries,
         )
     raise EmbeddingError(f"PGMEMORY_EMBEDDER must be local, openai or hash, got {kind!r}")

@@ -147,6 +147,29 @@ class LocalModel:
                 self._active -= 1
 
 
+def prepare(runtime: str) -> str:
+    """Model setup, done by `pgmemory init`: export the ONNX graph into the cache now (from the
+    packaged weights, checked against torch; about 15 s once), so no query waits for it. Returns
+    what the embedder will run, in words. With runtime 'auto', a failed export means torch."""
+    if runtime not in RUNTIMES:
+        raise LocalModelError(f"the local embedder's runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if runtime == "torch":
+        return "torch"
+    from pgmemory.providers.onnx_export import exported_model, exported_path
+
+    try:
+        if not onnx_available():
+            raise LocalModelError("onnxruntime is not installed")
+        directory = model_dir()
+        cached = exported_path(directory).exists()
+        path = exported_model(directory)
+    except Exception as exc:  # noqa: BLE001 - as in _load_runtime: auto falls back to torch
+        if runtime == "onnx":
+            raise LocalModelError(f"ONNX Runtime cannot run the local model: {exc}") from exc
+        return f"torch (ONNX unavailable: {exc})"
+    return f"onnx, graph {'cached' if cached else 'exported'} at {path}"
+
+
 def load(runtime: str, threads: int) -> LocalModel:
     """The process's model for this runtime and thread count, loaded on first use."""
     if runtime not in RUNTIMES:

@@ -42,9 +42,12 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     metadata = opts.get("metadata")
     if metadata:  # a filter on the candidate pool, so the pool is widened first
         opts = {**opts, "candidates": min(opts.get("candidates", 30) * METADATA_WIDEN, 1000)}
-    function, groups = (SEARCH_ONE, group_ids[0]) if len(group_ids) == 1 else (SEARCH_MANY, group_ids)
+    statement, groups = (SEARCH_ONE, group_ids[0]) if len(group_ids) == 1 else (SEARCH_MANY, group_ids)
+    args = [groups, query, vec, opts]
+    if metadata:  # only then a WHERE: Citus delegates a bare function call, not a filtered one
+        statement, args = statement + _METADATA, [*args, metadata]
     try:
-        rows = await conn.fetch(function, groups, query, vec, opts, metadata or None, timeout=limit)
+        rows = await conn.fetch(statement, *args, timeout=limit)
     except TimeoutError:
         raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
                               "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
@@ -55,12 +58,11 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     return results
 
 
-_METADATA = (" WHERE $5::jsonb IS NULL"
-             " OR pgmemory.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5)")
+_METADATA = " WHERE pgmemory.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5::jsonb)"
 SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
-              " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb) c" + _METADATA)
+              " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb) c")
 SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"
-               " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb) c" + _METADATA)
+               " FROM pgmemory.search_candidates($1, $2, $3::text::vector, $4::jsonb) c")
 METADATA_WIDEN = 4  # candidates per method read when a metadata filter will drop some
 
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}

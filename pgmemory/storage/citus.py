@@ -16,6 +16,9 @@ import psycopg
 from psycopg import sql as pgsql
 
 ANCHOR = "pgmemory.episodes"  # the co-location group every distributed table joins
+# Tables with a group_id column that are not per-group data: read across groups (by role),
+# so they are reference tables (a copy on every worker).
+GLOBAL_TABLES = {"pgmemory.role_groups"}
 GROUP_COLUMN = "group_id"
 GROUP_ARG = "p_group"
 
@@ -42,7 +45,7 @@ def _tables(conn: psycopg.Connection) -> list[tuple[str, bool]]:
         "  FROM pg_class c WHERE c.relnamespace = to_regnamespace('pgmemory') AND c.relkind IN ('r', 'p')"
         " ORDER BY c.relname", (GROUP_COLUMN,)).fetchall()
     refs = {name: set(deps) for name, _, deps in rows}
-    grouped = {name: has for name, has, _ in rows}
+    grouped = {name: has and name not in GLOBAL_TABLES for name, has, _ in rows}
     ordered: list[str] = [ANCHOR] if ANCHOR in refs else []
     pending = [n for n in sorted(refs) if n not in ordered]
     while pending:

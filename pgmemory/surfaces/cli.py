@@ -31,6 +31,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
+    prepare = getattr(embedder, "prepare", None)  # the local model: export its ONNX graph now, once
+    if prepare is not None:
+        print(f"  local embedder:  {prepare()}")
     return 0
 
 
@@ -186,7 +189,8 @@ def _cmd_delete_episode(args: argparse.Namespace) -> int:
             out = await memory.delete_episode(args.group, args.episode_id, erase=args.erase)
         print(f"{'erased' if out.erased else 'deleted'} episode {args.episode_id}: "
               f"{out.facts_retracted} facts retracted, {out.facts_changed} changed, "
-              f"{out.facts_removed} removed, {out.entities_removed} entities removed")
+              + (f"{out.facts_removed} removed, {out.entities_removed} entities removed" if out.erased else
+                 f"{out.facts_removed} withdrawn with {out.entities_removed} retired entities (history kept)"))
         return 0
     return asyncio.run(run())
 

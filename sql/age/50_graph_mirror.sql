@@ -129,9 +129,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgmemory.mirror_entity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.retired_at IS NOT NULL THEN  -- the mirror shows believed entities
         PERFORM pgmemory.graph_drop_vertex('Entity', OLD.id);
-        RETURN OLD;
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     PERFORM pgmemory.mirror_entity_row(NEW);
     RETURN NEW;
@@ -257,7 +257,7 @@ DECLARE
     n bigint := 0;
     k bigint;
 BEGIN
-    PERFORM pgmemory.mirror_entity_row(e) FROM pgmemory.entities e;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory.mirror_entity_row(e) FROM pgmemory.entities e WHERE e.retired_at IS NULL;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
@@ -290,7 +290,7 @@ DROP TRIGGER IF EXISTS mirror_episode ON pgmemory.episodes;
 CREATE TRIGGER mirror_episode AFTER INSERT OR DELETE ON pgmemory.episodes
     FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_episode();
 DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
-CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary OR DELETE
+CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary, retired_at OR DELETE
     ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
 CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary, ended_at OR DELETE

@@ -48,9 +48,13 @@ DECLARE
     r record;
     policy_sql text;
     policy_name name;
-    -- group_id or '*' among the visible groups: one initplan per table reference.
+    -- group_id or '*' among the visible groups: one initplan per table reference. Citus refuses
+    -- subqueries in policies of distributed tables: there the function is called per row.
     tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
 BEGIN
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        tenant := 'ARRAY[group_id, ''*''] && pgmemory.visible_groups()';
+    END IF;
     -- Roles: cluster-wide; another database of the cluster may be creating them right now.
     FOR r IN SELECT * FROM (VALUES ('pgmemory_app'), ('pgmemory_analyst'), ('pgmemory_reader')) AS t(role) LOOP
         IF to_regrole(r.role) IS NULL THEN

@@ -22,6 +22,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
       FROM pgmemory.entities e
      WHERE e.group_id = ANY (p_groups)
        AND (p_known_at IS NULL OR e.created_at <= p_known_at)
+       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
        AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
      ORDER BY e.name <@> to_bm25query(p_query, 'pgmemory.entities_bm25') LIMIT p_k
 $$;

@@ -57,6 +57,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            (SELECT pgmemory.or_tsquery(p_query) AS tq) q
      WHERE e.tsv @@ q.tq
        AND (p_known_at IS NULL OR e.created_at <= p_known_at)
+       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
        AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
