@@ -111,9 +111,10 @@ BEGIN
                 'CREATE POLICY own_grants ON pgmemory.role_groups FOR SELECT USING (role_name = current_user)'
             -- The servers' API keys (hashes and the groups each may use): read by a server's login,
             -- which sees every group (keys are looked up before a request is narrowed); written by
-            -- the owner only (`pgmemory keys`). The initplan form, as for tenant, suits Citus.
+            -- the owner only (`pgmemory keys`). No subquery (Citus refuses them in policies): the
+            -- table is small, so a call per row costs nothing.
             WHEN r.relname = 'api_keys' THEN
-                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && (SELECT pgmemory.visible_groups()))'
+                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && pgmemory.visible_groups())'
             -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
             WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
                 format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)
