@@ -346,3 +346,60 @@ async def test_connections_carry_the_request_groups(rest_dsn):
         assert seen == ['["group-a"]', '["group-b", "shared"]', ""]
     finally:
         await memory.close()
+
+
+@pytest.fixture(scope="module")
+def server_login(rest_dsn):
+    """A login subject to row-level security, granted every group (how a server should connect)."""
+    import uuid
+
+    import psycopg
+
+    from pgmemory.storage import grants
+
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"server_{tag}", f"pw-{tag}"
+    with psycopg.connect(rest_dsn) as conn:
+        grants.grant(conn, role, ["*"], kind="app", create_password=password)
+    info = psycopg.conninfo.conninfo_to_dict(rest_dsn)
+    yield f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    with psycopg.connect(rest_dsn, autocommit=True) as conn:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+
+
+async def test_on_a_restricted_login_the_database_narrows_each_request(rest_memory, server_login):
+    """The second wall: on a login under row-level security, a request narrowed to group A sees
+    nothing of B even when it asks for B (as a bug in the key check would), and the REST server
+    runs on such a login (keys readable, 403 for another group)."""
+    from pgmemory.storage.request_groups import NarrowToRequestGroups, narrow_to
+
+    await rest_memory.add_episode("wall-a", "I work at Alphacorp.", actor="Ada", reference_time="2024-01-01T00:00:00Z")
+    await rest_memory.add_episode("wall-b", "I work at Betacorp.", actor="Ben", reference_time="2024-01-01T00:00:00Z")
+    memory = await Memory.open(server_login, embedder=HashEmbedder(), extractor=RuleExtractor(),
+                               on_acquire=NarrowToRequestGroups())
+
+    async def search_as(request_groups, asked):
+        if request_groups is not None:
+            narrow_to(request_groups)
+        results = await memory.search("where does Ben work Betacorp", group_ids=asked)
+        return {h.group_id for kind in ("facts", "entities", "episodes") for h in getattr(results, kind)}
+    try:
+        assert await asyncio.create_task(search_as(None, ["wall-b"])) == {"wall-b"}  # granted '*': sees B
+        assert await asyncio.create_task(search_as(["wall-a"], ["wall-b"])) == set()
+        assert await asyncio.create_task(search_as(["wall-a"], ["wall-a", "wall-b"])) <= {"wall-a"}
+    finally:
+        await memory.close()
+
+    _, key = await create_key(rest_memory.pool, "wall", read=["wall-a"], write=[])
+    app = create_app(worker_concurrency=0, open_options={"dsn": server_login, "embedder": HashEmbedder(),
+                                                         "extractor": RuleExtractor()})
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            headers = {"Authorization": f"Bearer {key}"}
+            found = (await client.post("/v1/search", headers=headers, json={
+                "query": "where does Ada work Alphacorp", "group_ids": ["wall-a"]})).json()
+            assert any("Alphacorp" in f["fact"] for f in found["facts"])
+            assert error(await client.post("/v1/search", headers=headers, json={
+                "query": "Betacorp", "group_ids": ["wall-b"]})) == (403, "forbidden")

@@ -63,7 +63,7 @@ def test_every_table_has_row_level_security(conn):
     assert len(rows) >= 17
     assert [name for name, rls, _, _ in rows if not rls] == []
     expected = {"settings": ["readable"], "schema_migrations": ["readable"], "role_groups": ["own_grants"],
-                "graph_vertices": ["mirror"], "graph_edges": ["mirror"]}
+                "graph_vertices": ["mirror"], "graph_edges": ["mirror"], "api_keys": ["servers"]}
     for name, _, tenant, policies in rows:
         assert policies == expected.get(name, ["tenant"] if tenant else []), name
 

@@ -16,6 +16,7 @@ import asyncpg
 
 from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.ingest.episode import validate_group_id
+from pgmemory.storage.request_groups import REQUEST_GROUPS
 
 PREFIX = "pgm_"
 CACHE_SECONDS = 10.0
@@ -116,8 +117,12 @@ class KeyStore:
         hit = self._cache.get(digest)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
             return hit[1]
-        row = await self.pool.fetchrow("SELECT id, name, read_groups, write_groups FROM pgmemory.api_keys"
-                                       " WHERE secret_hash = $1 AND revoked_at IS NULL", digest)
+        outside = REQUEST_GROUPS.set(None)  # keys are read before, and never under, a request's narrowing
+        try:
+            row = await self.pool.fetchrow("SELECT id, name, read_groups, write_groups FROM pgmemory.api_keys"
+                                           " WHERE secret_hash = $1 AND revoked_at IS NULL", digest)
+        finally:
+            REQUEST_GROUPS.reset(outside)
         key = ApiKey(row["id"], row["name"], tuple(row["read_groups"]), tuple(row["write_groups"])) if row else None
         if len(self._cache) > 10_000:
             self._cache.clear()

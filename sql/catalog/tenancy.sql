@@ -109,6 +109,12 @@ BEGIN
                 format('CREATE POLICY readable ON pgmemory.%I FOR SELECT USING (true)', r.relname)
             WHEN r.relname = 'role_groups' THEN
                 'CREATE POLICY own_grants ON pgmemory.role_groups FOR SELECT USING (role_name = current_user)'
+            -- The servers' API keys (hashes and the groups each may use): read by a server's login,
+            -- which sees every group (keys are looked up before a request is narrowed); written by
+            -- the owner only (`pgmemory keys`). No subquery (Citus refuses them in policies): the
+            -- table is small, so a call per row costs nothing.
+            WHEN r.relname = 'api_keys' THEN
+                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && pgmemory.visible_groups())'
             -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
             WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
                 format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)
@@ -117,7 +123,7 @@ BEGIN
         END;
         FOR policy_name IN SELECT p.polname FROM pg_policy p
                              WHERE p.polrelid = format('pgmemory.%I', r.relname)::regclass
-                               AND p.polname IN ('tenant', 'readable', 'own_grants', 'mirror') LOOP
+                               AND p.polname IN ('tenant', 'readable', 'own_grants', 'mirror', 'servers') LOOP
             EXECUTE format('DROP POLICY %I ON pgmemory.%I', policy_name, r.relname);
         END LOOP;
         IF policy_sql IS NOT NULL THEN
