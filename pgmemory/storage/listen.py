@@ -100,17 +100,14 @@ def apply(server, data_dir: Path) -> None:
         server.ensure_postgres_running()
 
 
-def switch(data_dir: Path, host: str | None, port: int | None) -> None:
-    """Record the request (None: socket only) and apply it to the running server."""
-    from pgmemory.storage.embedded import start
-
+def record(data_dir: Path, host: str | None, port: int | None) -> None:
+    """Record the request (None: socket only); `embedded.start` applies it to the server."""
     path = data_dir / LISTEN_FILE
     if host is None:
         path.unlink(missing_ok=True)
     else:
         host, port = check_address(host, port)
         path.write_text(json.dumps({"host": host, "port": port}))
-    apply(start(data_dir), data_dir)
 
 
 def tcp_dsn(data_dir: Path, user: str, database: str = "postgres") -> str:

@@ -152,14 +152,17 @@ def _embedded_only(what: str):
 
 
 def _cmd_listen(args: argparse.Namespace) -> int:
-    from pgmemory.storage.listen import switch
+    from pgmemory.storage.embedded import start
+    from pgmemory.storage.listen import record
 
     settings = _embedded_only("listen")
     if args.off:
-        switch(settings.data_dir, None, None)
+        record(settings.data_dir, None, None)
+        start(settings.data_dir)  # applies the recorded request
         print(f"the embedded server in {settings.data_dir} listens on its Unix socket only")
         return 0
-    switch(settings.data_dir, args.host, args.port)
+    record(settings.data_dir, args.host, args.port)
+    start(settings.data_dir)
     print(f"the embedded server in {settings.data_dir} listens on {args.host}:{args.port} "
           "(password authentication; `pgmemory grant ROLE GROUP --create` makes a login)")
     return 0
