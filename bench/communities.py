@@ -26,11 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import random
 import time
-from collections import Counter
 from typing import Any
 
 import psycopg
@@ -41,6 +39,7 @@ from bench.synthetic import generate
 from pgmemory import Memory
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.storage.connect import resolve_dsn
+from tests.communities_support import nmi as planted_nmi
 
 BLOCK = 50
 TARGETS = {"detect_s_at_100k": 2.0, "update_ms_median": 1.0, "llm_calls_per_episode": 2.0}
@@ -92,19 +91,11 @@ def plant(conn: psycopg.Connection, group: str, facts: int, seed: int) -> tuple[
 
 
 def nmi(conn: psycopg.Connection, group: str, entities: int) -> float:
+    """NMI of the group's current communities against the planted blocks (by entity name)."""
     found = dict(conn.execute(
         "SELECT e.name, m.community_id FROM pgmemory.community_members m JOIN pgmemory.entities e"
         " ON e.id = m.entity_id WHERE m.group_id = %s AND m.ended_at IS NULL", (group,)).fetchall())
-    truth = {f"Entity {i}": i // BLOCK for i in range(entities)}
-    items = list(truth)
-    a = [truth[x] for x in items]
-    b = [found.get(x, ("alone", x)) for x in items]
-    n = len(items)
-    ca, cb, cab = Counter(a), Counter(b), Counter(zip(a, b))
-    mi = sum(c / n * math.log(c * n / (ca[i] * cb[j])) for (i, j), c in cab.items())
-    ha = -sum(c / n * math.log(c / n) for c in ca.values())
-    hb = -sum(c / n * math.log(c / n) for c in cb.values())
-    return round(2 * mi / (ha + hb), 3)
+    return round(planted_nmi({f"Entity {i}": i // BLOCK for i in range(entities)}, found), 3)
 
 
 def detection(dsn: str, sizes: list[int], seed: int) -> tuple[str, int]:
