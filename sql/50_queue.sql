@@ -264,21 +264,6 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
      WHERE e.group_id = p_group AND e.id = p_episode
 $$;
 
--- The group's change counter: read before candidates are read, compared under
--- the group lock before decisions are applied.
-CREATE OR REPLACE FUNCTION pgmemory.group_version(p_group text)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
-$$;
-
--- Count one change of a group (call inside the writing transaction, under the group lock).
-CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
-RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
-    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
-    RETURNING v.version
-$$;
-
 -- Queue state per group: what psql users watch (and `pgmemory worker` reports).
 CREATE OR REPLACE VIEW pgmemory.episode_queue AS
 SELECT group_id,
