@@ -14,30 +14,28 @@ DECLARE
     gid ag_catalog.graphid := vid::text::ag_catalog.graphid;
 BEGIN
     IF vid IS NULL THEN
-        CASE p_label
-        WHEN 'Entity' THEN
+        IF p_label = 'Entity' THEN
             INSERT INTO pgmemory_graph."Entity" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
-        WHEN 'Episode' THEN
+        ELSIF p_label = 'Episode' THEN
             INSERT INTO pgmemory_graph."Episode" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
-        WHEN 'Community' THEN
+        ELSIF p_label = 'Community' THEN
             INSERT INTO pgmemory_graph."Community" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
         ELSE
             EXECUTE format('INSERT INTO pgmemory_graph.%I (properties) VALUES ($1) RETURNING id::text::bigint',
                            p_label) INTO vid USING props;
-        END CASE;
+        END IF;
         INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (p_node, vid);
     ELSE
-        CASE p_label
-        WHEN 'Entity' THEN
+        IF p_label = 'Entity' THEN
             UPDATE pgmemory_graph."Entity" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
-        WHEN 'Episode' THEN
+        ELSIF p_label = 'Episode' THEN
             UPDATE pgmemory_graph."Episode" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
-        WHEN 'Community' THEN
+        ELSIF p_label = 'Community' THEN
             UPDATE pgmemory_graph."Community" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
         ELSE
             EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1 WHERE id OPERATOR(ag_catalog.=) $2',
                            p_label) USING props, gid;
-        END CASE;
+        END IF;
     END IF;
 END
 $$;
@@ -53,13 +51,12 @@ BEGIN
         RETURN;
     END IF;
     gid := vid::text::ag_catalog.graphid;
-    CASE p_label
-    WHEN 'Entity' THEN DELETE FROM pgmemory_graph."Entity" WHERE id OPERATOR(ag_catalog.=) gid;
-    WHEN 'Episode' THEN DELETE FROM pgmemory_graph."Episode" WHERE id OPERATOR(ag_catalog.=) gid;
-    WHEN 'Community' THEN DELETE FROM pgmemory_graph."Community" WHERE id OPERATOR(ag_catalog.=) gid;
+    IF p_label = 'Entity' THEN DELETE FROM pgmemory_graph."Entity" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'Episode' THEN DELETE FROM pgmemory_graph."Episode" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'Community' THEN DELETE FROM pgmemory_graph."Community" WHERE id OPERATOR(ag_catalog.=) gid;
     ELSE
         EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1', p_label) USING gid;
-    END CASE;
+    END IF;
 END
 $$;
 
@@ -79,33 +76,31 @@ BEGIN
         RAISE EXCEPTION 'graph mirror: % edge % has no vertex for % or %', p_label, p_key, p_from, p_to;
     END IF;
     IF eid IS NULL THEN
-        CASE p_label
-        WHEN 'RELATES_TO' THEN
+        IF p_label = 'RELATES_TO' THEN
             INSERT INTO pgmemory_graph."RELATES_TO" (start_id, end_id, properties) VALUES (g_from, g_to, props)
             RETURNING id::text::bigint INTO eid;
-        WHEN 'MENTIONS' THEN
+        ELSIF p_label = 'MENTIONS' THEN
             INSERT INTO pgmemory_graph."MENTIONS" (start_id, end_id, properties) VALUES (g_from, g_to, props)
             RETURNING id::text::bigint INTO eid;
-        WHEN 'HAS_MEMBER' THEN
+        ELSIF p_label = 'HAS_MEMBER' THEN
             INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties) VALUES (g_from, g_to, props)
             RETURNING id::text::bigint INTO eid;
         ELSE
             EXECUTE format('INSERT INTO pgmemory_graph.%I (start_id, end_id, properties) VALUES ($1, $2, $3)'
                            ' RETURNING id::text::bigint', p_label) INTO eid USING g_from, g_to, props;
-        END CASE;
+        END IF;
         INSERT INTO pgmemory.graph_edges (edge_key, edge_id) VALUES (p_key, eid);
     ELSE
-        CASE p_label
-        WHEN 'RELATES_TO' THEN
+        IF p_label = 'RELATES_TO' THEN
             UPDATE pgmemory_graph."RELATES_TO" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
-        WHEN 'MENTIONS' THEN
+        ELSIF p_label = 'MENTIONS' THEN
             UPDATE pgmemory_graph."MENTIONS" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
-        WHEN 'HAS_MEMBER' THEN
+        ELSIF p_label = 'HAS_MEMBER' THEN
             UPDATE pgmemory_graph."HAS_MEMBER" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
         ELSE
             EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1 WHERE id OPERATOR(ag_catalog.=) $2',
                            p_label) USING props, gid;
-        END CASE;
+        END IF;
     END IF;
 END
 $$;
@@ -121,13 +116,12 @@ BEGIN
         RETURN;
     END IF;
     gid := eid::text::ag_catalog.graphid;
-    CASE p_label
-    WHEN 'RELATES_TO' THEN DELETE FROM pgmemory_graph."RELATES_TO" WHERE id OPERATOR(ag_catalog.=) gid;
-    WHEN 'MENTIONS' THEN DELETE FROM pgmemory_graph."MENTIONS" WHERE id OPERATOR(ag_catalog.=) gid;
-    WHEN 'HAS_MEMBER' THEN DELETE FROM pgmemory_graph."HAS_MEMBER" WHERE id OPERATOR(ag_catalog.=) gid;
+    IF p_label = 'RELATES_TO' THEN DELETE FROM pgmemory_graph."RELATES_TO" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'MENTIONS' THEN DELETE FROM pgmemory_graph."MENTIONS" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'HAS_MEMBER' THEN DELETE FROM pgmemory_graph."HAS_MEMBER" WHERE id OPERATOR(ag_catalog.=) gid;
     ELSE
         EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1', p_label) USING gid;
-    END CASE;
+    END IF;
 END
 $$;
 
