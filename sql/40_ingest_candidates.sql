@@ -5,7 +5,7 @@
 -- exact (case-insensitive) name matches or, without one, the nearest name
 -- embeddings (cosine) and full-text matches on name + summary. One row per
 -- (input index, candidate).
-CREATE OR REPLACE FUNCTION pgmemory.entity_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(
     p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
     p_min_similarity double precision DEFAULT 0.6)
 RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary text,
@@ -45,7 +45,7 @@ $$;
 
 -- Believed facts between the same entity pair (either direction): the only
 -- scope in which a new fact can be a duplicate. One row per (input index, fact).
-CREATE OR REPLACE FUNCTION pgmemory.fact_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_candidates(
     p_group text, p_sources uuid[], p_targets uuid[])
 RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
                target_name text, relation text, fact text, valid_from timestamptz,
@@ -67,7 +67,7 @@ $$;
 -- recently recorded still-valid facts touching its source or target, the
 -- p_k nearest in meaning; plus every believed fact with the same source and
 -- relation type (one employer, ...), ended or not.
-CREATE OR REPLACE FUNCTION pgmemory.contradiction_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.contradiction_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
     p_k integer DEFAULT 10)
 RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
@@ -103,7 +103,7 @@ $$;
 
 -- The group's change counter: read before candidates are read, compared under
 -- the group lock before decisions are applied.
-CREATE OR REPLACE FUNCTION pgmemory.group_version(p_group text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.group_version(p_group text)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
 $$;
@@ -121,29 +121,29 @@ $$;
 -- read in one snapshot, so a change committed after this read is always seen by the counter
 -- check under the group lock. One row per (input index, candidate), or one row with a NULL
 -- idx when there is none (the counter is on every row).
-CREATE OR REPLACE FUNCTION pgmemory.read_entity_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.read_entity_candidates(
     p_group text, p_names text[], p_embeddings vector[])
 RETURNS TABLE (version bigint, idx integer, entity_id uuid, name text, labels text[], summary text,
                exact boolean, similarity double precision)
 LANGUAGE sql STABLE AS $$
     SELECT v.version, c.idx, c.entity_id, c.name, c.labels, c.summary, c.exact, c.similarity
-      FROM (SELECT pgmemory.group_version(p_group) AS version) v
-      LEFT JOIN LATERAL pgmemory.entity_candidates(p_group, coalesce(p_names, '{}'),
+      FROM (SELECT pgmemory_internal.group_version(p_group) AS version) v
+      LEFT JOIN LATERAL pgmemory_internal.entity_candidates(p_group, coalesce(p_names, '{}'),
                                                    coalesce(p_embeddings, '{}')) c ON true
 $$;
 
 -- Then, once entities are resolved: both candidate sets of the new facts in one call, each row
--- marked 'duplicate' (pgmemory.fact_candidates: same entity pair) or 'contradiction'
--- (pgmemory.contradiction_candidates; similarity is NULL on duplicate rows).
-CREATE OR REPLACE FUNCTION pgmemory.read_fact_candidates(
+-- marked 'duplicate' (fact_candidates: same entity pair) or 'contradiction'
+-- (contradiction_candidates; similarity is NULL on duplicate rows).
+CREATE OR REPLACE FUNCTION pgmemory_internal.read_fact_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[])
 RETURNS TABLE (kind text, idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
                target_name text, relation text, fact text, valid_from timestamptz,
                valid_to timestamptz, similarity double precision)
 LANGUAGE sql STABLE AS $$
     SELECT 'duplicate', d.*, NULL::double precision
-      FROM pgmemory.fact_candidates(p_group, p_sources, p_targets) d
+      FROM pgmemory_internal.fact_candidates(p_group, p_sources, p_targets) d
     UNION ALL
     SELECT 'contradiction', c.*
-      FROM pgmemory.contradiction_candidates(p_group, p_sources, p_targets, p_relations, p_embeddings) c
+      FROM pgmemory_internal.contradiction_candidates(p_group, p_sources, p_targets, p_relations, p_embeddings) c
 $$;

@@ -27,7 +27,7 @@ async def read_entity_candidates(db, group_id: str, entities: list[ExtractedEnti
                                  embeddings: list[list[float]]) -> tuple[int, list[asyncpg.Record]]:
     """(the group's change counter, candidate rows) in one round trip and one snapshot. `db` is
     anything with asyncpg's fetch: the pool, a held connection or the locked apply transaction."""
-    rows = await db.fetch("SELECT * FROM pgmemory.read_entity_candidates($1, $2, $3::text[]::vector[])",
+    rows = await db.fetch("SELECT * FROM pgmemory_internal.read_entity_candidates($1, $2, $3::text[]::vector[])",
                           group_id, [e.name for e in entities], vector_literals(embeddings))
     return rows[0]["version"], [r for r in rows if r["idx"] is not None]
 

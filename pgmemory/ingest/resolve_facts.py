@@ -55,7 +55,7 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
         rows = await db.fetch(
-            "SELECT * FROM pgmemory.read_fact_candidates($1, $2, $3, $4, $5::text[]::vector[])",
+            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::text[]::vector[])",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
             vector_literals([e for _, _, _, e in facts]))
         for row in rows:
