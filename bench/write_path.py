@@ -238,7 +238,7 @@ def workers(args: argparse.Namespace) -> None:
               f" processed twice {f['processed_twice']}, one start-up on an empty queue {f['startup_s']} s,"
               f" load {f['loadavg_1m']}")
     median = {c: statistics.median(f["episodes_per_s"] for n, f in runs if n == c) for c in (1, 2)}
-    print(f"  2 vs 1 workers (median episodes/s {median[2]} vs {median[1]}): {median[2] / median[1]:.2f}x")
+    print(f"  2 vs 1 workers (median episodes/s {median[2]:.1f} vs {median[1]:.1f}): {median[2] / median[1]:.2f}x")
     print(json.dumps({"runs": [{"workers": c, **f} for c, f in runs], "median_episodes_per_s": median}))
 
 
