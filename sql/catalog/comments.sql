@@ -309,7 +309,7 @@ BEGIN
             ('mirror_episode_row', 'Internal (AGE mirror): mirror one episode'),
             ('mirror_entity_row', 'Internal (AGE mirror): mirror one entity'),
             ('mirror_community_row', 'Internal (AGE mirror): mirror one community'),
-            ('mirror_fact_row', 'Internal (AGE mirror): mirror one believed fact version with both time axes as properties'),
+            ('mirror_fact_row', 'Internal (AGE mirror): mirror one fact version (RELATES_TO if believed, else PAST_BELIEF) with both time axes as properties'),
             ('mirror_mention_row', 'Internal (AGE mirror): mirror one mention'),
             ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
             ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
