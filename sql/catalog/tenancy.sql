@@ -9,6 +9,10 @@
 --                     takes (SET LOCAL ROLE) when run by the owner; no login is given it.
 -- Logins get groups with `pgmemory grant ROLE GROUP ...` (rows of pgmemory.role_groups, keyed by
 -- the role itself: grants are not inherited, so a group role's grants never leak to members).
+-- On the embedded server init also creates the login pgmemory_app_login (pgmemory.storage.app_login),
+-- which Memory uses by default. Every function runs with the caller's rights except the search
+-- (pgmemory.search_candidates: the session's groups, read with the owner's rights, see below)
+-- and the AGE mirror's trigger functions.
 
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
 -- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
