@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import asyncpg
@@ -14,7 +15,7 @@ import pytest
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.storage.app_login import APP_LOGIN, SECRET_FILE
+from pgmemory.storage.app_login import APP_LOGIN, SECRET_FILE, app_dsn
 from pgmemory.storage.embedded import embedded_dsn
 from pgmemory.storage.doctor import run_checks
 
@@ -60,6 +61,12 @@ async def test_default_memory_runs_as_the_app_login_and_cannot_widen_it(own_serv
             await conn.execute("SELECT set_config('pgmemory.groups', '', false)")
         # Its own API still serves every group it writes.
         assert (await memory.search("Globex Berlin", group_ids=["team-b"])).facts
+    # Processes opening at once find the login made (under the schema lock) and change nothing.
+    with ThreadPoolExecutor(4) as pool:
+        dsns = set(pool.map(lambda _: app_dsn(owner, data_dir), range(4)))
+    assert len(dsns) == 1
+    with psycopg.connect(dsns.pop()) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (APP_LOGIN,)
     with psycopg.connect(owner) as conn:
         assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (True,)
         assert conn.execute("SELECT count(DISTINCT group_id) FROM pgmemory.episodes").fetchone() == (2,)

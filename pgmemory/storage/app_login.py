@@ -17,29 +17,45 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql as pgsql
 
-from pgmemory.storage import grants
+from pgmemory.storage import grants, migrate
 
 APP_LOGIN = "pgmemory_app_login"
 SECRET_FILE = "app_login.secret"
 
 
-def login_password(data_dir: Path) -> str:
-    """The app login's password, kept in the data directory (created, mode 0600, when missing)."""
+def login_password(data_dir: Path) -> tuple[str, bool]:
+    """The app login's password, kept in the data directory (created, mode 0600, when missing),
+    and whether it was just created."""
     path = Path(data_dir) / SECRET_FILE
+    created = False
     if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(24))
-    return path.read_text().strip()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(24))
+            created = True
+    return path.read_text().strip(), created
 
 
 def ensure_app_login(conn: psycopg.Connection, data_dir: Path) -> str:
-    """As the owner, after init: create or refresh the app login; returns its password. One transaction."""
-    password = login_password(data_dir)
-    grants.grant(conn, APP_LOGIN, ["*"], kind="app", create_password=password)
+    """As the owner, after init: create the app login if missing (or give it a new password file's
+    password); returns its password. One transaction under the schema lock, so processes opening
+    at once do not update the role concurrently; once set up, it only reads."""
+    password, new_password = login_password(data_dir)
     with conn.transaction():
-        conn.execute(pgsql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
-            pgsql.Identifier(APP_LOGIN), pgsql.Literal(password)))
+        migrate.lock(conn)
+        ready = conn.execute(
+            "SELECT CASE WHEN to_regrole(%s) IS NULL THEN false ELSE pg_has_role(%s, 'pgmemory_app', 'MEMBER')"
+            "   AND EXISTS (SELECT FROM pgmemory.role_groups WHERE role_name = %s AND group_id = '*') END",
+            (APP_LOGIN, APP_LOGIN, APP_LOGIN)).fetchone()[0]
+        if not ready:
+            grants.grant(conn, APP_LOGIN, ["*"], kind="app", create_password=password)
+        if new_password or not ready:
+            conn.execute(pgsql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
+                pgsql.Identifier(APP_LOGIN), pgsql.Literal(password)))
     return password
 
 
