@@ -91,6 +91,8 @@ DECLARE
     kept uuid[];
     new_ids uuid[];
     new_names text[];
+    central_ids uuid[];
+    central_names text[];
     member_of uuid[];
     member_ids uuid[];
     n_nodes integer;
@@ -247,11 +249,15 @@ BEGIN
      WHERE c.group_id = p_group AND c.ended_at IS NULL AND NOT c.id = ANY (kept);
     GET DIAGNOSTICS n_ended = ROW_COUNT;
 
-    -- New communities, named (until a refresh) after their most central entities.
+    -- New communities, named (until a refresh) after their most central entities (read by
+    -- id list: on Citus a temporary table joins no distributed one).
+    central_ids := ARRAY(SELECT DISTINCT c FROM lp_found f, unnest(f.central) AS c WHERE f.keep IS NULL);
+    SELECT coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.name), '{}') INTO central_ids, central_names
+      FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (central_ids);
     SELECT coalesce(array_agg(f.id), '{}'),
            coalesce(array_agg((SELECT string_agg(e.name, ', ' ORDER BY x.ord)
                                  FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
-                                 JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)), '{}')
+                                 JOIN unnest(central_ids, central_names) AS e (id, name) ON e.id = x.id)), '{}')
       INTO new_ids, new_names
       FROM lp_found f WHERE f.keep IS NULL;
     INSERT INTO pgmemory.communities (id, group_id, name)
