@@ -306,23 +306,27 @@ BEGIN
     FOR e IN SELECT DISTINCT x FROM unnest(p_entities) AS x LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.community_members m
                                WHERE m.group_id = p_group AND m.entity_id = e AND m.ended_at IS NULL);
-        SELECT c.community_id INTO best
-          FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
-                 WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
-                   AND pgmemory.holds_at(f.valid, f.is_event, now())
-                UNION ALL
-                SELECT f.source_id FROM pgmemory.facts f
-                 WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
-                   AND pgmemory.holds_at(f.valid, f.is_event, now())) n
-          -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
-          CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
-                               WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
-                               LIMIT 1) c
-         GROUP BY c.community_id
-         ORDER BY count(*) DESC,
-                  (SELECT count(*) FROM pgmemory.community_members s
-                    WHERE s.group_id = p_group AND s.community_id = c.community_id AND s.ended_at IS NULL) DESC,
-                  c.community_id
+        WITH votes AS (
+            SELECT c.community_id, count(*) AS w
+              FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
+                     WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                       AND pgmemory.holds_at(f.valid, f.is_event, now())
+                    UNION ALL
+                    SELECT f.source_id FROM pgmemory.facts f
+                     WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                       AND pgmemory.holds_at(f.valid, f.is_event, now())) n
+              -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
+              CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                                   WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
+                                   LIMIT 1) c
+             GROUP BY c.community_id
+        )
+        -- Sizes are counted only for the communities tied at the top.
+        SELECT v.community_id INTO best
+          FROM votes v WHERE v.w = (SELECT max(x.w) FROM votes x)
+         ORDER BY (SELECT count(*) FROM pgmemory.community_members s
+                    WHERE s.group_id = p_group AND s.community_id = v.community_id AND s.ended_at IS NULL) DESC,
+                  v.community_id
          LIMIT 1;
         IF best IS NOT NULL THEN
             INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
