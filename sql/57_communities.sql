@@ -57,8 +57,9 @@ DECLARE
     -- The edges of one phase's nodes (a hash of the node and level): a phase reads only its own.
     split_sql constant text := 'DROP TABLE IF EXISTS pg_temp.%1$I; CREATE TEMP TABLE %1$I ON COMMIT DROP AS'
                                ' SELECT src, dst, w FROM lv_edge WHERE hashint4(src + %2$s) & 3 = %3$s';
-    level0_iterations constant integer := 2;
-    level1_iterations constant integer := 10;
+    -- Propagation iterations per level (the last: until it settles), then merge rounds.
+    level_iterations constant integer[] := '{2,10}';
+    lpa_levels integer := cardinality(level_iterations);
     lab integer[];      -- node -> label, at the current level
     deg float8[];       -- node -> weighted degree (at levels above 0: the volume of its entities)
     vol float8[];       -- label -> sum of its nodes' degrees
@@ -138,7 +139,7 @@ BEGIN
     LOOP
         sizes := sizes || lvl_nodes;
         lvl_moved := 0;
-        IF lvl <= 1 THEN
+        IF lvl < lpa_levels THEN
             -- Propagation: at level 0 two iterations, at level 1 until it settles.
             t1 := clock_timestamp();
             FOR ph IN 0 .. 3 LOOP
@@ -148,8 +149,7 @@ BEGIN
             last_moved := NULL;
             lvl_settled := false;
             LOOP
-                EXIT WHEN it >= p_max_iterations OR lvl_it >= CASE WHEN lvl = 0 THEN level0_iterations
-                                                                   ELSE level1_iterations END;
+                EXIT WHEN it >= p_max_iterations OR lvl_it >= level_iterations[lvl + 1];
                 it := it + 1;
                 lvl_it := lvl_it + 1;
                 moved_total := 0;
@@ -169,13 +169,13 @@ BEGIN
                 lvl_moved := lvl_moved + moved_total;
                 -- Settled: at most one node in two hundred moves, or (at level 1) the moves
                 -- stopped falling: nodes of one phase swapping labels, again and again.
-                IF moved_total <= lvl_nodes / 200 OR (lvl = 1 AND moved_total >= last_moved) THEN
+                IF moved_total <= lvl_nodes / 200 OR (lvl > 0 AND moved_total >= last_moved) THEN
                     lvl_settled := true;
                     EXIT;
                 END IF;
                 last_moved := moved_total;
             END LOOP;
-            IF lvl = 1 AND NOT lvl_settled THEN
+            IF lvl = lpa_levels - 1 AND NOT lvl_settled THEN
                 settled := false;
             END IF;
             t_prop := t_prop + extract(epoch FROM clock_timestamp() - t1) * 1000;
@@ -201,7 +201,7 @@ BEGIN
             lvl_moved := merged;
             t_merge := t_merge + extract(epoch FROM clock_timestamp() - t1) * 1000;
         END IF;
-        EXIT WHEN lvl >= 2 AND (merged = 0 OR merges >= 10);
+        EXIT WHEN lvl >= lpa_levels AND (merged = 0 OR merges >= 10);
         IF lvl_moved > 0 THEN
             -- Contraction: a node per label (numbered as the label), weights summed; a node's
             -- degree is its label's volume.
@@ -321,12 +321,17 @@ BEGIN
                                    LIMIT 1) c
              GROUP BY c.community_id
         )
-        -- Sizes are counted only for the communities tied at the top.
-        SELECT v.community_id INTO best
-          FROM votes v WHERE v.w = (SELECT max(x.w) FROM votes x)
-         ORDER BY (SELECT count(*) FROM pgmemory.community_members s
-                    WHERE s.group_id = p_group AND s.community_id = v.community_id AND s.ended_at IS NULL) DESC,
-                  v.community_id
+        , top AS (
+            SELECT v.community_id FROM votes v WHERE v.w = (SELECT max(x.w) FROM votes x)
+        )
+        -- Sizes are counted only when communities tie at the top (a count reads every member).
+        SELECT t.community_id INTO best
+          FROM top t
+         ORDER BY CASE WHEN (SELECT count(*) FROM top) > 1
+                       THEN (SELECT count(*) FROM pgmemory.community_members s
+                              WHERE s.group_id = p_group AND s.community_id = t.community_id
+                                AND s.ended_at IS NULL) END DESC NULLS LAST,
+                  t.community_id
          LIMIT 1;
         IF best IS NOT NULL THEN
             INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
