@@ -241,7 +241,7 @@ BEGIN
             ('claims_summary', 'Internal: what a list of applied claims did'),
             ('derive_summaries', 'Internal: rebuild the stored summaries of entities from their believed facts'),
             ('entity_by_name', 'Internal: the entity of a group by exact name, created if missing'),
-            ('detect_communities', 'Full community detection of one group (label propagation over believed, currently valid facts); old communities kept as ended versions'),
+            ('detect_communities', 'Full community detection of one group (multilevel label propagation and modularity merges over believed, currently valid facts); old communities kept as ended versions'),
             ('update_communities', 'Internal: dynamic community update after a write (new entities join the plurality community of their neighbours)'),
             ('communities_after_delete', 'Internal: community upkeep after a retract or erase (no orphan community)'),
             ('communities_due', 'Communities of a group whose name and summary are due for a refresh'),
