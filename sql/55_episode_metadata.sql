@@ -25,5 +25,5 @@ BEGIN
 END
 $$;
 
--- The search's metadata filter is applied inside pgmemory.search_candidates (sql/70_search.sql).
-DROP FUNCTION IF EXISTS pgmemory.hit_matches_metadata(text, text, uuid, jsonb);
+-- The search's metadata filter is applied inside search_candidates (sql/70_search.sql).
+DROP FUNCTION IF EXISTS pgmemory_internal.hit_matches_metadata(text, text, uuid, jsonb);

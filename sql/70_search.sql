@@ -5,7 +5,7 @@
 -- details the caller needs, so a search is one round trip.
 
 -- An OR query of the query's lexemes (plainto_tsquery would AND them).
-CREATE OR REPLACE FUNCTION pgmemory.or_tsquery(p_query text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.or_tsquery(p_query text)
 RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
@@ -14,7 +14,7 @@ $$;
 -- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
 -- no id of another group can enter a query. The message is the same for an id
 -- of another group and for one that does not exist: it reveals nothing.
-CREATE OR REPLACE FUNCTION pgmemory.require_group_entities(p_groups text[], p_ids uuid[], p_what text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.require_group_entities(p_groups text[], p_ids uuid[], p_what text)
 RETURNS void LANGUAGE plpgsql STABLE AS $$
 DECLARE
     bad uuid;
@@ -45,7 +45,7 @@ DECLARE
     frontier uuid[] := seen;
     d integer := 0;
 BEGIN
-    PERFORM pgmemory.require_group_entities(p_groups, seen, 'bfs seed');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, seen, 'bfs seed');
     RETURN QUERY SELECT s, 0 FROM unnest(seen) AS s;
     WHILE d < p_depth AND cardinality(frontier) > 0
           AND (p_max_entities IS NULL OR cardinality(seen) < p_max_entities) LOOP
@@ -72,7 +72,7 @@ $$;
 -- when superseded versions are wanted), valid at p_point (any time when NULL),
 -- of one of p_relations (any when empty), with its four time fields inside
 -- p_bounds (see search_candidates). Inlined by the planner.
-CREATE OR REPLACE FUNCTION pgmemory.fact_in_view(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_in_view(
     p_valid tstzrange, p_recorded tstzrange, p_relation text, p_point timestamptz,
     p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[],
     p_event boolean DEFAULT false)
@@ -94,7 +94,7 @@ $$;
 -- The group's latest done episodes (as recorded at p_known_at; NULL: now), newest first: the
 -- default BFS seeds are the entities they mention. A search of several groups on Citus reads
 -- each group's with this (delegated) and keeps the latest overall, as one node does.
-CREATE OR REPLACE FUNCTION pgmemory.latest_episodes(p_group text, p_known_at timestamptz, p_n integer)
+CREATE OR REPLACE FUNCTION pgmemory_internal.latest_episodes(p_group text, p_known_at timestamptz, p_n integer)
 RETURNS TABLE (id uuid, valid_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT e.id, e.valid_at FROM pgmemory.episodes e
      WHERE e.group_id = p_group AND e.status = 'done' AND (p_known_at IS NULL OR e.recorded_at <= p_known_at)
@@ -103,7 +103,7 @@ $$;
 
 -- Which of p_ids are entities of the group: a search of several groups on Citus sends each
 -- group's call only that group's BFS seeds and centre.
-CREATE OR REPLACE FUNCTION pgmemory.entities_of_group(p_group text, p_ids uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.entities_of_group(p_group text, p_ids uuid[])
 RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
     SELECT e.id FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (p_ids)
 $$;
@@ -157,7 +157,7 @@ DECLARE
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
                                  THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
-    tq tsquery := pgmemory.or_tsquery(p_query);
+    tq tsquery := pgmemory_internal.or_tsquery(p_query);
     gid text;
     -- The group filter: with one group an equality (Citus routes a query to one shard only
     -- when every distributed table is pinned by '=': '= ANY' pins it in simple queries only).
@@ -198,14 +198,14 @@ DECLARE
 BEGIN
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
-    IF cardinality(p_groups) > 1 AND coalesce((pgmemory.setting('distributed'))::boolean, false) THEN
+    IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
         RETURN QUERY SELECT s.* FROM unnest(p_groups) AS g (gid)
                       CROSS JOIN LATERAL pgmemory.search_candidates(ARRAY[g.gid], p_query, p_embedding, p_opts) s;
         RETURN;
     END IF;
     -- Every id the caller passes must be an entity of the searched groups.
-    PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
-    PERFORM pgmemory.require_group_entities(p_groups, ARRAY[center], 'center');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, seeds, 'bfs seed');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, ARRAY[center], 'center');
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
@@ -218,7 +218,7 @@ BEGIN
                 SELECT recent_groups || coalesce(array_agg(gid), '{}'), recent_ids || coalesce(array_agg(r.id), '{}'),
                        recent_times || coalesce(array_agg(r.valid_at), '{}')
                   INTO recent_groups, recent_ids, recent_times
-                  FROM pgmemory.latest_episodes(gid, known_at, bfs_recent) r;
+                  FROM pgmemory_internal.latest_episodes(gid, known_at, bfs_recent) r;
             END LOOP;
             SELECT coalesce(array_agg(r.g), '{}'), coalesce(array_agg(r.id), '{}') INTO recent_groups, recent_ids
               FROM (SELECT * FROM unnest(recent_groups, recent_ids, recent_times) AS u (g, id, t)
@@ -234,7 +234,7 @@ BEGIN
         fact_cos := ARRAY(
             SELECT f.version_id FROM pgmemory.facts f
              WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+               AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
              ORDER BY f.embedding <=> p_embedding
              LIMIT k);
@@ -243,7 +243,7 @@ BEGIN
         SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
                coalesce(array_agg(h.score ORDER BY h.score DESC, h.version_id), '{}')
           INTO fact_text, fact_text_score
-          FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded, relations, bounds) h
+          FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded, relations, bounds) h
          WHERE h.score > 0;
     END IF;
     IF 'bfs' = ANY (methods) AND cardinality(seeds) > 0 THEN
@@ -258,7 +258,7 @@ BEGIN
               JOIN unnest(reach_ids, reach_dist) AS rs (entity_id, distance) ON rs.entity_id = f.source_id
               JOIN unnest(reach_ids, reach_dist) AS rt (entity_id, distance) ON rt.entity_id = f.target_id
              WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+               AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
              ORDER BY least(rs.distance, rt.distance), lower(f.recorded) DESC
              LIMIT k);
@@ -271,7 +271,7 @@ BEGIN
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
              LIMIT k);
     END IF;
@@ -279,13 +279,13 @@ BEGIN
         SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
                coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
           INTO ent_text, ent_text_score
-          FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+          FROM pgmemory_internal.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
          WHERE h.score > 0;
     ELSIF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
                coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
           INTO ent_text, ent_text_score
-          FROM pgmemory.entity_text_hits_as_of(
+          FROM pgmemory_internal.entity_text_hits_as_of(
                    p_groups, p_query, k, point, known_at, want_labels,
                    CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded THEN fact_text END) h
          WHERE h.score > 0;
@@ -298,7 +298,7 @@ BEGIN
              WHERE (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY rc.distance, rc.entity_id
              LIMIT k);
     END IF;
@@ -352,7 +352,7 @@ BEGIN
             SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
                    coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
               INTO epi_text, epi_text_score
-              FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+              FROM pgmemory_internal.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
              WHERE h.score > 0;
         END IF;
     END IF;
@@ -489,7 +489,7 @@ BEGIN
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory.entity_summary_at(
+               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
                                    e.group_id, e.id, point, known_at) sm)
                                ELSE e.summary END,
                'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),

@@ -31,7 +31,7 @@ DERIVED = {"facts"}  # the episode list built from the fact lists, not from a so
 
 async def is_distributed(conn: asyncpg.Connection) -> bool:
     """Whether the database is a Citus coordinator with pgmemory distributed (init's setting)."""
-    return bool(await conn.fetchval("SELECT (pgmemory.setting('distributed') #>> '{}')::boolean"))
+    return bool(await conn.fetchval("SELECT (pgmemory_internal.setting('distributed') #>> '{}')::boolean"))
 
 
 async def _each(pool: asyncpg.Pool, groups: list[str],
@@ -52,7 +52,7 @@ async def _split_ids(pool: asyncpg.Pool, groups: list[str], opts: dict[str, Any]
     wanted = sorted(set(seeds + ([str(center)] if center else [])))
     owners: dict[str, str] = {}
     found = await _each(pool, groups, lambda conn, g: conn.fetch(
-        "SELECT pgmemory.entities_of_group($1, $2::uuid[]) AS id", g, wanted))
+        "SELECT pgmemory_internal.entities_of_group($1, $2::uuid[]) AS id", g, wanted))
     for group, rows in zip(groups, found):
         owners.update({str(r["id"]): group for r in rows})
     for what, ids in (("bfs seed", seeds), ("center", [str(center)] if center else [])):
@@ -74,7 +74,7 @@ async def _latest_episodes(pool: asyncpg.Pool, groups: list[str], opts: dict[str
     n = opts.get("bfs_recent_episodes", 3)
     known_at = opts.get("known_at")
     found = await _each(pool, groups, lambda conn, g: conn.fetch(
-        "SELECT id, valid_at FROM pgmemory.latest_episodes($1, $2::text::timestamptz, $3)", g, known_at, n))
+        "SELECT id, valid_at FROM pgmemory_internal.latest_episodes($1, $2::text::timestamptz, $3)", g, known_at, n))
     latest = sorted(((r["valid_at"], g, str(r["id"])) for g, rows in zip(groups, found) for r in rows),
                     reverse=True)[:n]
     return {g: [i for _, owner, i in latest if owner == g] for g in groups}

@@ -12,7 +12,7 @@
 -- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
 -- common for a top p_k: the rarest lexemes are rare until they hold 2 x p_k documents
 -- together, the rest is common (a speaker's name in a chat, a common word in 100k facts).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                common boolean)
 LANGUAGE sql STABLE AS $$
@@ -26,7 +26,7 @@ LANGUAGE sql STABLE AS $$
        AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
 $$;
 DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
-DROP FUNCTION IF EXISTS pgmemory.bm25_terms(text, text[], text);
+DROP FUNCTION IF EXISTS pgmemory_internal.bm25_terms(text, text[], text);
 
 -- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
 DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
@@ -39,7 +39,7 @@ DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[]
 -- LoCoMo question naming a speaker (issue 17). The length counts distinct lexemes, not
 -- positions; with b = 0.1 that moves a score by a fraction of a percent (same recall on the
 -- LoCoMo dev file, bench/fulltext_ranking.py).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_term(p_tf double precision, p_len integer, p_avgdl double precision)
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_term(p_tf double precision, p_len integer, p_avgdl double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
 $$;
@@ -53,21 +53,21 @@ $$;
 --      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
 --   3. the documents with any other common lexeme are scored too.
 -- Without pruning, every matching document is scored (step 1 with every lexeme).
-CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query, p_k)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('facts', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
     todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
         SELECT DISTINCT f0.version_id FROM t
           JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
          AND f0.group_id = ANY (p_groups)
          WHERE (NOT t.common OR NOT (SELECT prune FROM how))
-           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+           AND pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
                                      p_superseded, p_relations, p_bounds, f0.is_event)),
     scored AS MATERIALIZED (
-        SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+        SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
                                                      length(f.tsv), t.avgdl)) AS score
           FROM todo d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
           JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
@@ -85,11 +85,11 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
           JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
          AND f0.group_id = ANY (p_groups)
          WHERE NOT EXISTS (SELECT FROM todo x WHERE x.version_id = f0.version_id)
-           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+           AND pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
                                      p_superseded, p_relations, p_bounds, f0.is_event))
     SELECT x.version_id, x.score FROM scored x
     UNION ALL
-    SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+    SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
                                                    length(f.tsv), t.avgdl))
       FROM more d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
       JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
@@ -97,10 +97,10 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query, p_k)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('entities', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
     todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
         SELECT DISTINCT e0.group_id, e0.id FROM t
@@ -111,7 +111,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)),
     scored AS MATERIALIZED (
-        SELECT e.group_id, e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+        SELECT e.group_id, e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                      length(e.tsv), t.avgdl)) AS score
           FROM todo d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
           JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
@@ -134,7 +134,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels))
     SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+    SELECT e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                    length(e.tsv), t.avgdl))
       FROM more d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
       JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
@@ -142,10 +142,10 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query, p_k)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
     todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
         SELECT DISTINCT ep0.group_id, ep0.id FROM t
@@ -155,7 +155,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
            AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)),
     scored AS MATERIALIZED (
-        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                      length(ep.tsv), t.avgdl)) AS score
           FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
           JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
@@ -177,7 +177,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of))
     SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+    SELECT ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                    length(ep.tsv), t.avgdl))
       FROM more d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
       JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
