@@ -132,6 +132,9 @@ async def test_one_group_calls_run_as_one_task_on_one_worker(memory, group):
         plans = {}
         for name, statement, args in [
             ("search", "EXPLAIN " + SEARCH_ONE, (group, "where does Alice work", None, {})),
+            # A metadata filter travels in the options: still a bare call, delegated.
+            ("search with a metadata filter", "EXPLAIN " + SEARCH_ONE,
+             (group, "where does Alice work", None, {"metadata": {"topic": "work"}})),
             ("apply", "EXPLAIN SELECT pgmemory_internal.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
             ("delete", "EXPLAIN SELECT pgmemory.delete_episode($1, $2)", (group, uuid.uuid4())),
         ]:
@@ -352,3 +355,22 @@ def test_row_level_security_holds_on_the_cluster(conn, citus_dsn, group):
         grants.revoke(conn, role, None)
         conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
         conn.commit()
+
+
+def test_the_group_lock_taken_in_a_transaction_is_held_on_the_groups_worker(citus_dsn, group):
+    """Inside BEGIN ... COMMIT (the ingest path's re-decide under the lock) the group lock is
+    taken with pgmemory_internal.lock_group, delegated even there: the lock is held on the
+    group's worker, where the delegated writers (apply_if_unchanged, add_fact) wait for it, and
+    not on the coordinator, where they never look."""
+    held = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 7)")
+    with psycopg.connect(citus_dsn) as tx, psycopg.connect(citus_dsn, autocommit=True) as look:
+        tx.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))  # psycopg: inside BEGIN
+        plan = "\n".join(r[0] for r in tx.execute("EXPLAIN SELECT pgmemory_internal.lock_group(%s)", (group,)))
+        on_workers = look.execute(
+            "SELECT sum(result::bigint) FROM run_command_on_workers(format(%s, quote_literal(%s)))",
+            (held, group)).fetchone()[0]
+        on_coordinator = look.execute(held, (group,)).fetchone()[0]
+        tx.rollback()
+    assert "Task Count: 1" in plan and plan.count("Node: host=") == 1, plan
+    assert (on_workers, on_coordinator) == (1, 0)

@@ -311,6 +311,7 @@ BEGIN
             ('mirror_mention_row', 'Internal (AGE mirror): mirror one mention'),
             ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
             ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
+            ('lock_group', 'Internal (write path): take the group''s write lock until the transaction ends (on its worker on Citus)'),
             ('latest_episodes', 'Internal (search): a group''s latest done episodes (the default BFS seeds)'),
             ('entities_of_group', 'Internal (search): which of the given ids are entities of the group'),
             ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
