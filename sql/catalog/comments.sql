@@ -313,7 +313,9 @@ BEGIN
             ('mirror_mention_row', 'Internal (AGE mirror): mirror one mention'),
             ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
             ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
-            ('hit_matches_metadata', 'Internal (search): does a hit match a metadata filter (jsonb containment)'),
+            ('lock_group', 'Internal (write path): take the group''s write lock until the transaction ends (on its worker on Citus)'),
+            ('latest_episodes', 'Internal (search): a group''s latest done episodes (the default BFS seeds)'),
+            ('entities_of_group', 'Internal (search): which of the given ids are entities of the group'),
             ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
