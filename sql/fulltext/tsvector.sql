@@ -53,25 +53,30 @@ $$;
 --      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
 --   3. the documents with any other common lexeme are scored too.
 -- Without pruning, every matching document is scored (step 1 with every lexeme).
+-- Facts: each lexeme's rows are read from the GIN index alone (a MATERIALIZED step without the
+-- view test, which the planner otherwise ANDs with the bitmap of a partial index on current
+-- facts: ~97k entries read per lexeme at 100k facts, most of the call), carrying the tsvector,
+-- so scoring needs no second visit to the table.
 CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('facts', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
-    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
-        SELECT DISTINCT f0.version_id FROM t
+    found AS MATERIALIZED (  -- step 1: rows with a rare lexeme (with any lexeme, unpruned)
+        SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event FROM t
           JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
          AND f0.group_id = ANY (p_groups)
-         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
-           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                     p_superseded, p_relations, p_bounds, f0.is_event)),
+         WHERE NOT t.common OR NOT (SELECT prune FROM how)),
+    todo AS MATERIALIZED (
+        SELECT DISTINCT ON (x.version_id) x.version_id, x.group_id, x.tsv FROM found x
+         WHERE pgmemory.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+                                     p_superseded, p_relations, p_bounds, x.is_event)),
     scored AS MATERIALIZED (
-        SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
-                                                     length(f.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
-          JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
-         GROUP BY f.version_id),
+        SELECT d.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], d.tsv, t.tq, 0),
+                                                     length(d.tsv), t.avgdl)) AS score
+          FROM todo d JOIN t ON t.group_id = d.group_id AND d.tsv @@ t.tq
+         GROUP BY d.version_id),
     theta AS MATERIALIZED (
         SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
     essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
@@ -80,20 +85,21 @@ RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS
                                                             ROWS UNBOUNDED PRECEDING) AS bound
               FROM t WHERE t.common AND (SELECT prune FROM how)) c
          WHERE c.bound >= (SELECT v FROM theta)),
-    more AS MATERIALIZED (  -- step 3
-        SELECT DISTINCT f0.version_id FROM essential t
+    found_more AS MATERIALIZED (  -- step 3
+        SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event FROM essential t
           JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
-         AND f0.group_id = ANY (p_groups)
-         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.version_id = f0.version_id)
-           AND pgmemory.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                     p_superseded, p_relations, p_bounds, f0.is_event))
+         AND f0.group_id = ANY (p_groups)),
+    more AS MATERIALIZED (
+        SELECT DISTINCT ON (x.version_id) x.version_id, x.group_id, x.tsv FROM found_more x
+         WHERE NOT EXISTS (SELECT FROM todo y WHERE y.version_id = x.version_id)
+           AND pgmemory.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+                                     p_superseded, p_relations, p_bounds, x.is_event))
     SELECT x.version_id, x.score FROM scored x
     UNION ALL
-    SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
-                                                   length(f.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
-      JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
-     GROUP BY f.version_id
+    SELECT d.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], d.tsv, t.tq, 0),
+                                                   length(d.tsv), t.avgdl))
+      FROM more d JOIN t ON t.group_id = d.group_id AND d.tsv @@ t.tq
+     GROUP BY d.version_id
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
 
