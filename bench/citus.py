@@ -91,7 +91,7 @@ def explain(dsn: str, group: str) -> dict[str, str]:
         for name, statement in (
                 ("search_group", sql.SQL("EXPLAIN SELECT * FROM pgmemory.search_group({}, 'where does Ann work',"
                                          " NULL, '{{}}')").format(sql.Literal(group))),
-                ("apply_if_unchanged", sql.SQL("EXPLAIN SELECT pgmemory.apply_if_unchanged({}, {}, 'w', 0, '{{}}')")
+                ("apply_if_unchanged", sql.SQL("EXPLAIN SELECT pgmemory_internal.apply_if_unchanged({}, {}, 'w', 0, '{{}}')")
                  .format(sql.Literal(group), sql.Literal(str(uuid.UUID(int=1)))))):
             plan = "\n".join(r[0] for r in conn.execute(statement).fetchall())
             tasks = re.findall(r"Task Count: (\d+)", plan)

@@ -5,11 +5,11 @@ Into a FRESH database on the server pgmemory resolves to (PGMEMORY_DSN or the em
 1. Detection. For each size (default 10k and 100k facts) one group gets a planted-partition
    graph written by SQL (entities = facts / 5, blocks of 50, 90% of the facts inside a block).
    Timed, server-side (EXPLAIN ANALYZE execution time): reading the graph
-   (pgmemory.community_graph: the baseline, the least any detection must do), the first
+   (pgmemory_internal.community_graph: the baseline, the least any detection must do), the first
    pgmemory.detect_communities (every community new, AGE mirror writes included when AGE is
    there), and a second one on the same graph (every community kept). NMI against the blocks.
 2. Dynamic update. On the largest group, `--updates` times: a new entity with 5 facts into one
-   block and 1 outside is written (untimed), then pgmemory.update_communities (what
+   block and 1 outside is written (untimed), then pgmemory_internal.update_communities (what
    apply_episode runs per episode) is timed server-side. Baseline: the DB-side time per episode
    of step 3's offline ingest (EpisodeResult.db_seconds), same run.
 3. LLM calls per episode. `--episodes` synthetic chat episodes (bench/synthetic.py) through the
@@ -103,12 +103,12 @@ def detection(dsn: str, sizes: list[int], seed: int) -> tuple[str, int]:
     print("== detection (server-side ms; AGE mirror included when the database uses AGE)")
     last = ("", 0)
     with psycopg.connect(dsn) as conn:
-        graph_mode = conn.execute("SELECT pgmemory.setting('graph_mode') #>> '{}'").fetchone()[0]
+        graph_mode = conn.execute("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'").fetchone()[0]
         print(f"graph mode: {graph_mode}")
         for facts in sizes:
             group = f"bench-communities-{facts}"
             entities, blocks = plant(conn, group, facts, seed)
-            read = server_ms(conn, "SELECT count(*) FROM pgmemory.community_graph(%s)", (group,))
+            read = server_ms(conn, "SELECT count(*) FROM pgmemory_internal.community_graph(%s)", (group,))
             first_started = time.perf_counter()
             out = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
             conn.commit()
@@ -128,7 +128,7 @@ def detection(dsn: str, sizes: list[int], seed: int) -> tuple[str, int]:
 
 
 def updates(dsn: str, group: str, entities: int, count: int, seed: int) -> list[float]:
-    """Step 2: server-side ms of pgmemory.update_communities for `count` new entities."""
+    """Step 2: server-side ms of pgmemory_internal.update_communities for `count` new entities."""
     rng = random.Random(seed)
     times = []
     with psycopg.connect(dsn) as conn:
@@ -143,7 +143,7 @@ def updates(dsn: str, group: str, entities: int, count: int, seed: int) -> list[
             conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid)"
                          " SELECT f, f, %s, %s, t, 'KNOWS', 'A newcomer knows someone.', tstzrange('2020-01-01', NULL)"
                          "   FROM (SELECT gen_random_uuid() AS f, t FROM unnest(%s::uuid[]) t) x", (group, new, ids))
-            times.append(server_ms(conn, "SELECT pgmemory.update_communities(%s, %s::uuid[], %s::uuid[], %s::uuid[])",
+            times.append(server_ms(conn, "SELECT pgmemory_internal.update_communities(%s, %s::uuid[], %s::uuid[], %s::uuid[])",
                                    (group, [new, *ids[:2]], [new], [new, *ids])))
             conn.commit()
     return times
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         offline = asyncio.run(ingest(dsn, "offline", episodes, args.run))
         timed = updates(dsn, group, entities, args.updates, args.seed)
         base, upd = summary(offline["db_ms"]), summary(timed)
-        print(f"== dynamic update (pgmemory.update_communities, server-side) on the {sizes[-1]}-fact group: "
+        print(f"== dynamic update (pgmemory_internal.update_communities, server-side) on the {sizes[-1]}-fact group: "
               f"median {upd['median']} ms, p95 {upd['p95']} ms over {len(timed)} new entities; baseline: "
               f"a whole offline episode's DB time median {base['median']} ms, p95 {base['p95']} ms "
               f"(update = {upd['median'] / base['median']:.1%} of it); load {load()}")

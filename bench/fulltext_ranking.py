@@ -57,9 +57,9 @@ def sql_ranking(conn, sql: str, group: str, query: str) -> list[str]:
     return [r[0] for r in conn.execute(sql, {"g": group, "q": query}).fetchall()]
 
 
-TS_RANK = ("SELECT ep.metadata->>'turn' FROM pgmemory.episodes ep, (SELECT pgmemory.or_tsquery(%(q)s) tq) q"
+TS_RANK = ("SELECT ep.metadata->>'turn' FROM pgmemory.episodes ep, (SELECT pgmemory_internal.or_tsquery(%(q)s) tq) q"
            " WHERE ep.group_id = %(g)s AND ep.tsv @@ q.tq ORDER BY ts_rank_cd(ep.tsv, q.tq) DESC, ep.id LIMIT 10")
-SHIPPED = ("SELECT ep.metadata->>'turn' FROM pgmemory.episode_text_hits(ARRAY[%(g)s], %(q)s, 10, NULL, NULL) h"
+SHIPPED = ("SELECT ep.metadata->>'turn' FROM pgmemory_internal.episode_text_hits(ARRAY[%(g)s], %(q)s, 10, NULL, NULL) h"
            " JOIN pgmemory.episodes ep ON ep.id = h.id ORDER BY h.score DESC, h.id")
 PG_TEXTSEARCH = ("SELECT ep.metadata->>'turn' FROM pgmemory.episodes ep WHERE ep.group_id = %(g)s"
                  " ORDER BY ep.search_text <@> to_bm25query(%(q)s, 'pgmemory.bench_bm25') LIMIT 10")

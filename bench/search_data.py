@@ -276,11 +276,6 @@ class Generator:
             yield "communities", (cid, vocab.group_id, name, summary, embs[i], ts, ts)
 
 
-def _row(table: str, row: tuple) -> tuple:
-    """A generated row as COPY takes it: a fact's lineage is its own id (one interval each)."""
-    return (*row, row[0]) if table == "facts" else row
-
-
 def _copy_sql(table: str) -> str:
     cols = ", ".join(COLUMNS[table][0])
     return f"COPY pgmemory.{table} ({cols}) FROM STDIN (FORMAT BINARY)"
@@ -313,7 +308,7 @@ class StreamingLoader:
 
     def write(self, table: str, row: tuple) -> None:
         """Send one row to its table's COPY."""
-        self.copies[table].write_row(_row(table, row))
+        self.copies[table].write_row(row)
 
     def __exit__(self, *exc: object) -> None:
         self.stack.close()
@@ -329,7 +324,7 @@ def load_triggered(conn: psycopg.Connection, rows: list[tuple[str, tuple]]) -> d
             copy.set_types(list(COLUMNS[table][1]))
             for t, row in rows:
                 if t == table:
-                    copy.write_row(_row(table, row))
+                    copy.write_row(row)
         out[table] = round(time.perf_counter() - started, 2)
     conn.commit()
     return out

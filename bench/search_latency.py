@@ -287,7 +287,7 @@ def floor_probes(config: SearchConfig) -> list[tuple[str, str, str, bool]]:
                         f" ORDER BY {col} <=> $2::text::vector LIMIT $3", True))
         if "fulltext" in config.methods:
             for name, query, counted in (("fulltext", "plainto_tsquery('english', $2)", True),
-                                         ("fulltext_or", "pgmemory.or_tsquery($2)", False)):
+                                         ("fulltext_or", "pgmemory_internal.or_tsquery($2)", False)):
                 out.append((f"{kind}.{name}", "fulltext",
                             f"SELECT t.{key} FROM {table} t, {query} q"
                             f" WHERE t.group_id = $1 AND t.tsv @@ q ORDER BY ts_rank_cd(t.tsv, q) DESC LIMIT $3",
@@ -415,7 +415,7 @@ BOUNDS = "'{NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL}'::timestamptz[]"
 def explain_queries(q: Query, now: datetime) -> list[tuple[str, str, dict[str, Any]]]:
     """The candidate queries of search_candidates with the values it would bind (default filters, k=30)."""
     p = {"g": [q.group], "q": q.text, "v": vector_literals([q.vector])[0], "now": now}
-    in_view = (f"pgmemory.fact_in_view(f.valid, f.recorded, f.relation, %(now)s::timestamptz, NULL::timestamptz,"
+    in_view = (f"pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, %(now)s::timestamptz, NULL::timestamptz,"
                f" false, '{{}}'::text[], {BOUNDS})")
     return [
         ("facts cosine (HNSW, iterative scan)",
@@ -423,24 +423,24 @@ def explain_queries(q: Query, now: datetime) -> list[tuple[str, str, dict[str, A
          f" WHERE f.group_id = ANY (%(g)s::text[]) AND {in_view}"
          f" ORDER BY f.embedding <=> %(v)s::vector LIMIT 30"), p),
         ("facts full text (fact_text_hits; plpgsql, its own statements not shown)",
-         (f"SELECT * FROM pgmemory.fact_text_hits(%(g)s::text[], %(q)s, 30, %(now)s::timestamptz, NULL, false,"
+         (f"SELECT * FROM pgmemory_internal.fact_text_hits(%(g)s::text[], %(q)s, 30, %(now)s::timestamptz, NULL, false,"
          f" '{{}}'::text[], {BOUNDS})"), p),
         ("entities cosine",
          ("SELECT e.id, e.name_embedding <=> %(v)s::vector AS d FROM pgmemory.entities e"
          " WHERE e.group_id = ANY (%(g)s::text[]) ORDER BY e.name_embedding <=> %(v)s::vector LIMIT 30"), p),
         ("entities full text (entity_text_hits)",
-         "SELECT * FROM pgmemory.entity_text_hits(%(g)s::text[], %(q)s, 30, NULL, '{}'::text[])", p),
+         "SELECT * FROM pgmemory_internal.entity_text_hits(%(g)s::text[], %(q)s, 30, NULL, '{}'::text[])", p),
         ("episodes cosine",
          ("SELECT ep.id, ep.embedding <=> %(v)s::vector AS d FROM pgmemory.episodes ep"
          " WHERE ep.group_id = ANY (%(g)s::text[]) ORDER BY ep.embedding <=> %(v)s::vector LIMIT 30"), p),
         ("episodes full text (episode_text_hits)",
-         "SELECT * FROM pgmemory.episode_text_hits(%(g)s::text[], %(q)s, 30, NULL, NULL)", p),
+         "SELECT * FROM pgmemory_internal.episode_text_hits(%(g)s::text[], %(q)s, 30, NULL, NULL)", p),
         ("communities cosine",
          ("SELECT cm.id, cm.name_embedding <=> %(v)s::vector AS d FROM pgmemory.communities cm"
          " WHERE cm.group_id = ANY (%(g)s::text[]) ORDER BY cm.name_embedding <=> %(v)s::vector LIMIT 30"), p),
         ("communities full text (tsvector)",
-         ("SELECT cm.id, ts_rank_cd(cm.tsv, pgmemory.or_tsquery(%(q)s)) AS s FROM pgmemory.communities cm"
-         " WHERE cm.group_id = ANY (%(g)s::text[]) AND cm.tsv @@ pgmemory.or_tsquery(%(q)s)"
+         ("SELECT cm.id, ts_rank_cd(cm.tsv, pgmemory_internal.or_tsquery(%(q)s)) AS s FROM pgmemory.communities cm"
+         " WHERE cm.group_id = ANY (%(g)s::text[]) AND cm.tsv @@ pgmemory_internal.or_tsquery(%(q)s)"
          " ORDER BY 2 DESC LIMIT 30"), p),
         ("BFS seeds (entities of the 3 latest episodes)",
          ("SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m WHERE m.episode_id IN ("
@@ -612,7 +612,7 @@ def run_bfs(server_dsn: str, keep: bool) -> dict[str, Any]:
             rows.extend(gen.group(g, per_group)[1])
     with connect(dsn) as conn:
         init_database(conn, DIM)
-        mode = conn.execute("SELECT pgmemory.setting('graph_mode') #>> '{}'").fetchone()[0]
+        mode = conn.execute("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'").fetchone()[0]
         if mode != "age":
             raise SystemExit("BFS comparison needs Apache AGE on the server")
         started = time.perf_counter()

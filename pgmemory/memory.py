@@ -270,7 +270,7 @@ class Memory:
         seed_ids = list(check_uuids(seeds, "seeds"))
         function = "bfs_entities_age" if engine == "age" else "bfs_entities"
         async with self.pool.acquire() as conn:
-            if engine == "age" and await conn.fetchval("SELECT pgmemory.setting('graph_mode') #>> '{}'") != "age":
+            if engine == "age" and await conn.fetchval("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'") != "age":
                 raise InvalidInput("BFS engine 'age' needs Apache AGE; this database uses SQL traversal")
             with refused_ids_as_input_errors():
                 rows = await conn.fetch(f"SELECT entity_id, distance FROM pgmemory.{function}($1, $2, $3)",

@@ -1,6 +1,6 @@
 -- Per-database settings: the embedding dimension is fixed once and enforced.
 
-CREATE OR REPLACE FUNCTION pgmemory.setting(p_key text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.setting(p_key text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT value FROM pgmemory.settings WHERE key = p_key
 $$;
@@ -8,10 +8,10 @@ $$;
 -- Fix the embedding dimension of this database: types every embedding column
 -- as vector(p_dim) and builds the HNSW (cosine) indexes. Idempotent for the
 -- same dimension; a different one is an error naming both.
-CREATE OR REPLACE FUNCTION pgmemory.set_embedding_dim(p_dim integer)
+CREATE OR REPLACE FUNCTION pgmemory_internal.set_embedding_dim(p_dim integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
-    current_dim integer := (pgmemory.setting('embedding_dim'))::integer;
+    current_dim integer := (pgmemory_internal.setting('embedding_dim'))::integer;
     col record;
 BEGIN
     IF p_dim IS NULL OR p_dim < 1 OR p_dim > 16000 THEN

@@ -1,7 +1,7 @@
 -- Entities are system-versioned: an update keeps the prior row in
 -- pgmemory.entity_versions with the transaction-time range it was current.
 
-CREATE OR REPLACE FUNCTION pgmemory.entities_keep_version()
+CREATE OR REPLACE FUNCTION pgmemory_internal.entities_keep_version()
 RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF (OLD.name, OLD.labels, OLD.summary, OLD.attributes)
@@ -21,7 +21,7 @@ $$;
 
 DROP TRIGGER IF EXISTS entities_keep_version ON pgmemory.entities;
 CREATE TRIGGER entities_keep_version BEFORE UPDATE ON pgmemory.entities
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.entities_keep_version();
+    FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.entities_keep_version();
 
 -- Re-derive the name, labels and attributes of p_entities from what their live
 -- mentions said (pgmemory.episode_mentions, in ingestion order), as ingesting
@@ -34,7 +34,7 @@ CREATE TRIGGER entities_keep_version BEFORE UPDATE ON pgmemory.entities
 -- retired ones, are left as they are. A changed name drops the name embedding
 -- (it embedded the old name; Memory.delete_episode re-embeds). Returns the ids
 -- whose name changed.
-CREATE OR REPLACE FUNCTION pgmemory.refold_entities(p_group text, p_entities uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.refold_entities(p_group text, p_entities uuid[])
 RETURNS uuid[] LANGUAGE plpgsql AS $$
 DECLARE
     ent uuid;

@@ -3,7 +3,7 @@
 -- close that range at the transaction time and write a new version.
 
 -- Build a valid-time range; NULL bounds mean "unknown", +-infinity "forever".
-CREATE OR REPLACE FUNCTION pgmemory.valid_range(p_from timestamptz, p_to timestamptz)
+CREATE OR REPLACE FUNCTION pgmemory_internal.valid_range(p_from timestamptz, p_to timestamptz)
 RETURNS tstzrange LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_from IS NOT NULL AND p_to IS NOT NULL AND p_from >= p_to THEN
@@ -33,7 +33,7 @@ BEGIN
     INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
                                 attributes, embedding, valid, lineage)
     VALUES (p_id, p_group, p_source, p_target, p_relation, p_fact,
-            coalesce(p_attributes, '{}'), p_embedding, pgmemory.valid_range(p_valid_from, p_valid_to),
+            coalesce(p_attributes, '{}'), p_embedding, pgmemory_internal.valid_range(p_valid_from, p_valid_to),
             coalesce(p_lineage, p_id))
     RETURNING version_id INTO new_version;
     IF p_episode IS NOT NULL THEN
@@ -55,7 +55,7 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     cur pgmemory.facts;
     new_version bigint;
-    new_valid tstzrange := pgmemory.valid_range(p_valid_from, p_valid_to);
+    new_valid tstzrange := pgmemory_internal.valid_range(p_valid_from, p_valid_to);
 BEGIN
     SELECT * INTO cur FROM pgmemory.facts
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) FOR UPDATE;

@@ -3,8 +3,8 @@
 -- lineage, a negation, which lineages it contradicts, with its dates); these
 -- functions turn that into fact versions. A fact's believed versions are the
 -- fold of its lineage's live claims in ingestion order, so ingesting
--- (pgmemory.apply_claim on the current belief) and re-folding after a delete
--- (pgmemory.refold_lineages from nothing) follow the same rules.
+-- (pgmemory_internal.apply_claim on the current belief) and re-folding after a delete
+-- (pgmemory_internal.refold_lineages from nothing) follow the same rules.
 --
 -- Rules for one claim c, with its evidence start es = coalesce(valid_from, ref_time):
 -- assert:  merge into the believed intervals of its lineage that overlap or
@@ -24,7 +24,7 @@
 
 -- Apply one claim to its group's believed facts; returns what it did as
 -- {fact_id, action (created|extended|merged|ended|withdrawn|unchanged), ended, withdrawn}.
-CREATE OR REPLACE FUNCTION pgmemory.apply_claim(c pgmemory.fact_claims)
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     es timestamptz := coalesce(c.valid_from, c.ref_time);
@@ -171,7 +171,7 @@ $$;
 -- The lineages whose belief depends on p_seeds: joined through contradictions
 -- in both directions (an interval's end can depend on a claim of another
 -- lineage, and a late claim's own end on the lineage it contradicts).
-CREATE OR REPLACE FUNCTION pgmemory.claim_component(p_group text, p_seeds uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.claim_component(p_group text, p_seeds uuid[])
 RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
     comp uuid[] := ARRAY(SELECT DISTINCT s FROM unnest(p_seeds) s WHERE s IS NOT NULL);
@@ -195,10 +195,10 @@ $$;
 -- claims, writing only the differences as new versions: a fact believed
 -- exactly as before keeps its version. Returns the fact ids of the component
 -- whose belief changed (old and new ids).
-CREATE OR REPLACE FUNCTION pgmemory.refold_lineages(p_group text, p_seeds uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[])
 RETURNS uuid[] LANGUAGE plpgsql AS $$
 DECLARE
-    comp uuid[] := pgmemory.claim_component(p_group, p_seeds);
+    comp uuid[] := pgmemory_internal.claim_component(p_group, p_seeds);
     c pgmemory.fact_claims;
     landed uuid;
     r record;
@@ -213,7 +213,7 @@ BEGIN
      WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded);
     FOR c IN SELECT * FROM pgmemory.fact_claims
               WHERE group_id = p_group AND lineage = ANY (comp) ORDER BY seq LOOP
-        landed := (pgmemory.apply_claim(c)->>'fact_id')::uuid;
+        landed := (pgmemory_internal.apply_claim(c)->>'fact_id')::uuid;
         IF c.fact_id IS DISTINCT FROM landed THEN
             UPDATE pgmemory.fact_claims SET fact_id = landed WHERE group_id = p_group AND seq = c.seq;
         END IF;

@@ -5,7 +5,7 @@
 -- exact (case-insensitive) name matches or, without one, the nearest name
 -- embeddings (cosine) and full-text matches on name + summary. One row per
 -- (input index, candidate).
-CREATE OR REPLACE FUNCTION pgmemory.entity_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(
     p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
     p_min_similarity double precision DEFAULT 0.6)
 RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary text,
@@ -45,7 +45,7 @@ $$;
 
 -- Believed facts between the same entity pair (either direction): the only
 -- scope in which a new fact can be a duplicate. One row per (input index, fact).
-CREATE OR REPLACE FUNCTION pgmemory.fact_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_candidates(
     p_group text, p_sources uuid[], p_targets uuid[])
 RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
                target_name text, relation text, fact text, valid_from timestamptz,
@@ -67,7 +67,7 @@ $$;
 -- recently recorded still-valid facts touching its source or target, the
 -- p_k nearest in meaning; plus every believed fact with the same source and
 -- relation type (one employer, ...), ended or not.
-CREATE OR REPLACE FUNCTION pgmemory.contradiction_candidates(
+CREATE OR REPLACE FUNCTION pgmemory_internal.contradiction_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
     p_k integer DEFAULT 10)
 RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,

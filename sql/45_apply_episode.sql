@@ -7,15 +7,15 @@
 -- renamed_to, labels, attributes}}: what the episode said of it), claims, usage, embedding. A claim is
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
--- attributes}: the decisions only; pgmemory.apply_claim turns them into
+-- attributes}: the decisions only; pgmemory_internal.apply_claim turns them into
 -- versions. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
 DO $$ BEGIN  -- it returned void before claims existed
-    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory.apply_episode(uuid, jsonb)')
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.apply_episode(uuid, jsonb)')
                  AND prorettype = 'void'::regtype) THEN
-        DROP FUNCTION pgmemory.apply_episode(uuid, jsonb);
+        DROP FUNCTION pgmemory_internal.apply_episode(uuid, jsonb);
     END IF;
 END $$;
-CREATE OR REPLACE FUNCTION pgmemory.apply_episode(p_group text, p_episode uuid, p_plan jsonb)
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_episode(p_group text, p_episode uuid, p_plan jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     g text := p_group;
@@ -79,7 +79,7 @@ BEGIN
                 (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
                 coalesce((item->>'ref_time')::timestamptz, ref), v_contradicts)
         RETURNING * INTO c;
-        did := pgmemory.apply_claim(c);
+        did := pgmemory_internal.apply_claim(c);
         UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = g AND seq = c.seq;
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
@@ -93,7 +93,7 @@ BEGIN
     -- Read first, then call (Citus: see below).
     changed := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = g AND f.id = ANY (changed || touched));
-    PERFORM pgmemory.update_communities(g,
+    PERFORM pgmemory_internal.update_communities(g,
         ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m),
         ARRAY(SELECT (e->>'id')::uuid FROM jsonb_array_elements(p_plan->'new_entities') e), changed);
 
@@ -104,7 +104,7 @@ BEGIN
         UNION
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
          WHERE f.group_id = g AND f.id = ANY (touched));
-    PERFORM pgmemory.derive_summaries(g, touched);
+    PERFORM pgmemory_internal.derive_summaries(g, touched);
 
     UPDATE pgmemory.episodes
        SET status = 'done', error = NULL, lease_owner = NULL, lease_until = NULL,
@@ -115,12 +115,12 @@ BEGIN
            completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = (p_plan->>'embedding')::vector
      WHERE id = p_episode AND group_id = g;
-    RETURN pgmemory.claims_summary(results);
+    RETURN pgmemory_internal.claims_summary(results);
 END
 $$;
 
 -- What a list of applied claims did, in counts and the sentences created.
-CREATE OR REPLACE FUNCTION pgmemory.claims_summary(p_results jsonb)
+CREATE OR REPLACE FUNCTION pgmemory_internal.claims_summary(p_results jsonb)
 RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
     SELECT jsonb_build_object(
         'claims', p_results,
@@ -142,12 +142,12 @@ $$;
 -- (PL/pgSQL: its statements are planned with the group's value, so Citus routes them to
 -- the group's shard.)
 DO $$ BEGIN  -- it was a SQL function before
-    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory.derive_summaries(text, uuid[])')
+    IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.derive_summaries(text, uuid[])')
                  AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql')) THEN
-        DROP FUNCTION pgmemory.derive_summaries(text, uuid[]);
+        DROP FUNCTION pgmemory_internal.derive_summaries(text, uuid[]);
     END IF;
 END $$;
-CREATE OR REPLACE FUNCTION pgmemory.derive_summaries(p_group text, p_entities uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.derive_summaries(p_group text, p_entities uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     WITH open_facts AS NOT MATERIALIZED (  -- inlined: Citus would plan a shared CTE apart

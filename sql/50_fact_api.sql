@@ -2,7 +2,7 @@
 -- same temporal rules (sql/35_fact_rules.sql) as ingested episodes.
 
 -- The entity named p_name in p_group (exact, case-insensitive), created if missing.
-CREATE OR REPLACE FUNCTION pgmemory.entity_by_name(p_group text, p_name text, p_embedding vector DEFAULT NULL,
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_by_name(p_group text, p_name text, p_embedding vector DEFAULT NULL,
                                                    OUT entity_id uuid, OUT created boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -66,8 +66,8 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
-    SELECT * INTO src FROM pgmemory.entity_by_name(p_group, btrim(p_source), p_source_embedding);
-    SELECT * INTO tgt FROM pgmemory.entity_by_name(p_group, btrim(p_target), p_target_embedding);
+    SELECT * INTO src FROM pgmemory_internal.entity_by_name(p_group, btrim(p_source), p_source_embedding);
+    SELECT * INTO tgt FROM pgmemory_internal.entity_by_name(p_group, btrim(p_target), p_target_embedding);
     IF src.created THEN created := created || btrim(p_source); END IF;
     IF tgt.created THEN created := created || btrim(p_target); END IF;
     SELECT f.lineage INTO dup FROM pgmemory.facts f
@@ -86,7 +86,7 @@ BEGIN
             src.entity_id, tgt.entity_id, rel, btrim(p_fact), p_embedding, coalesce(p_attributes, '{}'),
             p_valid_from, p_valid_to, coalesce(p_reference_time, now()), ends)
     RETURNING * INTO c;
-    did := pgmemory.apply_claim(c);
+    did := pgmemory_internal.apply_claim(c);
     UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = p_group AND seq = c.seq;
     -- Read first, then call (a call nested in a shard query cannot query on Citus).
     touched := ARRAY(
@@ -95,8 +95,8 @@ BEGIN
         SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
          WHERE f.group_id = p_group AND f.id IN (
                SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x));
-    PERFORM pgmemory.derive_summaries(p_group, touched);
-    PERFORM pgmemory.update_communities(p_group, ARRAY[src.entity_id, tgt.entity_id],  -- sql/57_communities.sql
+    PERFORM pgmemory_internal.derive_summaries(p_group, touched);
+    PERFORM pgmemory_internal.update_communities(p_group, ARRAY[src.entity_id, tgt.entity_id],  -- sql/57_communities.sql
         ARRAY(SELECT x.id FROM (VALUES (src.entity_id, src.created), (tgt.entity_id, tgt.created)) x (id, made)
                WHERE x.made), ARRAY[src.entity_id, tgt.entity_id]);
     RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
@@ -125,10 +125,10 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % is not believed in group %', p_fact, p_group USING ERRCODE = 'P0002';
     END IF;
-    did := pgmemory.apply_claim(c);
+    did := pgmemory_internal.apply_claim(c);
     UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE group_id = p_group AND seq = c.seq;
-    PERFORM pgmemory.derive_summaries(p_group, ARRAY[c.source_id, c.target_id]);
-    PERFORM pgmemory.update_communities(p_group, '{}', '{}', ARRAY[c.source_id, c.target_id]);
+    PERFORM pgmemory_internal.derive_summaries(p_group, ARRAY[c.source_id, c.target_id]);
+    PERFORM pgmemory_internal.update_communities(p_group, '{}', '{}', ARRAY[c.source_id, c.target_id]);
     RETURN did;
 END
 $$;

@@ -7,7 +7,7 @@
 
 -- SHA-1 of a byte string (Postgres has no built-in sha1 and contrib may be
 -- absent): only used to derive name-based UUIDs identical to Python's uuid5.
-CREATE OR REPLACE FUNCTION pgmemory.sha1(p_data bytea)
+CREATE OR REPLACE FUNCTION pgmemory_internal.sha1(p_data bytea)
 RETURNS bytea LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
     m32 constant bigint := 4294967295;
@@ -56,17 +56,17 @@ END
 $$;
 
 -- RFC 4122 name-based UUID (version 5), equal to Python's uuid.uuid5(namespace, name).
-CREATE OR REPLACE FUNCTION pgmemory.uuid5(p_namespace uuid, p_name text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.uuid5(p_namespace uuid, p_name text)
 RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT encode(set_byte(set_byte(substring(d FROM 1 FOR 16), 6, (get_byte(d, 6) & 15) | 80),
                            8, (get_byte(d, 8) & 63) | 128), 'hex')::uuid
-      FROM pgmemory.sha1(decode(replace(p_namespace::text, '-', ''), 'hex')
+      FROM pgmemory_internal.sha1(decode(replace(p_namespace::text, '-', ''), 'hex')
                          || convert_to(p_name, 'UTF8')) AS d
 $$;
 
 -- The episode UUID for an id given by the writer: a UUID as is, any other
 -- string derived from (group, id) exactly as pgmemory.ingest.episode.episode_uuid does.
-CREATE OR REPLACE FUNCTION pgmemory.episode_uuid(p_group text, p_episode_id text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_uuid(p_group text, p_episode_id text)
 RETURNS uuid LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     hex text := replace(btrim(replace(replace(p_episode_id, 'urn:', ''), 'uuid:', ''), '{}'), '-', '');
@@ -77,7 +77,7 @@ BEGIN
     IF hex ~ '^[0-9a-fA-F]{32}$' THEN
         RETURN hex::uuid;
     END IF;
-    RETURN pgmemory.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', p_group || chr(31) || p_episode_id);
+    RETURN pgmemory_internal.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', p_group || chr(31) || p_episode_id);
 END
 $$;
 
@@ -133,8 +133,8 @@ BEGIN
     END IF;
     -- Without an id: derived from (group, actor, reference time as a UTC instant, content)
     -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
-    v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory.episode_uuid(p_group, p_episode_id)
-                 ELSE pgmemory.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', concat_ws(chr(31), 'default', p_group,
+    v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory_internal.episode_uuid(p_group, p_episode_id)
+                 ELSE pgmemory_internal.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', concat_ws(chr(31), 'default', p_group,
                           coalesce(btrim(p_actor), ''),
                           to_char(p_reference_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
                           || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
@@ -161,7 +161,7 @@ $$;
 -- recorded time); a group with a live lease is busy. One claimer per group at
 -- a time (a try-lock, so claimers skip each other's groups instead of waiting),
 -- FOR UPDATE SKIP LOCKED on the episode; run it in its own short transaction.
-CREATE OR REPLACE FUNCTION pgmemory.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes')
+CREATE OR REPLACE FUNCTION pgmemory_internal.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes')
 RETURNS TABLE (group_id text, episode_id uuid)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -207,7 +207,7 @@ $$;
 -- Lease one given episode (in-process ingestion and `retry`): 'leased' when
 -- this caller now holds it (pending, failed or an expired lease), 'done' when
 -- it is finished, 'busy' when another live lease holds it.
-CREATE OR REPLACE FUNCTION pgmemory.lease_episode(p_group text, p_episode uuid, p_worker text,
+CREATE OR REPLACE FUNCTION pgmemory_internal.lease_episode(p_group text, p_episode uuid, p_worker text,
                                                   p_lease interval DEFAULT '5 minutes')
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -230,7 +230,7 @@ END
 $$;
 
 -- Extend a lease this worker holds; false when it is no longer this worker's.
-CREATE OR REPLACE FUNCTION pgmemory.renew_lease(p_group text, p_episode uuid, p_worker text,
+CREATE OR REPLACE FUNCTION pgmemory_internal.renew_lease(p_group text, p_episode uuid, p_worker text,
                                                 p_lease interval DEFAULT '5 minutes')
 RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -247,7 +247,7 @@ $$;
 -- billed); while this worker still holds the lease the episode becomes
 -- 'failed' with p_error, or 'pending' again when p_error is NULL (a worker
 -- stopping gives its episode back).
-CREATE OR REPLACE FUNCTION pgmemory.end_attempt(p_group text, p_episode uuid, p_worker text,
+CREATE OR REPLACE FUNCTION pgmemory_internal.end_attempt(p_group text, p_episode uuid, p_worker text,
                                                 p_error text, p_calls integer, p_prompt_tokens integer,
                                                 p_completion_tokens integer)
 RETURNS void LANGUAGE sql VOLATILE AS $$
@@ -266,7 +266,7 @@ $$;
 
 -- The group's change counter: read before candidates are read, compared under
 -- the group lock before decisions are applied.
-CREATE OR REPLACE FUNCTION pgmemory.group_version(p_group text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.group_version(p_group text)
 RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
 $$;
@@ -294,10 +294,10 @@ SELECT group_id,
 -- Apply one episode's decisions in a single statement (so no transaction sits idle between
 -- round trips): under the group lock, if this worker still holds the episode's lease and the
 -- group's counter is still p_version (nothing changed since the candidates were read), apply
--- them (pgmemory.apply_episode) and count the change. Returns {"state": s, "applied": what
+-- them (pgmemory_internal.apply_episode) and count the change. Returns {"state": s, "applied": what
 -- apply_episode returned} with s 'applied', 'changed' (nothing written: read again), 'done'
 -- (already applied) or 'lost' (the lease is someone else's now).
-CREATE OR REPLACE FUNCTION pgmemory.apply_if_unchanged(p_group text, p_episode uuid, p_worker text,
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_if_unchanged(p_group text, p_episode uuid, p_worker text,
                                                        p_version bigint, p_plan jsonb)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -314,10 +314,10 @@ BEGIN
     IF v_owner IS DISTINCT FROM p_worker THEN
         RETURN jsonb_build_object('state', 'lost');
     END IF;
-    IF pgmemory.group_version(p_group) <> p_version THEN
+    IF pgmemory_internal.group_version(p_group) <> p_version THEN
         RETURN jsonb_build_object('state', 'changed');
     END IF;
-    v_applied := pgmemory.apply_episode(p_group, p_episode, p_plan);
+    v_applied := pgmemory_internal.apply_episode(p_group, p_episode, p_plan);
     PERFORM pgmemory.bump_group_version(p_group);
     RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
 END

@@ -29,7 +29,7 @@ $$;
 -- all)? An episode by its own metadata; a fact when one of the episodes it came
 -- from matches; an entity when a matching episode mentions it; a community never
 -- (it is not tied to episodes).
-CREATE OR REPLACE FUNCTION pgmemory.hit_matches_metadata(p_kind text, p_group text, p_id uuid, p_filter jsonb)
+CREATE OR REPLACE FUNCTION pgmemory_internal.hit_matches_metadata(p_kind text, p_group text, p_id uuid, p_filter jsonb)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN p_filter IS NULL OR p_filter = '{}' THEN true

@@ -5,7 +5,7 @@
 
 -- The weighted entity graph of a group now: one row per unordered pair with the
 -- number of believed facts that hold now between them (events once happened count).
-CREATE OR REPLACE FUNCTION pgmemory.community_graph(p_group text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.community_graph(p_group text)
 RETURNS TABLE (a uuid, b uuid, w integer) LANGUAGE sql STABLE AS $$
     SELECT least(f.source_id, f.target_id), greatest(f.source_id, f.target_id), count(*)::integer
       FROM pgmemory.facts f
@@ -67,7 +67,7 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     DROP TABLE IF EXISTS pg_temp.lp_node, pg_temp.lp_edge, pg_temp.lp_pair;
-    CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory.community_graph(p_group);
+    CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory_internal.community_graph(p_group);
     -- Nodes numbered in id order; label = own number; phase = a hash of it; degree = weighted.
     CREATE TEMP TABLE lp_node ON COMMIT DROP AS
         SELECT x.n, x.id, x.n AS label, x.degree, hashint4(x.n) & 3 AS phase
@@ -223,7 +223,7 @@ $$;
 -- new entities (p_new) that have facts but found no community to join. The
 -- current communities of p_changed (entities whose facts changed) and of
 -- the entities that joined are marked for a summary refresh (revision + 1).
-CREATE OR REPLACE FUNCTION pgmemory.update_communities(p_group text, p_entities uuid[], p_new uuid[],
+CREATE OR REPLACE FUNCTION pgmemory_internal.update_communities(p_group text, p_entities uuid[], p_new uuid[],
                                                        p_changed uuid[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -290,8 +290,8 @@ CREATE OR REPLACE FUNCTION pgmemory.communities_due(p_group text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT CASE WHEN s.detected_at IS NULL THEN s.drift > 0
                                  ELSE s.drift >= greatest(
-                                          coalesce((pgmemory.setting('community_drift_min'))::integer, 10),
-                                          coalesce((pgmemory.setting('community_drift_fraction'))::float8, 0.2)
+                                          coalesce((pgmemory_internal.setting('community_drift_min'))::integer, 10),
+                                          coalesce((pgmemory_internal.setting('community_drift_fraction'))::float8, 0.2)
                                               * s.members_at_detection) END
                        FROM pgmemory.community_state s WHERE s.group_id = p_group), false)
 $$;
@@ -300,7 +300,7 @@ $$;
 -- deletes) and marks for refresh those holding p_entities (whose facts changed).
 -- With p_erase, a summary that may quote erased text is blanked now (the next
 -- refresh writes it again) and ended versions holding p_entities are removed.
-CREATE OR REPLACE FUNCTION pgmemory.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
+CREATE OR REPLACE FUNCTION pgmemory_internal.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE pgmemory.communities c
@@ -349,8 +349,8 @@ $$;
 -- members (name, summary) most central first (facts inside the community),
 -- at most 200, and the 20 most central facts' sentences inside it (facts
 -- between its members, believed and holding now), most central first.
-DROP FUNCTION IF EXISTS pgmemory.community_digests(text, integer);
-CREATE OR REPLACE FUNCTION pgmemory.community_digests(p_group text, p_limit integer DEFAULT 100,
+DROP FUNCTION IF EXISTS pgmemory_internal.community_digests(text, integer);
+CREATE OR REPLACE FUNCTION pgmemory_internal.community_digests(p_group text, p_limit integer DEFAULT 100,
                                                       p_min_changes integer DEFAULT NULL)
 RETURNS TABLE (id uuid, revision integer, members jsonb, facts jsonb) LANGUAGE sql STABLE AS $$
     WITH dirty AS (
@@ -358,7 +358,7 @@ RETURNS TABLE (id uuid, revision integer, members jsonb, facts jsonb) LANGUAGE s
          WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.revision > c.summarized_revision
            AND (c.summarized_revision = 0
                 OR c.revision - c.summarized_revision >= greatest(1, coalesce(
-                       p_min_changes, (pgmemory.setting('community_refresh_changes'))::integer, 4)))
+                       p_min_changes, (pgmemory_internal.setting('community_refresh_changes'))::integer, 4)))
          ORDER BY c.updated_at, c.id LIMIT p_limit
     ), mem AS (
         SELECT d.id AS community_id, m.entity_id
@@ -395,7 +395,7 @@ $$;
 -- Write a community's name, summary and name embedding, made from revision
 -- p_revision; a community ended meanwhile is left alone, and one changed
 -- meanwhile stays marked (its revision is still ahead). True when written.
-CREATE OR REPLACE FUNCTION pgmemory.write_community_summary(
+CREATE OR REPLACE FUNCTION pgmemory_internal.write_community_summary(
     p_group text, p_community uuid, p_revision integer, p_name text, p_summary text,
     p_embedding vector, p_kind text)
 RETURNS boolean LANGUAGE sql AS $$
@@ -407,7 +407,7 @@ RETURNS boolean LANGUAGE sql AS $$
 $$;
 
 -- The LLM cost of community summaries, per group (they belong to no episode).
-CREATE OR REPLACE FUNCTION pgmemory.add_community_usage(p_group text, p_calls integer, p_prompt integer,
+CREATE OR REPLACE FUNCTION pgmemory_internal.add_community_usage(p_group text, p_calls integer, p_prompt integer,
                                                         p_completion integer)
 RETURNS void LANGUAGE sql AS $$
     INSERT INTO pgmemory.community_state AS s (group_id, llm_calls, prompt_tokens, completion_tokens)

@@ -13,7 +13,7 @@
 -- tombstone (pgmemory.retractions) keeps what a later erase must find.
 --
 -- Erase (p_erase) rewrites history on purpose, but only what derives from the
--- erased episode E (see pgmemory.erase_history): entities only it introduced
+-- erased episode E (see pgmemory_internal.erase_history): entities only it introduced
 -- are deleted with all their facts' versions; of the other facts and entities
 -- it touched, the past versions E wrote and the past versions carrying its
 -- text go, and the version before each such run is believed until the next
@@ -43,7 +43,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group) THEN
         IF p_erase AND EXISTS (SELECT 1 FROM pgmemory.retractions r
                                 WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
-            RETURN pgmemory.erase_retracted(p_group, p_episode);
+            RETURN pgmemory_internal.erase_retracted(p_group, p_episode);
         END IF;
         RAISE EXCEPTION 'episode % does not exist in group %', p_episode, p_group USING ERRCODE = 'P0002';
     END IF;
@@ -69,7 +69,7 @@ BEGIN
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
     DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions cascade
-    changed := pgmemory.refold_lineages(p_group, seeds);
+    changed := pgmemory_internal.refold_lineages(p_group, seeds);
 
     orphans := ARRAY(
         SELECT e FROM unnest(mentioned) e
@@ -79,7 +79,7 @@ BEGIN
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
     IF p_erase THEN
-        PERFORM pgmemory.delete_entities(p_group, orphans);
+        PERFORM pgmemory_internal.delete_entities(p_group, orphans);
         entities_removed := (SELECT count(*) FROM unnest(orphans) e
                               WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
     ELSE
@@ -102,12 +102,12 @@ BEGIN
                      UNION
                      SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed));
-    renamed := pgmemory.refold_entities(p_group, mentioned);
-    PERFORM pgmemory.derive_summaries(p_group, touched);
-    PERFORM pgmemory.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
+    renamed := pgmemory_internal.refold_entities(p_group, mentioned);
+    PERFORM pgmemory_internal.derive_summaries(p_group, touched);
+    PERFORM pgmemory_internal.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
-        PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, seeds), touched,
+        PERFORM pgmemory_internal.erase_history(p_group, pgmemory_internal.claim_component(p_group, seeds), touched,
                                        ARRAY[written_at], texts, names, attrs);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
@@ -117,7 +117,7 @@ BEGIN
         VALUES (p_group, p_episode, cardinality(changed) + cardinality(removed),
                 cardinality(touched) + entities_removed);
         IF EXISTS (SELECT 1 FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
-            earlier := pgmemory.erase_retracted(p_group, p_episode);  -- an earlier ingestion, retracted
+            earlier := pgmemory_internal.erase_retracted(p_group, p_episode);  -- an earlier ingestion, retracted
         END IF;
     ELSE
         written := CASE WHEN written_at IS NULL THEN '{}'::timestamptz[] ELSE ARRAY[written_at] END;
@@ -145,7 +145,7 @@ $$;
 
 -- Delete entities of p_group with every version of their facts (and their
 -- provenance), when no other entity's fact needs them.
-CREATE OR REPLACE FUNCTION pgmemory.delete_entities(p_group text, p_entities uuid[])
+CREATE OR REPLACE FUNCTION pgmemory_internal.delete_entities(p_group text, p_entities uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     removed uuid[] := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
@@ -164,9 +164,9 @@ $$;
 -- Erase an episode that was retracted earlier (it is no longer in episodes):
 -- from its tombstone, the entities that retract retired (still retired) are
 -- deleted with their facts' versions, and the history it wrote or that
--- carries its text is rewritten as for any erase (pgmemory.erase_history).
+-- carries its text is rewritten as for any erase (pgmemory_internal.erase_history).
 -- Called by pgmemory.delete_episode under the group lock.
-CREATE OR REPLACE FUNCTION pgmemory.erase_retracted(p_group text, p_episode uuid)
+CREATE OR REPLACE FUNCTION pgmemory_internal.erase_retracted(p_group text, p_episode uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     t pgmemory.retractions;
@@ -180,9 +180,9 @@ BEGIN
                                      WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NOT NULL));
     removed := (SELECT count(DISTINCT f.id) FROM pgmemory.facts f
                  WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
-    PERFORM pgmemory.delete_entities(p_group, orphans);
+    PERFORM pgmemory_internal.delete_entities(p_group, orphans);
     gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
-    PERFORM pgmemory.erase_history(p_group, pgmemory.claim_component(p_group, t.lineages),
+    PERFORM pgmemory_internal.erase_history(p_group, pgmemory_internal.claim_component(p_group, t.lineages),
                                    ARRAY(SELECT e FROM unnest(t.mentioned) e
                                           WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
                                                          WHERE x.group_id = p_group AND x.id = e)),
@@ -208,7 +208,7 @@ $$;
 -- it, which is then believed until the next surviving version (as if the
 -- episode had never been ingested); a bridged fact version equal to the one
 -- after it is merged into it.
-CREATE OR REPLACE FUNCTION pgmemory.erase_history(
+CREATE OR REPLACE FUNCTION pgmemory_internal.erase_history(
     p_group text, p_lineages uuid[], p_entities uuid[], p_written_at timestamptz[],
     p_texts text[], p_names text[], p_attrs jsonb)
 RETURNS void LANGUAGE plpgsql AS $$

@@ -8,7 +8,7 @@
 -- part of as-of answers (nothing versions them yet).
 
 -- Is a fact version in the slice (holds at p_point, believed at p_known_at)?
-CREATE OR REPLACE FUNCTION pgmemory.fact_in_slice(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_in_slice(
     p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz,
     p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
@@ -21,7 +21,7 @@ $$;
 -- facts of one entity" it would pick them on a row estimate of one and then
 -- read and sort all of a hub's facts, instead of a few entries of
 -- facts_source_started / facts_target_started (measured: 5x slower).
-CREATE OR REPLACE FUNCTION pgmemory.fact_in_slice_unindexed(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_in_slice_unindexed(
     p_valid tstzrange, p_recorded tstzrange, p_point timestamptz, p_known_at timestamptz,
     p_event boolean DEFAULT false)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
@@ -31,18 +31,18 @@ $$;
 
 -- The slice facts touching an entity (as source or target). A set-returning
 -- SQL function, so the planner inlines it: `EXISTS (SELECT FROM
--- pgmemory.slice_facts_of(...))` is a plain subquery planned once per search,
+-- pgmemory_internal.slice_facts_of(...))` is a plain subquery planned once per search,
 -- with no per-row function call.
-CREATE OR REPLACE FUNCTION pgmemory.slice_facts_of(
+CREATE OR REPLACE FUNCTION pgmemory_internal.slice_facts_of(
     p_group text, p_entity uuid, p_point timestamptz, p_known_at timestamptz)
 RETURNS TABLE (fact text, rec timestamptz, version_id bigint) LANGUAGE sql STABLE AS $$
     SELECT f.fact, lower(f.recorded), f.version_id FROM pgmemory.facts f
      WHERE f.group_id = p_group AND f.source_id = p_entity
-       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+       AND pgmemory_internal.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
     UNION ALL
     SELECT f.fact, lower(f.recorded), f.version_id FROM pgmemory.facts f
      WHERE f.group_id = p_group AND f.target_id = p_entity
-       AND pgmemory.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+       AND pgmemory_internal.fact_in_slice(f.valid, f.recorded, p_point, p_known_at, f.is_event)
 $$;
 
 -- The entity's summary in the slice: its five slice facts (as source or
@@ -50,7 +50,7 @@ $$;
 -- recently recorded), '' when the slice has none. Latest-started first reads
 -- facts_source_started / facts_target_started from T downwards, so a hub with
 -- thousands of facts costs a few index entries. One row; inlined like the above.
-CREATE OR REPLACE FUNCTION pgmemory.entity_summary_at(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_summary_at(
     p_group text, p_entity uuid, p_point timestamptz, p_known_at timestamptz)
 RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
     SELECT coalesce(string_agg(s.fact, ' ' ORDER BY s.started DESC NULLS LAST, s.rec DESC, s.version_id DESC), '')
@@ -59,23 +59,23 @@ RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
                    FROM pgmemory.facts f
                   WHERE f.source_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+                    AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, lower(f.valid), lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.target_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+                    AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, NULL, lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.source_id = p_entity AND f.group_id = p_group AND lower(f.valid) IS NULL
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+                    AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.recorded) DESC, f.version_id DESC LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, NULL, lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.target_id = p_entity AND f.group_id = p_group AND lower(f.valid) IS NULL
-                    AND pgmemory.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
+                    AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
                   ORDER BY lower(f.recorded) DESC, f.version_id DESC LIMIT 5)) u
              ORDER BY u.started DESC NULLS LAST, u.rec DESC, u.version_id DESC LIMIT 5) s
 $$;
@@ -85,25 +85,25 @@ $$;
 -- scored on the name plus the matching slice facts — never on the stored,
 -- current summary, which may describe later events. p_fact_versions: the slice
 -- facts the search's own full text already found (NULL: search them here).
-CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits_as_of(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits_as_of(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_labels text[], p_fact_versions bigint[] DEFAULT NULL)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
-    tq tsquery := pgmemory.or_tsquery(p_query);
+    tq tsquery := pgmemory_internal.or_tsquery(p_query);
 BEGIN
     RETURN QUERY
     WITH named AS (
         SELECT e.id, ''::text AS fact FROM pgmemory.entities e
          WHERE e.group_id = ANY (p_groups) AND to_tsvector('english', e.name) @@ tq
-           AND EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, p_point, p_known_at))
+           AND EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, p_point, p_known_at))
          ORDER BY ts_rank_cd(to_tsvector('english', e.name), tq) DESC, e.id
          LIMIT p_k
     ), matched AS (
         SELECT unnest(p_fact_versions) AS version_id WHERE p_fact_versions IS NOT NULL
         UNION ALL
-        SELECT h.version_id FROM pgmemory.fact_text_hits(p_groups, p_query, p_k, p_point, p_known_at, false,
+        SELECT h.version_id FROM pgmemory_internal.fact_text_hits(p_groups, p_query, p_k, p_point, p_known_at, false,
                                                          '{}'::text[], '{}'::timestamptz[]) h
          WHERE p_fact_versions IS NULL AND h.score > 0
     ), described AS (

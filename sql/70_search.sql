@@ -5,7 +5,7 @@
 -- details the caller needs, so a search is one round trip.
 
 -- An OR query of the query's lexemes (plainto_tsquery would AND them).
-CREATE OR REPLACE FUNCTION pgmemory.or_tsquery(p_query text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.or_tsquery(p_query text)
 RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
@@ -14,7 +14,7 @@ $$;
 -- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
 -- no id of another group can enter a query. The message is the same for an id
 -- of another group and for one that does not exist: it reveals nothing.
-CREATE OR REPLACE FUNCTION pgmemory.require_group_entities(p_groups text[], p_ids uuid[], p_what text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.require_group_entities(p_groups text[], p_ids uuid[], p_what text)
 RETURNS void LANGUAGE plpgsql STABLE AS $$
 DECLARE
     bad uuid;
@@ -45,7 +45,7 @@ DECLARE
     frontier uuid[] := seen;
     d integer := 0;
 BEGIN
-    PERFORM pgmemory.require_group_entities(p_groups, seen, 'bfs seed');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, seen, 'bfs seed');
     RETURN QUERY SELECT s, 0 FROM unnest(seen) AS s;
     WHILE d < p_depth AND cardinality(frontier) > 0
           AND (p_max_entities IS NULL OR cardinality(seen) < p_max_entities) LOOP
@@ -72,7 +72,7 @@ $$;
 -- when superseded versions are wanted), valid at p_point (any time when NULL),
 -- of one of p_relations (any when empty), with its four time fields inside
 -- p_bounds (see search_candidates). Inlined by the planner.
-CREATE OR REPLACE FUNCTION pgmemory.fact_in_view(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_in_view(
     p_valid tstzrange, p_recorded tstzrange, p_relation text, p_point timestamptz,
     p_known_at timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[],
     p_event boolean DEFAULT false)
@@ -129,7 +129,7 @@ DECLARE
     neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
     point timestamptz;
-    tq tsquery := pgmemory.or_tsquery(p_query);
+    tq tsquery := pgmemory_internal.or_tsquery(p_query);
     gid text;
     -- The group filter: with one group an equality (Citus routes a query to one shard only
     -- when every distributed table is pinned by '=': '= ANY' pins it in simple queries only).
@@ -162,14 +162,14 @@ DECLARE
 BEGIN
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
-    IF cardinality(p_groups) > 1 AND coalesce((pgmemory.setting('distributed'))::boolean, false) THEN
+    IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
         RETURN QUERY SELECT s.* FROM unnest(p_groups) AS g (gid)
                       CROSS JOIN LATERAL pgmemory.search_candidates(ARRAY[g.gid], p_query, p_embedding, p_opts) s;
         RETURN;
     END IF;
     -- Every id the caller passes must be an entity of the searched groups.
-    PERFORM pgmemory.require_group_entities(p_groups, seeds, 'bfs seed');
-    PERFORM pgmemory.require_group_entities(p_groups, ARRAY[center], 'center');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, seeds, 'bfs seed');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, ARRAY[center], 'center');
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
@@ -196,14 +196,14 @@ BEGIN
         fact_cos := ARRAY(
             SELECT f.version_id FROM pgmemory.facts f
              WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+               AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
              ORDER BY f.embedding <=> p_embedding
              LIMIT k);
     END IF;
     IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         fact_text := ARRAY(
-            SELECT h.version_id FROM pgmemory.fact_text_hits(p_groups, p_query, k, point, known_at,
+            SELECT h.version_id FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, known_at,
                                                              include_superseded, relations, bounds) h
              WHERE h.score > 0 ORDER BY h.score DESC, h.version_id);
     END IF;
@@ -219,7 +219,7 @@ BEGIN
               JOIN unnest(reach_ids, reach_dist) AS rs (entity_id, distance) ON rs.entity_id = f.source_id
               JOIN unnest(reach_ids, reach_dist) AS rt (entity_id, distance) ON rt.entity_id = f.target_id
              WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+               AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                          include_superseded, relations, bounds, f.is_event)
              ORDER BY least(rs.distance, rt.distance), lower(f.recorded) DESC
              LIMIT k);
@@ -232,17 +232,17 @@ BEGIN
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY e.name_embedding <=> p_embedding
              LIMIT k);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
         ent_text := ARRAY(
-            SELECT h.id FROM pgmemory.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+            SELECT h.id FROM pgmemory_internal.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
              WHERE h.score > 0 ORDER BY h.score DESC, h.id);
     ELSIF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         ent_text := ARRAY(
-            SELECT h.id FROM pgmemory.entity_text_hits_as_of(
+            SELECT h.id FROM pgmemory_internal.entity_text_hits_as_of(
                        p_groups, p_query, k, point, known_at, want_labels,
                        CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded THEN fact_text END) h
              WHERE h.score > 0 ORDER BY h.score DESC, h.id);
@@ -255,7 +255,7 @@ BEGIN
              WHERE (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory.slice_facts_of(e.group_id, e.id, point, known_at)))
+               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
              ORDER BY rc.distance, rc.entity_id
              LIMIT k);
     END IF;
@@ -305,7 +305,7 @@ BEGIN
         END IF;
         IF 'fulltext' = ANY (methods) THEN
             epi_text := ARRAY(
-                SELECT h.id FROM pgmemory.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+                SELECT h.id FROM pgmemory_internal.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
                  WHERE h.score > 0 ORDER BY h.score DESC, h.id);
         END IF;
     END IF;
@@ -408,7 +408,7 @@ BEGIN
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory.entity_summary_at(
+               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
                                    e.group_id, e.id, point, known_at) sm)
                                ELSE e.summary END,
                'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),

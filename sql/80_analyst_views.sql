@@ -77,13 +77,13 @@ CREATE OR REPLACE FUNCTION pgmemory.entities_at(
 RETURNS TABLE (id uuid, group_id text, name text, labels text[], summary text, facts bigint)
 LANGUAGE sql STABLE AS $$
     SELECT e.id, e.group_id, coalesce(v.name, e.name), coalesce(v.labels, e.labels), s.summary,
-           (SELECT count(*) FROM pgmemory.slice_facts_of(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at))
+           (SELECT count(*) FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at))
       FROM pgmemory.entities e
       LEFT JOIN LATERAL (SELECT ev.name, ev.labels FROM pgmemory.entity_versions ev
                           WHERE p_known_at IS NOT NULL AND ev.group_id = e.group_id AND ev.entity_id = e.id
                             AND ev.recorded @> p_known_at
                           LIMIT 1) v ON true
-     CROSS JOIN LATERAL pgmemory.entity_summary_at(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at) s
+     CROSS JOIN LATERAL pgmemory_internal.entity_summary_at(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at) s
      WHERE e.group_id = p_group AND (p_known_at IS NULL OR e.created_at <= p_known_at)
        AND (e.retired_at IS NULL OR e.retired_at > p_known_at)  -- retired by a retract (sql/60_delete.sql)
 $$;

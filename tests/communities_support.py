@@ -62,7 +62,7 @@ def nmi(truth: dict, found: dict) -> float:
 
 
 def apply_new_entity(conn, group: str, name: str, neighbours) -> uuid.UUID:
-    """One episode, through pgmemory.apply_episode, that introduces entity `name` with a fact to
+    """One episode, through pgmemory_internal.apply_episode, that introduces entity `name` with a fact to
     each of `neighbours` (what ingestion writes when an episode brings a new entity)."""
     new = uuid.uuid4()
     episode = uuid.uuid4()
@@ -78,5 +78,5 @@ def apply_new_entity(conn, group: str, name: str, neighbours) -> uuid.UUID:
             "entity_updates": [], "mentions": [str(new)] + [str(n) for n in neighbours],
             "mention_summaries": {}, "claims": claims,
             "usage": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}, "embedding": None}
-    conn.execute("SELECT pgmemory.apply_episode(%s, %s, %s::jsonb)", (group, episode, json.dumps(plan)))
+    conn.execute("SELECT pgmemory_internal.apply_episode(%s, %s, %s::jsonb)", (group, episode, json.dumps(plan)))
     return new

@@ -58,6 +58,6 @@ def test_every_table_view_column_and_function_has_a_comment(conn):
         " WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind IN ('r', 'v', 'p', 'm')"
         "   AND col_description(c.oid, a.attnum) IS NULL"
         " UNION ALL SELECT 'function ' || p.oid::regprocedure FROM pg_proc p"
-        " WHERE p.pronamespace = 'pgmemory'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL"
+        " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace) AND obj_description(p.oid, 'pg_proc') IS NULL"
         " ORDER BY 1").fetchall()
     assert [m for (m,) in missing] == []

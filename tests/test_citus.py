@@ -104,7 +104,7 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     assert "pgmemory.settings" in dist.reference
     assert dist.colocation_groups == 1
     assert len(dist.workers) == 2 or os.environ.get("PGMEMORY_CITUS_DSN")
-    assert {"pgmemory.apply_if_unchanged(text,uuid,text,bigint,jsonb)",
+    assert {"pgmemory_internal.apply_if_unchanged(text,uuid,text,bigint,jsonb)",
             "pgmemory.search_group(text,text,vector,jsonb)",
             "pgmemory.delete_episode(text,uuid,boolean)",
             "pgmemory.add_fact(text,text,text,text,text,timestamp with time zone,timestamp with time zone,"
@@ -129,7 +129,7 @@ async def test_one_group_calls_run_as_one_task_on_one_worker(memory, group):
         plans = {}
         for name, statement, args in [
             ("search", "EXPLAIN " + SEARCH_ONE, (group, "where does Alice work", None, {})),
-            ("apply", "EXPLAIN SELECT pgmemory.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
+            ("apply", "EXPLAIN SELECT pgmemory_internal.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
             ("delete", "EXPLAIN SELECT pgmemory.delete_episode($1, $2)", (group, uuid.uuid4())),
         ]:
             plans[name] = "\n".join(r[0] for r in await conn.fetch(statement, *args))

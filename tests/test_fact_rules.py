@@ -116,7 +116,7 @@ def test_refold_from_claims_reproduces_the_belief(conn, group, name):
                           (group,)).fetchall()
     lineages = [r[0] for r in conn.execute(
         "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
-    changed = conn.execute("SELECT pgmemory.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
+    changed = conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
     conn.commit()
     assert changed == []
     assert conn.execute("SELECT version_id, recorded FROM pgmemory.facts WHERE group_id = %s ORDER BY 1",
@@ -220,7 +220,7 @@ def test_upgrade_turns_believed_facts_into_claims(sql_graph_dsn):
                               " WHERE group_id = 'g' ORDER BY fact").fetchall()
         assert [(f, has_ep) for f, has_ep, _, _ in claims] == [("Alice worked for Acme.", False),
                                                                ("Alice works for Globex.", True)]
-        assert conn.execute("SELECT pgmemory.refold_lineages('g', ARRAY(SELECT lineage FROM pgmemory.facts"
+        assert conn.execute("SELECT pgmemory_internal.refold_lineages('g', ARRAY(SELECT lineage FROM pgmemory.facts"
                             " WHERE group_id = 'g'))").fetchone()[0] == []
         conn.execute("SELECT pgmemory.delete_episode('g', %s)", (ep,))
         conn.commit()

@@ -78,7 +78,7 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
     with psycopg.connect(db_dsn) as conn:
         add_texts(conn, group, texts)
         add_texts(conn, f"{group}-other", ["sailing"] * 20)
-        hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
+        hits = conn.execute("SELECT id, score FROM pgmemory_internal.episode_text_hits(ARRAY[%s], 'sailing to Oslo', 10,"
                             " NULL, NULL)", (group,)).fetchall()
         expected = bm25_reference(conn, group, ("sail", "oslo"))
         first = conn.execute("SELECT content FROM pgmemory.episodes WHERE id = %s", (hits[0][0],)).fetchone()[0]
@@ -103,19 +103,19 @@ def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
                                    ("dogs, zebras and lions", ("dog", "zebra", "lion"), (2, 10))):
             expected = bm25_reference(conn, group, lexemes)
             for k in ks:
-                hits = conn.execute("SELECT id, score FROM pgmemory.episode_text_hits(ARRAY[%s], %s, %s, NULL, NULL)",
+                hits = conn.execute("SELECT id, score FROM pgmemory_internal.episode_text_hits(ARRAY[%s], %s, %s, NULL, NULL)",
                                     (group, query, k)).fetchall()
                 assert [i for i, _ in hits] == [i for i, _ in expected[:k]], (query, k)
                 assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
 
 
-FACT_HITS = ("SELECT version_id, score FROM pgmemory.fact_text_hits(ARRAY[%s], %s, %s, now(), NULL, false, '{}',"
+FACT_HITS = ("SELECT version_id, score FROM pgmemory_internal.fact_text_hits(ARRAY[%s], %s, %s, now(), NULL, false, '{}',"
              " ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[])")
 # Every fact in view now, scored by the same per-lexeme BM25 shares, with no pruning: the reference.
 FACT_REFERENCE = """
-    SELECT f.version_id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+    SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
                                                           length(f.tsv), t.avgdl)) AS score
-      FROM pgmemory.facts f JOIN pgmemory.bm25_terms('facts', ARRAY[%(g)s], %(q)s, 1) t ON f.tsv @@ t.tq
+      FROM pgmemory.facts f JOIN pgmemory_internal.bm25_terms('facts', ARRAY[%(g)s], %(q)s, 1) t ON f.tsv @@ t.tq
      WHERE f.group_id = %(g)s AND upper_inf(f.recorded) AND f.valid @> now()
      GROUP BY f.version_id ORDER BY 2 DESC, 1"""
 

@@ -194,7 +194,7 @@ async def test_delete_episode_cascades(memory, group):
         assert await conn.fetchval(
             "SELECT count(*) FROM pgmemory.graph_vertices v WHERE NOT EXISTS"
             " (SELECT 1 FROM pgmemory.entities WHERE id = v.node_id) AND NOT EXISTS"
-            " (SELECT 1 FROM pgmemory.episodes e WHERE pgmemory.episode_node(e.group_id, e.id) = v.node_id)"
+            " (SELECT 1 FROM pgmemory.episodes e WHERE pgmemory_internal.episode_node(e.group_id, e.id) = v.node_id)"
             " AND NOT EXISTS"
             " (SELECT 1 FROM pgmemory.communities WHERE id = v.node_id)") == 0
 

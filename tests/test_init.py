@@ -16,7 +16,7 @@ from pgmemory.storage.migrate import load_migrations, sql_fingerprint
 from pgmemory.storage.setup import ensure_current, init_database
 
 CATALOG_ROW_VERSIONS = """
-    SELECT 'f', p.oid::regprocedure::text, p.xmin::text FROM pg_proc p WHERE p.pronamespace = 'pgmemory'::regnamespace
+    SELECT 'f', p.oid::regprocedure::text, p.xmin::text FROM pg_proc p WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)
     UNION ALL
     SELECT 't', t.tgname, t.xmin::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
      WHERE c.relnamespace = 'pgmemory'::regnamespace AND NOT t.tgisinternal
@@ -24,7 +24,7 @@ CATALOG_ROW_VERSIONS = """
 """
 PGMEMORY_OBJECTS = """
     SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname IN ('pgmemory', %s)
+     WHERE n.nspname IN ('pgmemory', 'pgmemory_internal', %s)
 """
 
 
@@ -82,8 +82,8 @@ def test_database_on_pg_textsearch_moves_to_tsvector(empty_dsn):
         conn.commit()
         ensure_current(conn, 384)  # what Memory.open does
         assert conn.execute("SELECT to_regclass('pgmemory.episodes_bm25')").fetchone()[0] is None
-        assert conn.execute("SELECT pgmemory.setting('text_search') #>> '{}'").fetchone()[0] == "tsvector"
-        hits = conn.execute("SELECT count(*) FROM pgmemory.episode_text_hits(ARRAY['g'], 'sailing', 5,"
+        assert conn.execute("SELECT pgmemory_internal.setting('text_search') #>> '{}'").fetchone()[0] == "tsvector"
+        hits = conn.execute("SELECT count(*) FROM pgmemory_internal.episode_text_hits(ARRAY['g'], 'sailing', 5,"
                             " NULL, NULL)").fetchone()[0]
     assert hits == 1
 
@@ -97,7 +97,7 @@ def test_embedder_is_remembered_and_another_refused(empty_dsn):
             ensure_current(conn, 384, "hash:384")
         with pytest.raises(SetupError, match="embedder mismatch"):
             init_database(conn, 384, embedder="hash:384")
-        stored = conn.execute("SELECT pgmemory.setting('embedder')").fetchone()[0]
+        stored = conn.execute("SELECT pgmemory_internal.setting('embedder')").fetchone()[0]
     assert stored == {"name": "local:all-MiniLM-L6-v2", "dim": 384}
 
 
@@ -150,7 +150,7 @@ def test_concurrent_init_one_waits_neither_fails(empty_dsn):
 def test_init_without_age_uses_sql_traversal(server_without_age):
     with psycopg.connect(server_without_age.dsn) as conn:
         report = init_database(conn, 384)
-        mode = conn.execute("SELECT pgmemory.setting('graph_mode') #>> '{}'").fetchone()[0]
+        mode = conn.execute("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'").fetchone()[0]
         has_age = conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'age'").fetchone()[0]
     assert (report.graph_mode, report.text_search) == ("sql", "tsvector")
     assert mode == "sql" and has_age == 0
@@ -175,7 +175,7 @@ def test_open_brings_an_older_database_up_to_date(empty_dsn):
         ensure_current(conn, 384)
         assert conn.execute("SELECT to_regprocedure('pgmemory.search_candidates(text[], text, vector, jsonb)')"
                             ).fetchone()[0] is not None
-        assert conn.execute("SELECT pgmemory.setting('sql_fingerprint') #>> '{}'").fetchone()[0] == sql_fingerprint()
+        assert conn.execute("SELECT pgmemory_internal.setting('sql_fingerprint') #>> '{}'").fetchone()[0] == sql_fingerprint()
         overloads = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'bfs_entities'").fetchone()[0]
         assert overloads == 1
         # The stale overload would answer one row; the current function none (no seeds).

@@ -109,10 +109,10 @@ def test_sql_uuid5_equals_python(queue_dsn):
     names = ["", "a", "x" * 55, "y" * 56, "z" * 63, "w" * 64, "v" * 65, "Zoë 日本 \U0001F600", "q" * 1000]
     with psycopg.connect(queue_dsn) as conn:
         for name in names:
-            got = conn.execute("SELECT pgmemory.uuid5(%s, %s)", (uuid.NAMESPACE_URL, name)).fetchone()[0]
+            got = conn.execute("SELECT pgmemory_internal.uuid5(%s, %s)", (uuid.NAMESPACE_URL, name)).fetchone()[0]
             assert got == uuid.uuid5(uuid.NAMESPACE_URL, name), len(name)
         for given in ("{12345678-1234-5678-1234-567812345678}", "urn:uuid:12345678123456781234567812345678"):
-            got = conn.execute("SELECT pgmemory.episode_uuid('g', %s)", (given,)).fetchone()[0]
+            got = conn.execute("SELECT pgmemory_internal.episode_uuid('g', %s)", (given,)).fetchone()[0]
             assert got == episode_uuid("g", given)
 
 
@@ -231,16 +231,16 @@ def test_a_live_lease_is_never_taken_an_expired_one_is(queue_dsn):
     eid = enqueue(queue_dsn, "l-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
     enqueue(queue_dsn, "l-a", "I live in Lima.", "2024-01-02T00:00:00Z")
     with psycopg.connect(queue_dsn, autocommit=True) as conn:
-        lease = "SELECT pgmemory.lease_episode('l-a', %s, %s, '1 hour')"
-        claim = "SELECT * FROM pgmemory.claim_episode(%s, '1 hour')"
+        lease = "SELECT pgmemory_internal.lease_episode('l-a', %s, %s, '1 hour')"
+        claim = "SELECT * FROM pgmemory_internal.claim_episode(%s, '1 hour')"
         assert conn.execute(lease, (eid, "A")).fetchone()[0] == "leased"
         assert conn.execute(lease, (eid, "B")).fetchone()[0] == "busy"  # a concurrent retry
         assert conn.execute(claim, ("B",)).fetchall() == []  # its group is busy: not even the next one
-        assert conn.execute("SELECT pgmemory.renew_lease('l-a', %s, 'B', '1 hour')", (eid,)).fetchone()[0] is False
+        assert conn.execute("SELECT pgmemory_internal.renew_lease('l-a', %s, 'B', '1 hour')", (eid,)).fetchone()[0] is False
         conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 second'"
                      " WHERE id = %s", (eid,))
         assert conn.execute(claim, ("B",)).fetchall() == [("l-a", eid)]
-        assert conn.execute("SELECT pgmemory.renew_lease('l-a', %s, 'A', '1 hour')", (eid,)).fetchone()[0] is False
+        assert conn.execute("SELECT pgmemory_internal.renew_lease('l-a', %s, 'A', '1 hour')", (eid,)).fetchone()[0] is False
         row = conn.execute("SELECT status, lease_owner, attempts FROM pgmemory.episodes WHERE id = %s",
                            (eid,)).fetchone()
     assert row == ("processing", "B", 2)

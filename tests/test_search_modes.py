@@ -28,7 +28,7 @@ async def top_hits(dsn: str, group: str) -> tuple[str, list[str], list[str]]:
             await memory.add_episode(group, text, actor=actor,
                                      reference_time=datetime(2024, 1, 1 + i, tzinfo=timezone.utc))
         async with memory.pool.acquire() as conn:
-            mode = await conn.fetchval("SELECT pgmemory.setting('text_search') #>> '{}'")
+            mode = await conn.fetchval("SELECT pgmemory_internal.setting('text_search') #>> '{}'")
         cfg = SearchConfig(kinds=("facts", "episodes"), methods=("fulltext",))
         facts, episodes = [], []
         for q in QUERIES:

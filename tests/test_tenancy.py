@@ -188,7 +188,7 @@ async def test_graph_mirror_keeps_one_episode_id_of_two_groups_apart(memory, ten
     async def vertex(group):
         async with memory.pool.acquire() as conn:
             return await conn.fetchval("SELECT vertex_id FROM pgmemory.graph_vertices"
-                                       " WHERE node_id = pgmemory.episode_node($1, $2)", group, theirs)
+                                       " WHERE node_id = pgmemory_internal.episode_node($1, $2)", group, theirs)
     a_vertex, b_vertex = await vertex(tenants["a"]), await vertex(tenants["b"])
     assert a_vertex is not None and b_vertex is not None and a_vertex != b_vertex
     await memory.delete_episode(tenants["a"], theirs)

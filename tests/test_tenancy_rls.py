@@ -114,7 +114,7 @@ def test_no_security_definer_function_and_group_parameters_do_not_escape(tenants
     b = tenants["groups"]["B"]
     with psycopg.connect(tenants["owner_dsn"]) as conn:
         definers = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p"
-                                " WHERE p.pronamespace = 'pgmemory'::regnamespace AND p.prosecdef"
+                                " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace) AND p.prosecdef"
                                 "   AND p.prorettype <> 'trigger'::regtype").fetchall()
         fact_b, entity_b = conn.execute("SELECT id, source_id FROM pgmemory.facts WHERE group_id = %s LIMIT 1",
                                         (b,)).fetchone()

@@ -76,7 +76,7 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
     seen: set = set()
     try:
         while True:
-            rows = [r for r in await pool.fetch("SELECT * FROM pgmemory.community_digests($1, $2, $3)", group_id,
+            rows = [r for r in await pool.fetch("SELECT * FROM pgmemory_internal.community_digests($1, $2, $3)", group_id,
                                                 BATCH, 1 if llm is None or force else None)
                     if r["id"] not in seen]
             if not rows:
@@ -96,12 +96,12 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
             vectors = await embedder.embed([name for _, name, _ in written]) if written else []
             kind = "extractive" if llm is None else "llm"
             for (r, name, summary), vector in zip(written, vectors):
-                if await pool.fetchval("SELECT pgmemory.write_community_summary($1, $2, $3, $4, $5, $6, $7)",
+                if await pool.fetchval("SELECT pgmemory_internal.write_community_summary($1, $2, $3, $4, $5, $6, $7)",
                                        group_id, r["id"], r["revision"], name, summary, vector, kind):
                     out.refreshed += 1
     finally:
         if out.usage.calls:
-            await pool.execute("SELECT pgmemory.add_community_usage($1, $2, $3, $4)", group_id, out.usage.calls,
+            await pool.execute("SELECT pgmemory_internal.add_community_usage($1, $2, $3, $4)", group_id, out.usage.calls,
                                out.usage.prompt_tokens, out.usage.completion_tokens)
     return out
 

@@ -3,7 +3,7 @@ which believed fact it repeats and which it contradicts, with its dates.
 
 Python decides; the temporal rules that turn claims into fact versions (re-assertion after an
 end, earlier evidence moving a start back, late statements about the past, negations,
-retractions) run in stored SQL (sql/35_fact_rules.sql, inside pgmemory.apply_episode), so
+retractions) run in stored SQL (sql/35_fact_rules.sql, inside pgmemory_internal.apply_episode), so
 every writer gets the same guarantees.
 """
 from __future__ import annotations

@@ -130,7 +130,7 @@ class Ingestor:
             for _ in range(2):
                 if state == "leased" or state == "done":
                     break
-                state = await conn.fetchval("SELECT pgmemory.lease_episode($1, $2, $3, $4::interval)",
+                state = await conn.fetchval("SELECT pgmemory_internal.lease_episode($1, $2, $3, $4::interval)",
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
                 if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
                     break
@@ -155,7 +155,7 @@ class Ingestor:
             renewal.cancel()
 
     async def _end_attempt(self, ep: Episode, error: str | None, usage: Usage) -> None:
-        await self.pool.execute("SELECT pgmemory.end_attempt($1, $2, $3, $4, $5, $6, $7)",
+        await self.pool.execute("SELECT pgmemory_internal.end_attempt($1, $2, $3, $4, $5, $6, $7)",
                                 ep.group_id, ep.id, self.owner, error, usage.calls, usage.prompt_tokens,
                                 usage.completion_tokens)
 
@@ -164,7 +164,7 @@ class Ingestor:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                await self.pool.fetchval("SELECT pgmemory.renew_lease($1, $2, $3, $4::interval)",
+                await self.pool.fetchval("SELECT pgmemory_internal.renew_lease($1, $2, $3, $4::interval)",
                                          ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
             except (OSError, asyncpg.PostgresError):
                 pass  # the next renewal tries again; apply checks the lease anyway
@@ -182,9 +182,9 @@ class Ingestor:
             self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
-            version = await db.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
+            version = await db.fetchval("SELECT pgmemory_internal.group_version($1)", ep.group_id)
             resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
-            out = await db.fetchval("SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
+            out = await db.fetchval("SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
                                     ep.group_id, ep.id, self.owner, version,
                                     _payload(ep, resolved, plan, usage, episode_vec))
             if out["state"] == "changed":
@@ -197,14 +197,14 @@ class Ingestor:
                 try:
                     async with self.pool.acquire() as conn, conn.transaction():
                         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
-                        version = await conn.fetchval("SELECT pgmemory.group_version($1)", ep.group_id)
+                        version = await conn.fetchval("SELECT pgmemory_internal.group_version($1)", ep.group_id)
                         try:
                             resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
                                                            decisions.cached(), previous, usage)
                         except _NotDecided:
                             continue  # cannot happen with a local extractor; read again to be safe
                         out = await conn.fetchval(
-                            "SELECT pgmemory.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
+                            "SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
                             self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
                 finally:
                     db.seconds += time.perf_counter() - started
@@ -351,7 +351,7 @@ def _vec(values) -> list[float] | None:
 
 def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
              episode_vec) -> dict:
-    """The decisions of one episode for pgmemory.apply_episode (format documented there)."""
+    """The decisions of one episode for pgmemory_internal.apply_episode (format documented there)."""
     unique = {r.id: r for r in resolved}.values()
     new_entities = [{
         "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,

@@ -31,7 +31,7 @@ async def resolve_entities(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     decides) or the connection of the locked apply transaction."""
     if not entities:
         return []
-    rows = await db.fetch("SELECT * FROM pgmemory.entity_candidates($1, $2, $3::text[]::vector[])",
+    rows = await db.fetch("SELECT * FROM pgmemory_internal.entity_candidates($1, $2, $3::text[]::vector[])",
                             group_id, [e.name for e in entities], vector_literals(embeddings))
     by_index: dict[int, list[asyncpg.Record]] = {}
     for row in rows:

@@ -1,6 +1,6 @@
 """The queue worker: claims pending episodes enqueued by any writer and processes them.
 
-Each of `concurrency` slots claims the next ready episode (pgmemory.claim_episode:
+Each of `concurrency` slots claims the next ready episode (pgmemory_internal.claim_episode:
 one episode per group at a time, in the group's order, FOR UPDATE SKIP LOCKED),
 processes it under its lease and claims again. Idle slots sleep until a NOTIFY on
 `pgmemory_episodes` (sent by pgmemory.enqueue_episode), a slot finishing, or the poll
@@ -97,7 +97,7 @@ class Worker:
             self._wake.clear()
             row = await pool.fetchrow(
                 "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.valid_at, e.source_description"
-                " FROM pgmemory.claim_episode($1, $2) c"
+                " FROM pgmemory_internal.claim_episode($1, $2) c"
                 " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
                 self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
             if row is None and await expire_dead_leases(pool):

@@ -70,7 +70,7 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     return results
 
 
-_METADATA = " WHERE pgmemory.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5::jsonb)"
+_METADATA = " WHERE pgmemory_internal.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5::jsonb)"
 SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
               " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb) c")
 SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql as pgsql
 
+from pgmemory.storage.migrate import FUNCTION_SCHEMAS
+
 ANCHOR = "pgmemory.episodes"  # the co-location group every distributed table joins
 # Tables with a group_id column that are not per-group data: read across groups (by role),
 # so they are reference tables (a copy on every worker).
@@ -84,10 +86,10 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     # distributed, it exists on the coordinator only, and the workers run it (triggers, helpers).
     for (signature,) in conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p"
-            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f'"
+            " WHERE p.pronamespace::regnamespace::text = ANY (%s) AND p.prokind = 'f'"
             "   AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass"
             "                    AND o.objid = p.oid)"
-            " ORDER BY 1").fetchall():
+            " ORDER BY 1", (list(FUNCTION_SCHEMAS),)).fetchall():
         if signature not in routable:
             conn.execute("SELECT create_distributed_function(%s)", (signature,))
     allow_nested_queries(conn)
@@ -105,22 +107,22 @@ def allow_nested_queries(conn: psycopg.Connection) -> None:
     (CREATE OR REPLACE by init drops the clause; distribute() sets it again.)"""
     for (signature,) in conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p"
-            " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f' AND p.provolatile <> 'i'"
+            " WHERE p.pronamespace::regnamespace::text = ANY (%s) AND p.prokind = 'f' AND p.provolatile <> 'i'"
             "   AND NOT coalesce('citus.allow_nested_distributed_execution=on' = ANY (p.proconfig), false)"
-            " ORDER BY 1").fetchall():
+            " ORDER BY 1", (list(FUNCTION_SCHEMAS),)).fetchall():
         conn.execute(pgsql.SQL("ALTER FUNCTION {} SET citus.allow_nested_distributed_execution = on").format(
             pgsql.SQL(signature)))
 
 
 def routable_functions(conn: psycopg.Connection) -> list[str]:
-    """Functions of schema pgmemory whose first argument is p_group text: delegated to the
+    """Functions of pgmemory's schemas (public API and internal helpers) whose first argument is p_group text: delegated to the
     worker of that group (all of them each time: create_distributed_function is idempotent and
     a function re-created by init must be registered again)."""
     return [r[0] for r in conn.execute(
         "SELECT p.oid::regprocedure::text FROM pg_proc p"
-        " WHERE p.pronamespace = to_regnamespace('pgmemory') AND p.prokind = 'f'"
+        " WHERE p.pronamespace::regnamespace::text = ANY (%s) AND p.prokind = 'f'"
         "   AND p.proargnames[1] = %s AND p.proargtypes[0] = 'text'::regtype"
-        " ORDER BY 1", (GROUP_ARG,)).fetchall()]
+        " ORDER BY 1", (list(FUNCTION_SCHEMAS), GROUP_ARG)).fetchall()]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ def _shipped(folder: str) -> Path:
 
 MIGRATIONS_DIR = _shipped("migrations")
 SQL_DIR = _shipped("sql")
+# Schemas of stored functions: pgmemory holds the public SQL API (what docs/sql.md lists),
+# pgmemory_internal the helpers it and the engine call.
+FUNCTION_SCHEMAS = ("pgmemory", "pgmemory_internal")
 LOCK_KEY = 0x70676D656D  # "pgmem": one advisory lock for all schema work
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DOLLAR = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
@@ -115,14 +118,16 @@ def apply_migrations(conn: psycopg.Connection, migrations: list[Migration] | Non
 
 
 def function_versions(conn: psycopg.Connection) -> dict[int, str]:
-    """oid -> row version (xmin) of every function in schema pgmemory."""
+    """oid -> row version of every function in pgmemory's schemas (FUNCTION_SCHEMAS): its xmin and
+    ctid, since a row changed twice in one transaction (a migration moves it, sql/ replaces it)
+    keeps its xmin but not its ctid."""
     return dict(conn.execute(
-        "SELECT p.oid::bigint, p.xmin::text FROM pg_proc p"
-        " WHERE p.pronamespace = to_regnamespace('pgmemory')").fetchall())
+        "SELECT p.oid::bigint, p.xmin::text || '/' || p.ctid::text FROM pg_proc p"
+        " WHERE p.pronamespace::regnamespace::text = ANY (%s)", (list(FUNCTION_SCHEMAS),)).fetchall())
 
 
 def drop_stale_functions(conn: psycopg.Connection, before: dict[int, str]) -> list[str]:
-    """Drop functions of schema pgmemory that the sql/ run since `before` did not (re)create:
+    """Drop functions of pgmemory's schemas that the sql/ run since `before` did not (re)create:
     overloads left behind when a function's arguments changed. Without CASCADE, so a user
     object still depending on one makes init fail loudly instead of vanishing."""
     stale = [oid for oid, version in function_versions(conn).items() if before.get(oid) == version]

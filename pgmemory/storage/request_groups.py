@@ -1,7 +1,7 @@
 """The groups the request being served may see, carried to Postgres on every connection it uses.
 
 A server sets them per request (`narrow_to`); with the database's row-level security installed
-(`pgmemory.requested_groups()`, sql/catalog/tenancy.sql) and a login that is subject to it, each
+(`pgmemory_internal.requested_groups()`, sql/catalog/tenancy.sql) and a login that is subject to it, each
 connection handed to that request is narrowed to them through the setting `pgmemory.groups`
 (narrowing never widens what the login may see), so a query that forgot its group filter still
 sees no other group. Connections used outside a request (the queue worker) are not narrowed.
@@ -32,7 +32,7 @@ async def apply_request_groups(conn: asyncpg.Connection) -> None:
 
 async def database_narrows(conn: asyncpg.Connection) -> bool:
     """Is the row-level security that reads pgmemory.groups installed in this database?"""
-    return await conn.fetchval("SELECT to_regprocedure('pgmemory.requested_groups()') IS NOT NULL")
+    return await conn.fetchval("SELECT to_regprocedure('pgmemory_internal.requested_groups()') IS NOT NULL")
 
 
 class NarrowToRequestGroups:

@@ -151,7 +151,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
             _ensure_graph(conn)
             migrate.apply_sql_dir(conn, migrate.SQL_DIR / "age")
             if stored.get("graph_mode") == "sql" or stored.get("graph_props") != GRAPH_PROPS_VERSION:
-                conn.execute("SELECT pgmemory.rebuild_graph_mirror()")  # data written without (this) mirror
+                conn.execute("SELECT pgmemory_internal.rebuild_graph_mirror()")  # data written without (this) mirror
             _put_setting(conn, "graph_props", GRAPH_PROPS_VERSION)
         elif "age" in extensions and stored.get("graph_mode") == "age":
             _drop_graph(conn)
@@ -161,7 +161,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
             _drop_bm25_indexes(conn)
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / "text_stats.sql")
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "fulltext" / TEXT_SEARCH_FILES[mode])
-        conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory.setting('text_stats_stale') = 'true'")
+        conn.execute("SELECT pgmemory.rebuild_text_stats() WHERE pgmemory_internal.setting('text_stats_stale') = 'true'")
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "tenancy.sql")  # after every table and view
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "comments.sql")  # last: sees every object
         migrate.drop_stale_functions(conn, functions_before)
@@ -175,7 +175,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         _put_setting(conn, "text_search", mode)
         _put_setting(conn, "sql_fingerprint", migrate.sql_fingerprint())
     try:
-        conn.execute("SELECT pgmemory.set_embedding_dim(%s)", (embedding_dim,))
+        conn.execute("SELECT pgmemory_internal.set_embedding_dim(%s)", (embedding_dim,))
     except psycopg.errors.InvalidParameterValue as exc:
         raise SetupError(exc.diag.message_primary or str(exc)) from None
     _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)

@@ -3,7 +3,7 @@
 -- part of the same transaction as the rows it mirrors (and rolls back with it).
 -- Facts are mirrored as RELATES_TO edges for the versions believed now.
 
-CREATE OR REPLACE FUNCTION pgmemory.graph_put_vertex(p_label text, p_node uuid, p_props jsonb)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_vertex(p_label text, p_node uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vid bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_node);
@@ -21,7 +21,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.graph_drop_vertex(p_label text, p_node uuid)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_vertex(p_label text, p_node uuid)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vid bigint;
@@ -34,7 +34,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.graph_put_edge(
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_edge(
     p_label text, p_key text, p_from uuid, p_to uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -60,7 +60,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.graph_drop_edge(p_label text, p_key text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_edge(p_label text, p_key text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     eid bigint;
@@ -75,125 +75,125 @@ $$;
 
 -- The mirror key of an episode's vertex: episode ids are unique only within a
 -- group, so the vertex is keyed by (group, id) (migration 0020 re-keyed old ones).
-CREATE OR REPLACE FUNCTION pgmemory.episode_node(p_group text, p_id uuid)
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_node(p_group text, p_id uuid)
 RETURNS uuid LANGUAGE sql IMMUTABLE AS $$
     SELECT md5('episode' || chr(31) || p_group || chr(31) || p_id::text)::uuid
 $$;
 
 -- Time bounds as graph properties: UTC ISO 8601 text ("2024-01-05T09:00:00Z"; "-infinity" for
 -- "since forever"), so Cypher compares them as strings whatever the writer's time zone.
-CREATE OR REPLACE FUNCTION pgmemory.graph_time(p_time timestamptz)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_time(p_time timestamptz)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN p_time IS NULL THEN NULL
                 WHEN NOT isfinite(p_time) THEN p_time::text
                 ELSE to_char(p_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') END
 $$;
 
--- One row's mirror (vertex or edge), shared by the triggers and pgmemory.rebuild_graph_mirror().
-CREATE OR REPLACE FUNCTION pgmemory.mirror_episode_row(e pgmemory.episodes) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory.graph_put_vertex('Episode', pgmemory.episode_node(e.group_id, e.id), jsonb_build_object(
+-- One row's mirror (vertex or edge), shared by the triggers and pgmemory_internal.rebuild_graph_mirror().
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode_row(e pgmemory.episodes) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.graph_put_vertex('Episode', pgmemory_internal.episode_node(e.group_id, e.id), jsonb_build_object(
         'uuid', e.id, 'group_id', e.group_id, 'kind', e.kind, 'actor', e.actor,
-        'valid_at', pgmemory.graph_time(e.valid_at), 'recorded_at', pgmemory.graph_time(e.recorded_at)))
+        'valid_at', pgmemory_internal.graph_time(e.valid_at), 'recorded_at', pgmemory_internal.graph_time(e.recorded_at)))
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_entity_row(e pgmemory.entities) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory.graph_put_vertex('Entity', e.id, jsonb_build_object(
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_entity_row(e pgmemory.entities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.graph_put_vertex('Entity', e.id, jsonb_build_object(
         'uuid', e.id, 'group_id', e.group_id, 'name', e.name, 'labels', to_jsonb(e.labels), 'summary', e.summary))
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_community_row(c pgmemory.communities) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory.graph_put_vertex('Community', c.id, jsonb_build_object(
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_community_row(c pgmemory.communities) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.graph_put_vertex('Community', c.id, jsonb_build_object(
         'uuid', c.id, 'group_id', c.group_id, 'name', c.name, 'summary', c.summary))
 $$;
 
 -- A believed fact version as a RELATES_TO edge with both time axes as properties: valid_from /
 -- valid_to (T; null = unknown start / still true) and recorded_from (T': believed since).
-CREATE OR REPLACE FUNCTION pgmemory.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, jsonb_build_object(
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, jsonb_build_object(
         'fact_id', f.id, 'version_id', f.version_id, 'group_id', f.group_id, 'relation', f.relation,
         'fact', f.fact, 'is_event', f.is_event,
-        'valid_from', pgmemory.graph_time(lower(f.valid)), 'valid_to', pgmemory.graph_time(upper(f.valid)),
-        'recorded_from', pgmemory.graph_time(lower(f.recorded))))
+        'valid_from', pgmemory_internal.graph_time(lower(f.valid)), 'valid_to', pgmemory_internal.graph_time(upper(f.valid)),
+        'recorded_from', pgmemory_internal.graph_time(lower(f.recorded))))
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory.graph_drop_vertex('Episode', pgmemory.episode_node(OLD.group_id, OLD.id));
+        PERFORM pgmemory_internal.graph_drop_vertex('Episode', pgmemory_internal.episode_node(OLD.group_id, OLD.id));
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.mirror_episode_row(NEW);
+    PERFORM pgmemory_internal.mirror_episode_row(NEW);
     RETURN NEW;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_entity() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_entity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.retired_at IS NOT NULL THEN  -- the mirror shows believed entities
-        PERFORM pgmemory.graph_drop_vertex('Entity', OLD.id);
+        PERFORM pgmemory_internal.graph_drop_vertex('Entity', OLD.id);
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
-    PERFORM pgmemory.mirror_entity_row(NEW);
+    PERFORM pgmemory_internal.mirror_entity_row(NEW);
     RETURN NEW;
 END
 $$;
 
 -- Only current communities (and current memberships) are in the graph: an
 -- ended version leaves it (its members' edges were ended first).
-CREATE OR REPLACE FUNCTION pgmemory.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
-        PERFORM pgmemory.graph_drop_vertex('Community', OLD.id);
+        PERFORM pgmemory_internal.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.mirror_community_row(NEW);
+    PERFORM pgmemory_internal.mirror_community_row(NEW);
     RETURN NEW;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
         IF TG_OP = 'DELETE' OR NOT upper_inf(NEW.recorded) THEN
-            PERFORM pgmemory.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
+            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
         END IF;
         IF TG_OP = 'DELETE' THEN
             RETURN OLD;
         END IF;
     END IF;
     IF upper_inf(NEW.recorded) THEN
-        PERFORM pgmemory.mirror_fact_row(NEW);
+        PERFORM pgmemory_internal.mirror_fact_row(NEW);
     END IF;
     RETURN NEW;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_mention_row(m pgmemory.episode_mentions) RETURNS void LANGUAGE sql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention_row(m pgmemory.episode_mentions) RETURNS void LANGUAGE sql AS $$
     -- Entity ids are unique across groups, so the edge key needs no group.
-    SELECT pgmemory.graph_put_edge('MENTIONS', 'mention:' || m.episode_id || ':' || m.entity_id,
-        pgmemory.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
+    SELECT pgmemory_internal.graph_put_edge('MENTIONS', 'mention:' || m.episode_id || ':' || m.entity_id,
+        pgmemory_internal.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
+        PERFORM pgmemory_internal.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
         RETURN OLD;
     END IF;
-    PERFORM pgmemory.mirror_mention_row(NEW);
+    PERFORM pgmemory_internal.mirror_mention_row(NEW);
     RETURN NEW;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_member_row(m pgmemory.community_members) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory.graph_put_edge('HAS_MEMBER', 'member:' || m.community_id || ':' || m.entity_id,
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_member_row(m pgmemory.community_members) RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.graph_put_edge('HAS_MEMBER', 'member:' || m.community_id || ':' || m.entity_id,
         m.community_id, m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
 -- Memberships are mirrored per statement (a detection writes thousands at
 -- once): current ones inserted become HAS_MEMBER edges, ended or deleted ones
 -- drop theirs, each in one set-based statement over the transition table.
-CREATE OR REPLACE FUNCTION pgmemory.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     wanted integer;
     made integer;
@@ -226,7 +226,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     keys text[];
 BEGIN
@@ -252,19 +252,19 @@ $$;
 
 -- Mirror every row again (turning the mirror on for a database that has data, or after the
 -- edge properties changed): vertices first, then edges. Idempotent; returns rows mirrored.
-CREATE OR REPLACE FUNCTION pgmemory.rebuild_graph_mirror() RETURNS bigint LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pgmemory_internal.rebuild_graph_mirror() RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     n bigint := 0;
     k bigint;
 BEGIN
-    PERFORM pgmemory.mirror_entity_row(e) FROM pgmemory.entities e WHERE e.retired_at IS NULL;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
+    PERFORM pgmemory_internal.mirror_entity_row(e) FROM pgmemory.entities e WHERE e.retired_at IS NULL;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory_internal.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory_internal.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory_internal.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
+    PERFORM pgmemory_internal.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory.mirror_member_row(m) FROM pgmemory.community_members m WHERE m.ended_at IS NULL;
+    PERFORM pgmemory_internal.mirror_member_row(m) FROM pgmemory.community_members m WHERE m.ended_at IS NULL;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     RETURN n;
 END
@@ -279,7 +279,7 @@ DECLARE
 BEGIN
     FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
                               'mirror_mention', 'mirror_members_added', 'mirror_members_gone'] LOOP
-        EXECUTE format('ALTER FUNCTION pgmemory.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory', fn);
+        EXECUTE format('ALTER FUNCTION pgmemory_internal.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory, pgmemory_internal', fn);
     END LOOP;
 END
 $$;
@@ -288,28 +288,28 @@ $$;
 -- reach vertices and edges does not matter.
 DROP TRIGGER IF EXISTS mirror_episode ON pgmemory.episodes;
 CREATE TRIGGER mirror_episode AFTER INSERT OR DELETE ON pgmemory.episodes
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_episode();
+    FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_episode();
 DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
 CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary, retired_at OR DELETE
-    ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_entity();
+    ON pgmemory.entities FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_entity();
 DROP TRIGGER IF EXISTS mirror_community ON pgmemory.communities;
 CREATE TRIGGER mirror_community AFTER INSERT OR UPDATE OF name, summary, ended_at OR DELETE
-    ON pgmemory.communities FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_community();
+    ON pgmemory.communities FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_community();
 DROP TRIGGER IF EXISTS mirror_fact ON pgmemory.facts;
 CREATE TRIGGER mirror_fact AFTER INSERT OR UPDATE OR DELETE ON pgmemory.facts
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_fact();
+    FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_fact();
 DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
 CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
-    FOR EACH ROW EXECUTE FUNCTION pgmemory.mirror_mention();
+    FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_mention();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
 DROP FUNCTION IF EXISTS pgmemory.mirror_member();
 DROP TRIGGER IF EXISTS mirror_members_added ON pgmemory.community_members;
 CREATE TRIGGER mirror_members_added AFTER INSERT ON pgmemory.community_members
-    REFERENCING NEW TABLE AS new_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_added();
+    REFERENCING NEW TABLE AS new_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.mirror_members_added();
 DROP TRIGGER IF EXISTS mirror_members_ended ON pgmemory.community_members;
 CREATE TRIGGER mirror_members_ended AFTER UPDATE ON pgmemory.community_members
     REFERENCING OLD TABLE AS old_members NEW TABLE AS new_members
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.mirror_members_gone();
 DROP TRIGGER IF EXISTS mirror_members_deleted ON pgmemory.community_members;
 CREATE TRIGGER mirror_members_deleted AFTER DELETE ON pgmemory.community_members
-    REFERENCING OLD TABLE AS old_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.mirror_members_gone();
+    REFERENCING OLD TABLE AS old_members FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.mirror_members_gone();

@@ -18,7 +18,7 @@ BEGIN
     IF p_depth < 1 OR p_depth > 5 THEN
         RAISE EXCEPTION 'BFS depth must be between 1 and 5, got %', p_depth USING ERRCODE = '22023';
     END IF;
-    PERFORM pgmemory.require_group_entities(p_groups, p_seeds, 'bfs seed');
+    PERFORM pgmemory_internal.require_group_entities(p_groups, p_seeds, 'bfs seed');
     LOAD 'age';
     RETURN QUERY EXECUTE format($q$
         SELECT DISTINCT s, 0 FROM unnest($1::uuid[]) s WHERE s IS NOT NULL

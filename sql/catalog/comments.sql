@@ -4,6 +4,9 @@
 -- A column comment is looked up as (relation, column) first, then by column
 -- name alone for the names that mean the same everywhere.
 
+COMMENT ON SCHEMA pgmemory IS 'pgmemory: tables, analyst views and the public SQL API (docs/sql.md lists every function)';
+COMMENT ON SCHEMA pgmemory_internal IS 'pgmemory''s internal helpers (called by the public functions and the engine); not an API: names and arguments change between releases';
+
 DO $comments$
 DECLARE
     r record;
@@ -94,7 +97,7 @@ BEGIN
             ('community_state', 'detected_at', 'When the last full detection ran'),
             ('community_state', 'drift', 'Members assigned dynamically (or left without one) since the last full detection'),
             ('community_state', 'members_at_detection', 'Members the last full detection assigned'),
-            ('graph_vertices', 'node_id', 'Mirrored node (entity, community, or pgmemory.episode_node(group, id))'),
+            ('graph_vertices', 'node_id', 'Mirrored node (entity, community, or pgmemory_internal.episode_node(group, id))'),
             ('graph_vertices', 'vertex_id', 'AGE graphid of its vertex'),
             ('graph_edges', 'edge_key', 'What the edge mirrors: fact:<version_id>, mention:<episode>:<entity>, member:<community>:<entity>'),
             ('graph_edges', 'edge_id', 'AGE graphid of the edge'),
@@ -271,7 +274,7 @@ BEGIN
             ('entity_text_hits_as_of', 'Internal (search): entity full-text hits of an as-of search'),
             ('require_group_entities', 'Internal: refuse ids that are not entities of the given groups'),
             ('fact_in_view', 'Internal (search): is a fact version inside a search''s filters'),
-            ('search_candidates', 'Internal (search): candidates of every search method in one call'),
+            ('search_candidates', 'Search entry point: candidates of every search method for several groups in one call'),
             ('bfs_entities', 'Entities within n hops of seed entities of the given groups (recursive SQL)'),
             ('bfs_entities_age', 'Entities within n hops of seed entities of the given groups (AGE Cypher)'),
             ('or_tsquery', 'Internal: a query text as an OR of its lexemes'),
@@ -309,12 +312,12 @@ BEGIN
             ('mirror_member_row', 'Internal (AGE mirror): mirror one community membership'),
             ('rebuild_graph_mirror', 'Mirror every row into the AGE graph again (run by init when the mirror is turned on)'),
             ('hit_matches_metadata', 'Internal (search): does a hit match a metadata filter (jsonb containment)'),
-            ('search_group', 'Internal (search): the search of one group (delegated to its worker on Citus)'),
+            ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
         )
         SELECT p.oid::regprocedure AS sig, d.txt FROM pg_proc p JOIN docs d ON d.fn = p.proname
-         WHERE p.pronamespace = 'pgmemory'::regnamespace
+         WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)
     LOOP
         EXECUTE format('COMMENT ON FUNCTION %s IS %L', r.sig, r.txt);
     END LOOP;

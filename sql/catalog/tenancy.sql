@@ -11,14 +11,14 @@
 -- the role itself: grants are not inherited, so a group role's grants never leak to members).
 
 -- The groups granted to the current role ('*' = every group).
-CREATE OR REPLACE FUNCTION pgmemory.granted_groups()
+CREATE OR REPLACE FUNCTION pgmemory_internal.granted_groups()
 RETURNS text[] LANGUAGE sql STABLE AS $$
     SELECT coalesce(array_agg(g.group_id), '{}') FROM pgmemory.role_groups g WHERE g.role_name = current_user
 $$;
 
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
 -- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
-CREATE OR REPLACE FUNCTION pgmemory.requested_groups()
+CREATE OR REPLACE FUNCTION pgmemory_internal.requested_groups()
 RETURNS text[] LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN nullif(current_setting('pgmemory.groups', true), '') IS NOT NULL THEN
                 ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
@@ -28,11 +28,11 @@ $$;
 -- '*' and no narrowing asked), else the requested groups that are granted (all requested ones
 -- when '*' is granted), or the granted ones when none were requested. One call per statement and
 -- table (an initplan), so every policy costs one lookup of the role's grants.
-CREATE OR REPLACE FUNCTION pgmemory.visible_groups()
+CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups()
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    granted text[] := pgmemory.granted_groups();
-    requested text[] := pgmemory.requested_groups();
+    granted text[] := pgmemory_internal.granted_groups();
+    requested text[] := pgmemory_internal.requested_groups();
 BEGIN
     IF requested IS NULL THEN
         RETURN granted;
@@ -50,10 +50,10 @@ DECLARE
     policy_name name;
     -- group_id or '*' among the visible groups: one initplan per table reference. Citus refuses
     -- subqueries in policies of distributed tables: there the function is called per row.
-    tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory.visible_groups())';
+    tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory_internal.visible_groups())';
 BEGIN
     IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-        tenant := 'ARRAY[group_id, ''*''] && pgmemory.visible_groups()';
+        tenant := 'ARRAY[group_id, ''*''] && pgmemory_internal.visible_groups()';
     END IF;
     -- Roles: cluster-wide; another database of the cluster may be creating them right now.
     FOR r IN SELECT * FROM (VALUES ('pgmemory_app'), ('pgmemory_analyst'), ('pgmemory_reader')) AS t(role) LOOP
@@ -75,6 +75,9 @@ BEGIN
 
     -- Privileges.
     GRANT USAGE ON SCHEMA pgmemory TO pgmemory_app, pgmemory_analyst;
+    -- The helpers the public functions and the engine call (row-level security still applies
+    -- under them: none runs with its owner's rights but the AGE mirror's trigger functions).
+    GRANT USAGE ON SCHEMA pgmemory_internal TO pgmemory_app, pgmemory_analyst;
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app;
     GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgmemory TO pgmemory_app;
     REVOKE INSERT, UPDATE, DELETE ON pgmemory.role_groups, pgmemory.schema_migrations FROM pgmemory_app;
@@ -114,7 +117,7 @@ BEGIN
             -- the owner only (`pgmemory keys`). No subquery (Citus refuses them in policies): the
             -- table is small, so a call per row costs nothing.
             WHEN r.relname = 'api_keys' THEN
-                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && pgmemory.visible_groups())'
+                'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && pgmemory_internal.visible_groups())'
             -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
             WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
                 format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)

@@ -3,19 +3,19 @@
 -- score returned is its negation. Filters run on the index scan's output, so
 -- a heavily filtered search can return fewer than p_k rows.
 
-CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     SELECT f.version_id, -(f.search_text <@> to_bm25query(p_query, 'pgmemory.facts_bm25'))
       FROM pgmemory.facts f
      WHERE f.group_id = ANY (p_groups)
-       AND pgmemory.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
+       AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at,
                                  p_superseded, p_relations, p_bounds, f.is_event)
      ORDER BY f.search_text <@> to_bm25query(p_query, 'pgmemory.facts_bm25') LIMIT p_k
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT e.id, -(e.name <@> to_bm25query(p_query, 'pgmemory.entities_bm25'))
@@ -27,7 +27,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
      ORDER BY e.name <@> to_bm25query(p_query, 'pgmemory.entities_bm25') LIMIT p_k
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT ep.id, -(ep.search_text <@> to_bm25query(p_query, 'pgmemory.episodes_bm25'))

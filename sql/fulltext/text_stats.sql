@@ -9,14 +9,14 @@
 -- the same transaction (tests/test_citus.py checks BM25 statistics and search there).
 
 -- Length of a document in tokens (stop words excluded): its lexemes' position counts.
-CREATE OR REPLACE FUNCTION pgmemory.tsv_length(p_tsv tsvector)
+CREATE OR REPLACE FUNCTION pgmemory_internal.tsv_length(p_tsv tsvector)
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0)::integer FROM unnest(p_tsv) u
 $$;
 
 -- Add documents (p_sign +1) or remove them (-1) from the statistics of p_kind. A count that
 -- reaches zero deletes its row: an erased group leaves none of its words behind.
-CREATE OR REPLACE FUNCTION pgmemory.add_text_stats(
+CREATE OR REPLACE FUNCTION pgmemory_internal.add_text_stats(
     p_kind text, p_groups text[], p_tsvs tsvector[], p_signs integer[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -24,7 +24,7 @@ DECLARE
     gone_terms text[];
 BEGIN
     WITH docs AS (
-        SELECT d.g, d.sign, pgmemory.tsv_length(d.tsv) AS len
+        SELECT d.g, d.sign, pgmemory_internal.tsv_length(d.tsv) AS len
           FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign)
     ), per_group AS (
         SELECT g, sum(sign) AS docs, sum(sign * len) AS len
@@ -59,7 +59,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.track_text_stats()
+CREATE OR REPLACE FUNCTION pgmemory_internal.track_text_stats()
 RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     groups text[];
@@ -76,7 +76,7 @@ BEGIN
                 UNION ALL SELECT n.group_id, n.tsv, 1 FROM new_rows n) x;
     END IF;
     IF groups IS NOT NULL THEN
-        PERFORM pgmemory.add_text_stats(TG_ARGV[0], groups, tsvs, signs);
+        PERFORM pgmemory_internal.add_text_stats(TG_ARGV[0], groups, tsvs, signs);
     END IF;
     RETURN NULL;
 END
@@ -93,7 +93,7 @@ BEGIN
     DELETE FROM pgmemory.term_stats;
     FOREACH kind IN ARRAY ARRAY['episodes', 'facts', 'entities'] LOOP
         EXECUTE format('INSERT INTO pgmemory.text_stats (group_id, kind, docs, total_len)'
-                       ' SELECT group_id, %L, count(*), sum(pgmemory.tsv_length(tsv)) FROM pgmemory.%I'
+                       ' SELECT group_id, %L, count(*), sum(pgmemory_internal.tsv_length(tsv)) FROM pgmemory.%I'
                        ' GROUP BY group_id', kind, kind);
         EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs)'
                        ' SELECT d.group_id, %L, u.lexeme, count(*) FROM pgmemory.%I d, unnest(d.tsv) u'
@@ -112,14 +112,14 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('pgmemory.%I', t.tbl)::regclass
                                                    AND tgname = t.tbl || '_text_stats_ins') THEN
             EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON pgmemory.%I REFERENCING NEW TABLE AS new_rows'
-                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.track_text_stats(%L)',
+                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
                            t.tbl || '_text_stats_ins', t.tbl, t.tbl);
             EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON pgmemory.%I'
                            ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
-                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.track_text_stats(%L)',
+                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
                            t.tbl || '_text_stats_upd', t.tbl, t.tbl);
             EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON pgmemory.%I REFERENCING OLD TABLE AS old_rows'
-                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory.track_text_stats(%L)',
+                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
                            t.tbl || '_text_stats_del', t.tbl, t.tbl);
         END IF;
     END LOOP;

@@ -12,7 +12,7 @@
 -- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
 -- common for a top p_k: the rarest lexemes are rare until they hold 2 x p_k documents
 -- together, the rest is common (a speaker's name in a chat, a common word in 100k facts).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                common boolean)
 LANGUAGE sql STABLE AS $$
@@ -26,7 +26,7 @@ LANGUAGE sql STABLE AS $$
        AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
 $$;
 DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
-DROP FUNCTION IF EXISTS pgmemory.bm25_terms(text, text[], text);
+DROP FUNCTION IF EXISTS pgmemory_internal.bm25_terms(text, text[], text);
 
 -- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
 DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
@@ -39,7 +39,7 @@ DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[]
 -- LoCoMo question naming a speaker (issue 17). The length counts distinct lexemes, not
 -- positions; with b = 0.1 that moves a score by a fraction of a percent (same recall on the
 -- LoCoMo dev file, bench/fulltext_ranking.py).
-CREATE OR REPLACE FUNCTION pgmemory.bm25_term(p_tf double precision, p_len integer, p_avgdl double precision)
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_term(p_tf double precision, p_len integer, p_avgdl double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
 $$;
@@ -53,8 +53,9 @@ $$;
 --      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
 --   3. the documents with any other common lexeme are scored too.
 -- Without pruning, every matching document is scored (step 1 with every lexeme).
--- Facts (the edge-only recipe's full text, and at 100k facts most of a search): exact top p_k by
--- upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so a fact can beat the
+
+-- Facts go further (the edge-only recipe's full text, and at 100k facts most of a search): exact
+-- top p_k by upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so a fact can beat the
 -- current p_k-th score (theta) only if the lexemes it contains have bounds adding up to theta.
 -- The query's lexemes (at most 10 units: beyond that the commonest form one unit, any of them)
 -- are combined into every set, highest bound first:
@@ -65,7 +66,7 @@ $$;
 -- Each step reads the GIN index alone (a MATERIALIZED step without the view test, which the
 -- planner otherwise ANDs with the bitmap of a partial index on current facts: ~97k entries per
 -- lexeme at 100k facts), carrying the tsvector, so scoring needs no second visit to the table.
-CREATE OR REPLACE FUNCTION pgmemory.fact_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE plpgsql STABLE AS $$
@@ -91,7 +92,7 @@ BEGIN
     SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
            array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text)
       INTO terms_group, terms_idf, terms_tq, terms_avgdl
-      FROM pgmemory.bm25_terms('facts', p_groups, p_query, p_k) t;
+      FROM pgmemory_internal.bm25_terms('facts', p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
@@ -130,12 +131,12 @@ BEGIN
              WHERE f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
                AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
         fresh AS (
-            SELECT x.version_id, sum(w.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+            SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
                                                                 length(x.tsv), w.avgdl)) AS s
               FROM found x
               JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
                 ON w.group_id = x.group_id AND x.tsv @@ w.tq
-             WHERE pgmemory.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+             WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
                                          p_superseded, p_relations, p_bounds, x.is_event)
              GROUP BY x.version_id)
         SELECT seen || coalesce(array_agg(fresh.version_id), '{}'), seen_score || coalesce(array_agg(fresh.s), '{}')
@@ -163,12 +164,12 @@ BEGIN
          WHERE probe IS NOT NULL AND f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
            AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
     fresh AS (
-        SELECT x.version_id, sum(w.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+        SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
                                                             length(x.tsv), w.avgdl)) AS s
           FROM found x
           JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
             ON w.group_id = x.group_id AND x.tsv @@ w.tq
-         WHERE pgmemory.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+         WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
                                      p_superseded, p_relations, p_bounds, x.is_event)
          GROUP BY x.version_id)
     SELECT a.version_id, a.s FROM (
@@ -178,10 +179,10 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.entity_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('entities', p_groups, p_query, p_k)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('entities', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
     todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
         SELECT DISTINCT e0.group_id, e0.id FROM t
@@ -192,7 +193,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)),
     scored AS MATERIALIZED (
-        SELECT e.group_id, e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+        SELECT e.group_id, e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                      length(e.tsv), t.avgdl)) AS score
           FROM todo d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
           JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
@@ -215,7 +216,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (cardinality(p_labels) = 0 OR e0.labels && p_labels))
     SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT e.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+    SELECT e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
                                                    length(e.tsv), t.avgdl))
       FROM more d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
       JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
@@ -223,10 +224,10 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
      ORDER BY 2 DESC, 1 LIMIT p_k
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory.episode_text_hits(
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory.bm25_terms('episodes', p_groups, p_query, p_k)),
+    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k)),
     how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
     todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
         SELECT DISTINCT ep0.group_id, ep0.id FROM t
@@ -236,7 +237,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
            AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)),
     scored AS MATERIALIZED (
-        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                      length(ep.tsv), t.avgdl)) AS score
           FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
           JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
@@ -258,7 +259,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
            AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of))
     SELECT x.id, x.score FROM scored x
     UNION ALL
-    SELECT ep.id, sum(t.idf * pgmemory.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+    SELECT ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
                                                    length(ep.tsv), t.avgdl))
       FROM more d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
       JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
