@@ -125,8 +125,8 @@ DECLARE
 BEGIN
     IF believed THEN
         PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, props);
-    ELSIF (SELECT count(*) FROM pgmemory.graph_vertices v WHERE v.node_id IN (f.source_id, f.target_id))
-          = (CASE WHEN f.source_id = f.target_id THEN 1 ELSE 2 END) THEN
+    ELSIF EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.source_id)
+          AND EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.target_id) THEN
         PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', 'past:' || f.version_id, f.source_id, f.target_id, props);
     END IF;
 END
