@@ -264,6 +264,16 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
      WHERE e.group_id = p_group AND e.id = p_episode
 $$;
 
+-- Take the group's write lock until the transaction ends: the lock apply_if_unchanged, add_fact
+-- and delete_episode take. A caller holding it across several statements calls this rather
+-- than pg_advisory_xact_lock: on Citus it is delegated even inside a transaction block
+-- (force_delegation, pgmemory/storage/citus.py), so the lock is taken on the group's worker,
+-- where the delegated writers take it, not on the coordinator.
+CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+    SELECT pg_advisory_xact_lock(hashtextextended(p_group, 7))
+$$;
+
 -- Queue state per group: what psql users watch (and `pgmemory worker` reports).
 CREATE OR REPLACE VIEW pgmemory.episode_queue AS
 SELECT group_id,
