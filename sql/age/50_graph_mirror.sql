@@ -122,11 +122,14 @@ DECLARE
         'valid_from', pgmemory_internal.graph_time(lower(f.valid)), 'valid_to', pgmemory_internal.graph_time(upper(f.valid)),
         'recorded_from', pgmemory_internal.graph_time(lower(f.recorded)),
         'recorded_to', pgmemory_internal.graph_time(upper(f.recorded)));
+    ends integer;
 BEGIN
     IF believed THEN
         PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, props);
-    ELSIF (SELECT count(*) FROM pgmemory.graph_vertices v WHERE v.node_id IN (f.source_id, f.target_id))
-          = (CASE WHEN f.source_id = f.target_id THEN 1 ELSE 2 END) THEN
+        RETURN;
+    END IF;
+    SELECT count(DISTINCT v.node_id) INTO ends FROM pgmemory.graph_vertices v WHERE v.node_id IN (f.source_id, f.target_id);
+    IF ends = cardinality(ARRAY(SELECT DISTINCT x FROM unnest(ARRAY[f.source_id, f.target_id]) AS x)) THEN
         PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', 'past:' || f.version_id, f.source_id, f.target_id, props);
     END IF;
 END
@@ -173,12 +176,19 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was_believed boolean;
 BEGIN
     -- A deleted version, or one whose belief ended (or resumed), leaves its edge of the old kind.
-    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND upper_inf(OLD.recorded) <> upper_inf(NEW.recorded)) THEN
-        PERFORM pgmemory_internal.graph_drop_edge(CASE WHEN upper_inf(OLD.recorded) THEN 'RELATES_TO' ELSE 'PAST_BELIEF' END,
-                                                  CASE WHEN upper_inf(OLD.recorded) THEN 'fact:' ELSE 'past:' END
-                                                  || OLD.version_id);
+    IF TG_OP <> 'INSERT' THEN
+        was_believed := upper_inf(OLD.recorded);
+    END IF;
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND was_believed <> upper_inf(NEW.recorded)) THEN
+        IF was_believed THEN
+            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
+        ELSE
+            PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || OLD.version_id);
+        END IF;
     END IF;
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;
