@@ -352,6 +352,18 @@ def _drop_graph(conn: psycopg.Connection) -> None:
 
 
 def _index(conn: psycopg.Connection, name: str, label: str, column: str) -> None:
+    """A btree index on one column of a label table, unless AGE made one already (create_elabel
+    indexes start_id and end_id in recent AGE): a second copy would only slow every insert."""
+    table = pgsql.SQL("{}.{}").format(pgsql.Identifier(GRAPH_NAME), pgsql.Identifier(label)).as_string(conn)
+    other = conn.execute(
+        "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+        " WHERE i.indrelid = %s::regclass AND i.indnatts = 1 AND a.attname = %s AND c.relname <> %s",
+        (table, column, name)).fetchone()
+    if other:
+        conn.execute(pgsql.SQL("DROP INDEX IF EXISTS {}.{}").format(pgsql.Identifier(GRAPH_NAME),
+                                                                    pgsql.Identifier(name)))
+        return
     conn.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} ({})").format(
         pgsql.Identifier(name), pgsql.Identifier(GRAPH_NAME), pgsql.Identifier(label),
         pgsql.Identifier(column)))

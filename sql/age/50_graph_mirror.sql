@@ -122,14 +122,11 @@ DECLARE
         'valid_from', pgmemory_internal.graph_time(lower(f.valid)), 'valid_to', pgmemory_internal.graph_time(upper(f.valid)),
         'recorded_from', pgmemory_internal.graph_time(lower(f.recorded)),
         'recorded_to', pgmemory_internal.graph_time(upper(f.recorded)));
-    ends integer;
 BEGIN
     IF believed THEN
         PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, props);
-        RETURN;
-    END IF;
-    SELECT count(DISTINCT v.node_id) INTO ends FROM pgmemory.graph_vertices v WHERE v.node_id IN (f.source_id, f.target_id);
-    IF ends = cardinality(ARRAY(SELECT DISTINCT x FROM unnest(ARRAY[f.source_id, f.target_id]) AS x)) THEN
+    ELSIF EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.source_id)
+          AND EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.target_id) THEN
         PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', 'past:' || f.version_id, f.source_id, f.target_id, props);
     END IF;
 END
