@@ -225,12 +225,19 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was_believed boolean;
 BEGIN
     -- A deleted version, or one whose belief ended (or resumed), leaves its edge of the old kind.
-    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND upper_inf(OLD.recorded) <> upper_inf(NEW.recorded)) THEN
-        PERFORM pgmemory_internal.graph_drop_edge(CASE WHEN upper_inf(OLD.recorded) THEN 'RELATES_TO' ELSE 'PAST_BELIEF' END,
-                                                  CASE WHEN upper_inf(OLD.recorded) THEN 'fact:' ELSE 'past:' END
-                                                  || OLD.version_id);
+    IF TG_OP <> 'INSERT' THEN
+        was_believed := upper_inf(OLD.recorded);
+    END IF;
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND was_believed <> upper_inf(NEW.recorded)) THEN
+        IF was_believed THEN
+            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
+        ELSE
+            PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || OLD.version_id);
+        END IF;
     END IF;
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;
