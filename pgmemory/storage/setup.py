@@ -19,7 +19,7 @@ from pgmemory.storage import citus, migrate
 
 MIN_SERVER_VERSION = 160000
 VERTEX_LABELS = ("Entity", "Episode", "Community")
-EDGE_LABELS = ("RELATES_TO", "MENTIONS", "HAS_MEMBER")
+EDGE_LABELS = ("RELATES_TO", "PAST_BELIEF", "MENTIONS", "HAS_MEMBER")
 # Full-text modes and the file defining their *_text_hits functions.
 TEXT_SEARCH_FILES = {"tsvector": "tsvector.sql", "pg_textsearch": "bm25.sql"}
 # pg_textsearch versions refused, with the reason `doctor` and init give.
@@ -29,7 +29,7 @@ BROKEN_TEXTSEARCH = {
 }
 INIT_LOCK_TIMEOUT = "500ms"  # per attempt: shorter than deadlock_timeout, so init yields, not writers
 INIT_LOCK_WAIT_S = 120
-GRAPH_PROPS_VERSION = "2"  # edge properties with both time axes as UTC text (sql/age/50_graph_mirror.sql)
+GRAPH_PROPS_VERSION = "3"  # both time axes as UTC text; past beliefs as PAST_BELIEF edges (sql/age/50_graph_mirror.sql)
 # Texts indexed by pg_textsearch's bm25 when that mode is chosen.
 BM25_INDEXES = {
     "facts_bm25": ("facts", "search_text"),
