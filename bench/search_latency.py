@@ -422,7 +422,7 @@ def explain_queries(q: Query, now: datetime) -> list[tuple[str, str, dict[str, A
          (f"SELECT f.version_id, f.embedding <=> %(v)s::vector AS d FROM pgmemory.facts f"
          f" WHERE f.group_id = ANY (%(g)s::text[]) AND {in_view}"
          f" ORDER BY f.embedding <=> %(v)s::vector LIMIT 30"), p),
-        ("facts full text (fact_text_hits, inlined)",
+        ("facts full text (fact_text_hits; plpgsql, its own statements not shown)",
          (f"SELECT * FROM pgmemory_internal.fact_text_hits(%(g)s::text[], %(q)s, 30, %(now)s::timestamptz, NULL, false,"
          f" '{{}}'::text[], {BOUNDS})"), p),
         ("entities cosine",

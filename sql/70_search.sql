@@ -196,6 +196,11 @@ DECLARE
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
 BEGIN
+    -- The search runs with its owner's rights where init could make that safe (no row-level
+    -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
+    -- only the groups the session may see, which is what row-level security would have let it read.
+    p_groups := pgmemory_internal.session_groups(p_groups);
+    one := CASE WHEN cardinality(p_groups) = 1 THEN p_groups[1] END;
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
     IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN

@@ -23,6 +23,7 @@ from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
 from tests.citus_cluster import CitusUnavailable, start_cluster
+from tests.communities_support import found_partition, nmi, plant_graph
 from tests.support import utc
 
 STEP = timedelta(minutes=10)  # between the turns of GROUP_STORIES (neighbours within 30 min)
@@ -334,6 +335,34 @@ def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_community_detection_on_the_cluster_finds_the_single_node_partition(conn, empty_dsn, group):
+    """detect_communities, delegated to the worker of its group, finds on the cluster the same
+    communities as on a single node for the same planted graph (and keeps them when run again)."""
+    def members(c, g):
+        by_community: dict = {}
+        for entity, community in found_partition(c, g).items():
+            by_community.setdefault(community, set()).add(entity)
+        return {frozenset(m) for m in by_community.values()}
+
+    citus.enable_triggers(conn)
+    truth = plant_graph(conn, group, seed=11)
+    conn.commit()
+    out = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
+    conn.commit()
+    again = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
+    conn.commit()
+    assert out["created"] == again["kept"] == 6 and again["created"] == again["ended"] == 0
+    clustered = members(conn, group)
+    assert nmi(truth, found_partition(conn, group)) >= 0.9
+    with psycopg.connect(empty_dsn) as single:
+        init_database(single, DIM)
+        plant_graph(single, group, seed=11)
+        single.commit()
+        single.execute("SELECT pgmemory.detect_communities(%s)", (group,))
+        single.commit()
+        assert members(single, group) == clustered
 
 
 def test_the_group_lock_taken_in_a_transaction_is_held_on_the_groups_worker(citus_dsn, group):

@@ -107,3 +107,56 @@ def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
                                     (group, query, k)).fetchall()
                 assert [i for i, _ in hits] == [i for i, _ in expected[:k]], (query, k)
                 assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
+
+
+FACT_HITS = ("SELECT version_id, score FROM pgmemory_internal.fact_text_hits(ARRAY[%s], %s, %s, now(), NULL, false, '{}',"
+             " ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[])")
+# Every fact in view now, scored by the same per-lexeme BM25 shares, with no pruning: the reference.
+FACT_REFERENCE = """
+    SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
+                                                          length(f.tsv), t.avgdl)) AS score
+      FROM pgmemory.facts f JOIN pgmemory_internal.bm25_terms('facts', ARRAY[%(g)s], %(q)s, 1) t ON f.tsv @@ t.tq
+     WHERE f.group_id = %(g)s AND upper_inf(f.recorded) AND f.valid @> now()
+     GROUP BY f.version_id ORDER BY 2 DESC, 1"""
+
+
+def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
+    # Facts: "dog" in ~290 (with "knows", the relation, in all), "zebra" in 5 believed facts and in
+    # 3 that are not in view (a superseded version, an ended one, one of another group), "lion" in 6.
+    a, b = uuid.uuid4(), uuid.uuid4()
+    texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
+             + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
+             + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])
+    hidden = [("zebra zebra zebra", "tstzrange('2020-01-01', NULL)", "tstzrange('2021-01-01', '2022-01-01')"),
+              ("zebra zebra zebra zebra", "tstzrange('2020-01-01', '2021-01-01')", "tstzrange(now(), NULL)")]
+    insert = ("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid, recorded)"
+              " SELECT f, f, %s, %s, %s, 'KNOWS', x, {valid}, {recorded} FROM (SELECT gen_random_uuid() AS f, x"
+              " FROM unnest(%s::text[]) AS x) y")
+    with psycopg.connect(db_dsn) as conn:
+        for g in (group, f"{group}-other"):
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'A'), (%s, %s, 'B')",
+                         (a, g, b, g))
+            a, b = uuid.uuid4(), uuid.uuid4()
+        ids = dict(conn.execute("SELECT name, id FROM pgmemory.entities WHERE group_id = %s", (group,)).fetchall())
+        conn.execute(insert.format(valid="tstzrange('2020-01-01', NULL)", recorded="tstzrange(now(), NULL)"),
+                     (group, ids["A"], ids["B"], texts))
+        for text, valid, recorded in hidden:
+            conn.execute(insert.format(valid=valid, recorded=recorded), (group, ids["A"], ids["B"], [text]))
+        other = dict(conn.execute("SELECT name, id FROM pgmemory.entities WHERE group_id = %s", (f"{group}-other",)).fetchall())
+        conn.execute(insert.format(valid="tstzrange('2020-01-01', NULL)", recorded="tstzrange(now(), NULL)"),
+                     (f"{group}-other", other["A"], other["B"], ["zebra zebra zebra zebra zebra"]))
+        conn.commit()
+        # The last query has 13 lexemes: the commonest are searched as one unit (any of them).
+        for query in ("dogs and zebras", "dogs, zebras and lions", "who knows a zebra", "zebra",
+                      "old zebras, lions, cats and dogs: number 1, 2, 3, 4 or 5 called, known"):
+            expected = conn.execute(FACT_REFERENCE, {"g": group, "q": query}).fetchall()
+            for k in (1, 2, 3, 10, 40):
+                hits = conn.execute(FACT_HITS, (group, query, k)).fetchall()
+                assert len(hits) == min(k, len(expected)), (query, k)
+                assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
+                # The same facts, up to the order of exact ties at the k-th score.
+                cut = expected[k - 1][1] if len(expected) >= k else -1
+                assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}
+        text_of = dict(conn.execute("SELECT version_id, fact FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchall())
+        top = conn.execute(FACT_HITS, (group, "zebra", 10)).fetchall()
+    assert sorted(text_of[i] for i, _ in top) == sorted(t for t in texts if "zebra" in t)  # none hidden

@@ -66,6 +66,8 @@ async def _rerank(hits: list[Hit], query: str, embedding, limit: int, config: Se
     fused = rerank.rrf(hits, config.rrf_k, dict(config.method_weights))
     if config.neighbours:
         fused = rerank.neighbours(fused, config.neighbour_weight)
+    if config.speaker_weight:
+        fused = rerank.named_speakers(fused, query, config.speaker_weight)
     if config.session_weight:
         fused = rerank.session_proximity(fused, config.session_weight, config.session_window_s, config.rrf_k)
     if config.reranker == "mmr":

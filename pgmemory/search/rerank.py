@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
@@ -52,6 +53,25 @@ def neighbours(hits: Sequence[H], weight: float) -> list[H]:
         if near and weight > 0:
             h.scores["neighbour"] = weight * max(near)
             h.score += h.scores["neighbour"]
+    return sorted(hits, key=lambda h: (-h.score, str(h.id)))
+
+
+def named_speakers(hits: Sequence[H], query: str, weight: float) -> list[H]:
+    """Episodes spoken by someone the query names first: an episode whose actor appears in the
+    query as whole words (any case) counts (1 + weight) times its score. Naming both speakers
+    of a conversation lifts both alike; other hits are returned unchanged."""
+    words = tuple(re.findall(r"\w+", query.casefold()))
+    named: dict[str, bool] = {}
+    for h in hits:
+        actor = getattr(h, "actor", None)
+        if not actor or weight <= 0:
+            continue
+        if actor not in named:
+            name = tuple(re.findall(r"\w+", actor.casefold()))
+            named[actor] = bool(name) and any(words[i:i + len(name)] == name for i in range(len(words)))
+        if named[actor]:
+            h.scores["speaker"] = weight * h.score
+            h.score += h.scores["speaker"]
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
 

@@ -53,48 +53,130 @@ $$;
 --      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
 --   3. the documents with any other common lexeme are scored too.
 -- Without pruning, every matching document is scored (step 1 with every lexeme).
+
+-- Facts go further (the edge-only recipe's full text, and at 100k facts most of a search): exact
+-- top p_k by upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so a fact can beat the
+-- current p_k-th score (theta) only if the lexemes it contains have bounds adding up to theta.
+-- The query's lexemes (at most 10 units: beyond that the commonest form one unit, any of them)
+-- are combined into every set, highest bound first:
+--   1. the facts holding every lexeme of each of the first sets (GIN intersections, few rows)
+--      are scored and theta raised, while a set's bound can still reach theta (at most 2 x n sets);
+--   2. then one query reads the facts holding any set whose bound reaches theta (with theta 0:
+--      any lexeme) that are not scored yet.
+-- Each step reads the GIN index alone (a MATERIALIZED step without the view test, which the
+-- planner otherwise ANDs with the bitmap of a partial index on current facts: ~97k entries per
+-- lexeme at 100k facts), carrying the tsvector, so scoring needs no second visit to the table.
 CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
-RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('facts', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
-    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
-        SELECT DISTINCT f0.version_id FROM t
-          JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
-         AND f0.group_id = ANY (p_groups)
-         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
-           AND pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                     p_superseded, p_relations, p_bounds, f0.is_event)),
-    scored AS MATERIALIZED (
-        SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
-                                                     length(f.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
-          JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
-         GROUP BY f.version_id),
-    theta AS MATERIALIZED (
-        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
-    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
-        SELECT c.group_id, c.tq FROM (
-            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
-                                                            ROWS UNBOUNDED PRECEDING) AS bound
-              FROM t WHERE t.common AND (SELECT prune FROM how)) c
-         WHERE c.bound >= (SELECT v FROM theta)),
-    more AS MATERIALIZED (  -- step 3
-        SELECT DISTINCT f0.version_id FROM essential t
-          JOIN pgmemory.facts f0 ON f0.group_id = t.group_id AND f0.tsv @@ t.tq
-         AND f0.group_id = ANY (p_groups)
-         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.version_id = f0.version_id)
-           AND pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                     p_superseded, p_relations, p_bounds, f0.is_event))
-    SELECT x.version_id, x.score FROM scored x
-    UNION ALL
-    SELECT f.version_id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], f.tsv, t.tq, 0),
-                                                   length(f.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.facts f ON f.group_id = ANY (p_groups) AND f.version_id = d.version_id
-      JOIN t ON t.group_id = f.group_id AND f.tsv @@ t.tq
-     GROUP BY f.version_id
-     ORDER BY 2 DESC, 1 LIMIT p_k
+RETURNS TABLE (version_id bigint, score double precision) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    terms_group text[];
+    terms_idf double precision[];
+    terms_tq tsquery[];
+    terms_avgdl double precision[];
+    unit_tq tsquery[];           -- the lexemes, rarest first; the last may be several (OR)
+    unit_bound double precision[];
+    n integer;
+    masks integer[];             -- every non-empty set of units, highest bound first
+    mask_bound double precision[];
+    theta double precision := 0;
+    seen bigint[] := '{}';
+    seen_score double precision[] := '{}';
+    done integer[] := '{}';      -- the sets whose facts are all scored
+    probe tsquery;
+    i integer;
+    j integer;
+BEGIN
+    SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
+           array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text)
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl
+      FROM pgmemory_internal.bm25_terms('facts', p_groups, p_query, p_k) t;
+    IF terms_tq IS NULL OR p_k < 1 THEN
+        RETURN;
+    END IF;
+    -- Units: one per lexeme (statistics are per group: a lexeme of several groups is one unit with
+    -- the largest bound), the commonest merged into the tenth.
+    SELECT array_agg(u.tq ORDER BY u.r), array_agg(u.b ORDER BY u.r) INTO unit_tq, unit_bound
+      FROM (SELECT least(x.r, 10) AS r, string_agg(x.tq::text, ' | ')::tsquery AS tq, sum(x.b) AS b
+              FROM (SELECT row_number() OVER (ORDER BY min(w.ord)) AS r, w.tq, max(1.3 * w.idf) AS b
+                      FROM unnest(terms_tq, terms_idf) WITH ORDINALITY AS w (tq, idf, ord)
+                     GROUP BY w.tq) x
+             GROUP BY least(x.r, 10)) u;
+    n := cardinality(unit_tq);
+    SELECT array_agg(m.mask ORDER BY m.b DESC, m.mask), array_agg(m.b ORDER BY m.b DESC, m.mask)
+      INTO masks, mask_bound
+      FROM (SELECT g AS mask, (SELECT sum(unit_bound[b + 1]) FROM generate_series(0, n - 1) AS b
+                                WHERE g & (1 << b) <> 0) AS b
+              FROM generate_series(1, (1 << n) - 1) AS g) m;
+    -- Step 1: the facts holding whole sets, best sets first (at most 2 x n sets), then, while
+    -- fewer than p_k facts are scored, single units, rarest first.
+    FOR i IN 1 .. cardinality(masks) + n LOOP
+        IF i <= cardinality(masks) THEN
+            j := masks[i];
+            EXIT WHEN i > 2 * n AND cardinality(seen) >= p_k;
+            CONTINUE WHEN i > 2 * n;
+            EXIT WHEN mask_bound[i] < theta OR (theta > 0 AND mask_bound[i] = theta);
+        ELSE
+            EXIT WHEN cardinality(seen) >= p_k;
+            j := 1 << (i - cardinality(masks) - 1);
+            CONTINUE WHEN j = ANY (done);
+        END IF;
+        probe := (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')::tsquery
+                    FROM generate_series(0, n - 1) AS b WHERE j & (1 << b) <> 0);
+        WITH found AS MATERIALIZED (
+            SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event
+              FROM pgmemory.facts f0
+             WHERE f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
+               AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
+        fresh AS (
+            SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+                                                                length(x.tsv), w.avgdl)) AS s
+              FROM found x
+              JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
+                ON w.group_id = x.group_id AND x.tsv @@ w.tq
+             WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+                                         p_superseded, p_relations, p_bounds, x.is_event)
+             GROUP BY x.version_id)
+        SELECT seen || coalesce(array_agg(fresh.version_id), '{}'), seen_score || coalesce(array_agg(fresh.s), '{}')
+          INTO seen, seen_score FROM fresh;
+        done := done || j;
+        IF cardinality(seen) >= p_k THEN
+            theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
+        END IF;
+    END LOOP;
+    -- Step 2: every other fact that could still reach theta: it holds a set whose bound does
+    -- (the smallest such sets suffice; with theta 0, any single unit).
+    probe := (SELECT string_agg('(' || (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')
+                                          FROM generate_series(0, n - 1) AS b WHERE m.mask & (1 << b) <> 0) || ')', ' | ')
+                FROM unnest(masks, mask_bound) AS m (mask, bound)
+               WHERE m.bound >= theta AND (theta = 0 AND m.mask & (m.mask - 1) = 0
+                     OR theta > 0 AND NOT EXISTS (  -- minimal: no unit can be left out
+                         SELECT FROM generate_series(0, n - 1) AS b
+                          WHERE m.mask & (1 << b) <> 0 AND m.bound - unit_bound[b + 1] >= theta))
+                 -- a set none of whose facts is unscored: it holds a set read whole in step 1
+                 AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d))::tsquery;
+    RETURN QUERY
+    WITH found AS MATERIALIZED (
+        SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event
+          FROM pgmemory.facts f0
+         WHERE probe IS NOT NULL AND f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
+           AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
+    fresh AS (
+        SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+                                                            length(x.tsv), w.avgdl)) AS s
+          FROM found x
+          JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
+            ON w.group_id = x.group_id AND x.tsv @@ w.tq
+         WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
+                                     p_superseded, p_relations, p_bounds, x.is_event)
+         GROUP BY x.version_id)
+    SELECT a.version_id, a.s FROM (
+        SELECT fresh.version_id, fresh.s FROM fresh
+        UNION ALL SELECT * FROM unnest(seen, seen_score)) a (version_id, s)
+     ORDER BY a.s DESC, a.version_id LIMIT p_k;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
