@@ -81,6 +81,9 @@ BEGIN
         IF p_label = 'RELATES_TO' THEN
             INSERT INTO pgmemory_graph."RELATES_TO" (start_id, end_id, properties) VALUES (g_from, g_to, props)
             RETURNING id::text::bigint INTO eid;
+        ELSIF p_label = 'PAST_BELIEF' THEN
+            INSERT INTO pgmemory_graph."PAST_BELIEF" (start_id, end_id, properties) VALUES (g_from, g_to, props)
+            RETURNING id::text::bigint INTO eid;
         ELSIF p_label = 'MENTIONS' THEN
             INSERT INTO pgmemory_graph."MENTIONS" (start_id, end_id, properties) VALUES (g_from, g_to, props)
             RETURNING id::text::bigint INTO eid;
@@ -95,6 +98,8 @@ BEGIN
     ELSE
         IF p_label = 'RELATES_TO' THEN
             UPDATE pgmemory_graph."RELATES_TO" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSIF p_label = 'PAST_BELIEF' THEN
+            UPDATE pgmemory_graph."PAST_BELIEF" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
         ELSIF p_label = 'MENTIONS' THEN
             UPDATE pgmemory_graph."MENTIONS" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
         ELSIF p_label = 'HAS_MEMBER' THEN
@@ -119,6 +124,7 @@ BEGIN
     END IF;
     gid := eid::text::ag_catalog.graphid;
     IF p_label = 'RELATES_TO' THEN DELETE FROM pgmemory_graph."RELATES_TO" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'PAST_BELIEF' THEN DELETE FROM pgmemory_graph."PAST_BELIEF" WHERE id OPERATOR(ag_catalog.=) gid;
     ELSIF p_label = 'MENTIONS' THEN DELETE FROM pgmemory_graph."MENTIONS" WHERE id OPERATOR(ag_catalog.=) gid;
     ELSIF p_label = 'HAS_MEMBER' THEN DELETE FROM pgmemory_graph."HAS_MEMBER" WHERE id OPERATOR(ag_catalog.=) gid;
     ELSE
