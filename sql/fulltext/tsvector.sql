@@ -54,15 +54,16 @@ $$;
 --   3. the documents with any other common lexeme are scored too.
 -- Without pruning, every matching document is scored (step 1 with every lexeme).
 
--- Facts go further (the edge-only recipe's full text, and at 100k facts most of a search): exact
--- top p_k by upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so a fact can beat the
--- current p_k-th score (theta) only if the lexemes it contains have bounds adding up to theta.
--- The query's lexemes (at most 10 units: beyond that the commonest form one unit, any of them)
--- are combined into every set, highest bound first:
---   1. the facts holding every lexeme of each of the first sets (GIN intersections, few rows)
---      are scored and theta raised, while a set's bound can still reach theta (at most 2 x n sets);
---   2. then one query reads the facts holding any set whose bound reaches theta (with theta 0:
---      any lexeme) that are not scored yet.
+-- Facts go further (the edge-only recipe's full text, and at 100k facts most of a search):
+-- exact top p_k by upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so
+-- a fact can beat the current p_k-th score (theta) only if the bounds of the lexemes it holds
+-- add up to theta. The query's lexemes (at most 10 units: beyond that the commonest form one
+-- unit, any of them) are combined into every set, highest bound first:
+--   1. the facts holding every unit of each of the first 2 x n sets (GIN intersections, few
+--      rows) are scored and theta raised, while a set's bound can still beat theta; then,
+--      while fewer than p_k facts are scored, the facts of single units, rarest first;
+--   2. one query reads the facts not scored yet that hold a (smallest) set whose bound reaches
+--      theta (with theta 0: any unit); a set holding one read whole in step 1 is left out.
 -- Each step reads the GIN index alone (a MATERIALIZED step without the view test, which the
 -- planner otherwise ANDs with the bitmap of a partial index on current facts: ~97k entries per
 -- lexeme at 100k facts), carrying the tsvector, so scoring needs no second visit to the table.
