@@ -5,7 +5,9 @@ one node has no citus), initialises pgmemory on each, bulk-loads G groups x F fa
 (bench/search_data.Generator, binary COPY), then:
   1. EXPLAIN on the cluster of search_group and apply_if_unchanged for one group: how many
      tasks and on which worker (routing: one task, one worker);
-  2. search latency (Memory.search, one group per call, hash embedder) p50/p95 on each;
+  2. search latency (Memory.search, hash embedder) p50/p95 on each: one group per call, and
+     --several groups per call (on the cluster each group's search on its worker at once,
+     merged into one node's ranks: pgmemory/search/fanout.py);
   3. ingest (Memory.add_episode, offline extractor, one client) episodes/s on each.
 Each figure is printed with the 1-minute load average (the machine is shared).
 
@@ -61,10 +63,9 @@ def load(dsn: str, groups: int, facts: int) -> tuple[dict[str, list[str]], float
             people[group] = vocab.names["person"]
             by_table: dict[str, list[tuple]] = {t: [] for t in COLUMNS}
             for table, row in rows:
-                by_table[table].append(row + (row[0],) if table == "facts" else row)
+                by_table[table].append(row)
             for table in TABLE_ORDER:
-                cols = COLUMNS[table][0] + (("lineage",) if table == "facts" else ())
-                types = COLUMNS[table][1] + (("uuid",) if table == "facts" else ())
+                cols, types = COLUMNS[table]
                 with conn.cursor().copy(psycopg.sql.SQL("COPY pgmemory.{} ({}) FROM STDIN (FORMAT BINARY)").format(
                         psycopg.sql.Identifier(table),
                         psycopg.sql.SQL(", ").join(map(psycopg.sql.Identifier, cols)))) as copy:
@@ -91,6 +92,9 @@ def explain(dsn: str, group: str) -> dict[str, str]:
         for name, statement in (
                 ("search_group", sql.SQL("EXPLAIN SELECT * FROM pgmemory.search_group({}, 'where does Ann work',"
                                          " NULL, '{{}}')").format(sql.Literal(group))),
+                ("search_group with a metadata filter", sql.SQL(
+                    "EXPLAIN SELECT * FROM pgmemory.search_group({}, 'where does Ann work', NULL,"
+                    " '{{\"metadata\": {{\"topic\": \"work\"}}}}')").format(sql.Literal(group))),
                 ("apply_if_unchanged", sql.SQL("EXPLAIN SELECT pgmemory_internal.apply_if_unchanged({}, {}, 'w', 0, '{{}}')")
                  .format(sql.Literal(group), sql.Literal(str(uuid.UUID(int=1)))))):
             plan = "\n".join(r[0] for r in conn.execute(statement).fetchall())
@@ -101,23 +105,29 @@ def explain(dsn: str, group: str) -> dict[str, str]:
 
 
 async def measure(targets: dict[str, str], people: dict[str, list[str]], queries: int,
-                  episodes: int) -> dict[str, tuple[list[float], float]]:
-    """Search latencies (ms) and ingest rate (episodes/s) per target, the targets interleaved
-    call by call so both see the same machine load."""
+                  episodes: int, several: int) -> dict[str, tuple[list[float], list[float], float]]:
+    """Search latencies (ms) of one group and of `several` groups at once, and the ingest rate
+    (episodes/s) per target, the targets interleaved call by call so both see the same machine
+    load."""
     memories = {name: await Memory.open(dsn, embedder=HashEmbedder(dim=DIM), extractor=RuleExtractor())
                 for name, dsn in targets.items()}
     try:
         groups = sorted(people)
         rng = random.Random(5)
         timings: dict[str, list[float]] = {name: [] for name in targets}
+        multi: dict[str, list[float]] = {name: [] for name in targets}
         for i in range(queries + 20):
             group = rng.choice(groups)
             query = f"where does {rng.choice(people[group])} work"
+            chosen = rng.sample(groups, several)
             for name, memory in memories.items():
                 started = time.perf_counter()
                 await memory.search(query, group_ids=group, limit=10)
+                middle = time.perf_counter()
+                await memory.search(query, group_ids=chosen, limit=10)
                 if i >= 20:  # warm-up excluded
-                    timings[name].append((time.perf_counter() - started) * 1000)
+                    timings[name].append((middle - started) * 1000)
+                    multi[name].append((time.perf_counter() - middle) * 1000)
         spent = {name: 0.0 for name in targets}
         day = datetime(2025, 7, 1, tzinfo=UTC)
         for i in range(episodes):
@@ -130,7 +140,7 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
                 started = time.perf_counter()
                 await memory.add_episode(group, text, actor=actor, reference_time=day + timedelta(hours=i))
                 spent[name] += time.perf_counter() - started
-        return {name: (timings[name], episodes / spent[name]) for name in targets}
+        return {name: (timings[name], multi[name], episodes / spent[name]) for name in targets}
     finally:
         for memory in memories.values():
             await memory.close()
@@ -142,6 +152,7 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=500)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--several", type=int, default=5, help="groups per multi-group search")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="pgmemory-bench-citus-"))
     (root / "one").mkdir()
@@ -170,16 +181,19 @@ def main() -> None:
         for group in sorted(people)[:3]:
             for call, plan in explain(cluster.coordinator_dsn, group).items():
                 print(f"cluster EXPLAIN {call}({group!r}, ...): {plan}")
-        measured = asyncio.run(measure(targets, people, args.queries, args.episodes))
+        measured = asyncio.run(measure(targets, people, args.queries, args.episodes, args.several))
         results = {}
-        for name, (timings, rate) in measured.items():
-            results[name] = (statistics.median(timings), percentile(timings, 95), rate)
-            print(f"{name}: search p50 {results[name][0]:.1f} ms, p95 {results[name][1]:.1f} ms "
-                  f"({args.queries} queries); ingest {rate:.1f} episodes/s ({args.episodes}, one client, "
+        for name, (timings, multi, rate) in measured.items():
+            results[name] = (statistics.median(timings), percentile(timings, 95),
+                             statistics.median(multi), percentile(multi, 95), rate)
+            print(f"{name}: search p50 {results[name][0]:.1f} ms, p95 {results[name][1]:.1f} ms; "
+                  f"{args.several} groups at once p50 {results[name][2]:.1f} ms, p95 {results[name][3]:.1f} ms "
+                  f"({args.queries} queries each); ingest {rate:.1f} episodes/s ({args.episodes}, one client, "
                   f"interleaved with the other target); {load_avg()}", flush=True)
-        (p50a, p95a, ra), (p50b, p95b, rb) = results["one node"], results["cluster (1+2)"]
-        print(f"cluster / one node: search p50 x{p50b / p50a:.2f}, p95 x{p95b / p95a:.2f}; "
-              f"ingest time per episode x{ra / rb:.2f}; {load_avg()}")
+        a, b = results["one node"], results["cluster (1+2)"]
+        print(f"cluster / one node: search p50 x{b[0] / a[0]:.2f}, p95 x{b[1] / a[1]:.2f}; "
+              f"{args.several} groups p50 x{b[2] / a[2]:.2f}, p95 x{b[3] / a[3]:.2f}; "
+              f"ingest time per episode x{a[4] / b[4]:.2f}; {load_avg()}")
     finally:
         cluster.stop()
         one.stop()

@@ -28,7 +28,9 @@ import asyncio
 import json
 import os
 import random
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -52,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episodes", type=int, default=500, help="episodes for the LLM-call count (default 500)")
     p.add_argument("--run", type=int, default=50, help="episodes per ingest run (default 50)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--baseline", help="a commit whose detect_communities is timed first on the same graphs")
     return p.parse_args(argv)
 
 
@@ -98,30 +101,82 @@ def nmi(conn: psycopg.Connection, group: str, entities: int) -> float:
     return round(planted_nmi({f"Entity {i}": i // BLOCK for i in range(entities)}, found), 3)
 
 
-def detection(dsn: str, sizes: list[int], seed: int) -> tuple[str, int]:
-    """Step 1; returns the largest group and its entity count."""
+def backend_cpu_s(conn: psycopg.Connection) -> float | None:
+    """CPU seconds the connection's server process has used (a local server only): less
+    sensitive than wall time to the other processes of a shared machine."""
+    try:
+        fields = Path(f"/proc/{conn.info.backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def install_baseline(conn: psycopg.Connection, commit: str) -> None:
+    """That commit's pgmemory.detect_communities as bench_baseline.detect_communities."""
+    text = subprocess.run(["git", "show", f"{commit}:sql/57_communities.sql"], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).parent).stdout
+    start = text.index("CREATE OR REPLACE FUNCTION pgmemory.detect_communities(")
+    end = text.index("\nEND\n$$;", start) + len("\nEND\n$$;")
+    function = text[start:end].replace("pgmemory.detect_communities(", "bench_baseline.detect_communities(", 1)
+    # Internal helpers moved to pgmemory_internal (migration 0210): an older body calls them there.
+    for helper in ("community_graph(", "setting("):
+        function = function.replace("pgmemory." + helper, "pgmemory_internal." + helper)
+    conn.execute("CREATE SCHEMA IF NOT EXISTS bench_baseline")
+    conn.execute(function)
+    conn.commit()
+
+
+def timed_detection(conn: psycopg.Connection, function: str, group: str) -> tuple[dict, float, float | None]:
+    """One detection: (its counts, wall ms, server CPU ms), committed."""
+    cpu = backend_cpu_s(conn)
+    started = time.perf_counter()
+    out = conn.execute(f"SELECT {function}(%s)", (group,)).fetchone()[0]  # function: a fixed name
+    conn.commit()
+    wall = (time.perf_counter() - started) * 1000
+    after = backend_cpu_s(conn)
+    return out, wall, None if cpu is None or after is None else (after - cpu) * 1000
+
+
+def detection(dsn: str, sizes: list[int], seed: int, baseline: str | None = None) -> tuple[str, int]:
+    """Step 1; returns the largest group and its entity count. With `baseline` (a commit), that
+    commit's detection runs first on the same graph, same run, and its communities are then
+    replaced by the current one's."""
     print("== detection (server-side ms; AGE mirror included when the database uses AGE)")
     last = ("", 0)
     with psycopg.connect(dsn) as conn:
         graph_mode = conn.execute("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'").fetchone()[0]
         print(f"graph mode: {graph_mode}")
+        if baseline:
+            install_baseline(conn, baseline)
         for facts in sizes:
             group = f"bench-communities-{facts}"
             entities, blocks = plant(conn, group, facts, seed)
             read = server_ms(conn, "SELECT count(*) FROM pgmemory_internal.community_graph(%s)", (group,))
-            first_started = time.perf_counter()
-            out = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
-            conn.commit()
-            first = (time.perf_counter() - first_started) * 1000
+            if baseline:
+                base_out, base_wall, base_cpu = timed_detection(conn, "bench_baseline.detect_communities", group)
+                base_nmi = nmi(conn, group, entities)
+                # Back to no communities, so both detections write the same.
+                conn.execute("DELETE FROM pgmemory.community_members WHERE group_id = %s", (group,))
+                conn.execute("DELETE FROM pgmemory.communities WHERE group_id = %s", (group,))
+                conn.commit()
+            out, first, cpu = timed_detection(conn, "pgmemory.detect_communities", group)
             quality = nmi(conn, group, entities)
+            if baseline:
+                print(f"{facts:>7} facts: baseline {baseline} detection {base_wall:.0f} ms wall, "
+                      f"{base_cpu if base_cpu is None else round(base_cpu)} ms server CPU, NMI {base_nmi}, "
+                      f"{base_out['communities']} communities; current {first:.0f} ms wall, "
+                      f"{cpu if cpu is None else round(cpu)} ms server CPU, NMI {quality}, {out['communities']}"
+                      f" communities: x{base_wall / first:.2f} wall"
+                      + (f", x{base_cpu / cpu:.2f} CPU" if base_cpu and cpu else "") + f"; load {load()}", flush=True)
             again_started = time.perf_counter()
             again = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
             conn.commit()
             second = (time.perf_counter() - again_started) * 1000
             print(f"{facts:>7} facts, {entities} entities, {blocks} planted blocks: graph read {read:.0f} ms; "
-                  f"detection {first:.0f} ms (x{first / read:.1f} the read; {out['communities']} communities, "
+                  f"detection {first:.0f} ms, server CPU {cpu if cpu is None else round(cpu)} ms "
+                  f"(x{first / read:.1f} the read; {out['communities']} communities, "
                   f"{out['iterations']} iterations, {out['merge_rounds']} merge rounds, NMI {quality}; "
-                  f"inside: {out['ms']}; moves per iteration {out['moves']}); "
+                  f"inside: {out['ms']}; moves per iteration {out['moves']}; nodes per level {out.get('levels')}); "
                   f"again on the same graph {second:.0f} ms ({again['kept']} kept); load {load()}", flush=True)
             last = (group, entities)
     return last
@@ -196,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"database {name}; load average (1 min) at start {load()}")
     try:
         asyncio.run(_init(dsn))
-        group, entities = detection(dsn, sizes, args.seed)
+        group, entities = detection(dsn, sizes, args.seed, args.baseline)
         episodes = generate(args.episodes, seed=args.seed)
         offline = asyncio.run(ingest(dsn, "offline", episodes, args.run))
         timed = updates(dsn, group, entities, args.updates, args.seed)

@@ -76,6 +76,19 @@ def ensure_initialised(dsn: str, dim: int, embedder: str | None = None) -> None:
                              "run `pgmemory init` as the database owner first") from None
 
 
+def default_dsn(dim: int, embedder: str | None = None) -> str:
+    """Where a Memory opened without a DSN connects: PGMEMORY_DSN as is (initialised), else the
+    embedded server, initialised as its owner, through its restricted app login
+    (pgmemory.storage.app_login), so row-level security applies to everything Memory runs."""
+    from pgmemory.config import Settings
+    from pgmemory.storage.app_login import app_dsn
+
+    settings = Settings.from_env()
+    owner = resolve_dsn(settings)
+    ensure_initialised(owner, dim, embedder)
+    return owner if settings.dsn else app_dsn(owner, settings.data_dir)
+
+
 class Memory:
     """Bi-temporal knowledge-graph memory on Postgres. Open with `await Memory.open()`."""
 
@@ -93,6 +106,8 @@ class Memory:
              lease_seconds: float = DEFAULT_LEASE_SECONDS,
              on_acquire: Callable[[asyncpg.Connection], Awaitable[None]] | None = None) -> "OpeningMemory":
         """Connect (starting the embedded server if no DSN), initialise if needed, build the pool.
+        Without a DSN (and no PGMEMORY_DSN) the pool connects as the embedded server's restricted
+        app login, subject to row-level security (init runs as the owner).
         `lease_seconds`: how long an episode this process works on stays leased to it without a
         renewal (renewed every third of it); after a crash, others take the episode over then.
         `on_acquire`: a coroutine run on each pooled connection as it is handed out (servers use it
@@ -109,9 +124,11 @@ class Memory:
         if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not (
                 1 <= lease_seconds <= 86400):
             raise InvalidInput(f"lease_seconds must be between 1 and 86400, got {lease_seconds!r}")
-        dsn = dsn or await asyncio.to_thread(resolve_dsn)
         embedder = embedder or embedder_from_env()
-        await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
+        if dsn is None:
+            dsn = await asyncio.to_thread(default_dsn, embedder.dim, getattr(embedder, "name", None))
+        else:
+            await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
         return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
 

@@ -271,6 +271,16 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
 $$;
 
+-- Take the group's write lock until the transaction ends: the lock apply_if_unchanged, add_fact
+-- and delete_episode take. A caller holding it across several statements calls this rather
+-- than pg_advisory_xact_lock: on Citus it is delegated even inside a transaction block
+-- (force_delegation, pgmemory/storage/citus.py), so the lock is taken on the group's worker,
+-- where the delegated writers take it, not on the coordinator.
+CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+    SELECT pg_advisory_xact_lock(hashtextextended(p_group, 7))
+$$;
+
 -- Count one change of a group (call inside the writing transaction, under the group lock).
 CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
 RETURNS bigint LANGUAGE sql VOLATILE AS $$

@@ -25,25 +25,5 @@ BEGIN
 END
 $$;
 
--- Does a search hit match a metadata filter (jsonb containment, '{}' matches
--- all)? An episode by its own metadata; a fact when one of the episodes it came
--- from matches; an entity when a matching episode mentions it; a community never
--- (it is not tied to episodes).
-CREATE OR REPLACE FUNCTION pgmemory_internal.hit_matches_metadata(p_kind text, p_group text, p_id uuid, p_filter jsonb)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT CASE
-        WHEN p_filter IS NULL OR p_filter = '{}' THEN true
-        WHEN p_kind = 'episode' THEN EXISTS (
-            SELECT FROM pgmemory.episodes e
-             WHERE e.group_id = p_group AND e.id = p_id AND e.metadata @> p_filter)
-        WHEN p_kind = 'fact' THEN EXISTS (
-            SELECT FROM pgmemory.fact_episodes fe
-              JOIN pgmemory.episodes e ON e.group_id = fe.group_id AND e.id = fe.episode_id
-             WHERE fe.group_id = p_group AND fe.fact_id = p_id AND e.metadata @> p_filter)
-        WHEN p_kind = 'entity' THEN EXISTS (
-            SELECT FROM pgmemory.episode_mentions m
-              JOIN pgmemory.episodes e ON e.group_id = m.group_id AND e.id = m.episode_id
-             WHERE m.group_id = p_group AND m.entity_id = p_id AND e.metadata @> p_filter)
-        ELSE false
-    END
-$$;
+-- The search's metadata filter is applied inside search_candidates (sql/70_search.sql).
+DROP FUNCTION IF EXISTS pgmemory_internal.hit_matches_metadata(text, text, uuid, jsonb);

@@ -14,43 +14,91 @@ RETURNS TABLE (a uuid, b uuid, w integer) LANGUAGE sql STABLE AS $$
      GROUP BY 1, 2
 $$;
 
--- Full detection: label propagation (Raghavan et al.) over community_graph.
--- Every entity starts with its own label; in each iteration, the two halves of
--- the nodes (by a hash of their number) take in turn the label of largest
--- total edge weight among their neighbours, keeping their own label when it
--- is among the largest (so the result settles), other ties broken by a hash of
--- (node, label): deterministic, and without the min-label bias that floods one
--- label everywhere. At most p_max_iterations iterations. Labels shared by two
--- or more entities become the group's communities: the current ones are ended
--- (kept as versions with their members) unless one has exactly the same
--- members, which stays as it is (name and summary kept). Under the group lock,
--- one transaction. Returns counts.
+-- Full detection: label propagation (Raghavan et al.) with a modularity penalty,
+-- multilevel (as in Louvain) so that only the first iterations read the whole
+-- edge list. Every entity starts with its own label. In an iteration, the four
+-- quarters of the nodes (by a hash of their number) take in turn the label of
+-- largest total edge weight among their neighbours minus the modularity
+-- penalty, keeping their own label when it is among the best (so the result
+-- settles), other ties broken by a hash of (node, label): deterministic, and
+-- without the min-label bias that floods one label everywhere.
+-- Levels: 0 = the entities, two iterations (labels are then small dense
+-- fragments); the graph is contracted (a node per label, edge weights summed);
+-- 1 = propagation among the fragments until it settles; contracted again;
+-- then rounds of merges of community pairs that are each other's best
+-- modularity gain (LPAm+: propagation alone stops in local optima that split
+-- a dense group), each contracted, while merges happen (at most 10 rounds).
+-- Nodes are numbered; labels, degrees and label volumes live in arrays indexed
+-- by number (one statement per phase reads them as parameters, no joins and no
+-- row updates). At most p_max_iterations propagation iterations in all.
+-- Labels shared by two or more entities become the group's communities: the
+-- current ones are ended (kept as versions with their members) unless one has
+-- exactly the same members, which stays as it is (name and summary kept).
+-- Under the group lock, one transaction. Returns counts and its own timings.
 CREATE OR REPLACE FUNCTION pgmemory.detect_communities(p_group text, p_max_iterations integer DEFAULT 30,
                                                        p_resolution float8 DEFAULT 1.0)
 RETURNS jsonb LANGUAGE plpgsql
 SET work_mem = '64MB'  -- per-phase aggregates over the whole edge list stay in memory
 AS $$
 DECLARE
+    -- One propagation phase: the nodes whose edges are in %1$I take their best label; returns
+    -- the nodes that move and their new labels. $1 = resolution, $2 = 2m, $3 = label per node,
+    -- $4 = degree per node, $5 = volume (sum of degrees) per label.
+    pass_sql constant text := $q$
+        SELECT coalesce(array_agg(b.src), '{}'), coalesce(array_agg(b.label), '{}')
+          FROM (SELECT DISTINCT ON (x.src) x.src, x.label,
+                       x.w - $1 * $4[x.src] * ($5[x.label] - CASE WHEN x.label = $3[x.src] THEN $4[x.src] ELSE 0 END) / $2
+                       + CASE WHEN x.label = $3[x.src] THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
+                  FROM (SELECT e.src, $3[e.dst] AS label, sum(e.w) AS w FROM %1$I e GROUP BY 1, 2) x
+                 ORDER BY x.src, 3 DESC, hashint8((x.src::bigint << 32) | x.label::bigint), x.label) b
+         -- staying is always a choice, also where no neighbour holds the own label
+         WHERE b.label <> $3[b.src] AND b.q > 1e-9 - $1 * $4[b.src] * ($5[$3[b.src]] - $4[b.src]) / $2
+    $q$;
+    -- The edges of one phase's nodes (a hash of the node and level): a phase reads only its own.
+    split_sql constant text := 'DROP TABLE IF EXISTS pg_temp.%1$I; CREATE TEMP TABLE %1$I ON COMMIT DROP AS'
+                               ' SELECT src, dst, w FROM lv_edge WHERE hashint4(src + %2$s) & 3 = %3$s';
+    -- Propagation iterations per level (the last: until it settles), then merge rounds.
+    level_iterations constant integer[] := '{2,10}';
+    lpa_levels integer := cardinality(level_iterations);
+    lab integer[];      -- node -> label, at the current level
+    deg float8[];       -- node -> weighted degree (at levels above 0: the volume of its entities)
+    vol float8[];       -- label -> sum of its nodes' degrees
+    comm integer[];     -- entity -> its node at the current level
+    ident integer[];
+    mv_node integer[];
+    mv_label integer[];
+    v_i integer;
+    v_node integer;
+    v_label integer;
     two_m float8;
-    merged integer;
+    merged integer := 0;
     merges integer := 0;
-    round_it integer;
-    moved integer;
+    lvl integer := 0;
+    lvl_it integer;
+    lvl_moved integer;
+    lvl_nodes integer;
+    moved_total integer := 0;
+    last_moved integer;
+    lvl_settled boolean;
+    settled boolean := true;
     t0 timestamptz := clock_timestamp();
     t_setup float8;
     t_prop float8 := 0;
     t_merge float8 := 0;
+    t_contract float8 := 0;
     t1 timestamptz;
     moves integer[] := '{}';
+    sizes integer[] := '{}';
     kept uuid[];
     new_ids uuid[];
     new_names text[];
+    central_ids uuid[];
+    central_names text[];
     member_of uuid[];
     member_ids uuid[];
     n_nodes integer;
     it integer := 0;
     ph integer;
-    moved_total integer;
     n_kept integer;
     n_new integer;
     n_ended integer;
@@ -66,102 +114,120 @@ BEGIN
         RAISE EXCEPTION 'resolution must be between 0 and 100, got %', p_resolution USING ERRCODE = '22023';
     END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
-    DROP TABLE IF EXISTS pg_temp.lp_node, pg_temp.lp_edge, pg_temp.lp_pair;
+    DROP TABLE IF EXISTS pg_temp.lp_pair, pg_temp.lp_node, pg_temp.lv_edge, pg_temp.lv_next_edge;
     CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory_internal.community_graph(p_group);
-    -- Nodes numbered in id order; label = own number; phase = a hash of it; degree = weighted.
+    -- Entities numbered 1..N in id order, with their weighted degree.
     CREATE TEMP TABLE lp_node ON COMMIT DROP AS
-        SELECT x.n, x.id, x.n AS label, x.degree, hashint4(x.n) & 3 AS phase
-          FROM (SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::integer AS degree
-                  FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
-                 GROUP BY y.id) x;
-    ALTER TABLE lp_node ADD PRIMARY KEY (n);
-    CREATE TEMP TABLE lp_edge ON COMMIT DROP AS
-        SELECT s.n AS src, t.n AS dst, p.w
-          FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b
-        UNION ALL
-        SELECT t.n, s.n, p.w
+        SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::float8 AS degree
+          FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
+         GROUP BY y.id;
+    -- Both directions of every pair, by number.
+    CREATE TEMP TABLE lv_edge ON COMMIT DROP AS
+        SELECT s.n AS src, t.n AS dst, p.w::float8 AS w
           FROM lp_pair p JOIN lp_node s ON s.id = p.a JOIN lp_node t ON t.id = p.b;
-    -- One edge table per phase (by the phase of the source node): a phase reads only its own.
-    FOR ph IN 0 .. 3 LOOP
-        EXECUTE format('DROP TABLE IF EXISTS pg_temp.%1$I; CREATE TEMP TABLE %1$I ON COMMIT DROP AS'
-                       ' SELECT e.* FROM lp_edge e JOIN lp_node s ON s.n = e.src WHERE s.phase = %2$s',
-                       'lp_edge_' || ph, ph);
-    END LOOP;
-    SELECT greatest(sum(degree), 1), count(*) INTO two_m, n_nodes FROM lp_node;
-    ANALYZE lp_node;
-    ANALYZE lp_edge;
-
+    INSERT INTO lv_edge SELECT dst, src, w FROM lv_edge;
+    deg := ARRAY(SELECT degree FROM lp_node ORDER BY n);
+    n_nodes := cardinality(deg);
+    two_m := greatest((SELECT sum(d) FROM unnest(deg) AS d), 1);
+    ident := ARRAY(SELECT generate_series(1, n_nodes));
+    lab := ident;
+    vol := deg;
+    comm := ident;
+    lvl_nodes := n_nodes;
     t_setup := extract(epoch FROM clock_timestamp() - t0) * 1000;
-    -- Label propagation until it settles, then merge pairs of communities that are each
-    -- other's best merge by modularity gain (LPAm+: propagation alone stops in local
-    -- optima that split a dense group); repeated while merges happen.
+
     LOOP
-        round_it := 0;
-        WHILE it < p_max_iterations AND round_it < 10 LOOP
-            it := it + 1;
-            round_it := round_it + 1;
-            moved_total := 0;
+        sizes := sizes || lvl_nodes;
+        lvl_moved := 0;
+        IF lvl < lpa_levels THEN
+            -- Propagation: at level 0 two iterations, at level 1 until it settles.
             t1 := clock_timestamp();
             FOR ph IN 0 .. 3 LOOP
-                EXECUTE format($q$
-                WITH vol AS (
-                    SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
-                ), votes AS (
-                    SELECT e.src, nb.label, e.w FROM %1$I e JOIN lp_node nb ON nb.n = e.dst
-                    UNION ALL
-                    SELECT n, label, 0 FROM lp_node WHERE phase = %2$s  -- staying is always a choice
-                ), scores AS (
-                    SELECT v.src, v.label, sum(v.w) AS w FROM votes v GROUP BY v.src, v.label
-                ), ranked AS (
-                    SELECT s.src, s.label,
-                           s.w - $1 * me.degree * (vol.v - CASE WHEN s.label = me.label THEN me.degree ELSE 0 END) / $2
-                           + CASE WHEN s.label = me.label THEN 1e-9 ELSE 0 END AS q  -- own label wins a tie
-                      FROM scores s JOIN lp_node me ON me.n = s.src JOIN vol ON vol.label = s.label
-                ), best AS (
-                    SELECT DISTINCT ON (src) src, label FROM ranked
-                     ORDER BY src, q DESC, hashint8((src::bigint << 32) | label::bigint), label
-                )
-                UPDATE lp_node x SET label = b.label FROM best b WHERE x.n = b.src AND x.label <> b.label
-                $q$, 'lp_edge_' || ph, ph) USING p_resolution, two_m;
-                GET DIAGNOSTICS moved = ROW_COUNT;
-                moved_total := moved_total + moved;
+                EXECUTE format(split_sql, 'lv_edge_' || ph, lvl, ph);
             END LOOP;
+            lvl_it := 0;
+            last_moved := NULL;
+            lvl_settled := false;
+            LOOP
+                EXIT WHEN it >= p_max_iterations OR lvl_it >= level_iterations[lvl + 1];
+                it := it + 1;
+                lvl_it := lvl_it + 1;
+                moved_total := 0;
+                FOR ph IN 0 .. 3 LOOP
+                    EXECUTE format(pass_sql, 'lv_edge_' || ph) INTO mv_node, mv_label
+                      USING p_resolution, two_m, lab, deg, vol;
+                    FOR v_i IN 1 .. cardinality(mv_node) LOOP
+                        v_node := mv_node[v_i];
+                        v_label := mv_label[v_i];
+                        vol[lab[v_node]] := vol[lab[v_node]] - deg[v_node];
+                        vol[v_label] := vol[v_label] + deg[v_node];
+                        lab[v_node] := v_label;
+                    END LOOP;
+                    moved_total := moved_total + cardinality(mv_node);
+                END LOOP;
+                moves := moves || moved_total;
+                lvl_moved := lvl_moved + moved_total;
+                -- Settled: at most one node in two hundred moves, or (at level 1) the moves
+                -- stopped falling: nodes of one phase swapping labels, again and again.
+                IF moved_total <= lvl_nodes / 200 OR (lvl > 0 AND moved_total >= last_moved) THEN
+                    lvl_settled := true;
+                    EXIT;
+                END IF;
+                last_moved := moved_total;
+            END LOOP;
+            IF lvl = lpa_levels - 1 AND NOT lvl_settled THEN
+                settled := false;
+            END IF;
             t_prop := t_prop + extract(epoch FROM clock_timestamp() - t1) * 1000;
-            moves := moves || moved_total;
-            -- Settled: nobody moved, or at most one node in two hundred (boundary nodes that
-            -- keep swapping would only spend iterations).
-            EXIT WHEN moved_total <= n_nodes / 200;
-        END LOOP;
-        t1 := clock_timestamp();
-
-        WITH cw AS (
-            SELECT a.label AS la, b.label AS lb, sum(e.w)::float8 AS w
-              FROM lp_edge e JOIN lp_node a ON a.n = e.src JOIN lp_node b ON b.n = e.dst
-             WHERE a.label <> b.label GROUP BY 1, 2
-        ), vol AS (
-            SELECT label, sum(degree)::float8 AS v FROM lp_node GROUP BY label
-        ), gain AS (
-            SELECT cw.la, cw.lb, cw.w - p_resolution * va.v * vb.v / two_m AS dq
-              FROM cw JOIN vol va ON va.label = cw.la JOIN vol vb ON vb.label = cw.lb
-        ), best AS (
-            SELECT DISTINCT ON (la) la, lb FROM gain WHERE dq > 0 ORDER BY la, dq DESC, lb
-        ), mutual AS (
-            SELECT b1.la AS keep, b1.lb AS gone FROM best b1 JOIN best b2 ON b2.la = b1.lb AND b2.lb = b1.la
-             WHERE b1.la < b1.lb
-        )
-        UPDATE lp_node x SET label = m.keep FROM mutual m WHERE x.label = m.gone;
-        GET DIAGNOSTICS merged = ROW_COUNT;
-        merges := merges + 1;
-        t_merge := t_merge + extract(epoch FROM clock_timestamp() - t1) * 1000;
-        EXIT WHEN merged = 0 OR it >= p_max_iterations OR merges >= 10;
+        ELSE
+            -- A merge round on the contracted graph (a node per community): pairs that are
+            -- each other's best modularity gain merge into the smaller number.
+            t1 := clock_timestamp();
+            SELECT coalesce(array_agg(m.gone), '{}'), coalesce(array_agg(m.keep), '{}') INTO mv_node, mv_label
+              FROM (WITH best AS (
+                        SELECT DISTINCT ON (e.src) e.src AS la, e.dst AS lb
+                          FROM lv_edge e
+                         WHERE e.w - p_resolution * deg[e.src] * deg[e.dst] / two_m > 0
+                         ORDER BY e.src, e.w - p_resolution * deg[e.src] * deg[e.dst] / two_m DESC, e.dst)
+                    SELECT b1.la AS keep, b1.lb AS gone FROM best b1 JOIN best b2 ON b2.la = b1.lb AND b2.lb = b1.la
+                     WHERE b1.la < b1.lb) m;
+            FOR v_i IN 1 .. cardinality(mv_node) LOOP
+                lab[mv_node[v_i]] := mv_label[v_i];
+                vol[mv_label[v_i]] := vol[mv_label[v_i]] + vol[mv_node[v_i]];
+                vol[mv_node[v_i]] := 0;
+            END LOOP;
+            merged := cardinality(mv_node);
+            merges := merges + 1;
+            lvl_moved := merged;
+            t_merge := t_merge + extract(epoch FROM clock_timestamp() - t1) * 1000;
+        END IF;
+        EXIT WHEN lvl >= lpa_levels AND (merged = 0 OR merges >= 10);
+        IF lvl_moved > 0 THEN
+            -- Contraction: a node per label (numbered as the label), weights summed; a node's
+            -- degree is its label's volume.
+            t1 := clock_timestamp();
+            CREATE TEMP TABLE lv_next_edge ON COMMIT DROP AS
+                SELECT lab[e.src] AS src, lab[e.dst] AS dst, sum(e.w) AS w
+                  FROM lv_edge e WHERE lab[e.src] <> lab[e.dst] GROUP BY 1, 2;
+            DROP TABLE lv_edge;
+            ALTER TABLE lv_next_edge RENAME TO lv_edge;
+            comm := ARRAY(SELECT lab[u.c] FROM unnest(comm) WITH ORDINALITY AS u (c, o) ORDER BY u.o);
+            lvl_nodes := (SELECT count(*) FROM unnest(vol) AS v WHERE v > 0);
+            deg := vol;
+            lab := ident;
+            t_contract := t_contract + extract(epoch FROM clock_timestamp() - t1) * 1000;
+        END IF;
+        lvl := lvl + 1;
     END LOOP;
+    -- The last merges, not contracted.
+    comm := ARRAY(SELECT lab[u.c] FROM unnest(comm) WITH ORDINALITY AS u (c, o) ORDER BY u.o);
 
     -- Communities found: labels held by two or more entities; centrality = weighted degree.
     DROP TABLE IF EXISTS pg_temp.lp_found;
     CREATE TEMP TABLE lp_found ON COMMIT DROP AS
-        SELECT label, array_agg(id ORDER BY id) AS members,
-               (array_agg(id ORDER BY degree DESC, id))[1:3] AS central
-          FROM lp_node GROUP BY label HAVING count(*) >= 2;
+        SELECT comm[p.n] AS label, array_agg(p.id ORDER BY p.id) AS members,
+               (array_agg(p.id ORDER BY p.degree DESC, p.id))[1:3] AS central
+          FROM lp_node p GROUP BY 1 HAVING count(*) >= 2;
     -- A current community with exactly the same members stays (its name and summary
     -- still describe it); the other current ones end, with their memberships.
     ALTER TABLE lp_found ADD COLUMN keep uuid, ADD COLUMN id uuid;
@@ -183,11 +249,15 @@ BEGIN
      WHERE c.group_id = p_group AND c.ended_at IS NULL AND NOT c.id = ANY (kept);
     GET DIAGNOSTICS n_ended = ROW_COUNT;
 
-    -- New communities, named (until a refresh) after their most central entities.
+    -- New communities, named (until a refresh) after their most central entities (read by
+    -- id list: on Citus a temporary table joins no distributed one).
+    central_ids := ARRAY(SELECT DISTINCT c FROM lp_found f, unnest(f.central) AS c WHERE f.keep IS NULL);
+    SELECT coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.name), '{}') INTO central_ids, central_names
+      FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (central_ids);
     SELECT coalesce(array_agg(f.id), '{}'),
            coalesce(array_agg((SELECT string_agg(e.name, ', ' ORDER BY x.ord)
                                  FROM unnest(f.central) WITH ORDINALITY AS x (id, ord)
-                                 JOIN pgmemory.entities e ON e.id = x.id AND e.group_id = p_group)), '{}')
+                                 JOIN unnest(central_ids, central_names) AS e (id, name) ON e.id = x.id)), '{}')
       INTO new_ids, new_names
       FROM lp_found f WHERE f.keep IS NULL;
     INSERT INTO pgmemory.communities (id, group_id, name)
@@ -205,12 +275,12 @@ BEGIN
     ON CONFLICT (group_id) DO UPDATE
         SET detected_at = excluded.detected_at, members_at_detection = excluded.members_at_detection, drift = 0;
     RETURN jsonb_build_object('communities', n_new + n_kept, 'created', n_new, 'kept', n_kept,
-                              'ended', n_ended, 'members', n_members, 'entities', (SELECT count(*) FROM lp_node),
+                              'ended', n_ended, 'members', n_members, 'entities', n_nodes,
                               'iterations', it, 'merge_rounds', merges,
-                              'converged', moved_total <= n_nodes / 200 AND merged = 0,
-                              'moves', to_jsonb(moves),
+                              'converged', settled AND merged = 0,
+                              'moves', to_jsonb(moves), 'levels', to_jsonb(sizes),
                               'ms', jsonb_build_object('setup', round(t_setup), 'propagation', round(t_prop),
-                                                       'merges', round(t_merge),
+                                                       'merges', round(t_merge), 'contractions', round(t_contract),
                                                        'total', round(extract(epoch FROM clock_timestamp() - t0) * 1000)));
 END
 $$;
@@ -236,23 +306,32 @@ BEGIN
     FOR e IN SELECT DISTINCT x FROM unnest(p_entities) AS x LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.community_members m
                                WHERE m.group_id = p_group AND m.entity_id = e AND m.ended_at IS NULL);
-        SELECT c.community_id INTO best
-          FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
-                 WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
-                   AND pgmemory.holds_at(f.valid, f.is_event, now())
-                UNION ALL
-                SELECT f.source_id FROM pgmemory.facts f
-                 WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
-                   AND pgmemory.holds_at(f.valid, f.is_event, now())) n
-          -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
-          CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
-                               WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
-                               LIMIT 1) c
-         GROUP BY c.community_id
-         ORDER BY count(*) DESC,
-                  (SELECT count(*) FROM pgmemory.community_members s
-                    WHERE s.group_id = p_group AND s.community_id = c.community_id AND s.ended_at IS NULL) DESC,
-                  c.community_id
+        WITH votes AS (
+            SELECT c.community_id, count(*) AS w
+              FROM (SELECT f.target_id AS nb FROM pgmemory.facts f
+                     WHERE f.source_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                       AND pgmemory.holds_at(f.valid, f.is_event, now())
+                    UNION ALL
+                    SELECT f.source_id FROM pgmemory.facts f
+                     WHERE f.target_id = e AND upper_inf(f.recorded) AND f.group_id = p_group
+                       AND pgmemory.holds_at(f.valid, f.is_event, now())) n
+              -- LIMIT 1 (an entity has one current community) keeps this a probe per neighbour.
+              CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                                   WHERE m.group_id = p_group AND m.entity_id = n.nb AND m.ended_at IS NULL
+                                   LIMIT 1) c
+             GROUP BY c.community_id
+        )
+        , top AS (
+            SELECT v.community_id FROM votes v WHERE v.w = (SELECT max(x.w) FROM votes x)
+        )
+        -- Sizes are counted only when communities tie at the top (a count reads every member).
+        SELECT t.community_id INTO best
+          FROM top t
+         ORDER BY CASE WHEN (SELECT count(*) FROM top) > 1
+                       THEN (SELECT count(*) FROM pgmemory.community_members s
+                              WHERE s.group_id = p_group AND s.community_id = t.community_id
+                                AND s.ended_at IS NULL) END DESC NULLS LAST,
+                  t.community_id
          LIMIT 1;
         IF best IS NOT NULL THEN
             INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)

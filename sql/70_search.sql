@@ -91,6 +91,30 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
        AND (p_bounds[8] IS NULL OR upper(p_recorded) <= p_bounds[8])
 $$;
 
+-- The group's latest done episodes (as recorded at p_known_at; NULL: now), newest first: the
+-- default BFS seeds are the entities they mention. A search of several groups on Citus reads
+-- each group's with this (delegated) and keeps the latest overall, as one node does.
+CREATE OR REPLACE FUNCTION pgmemory_internal.latest_episodes(p_group text, p_known_at timestamptz, p_n integer)
+RETURNS TABLE (id uuid, valid_at timestamptz) LANGUAGE sql STABLE AS $$
+    SELECT e.id, e.valid_at FROM pgmemory.episodes e
+     WHERE e.group_id = p_group AND e.status = 'done' AND (p_known_at IS NULL OR e.recorded_at <= p_known_at)
+     ORDER BY e.valid_at DESC LIMIT p_n
+$$;
+
+-- Which of p_ids are entities of the group: a search of several groups on Citus sends each
+-- group's call only that group's BFS seeds and centre.
+CREATE OR REPLACE FUNCTION pgmemory_internal.entities_of_group(p_group text, p_ids uuid[])
+RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
+    SELECT e.id FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (p_ids)
+$$;
+
+-- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
+-- SearchConfig), center, neighbours; metadata (a hit is kept when it matches: facts and
+-- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
+-- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
+-- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
+-- 'via', the fact versions that brought an episode, and 'matches' instead of filtering by
+-- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -128,6 +152,10 @@ DECLARE
     neighbours integer := coalesce((p_opts->>'neighbours')::integer, 0);
     neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
+    with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
+    meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
+    seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
+                                 THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
     tq tsquery := pgmemory_internal.or_tsquery(p_query);
     gid text;
@@ -143,6 +171,7 @@ DECLARE
     recent_times timestamptz[] := '{}';
     fact_cos bigint[] := '{}';
     fact_text bigint[] := '{}';
+    fact_text_score float8[] := '{}';
     fact_bfs bigint[] := '{}';
     reach_ids uuid[] := '{}';
     reach_dist integer[] := '{}';
@@ -150,16 +179,28 @@ DECLARE
     center_dist integer[] := '{}';
     ent_cos uuid[] := '{}';
     ent_text uuid[] := '{}';
+    ent_text_score float8[] := '{}';
     ent_bfs uuid[] := '{}';
     com_cos uuid[] := '{}';
     com_text uuid[] := '{}';
     epi_facts uuid[] := '{}';
     epi_cos uuid[] := '{}';
     epi_text uuid[] := '{}';
+    epi_text_score float8[] := '{}';
+    epi_via jsonb := '{}';  -- episode id -> the fact versions that brought it (with_keys)
+    -- With a metadata filter: the hits that match (NULL: no filter).
+    keep_facts uuid[];
+    keep_entities uuid[];
+    keep_episodes uuid[];
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
 BEGIN
+    -- The search runs with its owner's rights where init could make that safe (no row-level
+    -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
+    -- only the groups the session may see, which is what row-level security would have let it read.
+    p_groups := pgmemory_internal.session_groups(p_groups);
+    one := CASE WHEN cardinality(p_groups) = 1 THEN p_groups[1] END;
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
     IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
@@ -173,19 +214,21 @@ BEGIN
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
-        -- The entities of the latest done episodes (each group's latest, then the latest overall).
-        FOREACH gid IN ARRAY p_groups LOOP
-            SELECT recent_groups || coalesce(array_agg(r.group_id), '{}'), recent_ids || coalesce(array_agg(r.id), '{}'),
-                   recent_times || coalesce(array_agg(r.valid_at), '{}')
-              INTO recent_groups, recent_ids, recent_times
-              FROM (SELECT e.group_id, e.id, e.valid_at FROM pgmemory.episodes e
-                     WHERE e.group_id = gid AND e.status = 'done'
-                       AND (known_at IS NULL OR e.recorded_at <= known_at)
-                     ORDER BY e.valid_at DESC LIMIT bfs_recent) r;
-        END LOOP;
-        SELECT coalesce(array_agg(r.g), '{}'), coalesce(array_agg(r.id), '{}') INTO recent_groups, recent_ids
-          FROM (SELECT * FROM unnest(recent_groups, recent_ids, recent_times) AS u (g, id, t)
-                 ORDER BY u.t DESC LIMIT bfs_recent) r;
+        IF seed_episodes IS NOT NULL THEN  -- chosen by the caller (one group's call)
+            recent_ids := seed_episodes;
+            recent_groups := array_fill(one, ARRAY[cardinality(seed_episodes)]);
+        ELSE
+            -- The entities of the latest done episodes (each group's latest, then the latest overall).
+            FOREACH gid IN ARRAY p_groups LOOP
+                SELECT recent_groups || coalesce(array_agg(gid), '{}'), recent_ids || coalesce(array_agg(r.id), '{}'),
+                       recent_times || coalesce(array_agg(r.valid_at), '{}')
+                  INTO recent_groups, recent_ids, recent_times
+                  FROM pgmemory_internal.latest_episodes(gid, known_at, bfs_recent) r;
+            END LOOP;
+            SELECT coalesce(array_agg(r.g), '{}'), coalesce(array_agg(r.id), '{}') INTO recent_groups, recent_ids
+              FROM (SELECT * FROM unnest(recent_groups, recent_ids, recent_times) AS u (g, id, t)
+                     ORDER BY u.t DESC LIMIT bfs_recent) r;
+        END IF;
         seeds := ARRAY(
             SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
               JOIN unnest(recent_groups, recent_ids) AS r (g, id) ON m.group_id = r.g AND m.episode_id = r.id
@@ -202,10 +245,11 @@ BEGIN
              LIMIT k);
     END IF;
     IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
-        fact_text := ARRAY(
-            SELECT h.version_id FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, known_at,
-                                                             include_superseded, relations, bounds) h
-             WHERE h.score > 0 ORDER BY h.score DESC, h.version_id);
+        SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
+               coalesce(array_agg(h.score ORDER BY h.score DESC, h.version_id), '{}')
+          INTO fact_text, fact_text_score
+          FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, known_at, include_superseded, relations, bounds) h
+         WHERE h.score > 0;
     END IF;
     IF 'bfs' = ANY (methods) AND cardinality(seeds) > 0 THEN
         SELECT coalesce(array_agg(b.entity_id), '{}'), coalesce(array_agg(b.distance), '{}')
@@ -237,15 +281,19 @@ BEGIN
              LIMIT k);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
-        ent_text := ARRAY(
-            SELECT h.id FROM pgmemory_internal.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
-             WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+        SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
+               coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
+          INTO ent_text, ent_text_score
+          FROM pgmemory_internal.entity_text_hits(p_groups, p_query, k, known_at, want_labels) h
+         WHERE h.score > 0;
     ELSIF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
-        ent_text := ARRAY(
-            SELECT h.id FROM pgmemory_internal.entity_text_hits_as_of(
-                       p_groups, p_query, k, point, known_at, want_labels,
-                       CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded THEN fact_text END) h
-             WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+        SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
+               coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
+          INTO ent_text, ent_text_score
+          FROM pgmemory_internal.entity_text_hits_as_of(
+                   p_groups, p_query, k, point, known_at, want_labels,
+                   CASE WHEN 'facts' = ANY (kinds) AND NOT include_superseded THEN fact_text END) h
+         WHERE h.score > 0;
     END IF;
     IF 'entities' = ANY (kinds) AND cardinality(reach_ids) > 0 THEN
         ent_bfs := ARRAY(
@@ -283,18 +331,20 @@ BEGIN
 
     IF 'episodes' = ANY (kinds) THEN
         -- Episodes that the best facts came from: graph evidence for the raw record.
-        epi_facts := ARRAY(
-            SELECT fe.episode_id
-              FROM (SELECT * FROM unnest(fact_cos) WITH ORDINALITY AS c (version_id, r)
-                    UNION ALL SELECT * FROM unnest(fact_text) WITH ORDINALITY AS t (version_id, r)) fr
-              JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fr.version_id
-              JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
-              JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
-             WHERE (known_at IS NULL OR ep.recorded_at <= known_at)
-               AND (as_of IS NULL OR ep.valid_at <= as_of)
-             GROUP BY fe.episode_id
-             ORDER BY min(fr.r), fe.episode_id
-             LIMIT k);
+        SELECT coalesce(array_agg(x.episode_id ORDER BY x.r, x.episode_id), '{}'),
+               coalesce(jsonb_object_agg(x.episode_id, x.via) FILTER (WHERE with_keys), '{}')
+          INTO epi_facts, epi_via
+          FROM (SELECT fe.episode_id, min(fr.r) AS r, jsonb_agg(DISTINCT fr.version_id) AS via
+                  FROM (SELECT * FROM unnest(fact_cos) WITH ORDINALITY AS c (version_id, r)
+                        UNION ALL SELECT * FROM unnest(fact_text) WITH ORDINALITY AS t (version_id, r)) fr
+                  JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fr.version_id
+                  JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
+                  JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
+                 WHERE (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (as_of IS NULL OR ep.valid_at <= as_of)
+                 GROUP BY fe.episode_id
+                 ORDER BY min(fr.r), fe.episode_id
+                 LIMIT k) x;
         IF 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
             epi_cos := ARRAY(
                 SELECT ep.id FROM pgmemory.episodes ep
@@ -304,9 +354,11 @@ BEGIN
                  ORDER BY ep.embedding <=> p_embedding LIMIT k);
         END IF;
         IF 'fulltext' = ANY (methods) THEN
-            epi_text := ARRAY(
-                SELECT h.id FROM pgmemory_internal.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
-                 WHERE h.score > 0 ORDER BY h.score DESC, h.id);
+            SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
+                   coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
+              INTO epi_text, epi_text_score
+              FROM pgmemory_internal.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
+             WHERE h.score > 0;
         END IF;
     END IF;
 
@@ -340,19 +392,42 @@ BEGIN
               ORDER BY x.valid_at DESC, x.seq DESC LIMIT neighbour_span)) n;
     END IF;
 
+    -- A metadata filter keeps the hits that match it (after ranking: the ranks stay those of the
+    -- unfiltered lists): an episode by its own metadata, a fact through the episodes it came
+    -- from, an entity through the episodes that mention it, a community never.
+    IF meta_filter IS NOT NULL THEN
+        keep_facts := ARRAY(
+            SELECT DISTINCT f.id FROM pgmemory.facts f
+              JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
+              JOIN pgmemory.episodes e ON e.group_id = fe.group_id AND e.id = fe.episode_id
+             WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
+               AND f.version_id = ANY (fact_cos || fact_text || fact_bfs) AND e.metadata @> meta_filter);
+        keep_entities := ARRAY(
+            SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
+              JOIN pgmemory.episodes e ON e.group_id = m.group_id AND e.id = m.episode_id
+             WHERE (m.group_id = one OR one IS NULL AND m.group_id = ANY (p_groups))
+               AND m.entity_id = ANY (ent_cos || ent_text || ent_bfs) AND e.metadata @> meta_filter);
+        keep_episodes := ARRAY(
+            SELECT e.id FROM pgmemory.episodes e
+             WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
+               AND e.id = ANY (epi_facts || epi_cos || epi_text || near_ids) AND e.metadata @> meta_filter);
+    END IF;
+
     RETURN QUERY
     WITH fact_hits AS (
-        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT x.version_id, 'cosine' AS method, x.r::integer AS r FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
-            UNION ALL SELECT x.version_id, 'fulltext', x.r::integer FROM unnest(fact_text) WITH ORDINALITY AS x (version_id, r)
-            UNION ALL SELECT x.version_id, 'bfs', x.r::integer FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
+        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT x.version_id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s
+              FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
+            UNION ALL SELECT x.version_id, 'fulltext', x.r::integer, x.s
+              FROM unnest(fact_text, fact_text_score) WITH ORDINALITY AS x (version_id, s, r)
+            UNION ALL SELECT x.version_id, 'bfs', x.r::integer, NULL FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
          GROUP BY h.version_id
     ),
     ent_hits AS (
-        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT x.id, 'cosine' AS method, x.r::integer AS r FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(ent_text) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'bfs', x.r::integer FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
+        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT x.id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(ent_text, ent_text_score) WITH ORDINALITY AS x (id, s, r)
+            UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
          GROUP BY h.id
     ),
     com_hits AS (
@@ -362,15 +437,15 @@ BEGIN
          GROUP BY h.id
     ),
     epi_hits AS (
-        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT x.id, 'facts' AS method, x.r::integer AS r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'cosine', x.r::integer FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
+        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)) h
          GROUP BY h.id
     ),
     -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
     epi_all AS (
-        SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, nb.hits
+        SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, nb.hits
           FROM epi_hits h
           FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
                        FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
@@ -394,6 +469,16 @@ BEGIN
                'distance', (SELECT min(b.distance) FROM from_center b
                              WHERE b.entity_id IN (f.source_id, f.target_id)),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
+           || CASE WHEN with_keys THEN jsonb_build_object(
+                  'matches', meta_filter IS NULL OR f.id = ANY (keep_facts),
+                  'keys', jsonb_strip_nulls(jsonb_build_object(
+                      'cosine', CASE WHEN fh.ranks->'cosine' IS NOT NULL THEN f.embedding <=> p_embedding END,
+                      'fulltext', -fh.text_score,
+                      'bfs', CASE WHEN fh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
+                                 (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d)
+                                   WHERE r.id IN (f.source_id, f.target_id)),
+                                 -extract(epoch FROM lower(f.recorded))) END)))
+              ELSE '{}'::jsonb END
       FROM fact_hits fh
       JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fh.version_id
       JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
@@ -405,6 +490,7 @@ BEGIN
            AND sv.entity_id = s.id AND sv.recorded @> coalesce(known_at, '-infinity')
       LEFT JOIN pgmemory.entity_versions tv ON (tv.group_id = one OR one IS NULL AND tv.group_id = ANY (p_groups)) AND tv.group_id = t.group_id
            AND tv.entity_id = t.id AND tv.recorded @> coalesce(known_at, '-infinity')
+     WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts)
     UNION ALL
     SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
@@ -416,14 +502,30 @@ BEGIN
                              WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
                'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
+           || CASE WHEN with_keys THEN jsonb_build_object(
+                  'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
+                  'keys', jsonb_strip_nulls(jsonb_build_object(
+                      'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN e.name_embedding <=> p_embedding END,
+                      'fulltext', -eh.text_score,
+                      'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
+                                 (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
+              ELSE '{}'::jsonb END
       FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
       LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
            AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
+     WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities)
     UNION ALL
     SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
                'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
+           || CASE WHEN with_keys THEN jsonb_build_object(
+                  'matches', meta_filter IS NULL,
+                  'keys', jsonb_strip_nulls(jsonb_build_object(
+                      'cosine', CASE WHEN ch.ranks->'cosine' IS NOT NULL THEN cm.name_embedding <=> p_embedding END,
+                      'fulltext', CASE WHEN ch.ranks->'fulltext' IS NOT NULL THEN -ts_rank_cd(cm.tsv, tq) END)))
+              ELSE '{}'::jsonb END
       FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
+     WHERE meta_filter IS NULL OR with_keys
     UNION ALL
     SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
                'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
@@ -431,7 +533,15 @@ BEGIN
                'source_description', ep.source_description,
                'neighbour_of', eph.hits,
                'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
-      FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups));
+           || CASE WHEN with_keys THEN jsonb_build_object(
+                  'matches', meta_filter IS NULL OR ep.id = ANY (keep_episodes),
+                  'via', epi_via->(ep.id::text),
+                  'keys', jsonb_strip_nulls(jsonb_build_object(
+                      'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
+                      'fulltext', -eph.text_score)))
+              ELSE '{}'::jsonb END
+      FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+     WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);
 END
 $$;
 

@@ -96,7 +96,8 @@ class Cluster:
                 parent.chmod(parent.stat().st_mode | 0o055)
         for i in range(self.workers + 1):
             data = self.root / f"n{i}"
-            self._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=utf8")
+            self._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=utf8",
+                      "--no-sync")  # a throw-away cluster (fsync is off too): no flush of the new files
             with open(data / "postgresql.conf", "a") as conf:
                 conf.write(("shared_preload_libraries = 'citus'\n" if self.citus else "") + "max_connections = 200\n"
                            "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"

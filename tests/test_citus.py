@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -22,7 +23,10 @@ from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
 from tests.citus_cluster import CitusUnavailable, start_cluster
+from tests.communities_support import found_partition, nmi, plant_graph
 from tests.support import utc
+
+STEP = timedelta(minutes=10)  # between the turns of GROUP_STORIES (neighbours within 30 min)
 
 # The scenarios, run here on the cluster (pytest collects what this module imports).
 from tests.test_belief_state import (  # noqa: F401
@@ -129,6 +133,9 @@ async def test_one_group_calls_run_as_one_task_on_one_worker(memory, group):
         plans = {}
         for name, statement, args in [
             ("search", "EXPLAIN " + SEARCH_ONE, (group, "where does Alice work", None, {})),
+            # A metadata filter travels in the options: still a bare call, delegated.
+            ("search with a metadata filter", "EXPLAIN " + SEARCH_ONE,
+             (group, "where does Alice work", None, {"metadata": {"topic": "work"}})),
             ("apply", "EXPLAIN SELECT pgmemory_internal.apply_if_unchanged($1, $2, 'w', 0, '{}')", (group, uuid.uuid4())),
             ("delete", "EXPLAIN SELECT pgmemory.delete_episode($1, $2)", (group, uuid.uuid4())),
         ]:
@@ -146,6 +153,118 @@ async def test_search_of_several_groups_fans_out_to_each(memory, group):
     assert {(f.group_id, f.target) for f in results.facts} == {(a, "Acme Corp"), (b, "Globex")}
     only_a = await memory.search("where does he work", group_ids=[a], limit=10)
     assert {(f.group_id, f.target) for f in only_a.facts} == {(a, "Acme Corp")}
+
+
+# Three groups of different sizes and vocabularies (so the methods' scores rarely tie).
+GROUP_STORIES = [
+    ["I work at Acme Corp.", "I moved to Lisbon.", "My friend Bob lives in Paris.", "I love chess."],
+    ["I work at Globex.", "I moved to Porto.", "My friend Carol lives in Rome.", "I love tennis.",
+     "Carol works at Hooli.", "I left Globex and now work at Initech."],
+    ["I work at Umbrella.", "My friend Dave lives in Oslo.", "I love opera.", "Dave works at Vandelay.",
+     "I moved to Madrid.", "My friend Erin lives in Rome.", "I love chess and opera."],
+]
+
+
+@pytest.fixture(scope="module")
+async def one_node_dsn(admin_dsn):
+    """A plain one-node database (the reference a cluster's answers must match)."""
+    from tests.servers import create_database
+
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    return dsn
+
+
+def _ranked(rows) -> dict[tuple[str, str], list[tuple[int, object, tuple, bool]]]:
+    """(kind, method) -> [(rank, sort key, item, matches the metadata filter)] by rank; an item is
+    (group, kind, text)."""
+    text = {"fact": "fact", "entity": "name", "community": "name", "episode": "content"}
+    out: dict[tuple[str, str], list] = {}
+    for r in rows:
+        d = r["detail"]
+        item = (d["group_id"], r["kind"], d[text[r["kind"]]])
+        for method, rank in r["ranks"].items():
+            key = d["keys"].get(method)
+            if isinstance(key, list):  # BFS: the distance (a fact's second key, its recording time, differs)
+                key = key[0]
+            out.setdefault((r["kind"], method), []).append(
+                (rank, None if key is None else round(key, 9), item, d.get("matches") is not False))
+    return {m: sorted(v) for m, v in out.items()}
+
+
+def _near(rows, hits: set[str]) -> set[tuple[str, str, int]]:
+    """(turn, the hit it is next to, distance) for the given hits (by content)."""
+    content = {str(r["id"]): r["detail"]["content"] for r in rows if r["kind"] == "episode"}
+    return {(r["detail"]["content"], content[h], d) for r in rows if r["kind"] == "episode"
+            and r["detail"].get("matches") is not False
+            for h, d in (r["detail"].get("neighbour_of") or {}).items() if content[h] in hits}
+
+
+async def test_a_search_of_several_groups_ranks_as_one_node_does(memory, one_node_dsn, group):
+    """Issue 14: several groups on the cluster (each group's search on its worker, in parallel,
+    merged) give each method's candidates the ranks one node gives over the same data: the same
+    sort keys in rank order, each item with a key of its own at the same rank, the same
+    neighbouring turns; with BFS, a metadata filter and a valid-time point too."""
+    from dataclasses import replace
+
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.search.candidates import SEARCH_MANY, fetch_rows, options, widened
+    from pgmemory.search.config import METHODS, RECIPES, SearchConfig, SearchFilters
+    from pgmemory.search.fanout import fanned_out_rows
+
+    groups = [f"{group}-{i}" for i in range(len(GROUP_STORIES))]
+    one = await Memory.open(one_node_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        for m in (memory, one):
+            hour = 0
+            for g, story in zip(groups, GROUP_STORIES):
+                for i, text in enumerate(story):
+                    hour += 1
+                    await m.add_episode(g, text, actor=f"Pat{g[-1]}", reference_time=utc("2024-01-01") + hour * STEP,
+                                        metadata={"topic": "work" if "work" in text else "life"})
+        cases = [
+            (replace(RECIPES["combined_hybrid_rrf"], candidates=4), SearchFilters()),
+            (SearchConfig(methods=METHODS, candidates=3), SearchFilters()),
+            (SearchConfig(candidates=3), SearchFilters(metadata={"topic": "work"})),
+            (SearchConfig(methods=METHODS, candidates=5), SearchFilters(as_of=utc("2024-01-01") + 9 * STEP)),
+        ]
+        seen: set[tuple[str, str]] = set()
+        for config, filters in cases:
+            for query in ("where does he work", "friend lives in Rome", "chess tennis opera"):
+                embedding = (await memory.embedder.embed([query]))[0]
+                opts = options(config, filters, with_embeddings=False)
+                on_cluster = await fanned_out_rows(memory.pool, groups, query, embedding, opts)
+                async with one.pool.acquire() as conn:
+                    on_one = await fetch_rows(conn, SEARCH_MANY, groups, query, embedding,
+                                              {**widened(opts), "with_keys": True})
+                cluster, single = _ranked(on_cluster), _ranked(on_one)
+                kept = {m: [e for e in v if e[3]] for m, v in single.items()}
+                assert cluster.keys() == {m for m, v in kept.items() if v}, (config, filters, query)
+                seen |= set(single)
+                for m in cluster:
+                    # Equal keys at a cut may leave different items: counts differ after a filter,
+                    # and the episodes of the best facts differ if those facts tie.
+                    fact_ties = any(len({e[1] for e in single.get(("fact", f), [])})
+                                    < len(single.get(("fact", f), [])) for f in ("cosine", "fulltext"))
+                    if filters.metadata is None and (m != ("episode", "facts") or not fact_ties):
+                        assert [e[:2] for e in cluster[m]] == [e[:2] for e in kept[m]], (m, query)
+                    # Items whose key ties with none (the last key may tie with one cut off).
+                    keys = [e[1] for e in single[m]]
+                    unique = {k for k in keys[:-1] if keys.count(k) == 1} if m[1] != "facts" else set()
+                    assert ({(r, i) for r, k, i, _ in cluster[m] if k in unique}
+                            == {(r, i) for r, k, i, _ in kept[m] if k in unique}), (m, query)
+                # The turns next to each episode hit that both found (ties of equal keys may
+                # pick different ones at the cut, ids differing between the two databases).
+                hits = [{r["detail"]["content"] for r in rows if r["kind"] == "episode" and r["ranks"]}
+                        for rows in (on_cluster, on_one)]
+                assert _near(on_cluster, hits[0] & hits[1]) == _near(on_one, hits[0] & hits[1])
+                assert _near(on_one, hits[0] & hits[1]) or not config.neighbours
+        assert {("fact", "bfs"), ("entity", "bfs"), ("episode", "facts")} <= seen
+    finally:
+        await one.close()
 
 
 async def test_full_text_statistics_are_kept_on_the_cluster(memory, group):
@@ -191,7 +310,7 @@ def test_without_the_vendored_source_the_reason_names_what_is_missing(tmp_path, 
 
 def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
     """The tenant policies (sql/catalog/tenancy.sql) hold on the cluster: a login granted one
-    group reads only that group's rows, through tables and through a delegated function."""
+    group reads only that group's rows, through tables, a view and a delegated function."""
     from pgmemory.storage import grants
 
     a, b = f"{group}-a", f"{group}-b"
@@ -210,30 +329,56 @@ def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
             assert seen == {a}
             assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (b,)).fetchone()[0] == 0
             assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (a,)).fetchone()[0] == 1
+            assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
+                                (b,)).fetchone()[0] == 0
     finally:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
 
 
-def test_row_level_security_holds_on_the_cluster(conn, citus_dsn, group):
-    """A login granted one group sees none of another's rows on the cluster either."""
-    from pgmemory.storage import grants
+def test_community_detection_on_the_cluster_finds_the_single_node_partition(conn, empty_dsn, group):
+    """detect_communities, delegated to the worker of its group, finds on the cluster the same
+    communities as on a single node for the same planted graph (and keeps them when run again)."""
+    def members(c, g):
+        by_community: dict = {}
+        for entity, community in found_partition(c, g).items():
+            by_community.setdefault(community, set()).add(entity)
+        return {frozenset(m) for m in by_community.values()}
 
-    other, role = f"{group}-other", f"rls_{uuid.uuid4().hex[:8]}"
-    for g in (group, other):
-        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.')", (g,))
+    citus.enable_triggers(conn)
+    truth = plant_graph(conn, group, seed=11)
     conn.commit()
-    grants.grant(conn, role, [group], create_password="pw")
-    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
-    try:
-        with psycopg.connect(**{**info, "user": role, "password": "pw"}) as login:
-            seen = login.execute("SELECT group_id, count(*) FROM pgmemory.facts WHERE group_id = ANY (%s)"
-                                 " GROUP BY 1", ([group, other],)).fetchall()
-            view = login.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
-                                 (other,)).fetchone()
-        assert seen == [(group, 1)] and view == (0,)
-    finally:
-        grants.revoke(conn, role, None)
-        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
-        conn.commit()
+    out = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
+    conn.commit()
+    again = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
+    conn.commit()
+    assert out["created"] == again["kept"] == 6 and again["created"] == again["ended"] == 0
+    clustered = members(conn, group)
+    assert nmi(truth, found_partition(conn, group)) >= 0.9
+    with psycopg.connect(empty_dsn) as single:
+        init_database(single, DIM)
+        plant_graph(single, group, seed=11)
+        single.commit()
+        single.execute("SELECT pgmemory.detect_communities(%s)", (group,))
+        single.commit()
+        assert members(single, group) == clustered
+
+
+def test_the_group_lock_taken_in_a_transaction_is_held_on_the_groups_worker(citus_dsn, group):
+    """Inside BEGIN ... COMMIT (the ingest path's re-decide under the lock) the group lock is
+    taken with pgmemory_internal.lock_group, delegated even there: the lock is held on the
+    group's worker, where the delegated writers (apply_if_unchanged, add_fact) wait for it, and
+    not on the coordinator, where they never look."""
+    held = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 7)")
+    with psycopg.connect(citus_dsn) as tx, psycopg.connect(citus_dsn, autocommit=True) as look:
+        tx.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))  # psycopg: inside BEGIN
+        plan = "\n".join(r[0] for r in tx.execute("EXPLAIN SELECT pgmemory_internal.lock_group(%s)", (group,)))
+        on_workers = look.execute(
+            "SELECT sum(result::bigint) FROM run_command_on_workers(format(%s, quote_literal(%s)))",
+            (held, group)).fetchone()[0]
+        on_coordinator = look.execute(held, (group,)).fetchone()[0]
+        tx.rollback()
+    assert "Task Count: 1" in plan and plan.count("Node: host=") == 1, plan
+    assert (on_workers, on_coordinator) == (1, 0)

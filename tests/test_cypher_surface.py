@@ -82,3 +82,59 @@ def test_app_logins_write_through_the_mirror_but_only_the_owner_queries_it(db_ds
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+PAST_BELIEFS = ("MATCH (a:Entity {group_id: $g})-[r]->(c:Entity) WHERE r.relation = 'WORKS_FOR'"
+                " AND r.recorded_from <= $known AND (r.recorded_to IS NULL OR r.recorded_to > $known)"
+                " AND (r.valid_from IS NULL OR r.valid_from <= $t) AND (r.valid_to IS NULL OR r.valid_to > $t)"
+                " RETURN r.version_id, a.name, c.name")
+
+
+def _next_second(conn, offset: float = 0.0) -> str:
+    """Sleep into the next whole second of the server clock (plus offset) and return it as the mirror
+    writes times (UTC, whole seconds), so no write shares a second with a time asked about."""
+    import time
+
+    frac = float(conn.execute("SELECT extract(epoch FROM clock_timestamp()) % 1").fetchone()[0])
+    time.sleep(1 - frac + offset)
+    conn.commit()
+    return conn.execute("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+                        ).fetchone()[0]
+
+
+def test_cypher_asks_past_beliefs_as_fact_versions_answers(conn, group):
+    """What we believed at T' about T: the documented pattern over RELATES_TO and PAST_BELIEF edges
+    gives the versions fact_versions gives for the same T and T', through extensions and corrections
+    (a new employer ends the old one) and a retraction."""
+    def add(target: str, start: str, functional: bool = False) -> None:
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'works for', %s, %s, p_valid_from => %s,"
+                     " p_functional => %s)", (group, target, f"Alice works for {target}.", start, functional))
+        conn.commit()
+
+    known = [_next_second(conn, 0.3)]
+    _next_second(conn)
+    add("Acme", "2020-01-01")
+    known.append(_next_second(conn, 0.3))
+    _next_second(conn)
+    add("Globex", "2021-01-01", functional=True)
+    known.append(_next_second(conn, 0.3))
+    _next_second(conn)
+    globex = conn.execute("SELECT id FROM pgmemory.believed_facts WHERE group_id = %s AND target = 'Globex'",
+                          (group,)).fetchone()[0]
+    conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, globex))
+    conn.commit()
+    known.append(_next_second(conn, 0.3))
+    answers = set()
+    for t in ("2019-06-01T00:00:00Z", "2020-06-01T00:00:00Z", "2021-06-01T00:00:00Z"):
+        for k in known:
+            in_graph = sorted(cypher_rows(conn, PAST_BELIEFS, {"g": group, "t": t, "known": k}))
+            in_sql = sorted(conn.execute(
+                "SELECT version_id, source, target FROM pgmemory.fact_versions"
+                " WHERE group_id = %s AND relation = 'WORKS_FOR' AND valid @> %s::timestamptz"
+                "   AND recorded @> %s::timestamptz", (group, t, k)).fetchall())
+            assert [tuple(r) for r in in_graph] == [tuple(r) for r in in_sql], (t, k)
+            answers.add((t, k, tuple(r[2] for r in in_sql)))
+    # The grid saw what changed: Acme alone, then Globex from 2021, then Acme again after the retraction.
+    assert {a[2] for a in answers} == {(), ("Acme",), ("Globex",)}
+    assert conn.execute("SELECT count(*) FROM pgmemory.fact_versions WHERE group_id = %s AND NOT believed",
+                        (group,)).fetchone()[0] >= 2

@@ -45,7 +45,7 @@ def test_init_is_idempotent(empty_dsn):
     assert (first.graph_mode, first.text_search) == ("age", "tsvector")
     assert settings == {"embedding_dim": 384, "graph_mode": "age", "text_search": "tsvector",
                         "sql_fingerprint": sql_fingerprint(), "distributed": False, "graph_mirror": True,
-                        "graph_props": "2"}
+                        "graph_props": "3"}
 
 
 def test_pg_textsearch_1_0_0_is_refused_with_the_reason(empty_dsn):

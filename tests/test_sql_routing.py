@@ -39,7 +39,7 @@ UNPINNED_ALLOWED = {
     "view pgmemory.entity_history": "an analyst view over every group: row-level security limits a reader to its groups",
     "view pgmemory.episode_log": "an analyst view over every group: row-level security limits a reader to its groups",
     "function pgmemory_internal.rebuild_graph_mirror": "one-off rebuild of the AGE mirror for every group (no mirror on Citus)",
-    "function pgmemory_internal.granted_groups": "a role's grants across groups (the grants table, read per role)",
+    "function pgmemory_internal.visible_groups_of": "a role's grants across groups (the grants table, read per role)",
     "top level": "one-off DDL and backfills of init",
     "DO block": "one-off DDL of init",
 }

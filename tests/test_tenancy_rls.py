@@ -110,7 +110,7 @@ def test_a_psql_session_of_group_a_sees_no_row_of_b_anywhere(tenants):
     assert any('permission denied to set role "pgmemory_reader"' in line for line in denied)
 
 
-def test_no_security_definer_function_and_group_parameters_do_not_escape(tenants):
+def test_no_security_definer_function_but_the_search_and_group_parameters_do_not_escape(tenants):
     b = tenants["groups"]["B"]
     with psycopg.connect(tenants["owner_dsn"]) as conn:
         definers = conn.execute("SELECT p.oid::regprocedure::text FROM pg_proc p"
@@ -118,9 +118,10 @@ def test_no_security_definer_function_and_group_parameters_do_not_escape(tenants
                                 "   AND p.prorettype <> 'trigger'::regtype").fetchall()
         fact_b, entity_b = conn.execute("SELECT id, source_id FROM pgmemory.facts WHERE group_id = %s LIMIT 1",
                                         (b,)).fetchone()
-    # Every callable function runs with the caller's rights, so RLS applies inside. (The AGE mirror's
-    # trigger functions run as the owner; a trigger function cannot be called directly.)
-    assert definers == []
+    # Every callable function runs with the caller's rights, so RLS applies inside, but the search,
+    # which searches the groups the session may see with the owner's rights (its escapes are tried
+    # below). The AGE mirror's trigger functions run as the owner; they cannot be called directly.
+    assert definers == [("pgmemory.search_candidates(text[],text,vector,jsonb)",)]
     with psycopg.connect(tenants["dsn"]) as conn:
         for query, args in [
                 ("SELECT count(*) FROM pgmemory.facts_current(%s)", (b,)),
@@ -136,6 +137,39 @@ def test_no_security_definer_function_and_group_parameters_do_not_escape(tenants
         conn.rollback()
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (b,))
+
+
+SEARCH = "SELECT DISTINCT detail->>'group_id' FROM pgmemory.search_candidates(%s, %s, NULL, %s) ORDER BY 1"
+SEARCH_GROUP = "SELECT DISTINCT detail->>'group_id' FROM pgmemory.search_group(%s, %s, NULL, %s)"
+
+
+def test_the_search_running_as_its_owner_reads_only_the_sessions_groups(tenants):
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    opts = psycopg.types.json.Jsonb({"methods": ["fulltext", "bfs"]})
+    query = "Acme Boston Globex Berlin Alice Bob"
+    with psycopg.connect(tenants["owner_dsn"]) as conn:
+        assert conn.execute(SEARCH, ([a, b], query, opts)).fetchall() == sorted([(a,), (b,)])
+    with psycopg.connect(tenants["dsn"]) as conn:
+        assert conn.execute(SEARCH, ([a, b], query, opts)).fetchall() == [(a,)]
+        assert conn.execute(SEARCH, ([b], query, opts)).fetchall() == []
+        assert conn.execute(SEARCH_GROUP, (b, query, opts)).fetchall() == []
+        # Asking for B in the transaction's groups narrows; it never widens.
+        conn.execute("SELECT set_config('pgmemory.groups', %s, false)", (f'["{b}"]',))
+        assert conn.execute(SEARCH, ([a, b], query, opts)).fetchall() == []
+        conn.execute("SELECT set_config('pgmemory.groups', %s, false)", (f'["{a}", "{b}"]',))
+        assert conn.execute(SEARCH, ([a, b], query, opts)).fetchall() == [(a,)]
+        conn.execute("SELECT set_config('pgmemory.groups', '', false)")
+        # A role the login may become is searched with that role's grants (none here), as under RLS.
+        conn.execute("SET ROLE pgmemory_analyst")
+        assert conn.execute(SEARCH, ([a, b], query, opts)).fetchall() == []
+        conn.execute("RESET ROLE")
+        # Seeds of B are refused even though the search reads with the owner's rights.
+        entity_b = None
+        with psycopg.connect(tenants["owner_dsn"]) as owner:
+            entity_b = owner.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s LIMIT 1", (b,)).fetchone()[0]
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="is not an entity of the searched groups"):
+            conn.execute(SEARCH, ([a, b], query, psycopg.types.json.Jsonb({"bfs_seeds": [str(entity_b)],
+                                                                           "methods": ["bfs"]})))
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,7 @@ class Ingestor:
                 started = time.perf_counter()
                 try:
                     async with self.pool.acquire() as conn, conn.transaction():
-                        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", ep.group_id)
+                        await conn.execute("SELECT pgmemory_internal.lock_group($1)", ep.group_id)
                         version = await conn.fetchval("SELECT pgmemory_internal.group_version($1)", ep.group_id)
                         try:
                             resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,

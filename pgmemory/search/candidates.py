@@ -1,10 +1,10 @@
-"""φ: one call to pgmemory.search_candidates, parsed into typed hits."""
+"""φ: one call to pgmemory.search_group / search_candidates, parsed into typed hits."""
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -41,36 +41,53 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
                            embedding: list[float] | None, opts: dict[str, Any],
                            timings: dict[str, float] | None = None) -> SearchResults:
     """All candidates of every kind and method, in one round trip. One group: search_group (on
-    Citus delegated to the group's worker); several: search_candidates over all of them. With
-    `timings`, the seconds spent in the SQL call ("sql") and in decoding its rows ("decode")
-    are added to it."""
+    Citus delegated to the group's worker); several: search_candidates over all of them (on
+    Citus, pgmemory.search.fanout instead). With `timings`, the seconds spent in the SQL call
+    ("sql") and in decoding its rows ("decode") are added to it."""
     started = time.perf_counter()
-    vec = vector_literals([embedding])[0] if embedding is not None else None
-    limit = Timeouts.from_env().search_s
-    metadata = opts.get("metadata")
-    if metadata:  # a filter on the candidate pool, so the pool is widened first
-        opts = {**opts, "candidates": min(opts.get("candidates", 30) * METADATA_WIDEN, 1000)}
-    statement, groups = (SEARCH_ONE, group_ids[0]) if len(group_ids) == 1 else (SEARCH_MANY, group_ids)
-    args = [groups, query, vec, opts]
-    if metadata:  # only then a WHERE: Citus delegates a bare function call, not a filtered one
-        statement, args = statement + _METADATA, [*args, metadata]
-    try:
-        rows = await conn.fetch(statement, *args, timeout=limit)
-    except TimeoutError:
-        raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
-                              "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
+    opts = widened(opts)
+    if len(group_ids) == 1:
+        rows = await fetch_rows(conn, SEARCH_ONE, group_ids[0], query, embedding, opts)
+    else:
+        rows = await fetch_rows(conn, SEARCH_MANY, group_ids, query, embedding, opts)
     fetched = time.perf_counter()
-    results = SearchResults()
-    for row in rows:
-        hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])
-        getattr(results, _LISTS[row["kind"]]).append(hit)
+    results = decode(rows)
     if timings is not None:
         timings["sql"] = timings.get("sql", 0.0) + fetched - started
         timings["decode"] = timings.get("decode", 0.0) + time.perf_counter() - fetched
     return results
 
 
-_METADATA = " WHERE pgmemory_internal.hit_matches_metadata(c.kind, c.detail->>'group_id', c.id, $5::jsonb)"
+def widened(opts: dict[str, Any]) -> dict[str, Any]:
+    """A metadata filter drops candidates after ranking, so the pool is widened first."""
+    if opts.get("metadata"):
+        return {**opts, "candidates": min(opts.get("candidates", 30) * METADATA_WIDEN, 1000)}
+    return opts
+
+
+async def fetch_rows(conn: asyncpg.Connection, statement: str, groups: str | list[str], query: str,
+                     embedding: list[float] | None, opts: dict[str, Any]) -> list[asyncpg.Record]:
+    """One search call (SEARCH_ONE or SEARCH_MANY), cancelled after PGMEMORY_SEARCH_TIMEOUT. The
+    metadata filter travels in `opts` (search_candidates applies it), so a one-group call stays a
+    bare function call, which Citus delegates to the group's worker."""
+    vec = vector_literals([embedding])[0] if embedding is not None else None
+    limit = Timeouts.from_env().search_s
+    try:
+        return await conn.fetch(statement, groups, query, vec, opts, timeout=limit)
+    except TimeoutError:
+        raise DatabaseTimeout(f"search took longer than {limit:g} s and was cancelled "
+                              "(PGMEMORY_SEARCH_TIMEOUT); `pgmemory doctor` lists backends stuck on locks") from None
+
+
+def decode(rows: Iterable[Any]) -> SearchResults:
+    """Rows (kind, id, version_id, ranks, detail) as typed hits, in row order."""
+    results = SearchResults()
+    for row in rows:
+        hit = _hit(row["kind"], row["id"], row["version_id"], row["ranks"], row["detail"])
+        getattr(results, _LISTS[row["kind"]]).append(hit)
+    return results
+
+
 SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
               " FROM pgmemory.search_group($1, $2, $3::text::vector, $4::jsonb) c")
 SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"

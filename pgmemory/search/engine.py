@@ -13,6 +13,7 @@ from pgmemory.providers.reranker import CrossEncoder
 from pgmemory.search import rerank
 from pgmemory.search.candidates import fetch_candidates, options, refused_ids_as_input_errors
 from pgmemory.search.config import MAX_LIMIT, MAX_QUERY_CHARS, SearchConfig, SearchFilters
+from pgmemory.search.fanout import fetch_fanned_out, is_distributed
 from pgmemory.search.types import Hit, SearchResults
 from pgmemory.validate import check_int, check_text
 
@@ -41,9 +42,13 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
     embedding = (await embedder.embed([query]))[0] if needs_embedding else None
     embedded = time.perf_counter()
     opts = options(config, filters, with_embeddings=config.reranker == "mmr")
-    async with pool.acquire() as conn:
-        with refused_ids_as_input_errors():
-            found = await fetch_candidates(conn, group_ids, query, embedding, opts, timings)
+    with refused_ids_as_input_errors():
+        async with pool.acquire() as conn:
+            fan_out = len(group_ids) > 1 and await is_distributed(conn)
+            if not fan_out:
+                found = await fetch_candidates(conn, group_ids, query, embedding, opts, timings)
+        if fan_out:  # several groups on Citus: each on its worker at once, merged (search/fanout.py)
+            found = await fetch_fanned_out(pool, group_ids, query, embedding, opts, timings)
     fetched = time.perf_counter()
     out = SearchResults()
     for kind in ("facts", "entities", "communities", "episodes"):

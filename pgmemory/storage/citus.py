@@ -23,6 +23,9 @@ ANCHOR = "pgmemory.episodes"  # the co-location group every distributed table jo
 GLOBAL_TABLES = {"pgmemory.role_groups"}
 GROUP_COLUMN = "group_id"
 GROUP_ARG = "p_group"
+# Delegated even inside a transaction block (Citus otherwise runs a call made there on the
+# coordinator): the group lock, so that a transaction holding it holds it on the group's worker.
+FORCE_DELEGATED = {"pgmemory_internal.lock_group(text)"}
 
 
 def citus_installed(conn: psycopg.Connection) -> bool:
@@ -79,8 +82,8 @@ def distribute(conn: psycopg.Connection) -> list[str]:
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
     routable = routable_functions(conn)
     for signature in routable:
-        conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s)",
-                     (signature, GROUP_ARG, ANCHOR))
+        conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s, force_delegation => %s)",
+                     (signature, GROUP_ARG, ANCHOR, True if signature in FORCE_DELEGATED else None))
         done.append(f"function {signature}")
     # Every other function too (without a routing argument): created before its tables were
     # distributed, it exists on the coordinator only, and the workers run it (triggers, helpers).

@@ -31,8 +31,10 @@ class Check:
 DOCTOR_STATEMENT_TIMEOUT = "15s"  # doctor must answer even when the database is stuck
 
 
-def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(minutes=1)) -> list[Check]:
-    """Inspect server, extensions, preload, migrations, graph, embedding dimension and
+def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(minutes=1),
+               embedded: bool = False) -> list[Check]:
+    """Inspect server, extensions, preload, migrations, graph, embedding dimension, the login
+    apps use (`embedded`: the embedded server's app login; else this connection's) and
     backends waiting on locks for longer than `lock_wait`."""
     conn.execute("SELECT set_config('statement_timeout', %s, false)", (DOCTOR_STATEMENT_TIMEOUT,))
     checks: list[Check] = []
@@ -51,8 +53,30 @@ def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(min
     checks.extend(_schema_checks(conn, ext))
     if distributed:
         checks.append(_distribution_check(conn))
+    checks.append(_login_check(conn, embedded))
     checks.append(_lock_waits_check(conn, lock_wait))
     return checks
+
+
+def _login_check(conn: psycopg.Connection, embedded: bool) -> Check:
+    """Do apps run subject to row-level security: on the embedded server Memory uses its app login;
+    a PGMEMORY_DSN of a login that bypasses it (the owner, a superuser) gets the recipe for one."""
+    from pgmemory.storage.app_login import APP_LOGIN
+
+    if embedded:
+        return Check("app login", "ok", f"Memory and the servers connect as {APP_LOGIN} (row-level security "
+                     "applies); init and migrations as the owner")
+    user, bypass = conn.execute(
+        "SELECT current_user::text, r.rolsuper OR r.rolbypassrls OR coalesce(pg_has_role(current_user,"
+        "       (SELECT c.relowner FROM pg_class c WHERE c.oid = to_regclass('pgmemory.facts')), 'USAGE'), false)"
+        "  FROM pg_roles r WHERE r.rolname = current_user").fetchone()
+    if not bypass:
+        return Check("app login", "ok", f"{user} is subject to row-level security")
+    return Check("app login", "warn",
+                 f"PGMEMORY_DSN logs in as {user}, which row-level security does not restrict: Memory and the "
+                 "servers work, with every right",
+                 "as this login run `pgmemory grant app_user '*' --app --create` (or name its groups), then give "
+                 "the app PGMEMORY_DSN=postgresql://app_user:PASSWORD@host/db; keep this DSN for `pgmemory init`")
 
 
 def lock_waiters(conn: psycopg.Connection, longer_than: timedelta) -> list[tuple]:

@@ -19,7 +19,7 @@ from pgmemory.storage import citus, migrate
 
 MIN_SERVER_VERSION = 160000
 VERTEX_LABELS = ("Entity", "Episode", "Community")
-EDGE_LABELS = ("RELATES_TO", "MENTIONS", "HAS_MEMBER")
+EDGE_LABELS = ("RELATES_TO", "PAST_BELIEF", "MENTIONS", "HAS_MEMBER")
 # Full-text modes and the file defining their *_text_hits functions.
 TEXT_SEARCH_FILES = {"tsvector": "tsvector.sql", "pg_textsearch": "bm25.sql"}
 # pg_textsearch versions refused, with the reason `doctor` and init give.
@@ -29,7 +29,7 @@ BROKEN_TEXTSEARCH = {
 }
 INIT_LOCK_TIMEOUT = "500ms"  # per attempt: shorter than deadlock_timeout, so init yields, not writers
 INIT_LOCK_WAIT_S = 120
-GRAPH_PROPS_VERSION = "2"  # edge properties with both time axes as UTC text (sql/age/50_graph_mirror.sql)
+GRAPH_PROPS_VERSION = "3"  # both time axes as UTC text; past beliefs as PAST_BELIEF edges (sql/age/50_graph_mirror.sql)
 # Texts indexed by pg_textsearch's bm25 when that mode is chosen.
 BM25_INDEXES = {
     "facts_bm25": ("facts", "search_text"),
@@ -352,6 +352,18 @@ def _drop_graph(conn: psycopg.Connection) -> None:
 
 
 def _index(conn: psycopg.Connection, name: str, label: str, column: str) -> None:
+    """A btree index on one column of a label table, unless AGE made one already (create_elabel
+    indexes start_id and end_id in recent AGE): a second copy would only slow every insert."""
+    table = pgsql.SQL("{}.{}").format(pgsql.Identifier(GRAPH_NAME), pgsql.Identifier(label)).as_string(conn)
+    other = conn.execute(
+        "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+        " WHERE i.indrelid = %s::regclass AND i.indnatts = 1 AND a.attname = %s AND c.relname <> %s",
+        (table, column, name)).fetchone()
+    if other:
+        conn.execute(pgsql.SQL("DROP INDEX IF EXISTS {}.{}").format(pgsql.Identifier(GRAPH_NAME),
+                                                                    pgsql.Identifier(name)))
+        return
     conn.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} ({})").format(
         pgsql.Identifier(name), pgsql.Identifier(GRAPH_NAME), pgsql.Identifier(label),
         pgsql.Identifier(column)))

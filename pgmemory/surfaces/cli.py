@@ -13,6 +13,7 @@ from pgmemory.errors import InvalidInput, PgMemoryError
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
+    from pgmemory.config import Settings
     from pgmemory.providers.embedder import embedder_from_env
     from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.setup import init_database
@@ -31,6 +32,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
     print(f"  embedding dim:   {report.embedding_dim}")
     applied = ", ".join(report.migrations_applied) or "none (up to date)"
     print(f"  migrations:      {applied}")
+    settings = Settings.from_env()
+    if settings.dsn is None:  # the embedded server: Memory runs as its restricted app login
+        from pgmemory.storage.app_login import APP_LOGIN, SECRET_FILE, ensure_app_login
+
+        with connect(dsn) as conn:
+            ensure_app_login(conn, settings.data_dir)
+        print(f"  app login:       {APP_LOGIN} (row-level security; password in {settings.data_dir / SECRET_FILE})")
     prepare = getattr(embedder, "prepare", None)  # the local model: export its ONNX graph now, once
     if prepare is not None:
         print(f"  local embedder:  {prepare()}")
@@ -38,12 +46,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from pgmemory.config import Settings
     from pgmemory.storage.connect import connect, describe_target, resolve_dsn
     from pgmemory.storage.doctor import healthy, run_checks
 
     dsn = resolve_dsn()
     with connect(dsn) as conn:
-        checks = run_checks(conn)
+        checks = run_checks(conn, embedded=Settings.from_env().dsn is None)
     print(f"pgmemory doctor: {describe_target(dsn)}")
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
     for c in checks:

@@ -1,7 +1,9 @@
 -- The AGE graph `pgmemory_graph` mirrors entities, episodes, communities and
 -- their edges. Triggers write AGE's label tables directly, so the mirror is
 -- part of the same transaction as the rows it mirrors (and rolls back with it).
--- Facts are mirrored as RELATES_TO edges for the versions believed now.
+-- Facts are mirrored as RELATES_TO edges for the versions believed now, and as PAST_BELIEF
+-- edges for the versions no longer believed (closed recorded range), so Cypher can ask what was
+-- believed at T' (docs/sql.md, C7).
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_vertex(p_label text, p_node uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -106,14 +108,28 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_community_row(c pgmemory.com
         'uuid', c.id, 'group_id', c.group_id, 'name', c.name, 'summary', c.summary))
 $$;
 
--- A believed fact version as a RELATES_TO edge with both time axes as properties: valid_from /
--- valid_to (T; null = unknown start / still true) and recorded_from (T': believed since).
-CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, jsonb_build_object(
+-- A fact version as an edge with both time axes as properties: valid_from / valid_to (T; null =
+-- unknown start / still true) and recorded_from / recorded_to (T': believed since / until; null =
+-- believed now). A believed version is a RELATES_TO edge (key fact:<version>); one no longer
+-- believed a PAST_BELIEF edge (key past:<version>), kept while both its entities are (a version
+-- touching an entity since merged away or deleted leaves the graph with it).
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact_row(f pgmemory.facts) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    believed boolean := upper_inf(f.recorded);
+    props jsonb := jsonb_build_object(
         'fact_id', f.id, 'version_id', f.version_id, 'group_id', f.group_id, 'relation', f.relation,
         'fact', f.fact, 'is_event', f.is_event,
         'valid_from', pgmemory_internal.graph_time(lower(f.valid)), 'valid_to', pgmemory_internal.graph_time(upper(f.valid)),
-        'recorded_from', pgmemory_internal.graph_time(lower(f.recorded))))
+        'recorded_from', pgmemory_internal.graph_time(lower(f.recorded)),
+        'recorded_to', pgmemory_internal.graph_time(upper(f.recorded)));
+BEGIN
+    IF believed THEN
+        PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, props);
+    ELSIF EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.source_id)
+          AND EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.target_id) THEN
+        PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', 'past:' || f.version_id, f.source_id, f.target_id, props);
+    END IF;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -130,6 +146,11 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_entity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.retired_at IS NOT NULL THEN  -- the mirror shows believed entities
+        -- Past beliefs about it go with it (believed ones were moved or closed before).
+        PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || f.version_id)
+           FROM pgmemory.facts f
+          WHERE f.group_id = OLD.group_id AND (f.source_id = OLD.id OR f.target_id = OLD.id)
+            AND NOT upper_inf(f.recorded);
         PERFORM pgmemory_internal.graph_drop_vertex('Entity', OLD.id);
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
@@ -153,17 +174,16 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        IF TG_OP = 'DELETE' OR NOT upper_inf(NEW.recorded) THEN
-            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
-        END IF;
-        IF TG_OP = 'DELETE' THEN
-            RETURN OLD;
-        END IF;
+    -- A deleted version, or one whose belief ended (or resumed), leaves its edge of the old kind.
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND upper_inf(OLD.recorded) <> upper_inf(NEW.recorded)) THEN
+        PERFORM pgmemory_internal.graph_drop_edge(CASE WHEN upper_inf(OLD.recorded) THEN 'RELATES_TO' ELSE 'PAST_BELIEF' END,
+                                                  CASE WHEN upper_inf(OLD.recorded) THEN 'fact:' ELSE 'past:' END
+                                                  || OLD.version_id);
     END IF;
-    IF upper_inf(NEW.recorded) THEN
-        PERFORM pgmemory_internal.mirror_fact_row(NEW);
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
     END IF;
+    PERFORM pgmemory_internal.mirror_fact_row(NEW);
     RETURN NEW;
 END
 $$;
@@ -260,7 +280,7 @@ BEGIN
     PERFORM pgmemory_internal.mirror_entity_row(e) FROM pgmemory.entities e WHERE e.retired_at IS NULL;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory_internal.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory_internal.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory_internal.mirror_fact_row(f) FROM pgmemory.facts f WHERE upper_inf(f.recorded);
+    PERFORM pgmemory_internal.mirror_fact_row(f) FROM pgmemory.facts f;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory_internal.mirror_mention_row(m) FROM pgmemory.episode_mentions m;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;

@@ -9,12 +9,10 @@
 --                     takes (SET LOCAL ROLE) when run by the owner; no login is given it.
 -- Logins get groups with `pgmemory grant ROLE GROUP ...` (rows of pgmemory.role_groups, keyed by
 -- the role itself: grants are not inherited, so a group role's grants never leak to members).
-
--- The groups granted to the current role ('*' = every group).
-CREATE OR REPLACE FUNCTION pgmemory_internal.granted_groups()
-RETURNS text[] LANGUAGE sql STABLE AS $$
-    SELECT coalesce(array_agg(g.group_id), '{}') FROM pgmemory.role_groups g WHERE g.role_name = current_user
-$$;
+-- On the embedded server init also creates the login pgmemory_app_login (pgmemory.storage.app_login),
+-- which Memory uses by default. Every function runs with the caller's rights except the search
+-- (pgmemory.search_candidates: the session's groups, read with the owner's rights, see below)
+-- and the AGE mirror's trigger functions.
 
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
 -- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
@@ -24,14 +22,14 @@ RETURNS text[] LANGUAGE sql STABLE AS $$
                 ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
 $$;
 
--- The groups this session sees, for row-level security: '{*}' when it sees every group (granted
+-- The groups role p_role sees under row-level security: '{*}' when it sees every group (granted
 -- '*' and no narrowing asked), else the requested groups that are granted (all requested ones
--- when '*' is granted), or the granted ones when none were requested. One call per statement and
--- table (an initplan), so every policy costs one lookup of the role's grants.
-CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups()
+-- when '*' is granted), or the granted ones when none were requested. Grants are rows of
+-- pgmemory.role_groups keyed by the role itself.
+CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups_of(p_role name)
 RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    granted text[] := pgmemory_internal.granted_groups();
+    granted text[] := ARRAY(SELECT g.group_id FROM pgmemory.role_groups g WHERE g.role_name = p_role);
     requested text[] := pgmemory_internal.requested_groups();
 BEGIN
     IF requested IS NULL THEN
@@ -43,11 +41,53 @@ BEGIN
 END
 $$;
 
+-- The groups this session sees, for row-level security (visible_groups_of the current role).
+-- One call per statement and table (an initplan), so every policy costs one lookup of the
+-- role's grants.
+CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups()
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN pgmemory_internal.visible_groups_of(current_user);
+END
+$$;
+
+-- The role the session's statements run as outside SECURITY DEFINER functions: the SET ROLE in
+-- force, else the login. A SECURITY DEFINER function changes current_user to its owner but
+-- neither of these, so it can tell whose groups to honour.
+CREATE OR REPLACE FUNCTION pgmemory_internal.session_role()
+RETURNS name LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name
+$$;
+
+-- Of p_groups, the ones the session role sees, in their order: all of them when that role is
+-- not subject to row-level security on pgmemory's tables (a superuser, BYPASSRLS, or a member
+-- of their owner), else those among visible_groups_of(session role). The search
+-- (pgmemory.search_candidates) runs with its owner's rights on the groups this returns, so it
+-- sees exactly what row-level security would have shown the caller.
+CREATE OR REPLACE FUNCTION pgmemory_internal.session_groups(p_groups text[])
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    who name := pgmemory_internal.session_role();
+    visible text[];
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = who AND (r.rolsuper OR r.rolbypassrls))
+       OR pg_has_role(who, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'pgmemory.facts'::regclass), 'USAGE') THEN
+        RETURN p_groups;
+    END IF;
+    visible := pgmemory_internal.visible_groups_of(who);
+    IF '*' = ANY (visible) THEN
+        RETURN p_groups;
+    END IF;
+    RETURN ARRAY(SELECT g FROM unnest(p_groups) WITH ORDINALITY AS u (g, i) WHERE g = ANY (visible) ORDER BY i);
+END
+$$;
+
 DO $tenancy$
 DECLARE
     r record;
     policy_sql text;
     policy_name name;
+    vector_schema name;
     -- group_id or '*' among the visible groups: one initplan per table reference. Citus refuses
     -- subqueries in policies of distributed tables: there the function is called per row.
     tenant text := 'ARRAY[group_id, ''*''] && (SELECT pgmemory_internal.visible_groups())';
@@ -89,6 +129,21 @@ BEGIN
                     pgmemory.community_members, pgmemory.community_state, pgmemory.settings, pgmemory.schema_migrations,
                     pgmemory.text_stats, pgmemory.term_stats
           TO pgmemory_analyst;
+
+    -- The search runs with the owner's rights, on the groups the session may see
+    -- (pgmemory_internal.session_groups): under row-level security the planner may not use an
+    -- index for a non-leakproof operator (tsvector @@, ranges, jsonb containment) ahead of the
+    -- policy, which cost searches 1.5-1.8x (bench/rls.py). Only where no untrusted role can
+    -- create objects in the schemas on its search_path (else it stays with the caller's rights).
+    SELECT n.nspname INTO vector_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector';
+    IF NOT EXISTS (SELECT FROM unnest(ARRAY['public', 'pgmemory_app', 'pgmemory_analyst']) AS w (role),
+                               unnest(ARRAY['pgmemory', 'pgmemory_internal', vector_schema]) AS s (schema)
+                    WHERE has_schema_privilege(w.role, s.schema, 'CREATE')) THEN
+        EXECUTE format('ALTER FUNCTION pgmemory.search_candidates(text[], text, %I.vector, jsonb) SECURITY DEFINER'
+                       ' SET search_path = pg_catalog, pgmemory, pgmemory_internal, %I, pg_temp',
+                       vector_schema, vector_schema);
+    END IF;
 
     -- Views run with the caller's rights, so the caller's row-level security applies under them.
     FOR r IN SELECT c.relname FROM pg_class c
