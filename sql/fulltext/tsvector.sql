@@ -75,6 +75,8 @@ RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE sql STA
                                               p_superseded, p_relations, p_bounds, f0.is_event) AS visible
           FROM pgmemory.facts f0
          WHERE p_kind = 'facts' AND f0.group_id = ANY (p_groups) AND f0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = f0.version_id::text AND y.group_id = f0.group_id)
         UNION ALL
         SELECT e0.group_id, e0.id::text, e0.tsv,
                (p_known_at IS NULL OR e0.created_at <= p_known_at)
@@ -82,19 +84,21 @@ RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE sql STA
                AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)
           FROM pgmemory.entities e0
          WHERE p_kind = 'entities' AND e0.group_id = ANY (p_groups) AND e0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = e0.id::text AND y.group_id = e0.group_id)
         UNION ALL
         SELECT ep0.group_id, ep0.id::text, ep0.tsv,
                (p_known_at IS NULL OR ep0.recorded_at <= p_known_at) AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)
           FROM pgmemory.episodes ep0
-         WHERE p_kind = 'episodes' AND ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe)
+         WHERE p_kind = 'episodes' AND ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = ep0.id::text AND y.group_id = ep0.group_id))
     SELECT x.group_id, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
                                                                      length(x.tsv), w.avgdl))
       FROM found x
       JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
         ON w.group_id = x.group_id AND x.tsv @@ w.tq
      WHERE x.visible
-       AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
-                        WHERE y.key = x.key AND y.group_id = x.group_id)
      GROUP BY x.group_id, x.key
 $$;
 
@@ -104,7 +108,11 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_top_k(
     p_kind text, p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
     p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
-RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
+RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE
+-- Generic plans: a custom plan of text_scores (three kinds' branches) per probe cost 3-10 ms of
+-- planning at 100k facts, more than the probes (bench/fulltext_kinds.py); the generic plan reads
+-- each kind's GIN index all the same (the view test is not in the WHERE).
+SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     terms_group text[];
