@@ -62,13 +62,16 @@ $$;
 -- the bitmap of a partial index on current facts: ~97k entries per lexeme at 100k facts),
 -- carrying the tsvector, so scoring needs no second visit to the table; the branches of other
 -- kinds are cut by their constant p_kind test. Keys are text (a fact's version_id, an entity's
--- or episode's id).
+-- or episode's id). PL/pgSQL: Citus plans no SQL function reading its tables with parameters.
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_kind text, p_groups text[], p_probe tsquery, p_seen_group text[], p_seen text[],
     p_terms_group text[], p_terms_idf double precision[], p_terms_tq tsquery[], p_terms_avgdl double precision[],
     p_known_at timestamptz, p_point timestamptz, p_as_of timestamptz, p_superseded boolean,
     p_relations text[], p_bounds timestamptz[], p_labels text[])
-RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE sql STABLE AS $$
+RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH found AS MATERIALIZED (
         SELECT f0.group_id, f0.version_id::text AS key, f0.tsv,
                pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
@@ -99,7 +102,8 @@ RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE sql STA
       JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
         ON w.group_id = x.group_id AND x.tsv @@ w.tq
      WHERE x.visible
-     GROUP BY x.group_id, x.key
+     GROUP BY x.group_id, x.key;
+END
 $$;
 
 -- The exact BM25 top p_k of kind p_kind ('facts', 'entities' or 'episodes'; the view arguments
@@ -108,11 +112,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_top_k(
     p_kind text, p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
     p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
-RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE
--- Generic plans: a custom plan of text_scores (three kinds' branches) per probe cost 3-10 ms of
--- planning at 100k facts, more than the probes (bench/fulltext_kinds.py); the generic plan reads
--- each kind's GIN index all the same (the view test is not in the WHERE).
-SET plan_cache_mode = force_generic_plan AS $$
+RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
     terms_group text[];
@@ -205,6 +205,23 @@ BEGIN
      ORDER BY a.score DESC, length(a.key), a.key COLLATE "C" LIMIT p_k;
 END
 $$;
+
+-- Generic plans: a custom plan of text_scores (three kinds' branches) per probe cost 3-10 ms of
+-- planning at 100k facts, more than most probes (bench/fulltext_kinds.py); the generic plan reads
+-- each kind's GIN index all the same (the view test is not in the WHERE). Not on Citus, which
+-- routes a query by the group's value and cannot plan these with parameters.
+DO $plan$
+BEGIN
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        ALTER FUNCTION pgmemory_internal.text_top_k(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
+                                                    boolean, text[], timestamptz[], text[]) RESET plan_cache_mode;
+    ELSE
+        ALTER FUNCTION pgmemory_internal.text_top_k(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
+                                                    boolean, text[], timestamptz[], text[])
+            SET plan_cache_mode = force_generic_plan;
+    END IF;
+END
+$plan$;
 
 -- The full-text hits of each kind (the signatures search_candidates calls; bm25.sql defines the
 -- same with pg_textsearch).
