@@ -35,9 +35,13 @@ from bench.stats import percentile
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.memory import Memory
 from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.search.candidates import fetch_candidates, options
+from pgmemory.search.config import SearchFilters, resolve_config
+from pgmemory.search.fanout import fanned_out_rows
 from pgmemory.storage.setup import init_database
 from tests.citus_cluster import start_cluster
 
+CLUSTER = "cluster (1+2)"
 SENTENCES = ("I work at {c}.", "I moved to {p}.", "I left {c} last week and now work at {c2}.",
              "My friend {f} lives in {p}.", "I love {h}.")
 
@@ -116,6 +120,12 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
         rng = random.Random(5)
         timings: dict[str, list[float]] = {name: [] for name in targets}
         multi: dict[str, list[float]] = {name: [] for name in targets}
+        # On the cluster, the candidate call alone for several groups: the fan-out from Python
+        # (each group on its worker at once, merged) and search_candidates run on the
+        # coordinator (each group routed in turn, ranks per group), alternated.
+        raw: dict[str, list[float]] = {"fan-out": [], "search_candidates": []}
+        cluster = memories[CLUSTER]
+        opts = options(resolve_config(None), SearchFilters(), with_embeddings=False)
         for i in range(queries + 20):
             group = rng.choice(groups)
             query = f"where does {rng.choice(people[group])} work"
@@ -128,6 +138,15 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
                 if i >= 20:  # warm-up excluded
                     timings[name].append((middle - started) * 1000)
                     multi[name].append((time.perf_counter() - middle) * 1000)
+            embedding = (await cluster.embedder.embed([query]))[0]
+            started = time.perf_counter()
+            await fanned_out_rows(cluster.pool, chosen, query, embedding, opts)
+            middle = time.perf_counter()
+            async with cluster.pool.acquire() as conn:
+                await fetch_candidates(conn, chosen, query, embedding, opts)
+            if i >= 20:
+                raw["fan-out"].append((middle - started) * 1000)
+                raw["search_candidates"].append((time.perf_counter() - middle) * 1000)
         spent = {name: 0.0 for name in targets}
         day = datetime(2025, 7, 1, tzinfo=UTC)
         for i in range(episodes):
@@ -140,6 +159,9 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
                 started = time.perf_counter()
                 await memory.add_episode(group, text, actor=actor, reference_time=day + timedelta(hours=i))
                 spent[name] += time.perf_counter() - started
+        for name, values in raw.items():
+            print(f"{CLUSTER}: candidates of {several} groups, {name}: p50 {statistics.median(values):.1f} ms, "
+                  f"p95 {percentile(values, 95):.1f} ms; {load_avg()}", flush=True)
         return {name: (timings[name], multi[name], episodes / spent[name]) for name in targets}
     finally:
         for memory in memories.values():
@@ -160,7 +182,7 @@ def main() -> None:
     one = start_cluster(root / "one", workers=0, citus=False)
     cluster = start_cluster(root / "cluster")
     try:
-        targets = {"one node": one.coordinator_dsn, "cluster (1+2)": cluster.coordinator_dsn}
+        targets = {"one node": one.coordinator_dsn, CLUSTER: cluster.coordinator_dsn}
         people = {}
         for name, dsn in targets.items():
             with psycopg.connect(dsn) as conn:
@@ -190,7 +212,7 @@ def main() -> None:
                   f"{args.several} groups at once p50 {results[name][2]:.1f} ms, p95 {results[name][3]:.1f} ms "
                   f"({args.queries} queries each); ingest {rate:.1f} episodes/s ({args.episodes}, one client, "
                   f"interleaved with the other target); {load_avg()}", flush=True)
-        a, b = results["one node"], results["cluster (1+2)"]
+        a, b = results["one node"], results[CLUSTER]
         print(f"cluster / one node: search p50 x{b[0] / a[0]:.2f}, p95 x{b[1] / a[1]:.2f}; "
               f"{args.several} groups p50 x{b[2] / a[2]:.2f}, p95 x{b[3] / a[3]:.2f}; "
               f"ingest time per episode x{a[4] / b[4]:.2f}; {load_avg()}")

@@ -10,6 +10,12 @@ FakeOpenAI whose responder is a zero-latency scripted model (bench/scripted_llm.
 DB-side time is the pipeline's own EpisodeResult.db_seconds (LLM, extraction and embedding time
 excluded). As a cross-check the benchmark also reports wall time per episode minus the time spent
 in extractor and embedder calls (exact only with one group), which includes COMMIT and pool waits.
+On a shared machine wall times follow the load: each bucket also reports the CPU time the
+database's backends spent per episode (from /proc/<pid>/schedstat, when the server runs on this
+host) and the 1-minute load average. `--baseline REF` first runs the same benchmark on the code of
+git ref REF (exported, this file copied in, its own fresh database) and prints both side by side.
+
+    python -m bench.ingest --episodes 2000 --mode offline --baseline main
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import shutil
+import tempfile
 
 import psycopg
 
@@ -63,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--keep", action="store_true", help="keep the benchmark database(s)")
     p.add_argument("--out", type=Path, default=RESULTS, help="directory for the JSON results")
+    p.add_argument("--baseline", default=None,
+                   help="git ref to run first, in the same invocation, for a before/after comparison")
     return p.parse_args(argv)
 
 
@@ -134,6 +145,21 @@ async def graph_size(memory: Memory) -> dict[str, int]:
         return {k: await conn.fetchval(q) for k, q in queries.items()}
 
 
+async def backend_cpu(memory: Memory) -> dict[int, float] | None:
+    """CPU seconds used so far by each backend connected to the benchmark database (None when the
+    server's processes are not readable from here, e.g. a remote server)."""
+    async with memory.pool.acquire() as conn:
+        pids = [r[0] for r in await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")]
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return None
+    return out
+
+
 class Run:
     """One mode's ingestion: per-episode records and per-bucket summaries."""
 
@@ -164,10 +190,15 @@ class Run:
     async def bucket(self, number: int, batch: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
         """Ingest one bucket of episodes and summarise it."""
         first, first_rec = len(self.records) + len(self.failures), len(self.records)
+        cpu_before = await backend_cpu(self.memory)
         started = time.perf_counter()
         self._last = (started, self.watch.total)
         await self.memory.add_episodes(batch, concurrency=concurrency, on_done=self.on_done)
         elapsed = time.perf_counter() - started
+        cpu_after = await backend_cpu(self.memory)
+        cpu_ms = None
+        if cpu_before is not None and cpu_after is not None:
+            cpu_ms = round(sum(v - cpu_before.get(pid, 0.0) for pid, v in cpu_after.items()) * 1000 / len(batch), 2)
         recs = self.records[first_rec:]
         calls: Counter[str] = Counter()
         if self.fake is not None:
@@ -181,6 +212,7 @@ class Run:
             "db_ms": summary([r["db_ms"] for r in recs]),
             "wall_minus_llm_ms": summary([r["wall_minus_llm_ms"] for r in recs]),
             "episodes_per_s": round(len(batch) / elapsed, 1),
+            "backend_cpu_ms_per_episode": cpu_ms, "loadavg_1m": round(os.getloadavg()[0], 2),
             "llm_calls": dict(calls), "entities_after": graph["entities"],
             "fact_versions_after": graph["fact_versions"],
             "facts_created": sum(r["facts_created"] for r in recs),
@@ -202,6 +234,7 @@ def print_bucket(b: dict[str, Any], llm: bool) -> None:
                  f" j {split.get('judgement', 0) / b['episodes']:.2f})")
     print(f"  {b['from']:>6}-{b['to']:<6} db median {b['db_ms']['median']:6.2f} ms  p95 {b['db_ms']['p95']:6.2f} ms"
           f"  | wall-llm median {b['wall_minus_llm_ms']['median']:6.2f} p95 {b['wall_minus_llm_ms']['p95']:6.2f}"
+          f"  | backend CPU/ep {b.get('backend_cpu_ms_per_episode')} ms | load {b.get('loadavg_1m')}"
           f"  | {b['episodes_per_s']:6.1f} ep/s  | entities {b['entities_after']:>5} fact versions "
           f"{b['fact_versions_after']:>6}{calls}", flush=True)
 
@@ -320,8 +353,41 @@ def print_summary(doc: dict[str, Any]) -> None:
           f"({g['facts_believed_open']} with open valid time), {g['episodes']} episodes ({g['episodes_done']} done)")
 
 
-async def main_async(args: argparse.Namespace) -> None:
+def run_baseline(args: argparse.Namespace, argv: list[str]) -> dict[str, dict[str, Any]]:
+    """Run this benchmark on the code of git ref args.baseline (exported with this file copied in)
+    in a subprocess; returns its result documents by mode."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="pgmemory-baseline-") as tmp:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(root), "archive", args.baseline], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        shutil.copy(Path(__file__), tree / "bench" / "ingest.py")
+        out = Path(tmp) / "results"
+        rest = [a for i, a in enumerate(argv) if a != "--baseline" and (i == 0 or argv[i - 1] != "--baseline")
+                and not a.startswith("--baseline=")]
+        print(f"== baseline {args.baseline} (exported), same options", flush=True)
+        subprocess.run([sys.executable, "-m", "bench.ingest", *rest, "--out", str(out)], cwd=tree,
+                       env={**os.environ, "PYTHONPATH": str(tree)}, check=True)
+        return {p.name.split("-")[1]: json.loads(p.read_text()) for p in out.glob("ingest-*.json")}
+
+
+def print_comparison(ref: str, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Per-bucket medians and backend CPU of the baseline and this checkout, side by side."""
+    print(f"-- {after['mode']}: before ({ref}) vs after (this checkout), per bucket:")
+    print("   episodes        db median ms  before -> after | backend CPU ms/ep before -> after | load before, after")
+    for b, a in zip(before["buckets"], after["buckets"]):
+        print(f"   {a['from']:>6}-{a['to']:<6} {b['db_ms']['median']:>8.2f} -> {a['db_ms']['median']:<8.2f}"
+              f"          | {b.get('backend_cpu_ms_per_episode')} -> {a.get('backend_cpu_ms_per_episode')}"
+              f"                 | {b.get('loadavg_1m')}, {a.get('loadavg_1m')}")
+    print(f"   all: db median {before['db_ms']['median']} -> {after['db_ms']['median']} ms, "
+          f"{before['episodes_per_s']} -> {after['episodes_per_s']} ep/s")
+
+
+async def main_async(args: argparse.Namespace, argv: list[str] | None = None) -> None:
     """Run the requested modes and write bench/results/ingest-<mode>-<N>.json for each."""
+    baseline = run_baseline(args, list(sys.argv[1:] if argv is None else argv)) if args.baseline else {}
     admin_dsn = await asyncio.to_thread(resolve_dsn)
     info = machine(admin_dsn)
     print(f"machine: nproc {info['nproc']}, {info['cpu']}; {info['pg_version'].split(' on ')[0]}; "
@@ -335,6 +401,8 @@ async def main_async(args: argparse.Namespace) -> None:
     for mode in modes:
         doc = await run_mode(mode, episodes, args, admin_dsn, info)
         print_summary(doc)
+        if mode in baseline:
+            print_comparison(args.baseline, baseline[mode], doc)
         path = args.out / f"ingest-{mode}-{args.episodes}.json"
         path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
         print(f"   wrote {path}", flush=True)
@@ -345,7 +413,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.episodes < 1 or args.bucket < 1:
         sys.exit("--episodes and --bucket must be >= 1")
-    asyncio.run(main_async(args))
+    asyncio.run(main_async(args, argv))
 
 
 if __name__ == "__main__":

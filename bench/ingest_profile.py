@@ -25,7 +25,7 @@ from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.storage.connect import _init_async_connection, resolve_dsn
+from pgmemory.storage.connect import _init_async_connection, _keep_session, resolve_dsn
 from pgmemory.memory import ensure_initialised
 
 TABLES = ("entities", "facts", "episodes", "entity_versions", "fact_episodes", "episode_mentions")
@@ -97,7 +97,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
     embedder = HashEmbedder()
     await asyncio.to_thread(ensure_initialised, dsn, embedder.dim)
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=3, init=init)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=3, init=init, reset=_keep_session)  # as create_pool
     memory = Memory(pool, embedder, RuleExtractor())
     stats_conn = await asyncpg.connect(dsn)
     episodes = generate(args.episodes, seed=args.seed)

@@ -13,7 +13,9 @@ when an LLM request is in flight), the most connections in use, duplicate entiti
 
 workers: the offline extractor; --episodes (over --groups groups) enqueued with
 pgmemory.enqueue_episode, then drained by 1 `pgmemory worker` process, and in a fresh
-database by 2 worker processes; episodes per second for each.
+database by 2 worker processes, alternated --rounds times each (1, 2, 2, 1, ...) so both see
+the same load; episodes per second for each, the load, and one worker's start-up time on an
+empty queue (included in each wall time).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -185,6 +188,8 @@ def latency(args: argparse.Namespace) -> None:
 
 
 def workers(args: argparse.Namespace) -> None:
+    """1 vs 2 worker processes draining the same queue, alternated (1, 2, 2, 1, ...) so both see the
+    same load; each run also times one worker start-up on an empty queue (what wall includes)."""
     from bench.synthetic import generate
 
     per_group = max(1, args.episodes // args.groups)
@@ -193,9 +198,12 @@ def workers(args: argparse.Namespace) -> None:
     env = {**os.environ, "PGMEMORY_EMBEDDER": "hash", "PYTHONPATH": str(ROOT)}
     for key in ("PGMEMORY_LLM_BASE_URL", "PGMEMORY_LLM_API_KEY", "OPENAI_API_KEY"):
         env.pop(key, None)
-    figures = {}
-    for count in (1, 2):
+    order = [1, 2, 2, 1] * max(1, args.rounds // 2) if args.rounds > 1 else [1, 2]
+    runs: list[tuple[int, dict[str, Any]]] = []
+    for count in order:
         name, dsn = fresh_database(admin)
+        worker = [sys.executable, "-m", "pgmemory.surfaces.cli", "worker", "--drain", "--concurrency",
+                  str(args.concurrency)]
         try:
             subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "init", "--dim", "384"], check=True,
                            env={**env, "PGMEMORY_DSN": dsn}, cwd=ROOT, capture_output=True)
@@ -204,29 +212,34 @@ def workers(args: argparse.Namespace) -> None:
                     conn.execute("SELECT pgmemory.enqueue_episode(%s, %s, %s, %s, %s, %s, %s)",
                                  (ep["group_id"], ep["content"], ep["kind"], ep["actor"], ep["reference_time"],
                                   ep["source_description"], ep["episode_id"]))
+            load = os.getloadavg()[0]
             started = time.perf_counter()
-            procs = [subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", "worker", "--drain",
-                                       "--concurrency", str(args.concurrency)], env={**env, "PGMEMORY_DSN": dsn},
-                                      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for _ in range(count)]
+            procs = [subprocess.Popen(worker, env={**env, "PGMEMORY_DSN": dsn}, cwd=ROOT, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for _ in range(count)]
             outs = [p.communicate(timeout=1800) for p in procs]
             wall = time.perf_counter() - started
+            started = time.perf_counter()
+            subprocess.run(worker, env={**env, "PGMEMORY_DSN": dsn}, cwd=ROOT, capture_output=True, check=True)
+            startup = time.perf_counter() - started
             with psycopg.connect(dsn) as conn:
                 done, twice = conn.execute("SELECT count(*) FILTER (WHERE status = 'done'),"
                                            " count(*) FILTER (WHERE attempts > 1) FROM pgmemory.episodes").fetchone()
             if any(p.returncode for p in procs):
                 print(f"worker failed: {[o[1][-500:] for o in outs]}")
-            figures[count] = {"wall_s": round(wall, 2), "done": done, "processed_twice": twice,
-                              "episodes_per_s": round(done / wall, 1)}
+            runs.append((count, {"wall_s": round(wall, 2), "startup_s": round(startup, 2), "done": done,
+                                 "processed_twice": twice, "episodes_per_s": round(done / wall, 1),
+                                 "loadavg_1m": round(load, 2)}))
         finally:
             drop_database(admin, name)
-    print(f"offline extractor, {len(episodes)} episodes over {args.groups} groups, "
-          f"worker --concurrency {args.concurrency} (wall includes each worker's start-up)")
-    for count, f in figures.items():
+    print(f"offline extractor, {len(episodes)} episodes over {args.groups} groups, worker --concurrency "
+          f"{args.concurrency}; runs alternated {order} (wall includes each worker's start-up)")
+    for count, f in runs:
         print(f"  {count} worker(s): {f['wall_s']} s, {f['done']} done, {f['episodes_per_s']} episodes/s,"
-              f" processed twice {f['processed_twice']}")
-    print(f"  2 vs 1 workers: {figures[2]['episodes_per_s'] / figures[1]['episodes_per_s']:.2f}x")
-    print(json.dumps(figures))
+              f" processed twice {f['processed_twice']}, one start-up on an empty queue {f['startup_s']} s,"
+              f" load {f['loadavg_1m']}")
+    median = {c: statistics.median(f["episodes_per_s"] for n, f in runs if n == c) for c in (1, 2)}
+    print(f"  2 vs 1 workers (median episodes/s {median[2]:.1f} vs {median[1]:.1f}): {median[2] / median[1]:.2f}x")
+    print(json.dumps({"runs": [{"workers": c, **f} for c, f in runs], "median_episodes_per_s": median}))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -245,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--groups", type=int, default=8)
     q.add_argument("--concurrency", type=int, default=2)
     q.add_argument("--seed", type=int, default=7)
+    q.add_argument("--rounds", type=int, default=2, help="runs of each worker count (alternated)")
     args = p.parse_args(argv)
     if args.command == "latency":
         latency(args)

@@ -100,3 +100,50 @@ LANGUAGE sql STABLE AS $$
       JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = f.target_id
      ORDER BY 1, 11 DESC
 $$;
+
+-- The group's change counter: read before candidates are read, compared under
+-- the group lock before decisions are applied.
+CREATE OR REPLACE FUNCTION pgmemory_internal.group_version(p_group text)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
+$$;
+
+-- Count one change of a group (call inside the writing transaction, under the group lock).
+CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
+    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
+    RETURNING v.version
+$$;
+
+-- The read phase of one episode in few round trips (issue 9; on Citus each is one delegated
+-- call to the group's worker). First: the group's change counter and the entity candidates,
+-- read in one snapshot, so a change committed after this read is always seen by the counter
+-- check under the group lock. One row per (input index, candidate), or one row with a NULL
+-- idx when there is none (the counter is on every row).
+CREATE OR REPLACE FUNCTION pgmemory_internal.read_entity_candidates(
+    p_group text, p_names text[], p_embeddings vector[])
+RETURNS TABLE (version bigint, idx integer, entity_id uuid, name text, labels text[], summary text,
+               exact boolean, similarity double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT v.version, c.idx, c.entity_id, c.name, c.labels, c.summary, c.exact, c.similarity
+      FROM (SELECT pgmemory_internal.group_version(p_group) AS version) v
+      LEFT JOIN LATERAL pgmemory_internal.entity_candidates(p_group, coalesce(p_names, '{}'),
+                                                   coalesce(p_embeddings, '{}')) c ON true
+$$;
+
+-- Then, once entities are resolved: both candidate sets of the new facts in one call, each row
+-- marked 'duplicate' (fact_candidates: same entity pair) or 'contradiction'
+-- (contradiction_candidates; similarity is NULL on duplicate rows).
+CREATE OR REPLACE FUNCTION pgmemory_internal.read_fact_candidates(
+    p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[])
+RETURNS TABLE (kind text, idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
+               target_name text, relation text, fact text, valid_from timestamptz,
+               valid_to timestamptz, similarity double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT 'duplicate', d.*, NULL::double precision
+      FROM pgmemory_internal.fact_candidates(p_group, p_sources, p_targets) d
+    UNION ALL
+    SELECT 'contradiction', c.*
+      FROM pgmemory_internal.contradiction_candidates(p_group, p_sources, p_targets, p_relations, p_embeddings) c
+$$;

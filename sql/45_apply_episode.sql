@@ -188,9 +188,11 @@ BEGIN
                                       WHERE m.group_id = p_group AND m.entity_id = ent.id AND m.summary <> ''
                                       ORDER BY m.seq LIMIT 1), '') AS summary
               FROM unnest(p_entities) AS ent (id)
+             -- Two probes that stop at the first row (an OR would read every believed fact of a hub).
              WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
-                                WHERE fa.group_id = p_group AND (fa.source_id = ent.id OR fa.target_id = ent.id)
-                                  AND upper_inf(fa.recorded))) d
+                                WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded))
+               AND NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
+                                WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded))) d
      WHERE e.group_id = p_group AND e.id = d.id AND e.summary IS DISTINCT FROM d.summary;
 END
 $$;

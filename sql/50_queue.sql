@@ -264,13 +264,6 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
      WHERE e.group_id = p_group AND e.id = p_episode
 $$;
 
--- The group's change counter: read before candidates are read, compared under
--- the group lock before decisions are applied.
-CREATE OR REPLACE FUNCTION pgmemory_internal.group_version(p_group text)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
-$$;
-
 -- Take the group's write lock until the transaction ends: the lock apply_if_unchanged, add_fact
 -- and delete_episode take. A caller holding it across several statements calls this rather
 -- than pg_advisory_xact_lock: on Citus it is delegated even inside a transaction block
@@ -279,14 +272,6 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
 RETURNS void LANGUAGE sql VOLATILE AS $$
     SELECT pg_advisory_xact_lock(hashtextextended(p_group, 7))
-$$;
-
--- Count one change of a group (call inside the writing transaction, under the group lock).
-CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
-RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
-    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
-    RETURNING v.version
 $$;
 
 -- Queue state per group: what psql users watch (and `pgmemory worker` reports).

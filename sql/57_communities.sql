@@ -302,6 +302,23 @@ DECLARE
     joined uuid[] := '{}';
     stranded integer := 0;
 BEGIN
+    -- No current membership in the group (communities never detected): no neighbour can be
+    -- joined, and only the count of stranded new entities changes. Skipping the neighbour
+    -- walk keeps this flat as a hub entity's facts grow.
+    IF NOT EXISTS (SELECT 1 FROM pgmemory.community_members m WHERE m.group_id = p_group AND m.ended_at IS NULL) THEN
+        stranded := (SELECT count(*) FROM (SELECT DISTINCT x FROM unnest(p_entities) AS x) n (e)
+                      WHERE n.e = ANY (p_new)
+                        AND EXISTS (SELECT 1 FROM pgmemory.facts f
+                                     WHERE f.source_id = n.e AND upper_inf(f.recorded) AND f.group_id = p_group
+                                    UNION ALL
+                                    SELECT 1 FROM pgmemory.facts f
+                                     WHERE f.target_id = n.e AND upper_inf(f.recorded) AND f.group_id = p_group));
+        IF stranded > 0 THEN
+            INSERT INTO pgmemory.community_state AS s (group_id, drift) VALUES (p_group, stranded)
+            ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
+        END IF;
+        RETURN 0;
+    END IF;
     -- One entity at a time (an episode brings a handful): index probes only.
     FOR e IN SELECT DISTINCT x FROM unnest(p_entities) AS x LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.community_members m

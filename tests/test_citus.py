@@ -151,6 +151,9 @@ async def test_search_of_several_groups_fans_out_to_each(memory, group):
     await memory.add_episode(b, "I work at Globex.", actor="Bob", reference_time=utc("2024-01-02"))
     results = await memory.search("where does he work", group_ids=[a, b], limit=10)
     assert {(f.group_id, f.target) for f in results.facts} == {(a, "Acme Corp"), (b, "Globex")}
+    twice = await memory.search("where does he work", group_ids=[a, b, a], limit=10)
+    assert sorted((f.group_id, f.target, sorted(f.ranks.items())) for f in twice.facts) == \
+        sorted((f.group_id, f.target, sorted(f.ranks.items())) for f in results.facts)
     only_a = await memory.search("where does he work", group_ids=[a], limit=10)
     assert {(f.group_id, f.target) for f in only_a.facts} == {(a, "Acme Corp")}
 

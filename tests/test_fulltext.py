@@ -43,6 +43,25 @@ async def test_statistics_follow_inserts_updates_and_deletes(memory, db_dsn, gro
     assert "sister" not in {r[2] for r in kept if r[1] == "episodes"}
 
 
+
+async def test_statistics_follow_text_updates_and_skip_other_updates(memory, db_dsn, group):
+    """The update trigger counts only rows whose text changed: a summary rewritten by hand moves
+    the statistics, a status / embedding update of many rows leaves them exactly as they were."""
+    for n, text in enumerate(["I work at Acme Corp.", "My brother Ben lives in Lima."]):
+        await memory.add_episode(group, text, actor="Zoe", reference_time=utc(f"2024-0{n + 1}-01"),
+                                 episode_id=f"u{n}")
+    with psycopg.connect(db_dsn) as conn:
+        before = conn.execute(STATS, {"g": group}).fetchall()
+        conn.execute("UPDATE pgmemory.episodes SET error = 'x' WHERE group_id = %s", (group,))
+        conn.execute("UPDATE pgmemory.facts SET attributes = attributes WHERE group_id = %s", (group,))
+        assert conn.execute(STATS, {"g": group}).fetchall() == before
+        conn.execute("UPDATE pgmemory.entities SET summary = CASE WHEN name = 'Ben' THEN 'a quokka keeper'"
+                     " ELSE summary END WHERE group_id = %s", (group,))
+        kept, rebuilt = stats_now_and_rebuilt(conn, group)
+        conn.rollback()
+    assert kept == rebuilt
+    assert "quokka" in {r[2] for r in kept if r[1] == "entities"}
+
 def bm25_reference(conn: psycopg.Connection, group: str, terms: tuple[str, ...]) -> list[tuple[uuid.UUID, float]]:
     """Okapi BM25 of every episode of the group for the given lexemes, best first; the document
     length counts distinct lexemes (the group's average, from text_stats, counts positions)."""

@@ -348,6 +348,33 @@ async def test_connections_carry_the_request_groups(rest_dsn):
         await memory.close()
 
 
+
+async def test_ingest_gives_its_connection_back_without_its_request_groups(rest_dsn):
+    """Ingestion holds one pooled connection per phase; on a pool of one, the request that
+    ingested leaves no narrowing behind: the next caller outside a request sees none, the next
+    request sees only its own groups."""
+    from pgmemory.storage.request_groups import apply_request_groups, narrow_to
+
+    memory = await Memory.open(rest_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=1,
+                               on_acquire=apply_request_groups)
+
+    async def ingest_as(groups):
+        narrow_to(groups)
+        return await memory.add_episode(groups[0], "I work at Held Corp.", actor="Hana",
+                                        reference_time="2024-01-01T00:00:00Z")
+
+    async def setting_as(groups):
+        if groups is not None:
+            narrow_to(groups)
+        async with memory.pool.acquire() as conn:
+            return await conn.fetchval("SELECT current_setting('pgmemory.groups')")
+    try:
+        assert (await asyncio.create_task(ingest_as(["held-a"]))).status == "done"
+        assert await asyncio.create_task(setting_as(None)) == ""
+        assert await asyncio.create_task(setting_as(["held-b"])) == '["held-b"]'
+    finally:
+        await memory.close()
+
 @pytest.fixture(scope="module")
 def server_login(rest_dsn):
     """A login subject to row-level security, granted every group (how a server should connect)."""

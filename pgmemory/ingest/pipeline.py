@@ -30,7 +30,7 @@ from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput
 from pgmemory.ingest.embed_episode import embed_episode
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
-from pgmemory.ingest.resolve_entities import ResolvedEntity, resolve_entities
+from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import Usage
@@ -170,9 +170,17 @@ class Ingestor:
                 pass  # the next renewal tries again; apply checks the lease anyway
 
     async def _process(self, ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
-        db = _TimedDb(self.pool)
+        # A local extractor never waits for an LLM: each phase then runs on one held connection.
+        db = _TimedDb(self.pool, hold=bool(getattr(self.extractor, "decides_locally", False)))
+        try:
+            return await self._phases(db, ep, usage, entity_types, edge_types)
+        finally:
+            await db.release()
+
+    async def _phases(self, db: "_TimedDb", ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
         episode = ep.as_input()
         previous = await _previous(db, ep)
+        await db.release()  # no connection held while extracting and embedding
         extraction = await self.extractor.extract(episode, previous, usage,
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
@@ -182,8 +190,8 @@ class Ingestor:
             self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
-            version = await db.fetchval("SELECT pgmemory_internal.group_version($1)", ep.group_id)
-            resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous, usage)
+            version, resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous,
+                                                    usage)
             out = await db.fetchval("SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
                                     ep.group_id, ep.id, self.owner, version,
                                     _payload(ep, resolved, plan, usage, episode_vec))
@@ -194,13 +202,13 @@ class Ingestor:
                     continue
                 # A local extractor re-decides under the lock, so the next apply cannot miss.
                 started = time.perf_counter()
+                await db.release()
                 try:
                     async with self.pool.acquire() as conn, conn.transaction():
                         await conn.execute("SELECT pgmemory_internal.lock_group($1)", ep.group_id)
-                        version = await conn.fetchval("SELECT pgmemory_internal.group_version($1)", ep.group_id)
                         try:
-                            resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
-                                                           decisions.cached(), previous, usage)
+                            version, resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
+                                                                    decisions.cached(), previous, usage)
                         except _NotDecided:
                             continue  # cannot happen with a local extractor; read again to be safe
                         out = await conn.fetchval(
@@ -218,15 +226,16 @@ class Ingestor:
 
 
 async def _decide(db, ep: Episode, extraction: Extraction, name_vecs, fact_vecs, decisions: "_Decisions",
-                  previous: list[EpisodeInput], usage: Usage) -> tuple[list[ResolvedEntity], FactPlan]:
-    """Read candidates through `db` (the pool: a connection only per query; or the locked
-    transaction) and let `decisions` answer the questions they raise."""
+                  previous: list[EpisodeInput], usage: Usage) -> tuple[int, list[ResolvedEntity], FactPlan]:
+    """Read candidates through `db` (two round trips: the group's change counter with the entity
+    candidates, then both fact candidate sets) and let `decisions` answer the questions they
+    raise; returns the counter read with the first candidates, the entities and the plan."""
     episode = ep.as_input()
-    resolved = await resolve_entities(db, ep.group_id, extraction.entities, name_vecs, decisions, episode,
-                                      previous, usage)
+    version, rows = await read_entity_candidates(db, ep.group_id, extraction.entities, name_vecs)
+    resolved = await resolve_entities(rows, extraction.entities, name_vecs, decisions, episode, previous, usage)
     facts = attach_endpoints(extraction.facts, resolved, fact_vecs)
     judged = await judge_facts(db, ep.group_id, facts, decisions, episode, usage)
-    return resolved, plan_facts(judged)
+    return version, resolved, plan_facts(judged)
 
 
 class _NotDecided(Exception):
@@ -279,25 +288,40 @@ class _Decisions:
 
 
 class _TimedDb:
-    """The pool's one-query calls, timed: reads outside the apply transaction, each on a
-    connection held only for that query."""
+    """One-query calls outside the apply transaction, timed. With `hold` (a local extractor,
+    which never waits for an LLM) the queries of a phase share one pooled connection, taken at
+    the first query and given back by `release()` (one acquire per phase, not per query);
+    without it each query takes a connection only for itself, so none is held while the LLM
+    decides. Each acquire runs the pool's on_acquire hook, which sets the request's groups."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, hold: bool = False) -> None:
         self._pool = pool
+        self._hold = hold
+        self._conn: asyncpg.Connection | None = None
         self.seconds = 0.0
 
-    async def _timed(self, pending):
+    async def _run(self, method: str, query: str, args):
         started = time.perf_counter()
         try:
-            return await pending
+            if not self._hold:
+                return await getattr(self._pool, method)(query, *args)
+            if self._conn is None:
+                self._conn = await self._pool.acquire()
+            return await getattr(self._conn, method)(query, *args)
         finally:
             self.seconds += time.perf_counter() - started
 
     async def fetch(self, query: str, *args):
-        return await self._timed(self._pool.fetch(query, *args))
+        return await self._run("fetch", query, args)
 
     async def fetchval(self, query: str, *args):
-        return await self._timed(self._pool.fetchval(query, *args))
+        return await self._run("fetchval", query, args)
+
+    async def release(self) -> None:
+        """Give the held connection back to the pool (no-op when none is held)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self._pool.release(conn)
 
 
 def _interval(seconds: float) -> timedelta:

@@ -23,16 +23,22 @@ class ResolvedEntity:
     new_labels: list[str] = field(default_factory=list)
 
 
-async def resolve_entities(db: asyncpg.Pool | asyncpg.Connection, group_id: str, entities: list[ExtractedEntity],
+async def read_entity_candidates(db, group_id: str, entities: list[ExtractedEntity],
+                                 embeddings: list[list[float]]) -> tuple[int, list[asyncpg.Record]]:
+    """(the group's change counter, candidate rows) in one round trip and one snapshot. `db` is
+    anything with asyncpg's fetch: the pool, a held connection or the locked apply transaction."""
+    rows = await db.fetch("SELECT * FROM pgmemory_internal.read_entity_candidates($1, $2, $3::text[]::vector[])",
+                          group_id, [e.name for e in entities], vector_literals(embeddings))
+    return rows[0]["version"], [r for r in rows if r["idx"] is not None]
+
+
+async def resolve_entities(rows: list[asyncpg.Record], entities: list[ExtractedEntity],
                            embeddings: list[list[float]], extractor: Extractor, episode: EpisodeInput,
                            previous: list[EpisodeInput], usage) -> list[ResolvedEntity]:
-    """Map each extracted entity to an existing entity id or a new one (same order as input).
-    `db` is anything with asyncpg's fetch: the pool (no connection held while the extractor
-    decides) or the connection of the locked apply transaction."""
+    """Map each extracted entity to an existing entity id or a new one (same order as input),
+    given its candidate rows (read_entity_candidates); the extractor decides the unclear ones."""
     if not entities:
         return []
-    rows = await db.fetch("SELECT * FROM pgmemory_internal.entity_candidates($1, $2, $3::text[]::vector[])",
-                            group_id, [e.name for e in entities], vector_literals(embeddings))
     by_index: dict[int, list[asyncpg.Record]] = {}
     for row in rows:
         by_index.setdefault(row["idx"] - 1, []).append(row)

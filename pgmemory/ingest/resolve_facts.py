@@ -54,16 +54,13 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     duplicates: dict[int, list[FactCandidate]] = {}
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
-        pair_rows = await db.fetch("SELECT * FROM pgmemory_internal.fact_candidates($1, $2, $3)",
-                                     group_id, sources, targets)
-        for row in pair_rows:
-            duplicates.setdefault(row["idx"] - 1, []).append(_candidate(row))
-        near_rows = await db.fetch(
-            "SELECT * FROM pgmemory_internal.contradiction_candidates($1, $2, $3, $4, $5::text[]::vector[])",
+        rows = await db.fetch(
+            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::text[]::vector[])",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
             vector_literals([e for _, _, _, e in facts]))
-        for row in near_rows:
-            contradictions.setdefault(row["idx"] - 1, []).append(_candidate(row))
+        for row in rows:
+            into = duplicates if row["kind"] == "duplicate" else contradictions
+            into.setdefault(row["idx"] - 1, []).append(_candidate(row))
     questions = [FactQuestion(i, replace(f, source=s.name, target=t.name), duplicates.get(i, []),
                               contradictions.get(i, []))
                  for i, (f, s, t, _) in enumerate(facts) if duplicates.get(i) or contradictions.get(i)]

@@ -96,6 +96,7 @@ async def fetch_fanned_out(pool: asyncpg.Pool, group_ids: list[str], query: str,
 async def fanned_out_rows(pool: asyncpg.Pool, group_ids: list[str], query: str, embedding: list[float] | None,
                           opts: dict[str, Any]) -> list[dict[str, Any]]:
     """Every group's search_group rows (with_keys), fetched at once and merged."""
+    group_ids = list(dict.fromkeys(group_ids))  # a group named twice is searched once, as on one node
     opts = {**widened(opts), "with_keys": True}
     per_group: dict[str, dict[str, Any]] = {g: {} for g in group_ids}
     if opts.get("bfs_seeds") or opts.get("center"):

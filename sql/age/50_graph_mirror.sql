@@ -5,20 +5,39 @@
 -- edges for the versions no longer believed (closed recorded range), so Cypher can ask what was
 -- believed at T' (docs/sql.md, C7).
 
+-- The label tables of the mirror are written with static statements (plans cached per session:
+-- the mirror runs several times per ingested episode); a label outside the fixed set falls back
+-- to dynamic SQL.
 CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_vertex(p_label text, p_node uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vid bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_node);
+    props ag_catalog.agtype := p_props::text::ag_catalog.agtype;
+    gid ag_catalog.graphid := vid::text::ag_catalog.graphid;
 BEGIN
     IF vid IS NULL THEN
-        EXECUTE format('INSERT INTO pgmemory_graph.%I (properties) VALUES ($1::text::ag_catalog.agtype)
-                        RETURNING id::text::bigint', p_label)
-           INTO vid USING p_props;
+        IF p_label = 'Entity' THEN
+            INSERT INTO pgmemory_graph."Entity" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
+        ELSIF p_label = 'Episode' THEN
+            INSERT INTO pgmemory_graph."Episode" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
+        ELSIF p_label = 'Community' THEN
+            INSERT INTO pgmemory_graph."Community" (properties) VALUES (props) RETURNING id::text::bigint INTO vid;
+        ELSE
+            EXECUTE format('INSERT INTO pgmemory_graph.%I (properties) VALUES ($1) RETURNING id::text::bigint',
+                           p_label) INTO vid USING props;
+        END IF;
         INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (p_node, vid);
     ELSE
-        EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1::text::ag_catalog.agtype
-                        WHERE id OPERATOR(ag_catalog.=) $2::text::ag_catalog.graphid', p_label)
-           USING p_props, vid;
+        IF p_label = 'Entity' THEN
+            UPDATE pgmemory_graph."Entity" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSIF p_label = 'Episode' THEN
+            UPDATE pgmemory_graph."Episode" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSIF p_label = 'Community' THEN
+            UPDATE pgmemory_graph."Community" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSE
+            EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1 WHERE id OPERATOR(ag_catalog.=) $2',
+                           p_label) USING props, gid;
+        END IF;
     END IF;
 END
 $$;
@@ -27,11 +46,18 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_vertex(p_label text, p_n
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vid bigint;
+    gid ag_catalog.graphid;
 BEGIN
     DELETE FROM pgmemory.graph_vertices WHERE node_id = p_node RETURNING vertex_id INTO vid;
-    IF vid IS NOT NULL THEN
-        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1::text::ag_catalog.graphid', p_label)
-          USING vid;
+    IF vid IS NULL THEN
+        RETURN;
+    END IF;
+    gid := vid::text::ag_catalog.graphid;
+    IF p_label = 'Entity' THEN DELETE FROM pgmemory_graph."Entity" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'Episode' THEN DELETE FROM pgmemory_graph."Episode" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'Community' THEN DELETE FROM pgmemory_graph."Community" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSE
+        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1', p_label) USING gid;
     END IF;
 END
 $$;
@@ -43,21 +69,40 @@ DECLARE
     eid bigint := (SELECT edge_id FROM pgmemory.graph_edges WHERE edge_key = p_key);
     v_from bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_from);
     v_to bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_to);
+    props ag_catalog.agtype := p_props::text::ag_catalog.agtype;
+    g_from ag_catalog.graphid := v_from::text::ag_catalog.graphid;
+    g_to ag_catalog.graphid := v_to::text::ag_catalog.graphid;
+    gid ag_catalog.graphid := eid::text::ag_catalog.graphid;
 BEGIN
     IF v_from IS NULL OR v_to IS NULL THEN
         RAISE EXCEPTION 'graph mirror: % edge % has no vertex for % or %', p_label, p_key, p_from, p_to;
     END IF;
     IF eid IS NULL THEN
-        EXECUTE format('INSERT INTO pgmemory_graph.%I (start_id, end_id, properties)
-                        VALUES ($1::text::ag_catalog.graphid, $2::text::ag_catalog.graphid,
-                                $3::text::ag_catalog.agtype)
-                        RETURNING id::text::bigint', p_label)
-           INTO eid USING v_from, v_to, p_props;
+        IF p_label = 'RELATES_TO' THEN
+            INSERT INTO pgmemory_graph."RELATES_TO" (start_id, end_id, properties) VALUES (g_from, g_to, props)
+            RETURNING id::text::bigint INTO eid;
+        ELSIF p_label = 'MENTIONS' THEN
+            INSERT INTO pgmemory_graph."MENTIONS" (start_id, end_id, properties) VALUES (g_from, g_to, props)
+            RETURNING id::text::bigint INTO eid;
+        ELSIF p_label = 'HAS_MEMBER' THEN
+            INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties) VALUES (g_from, g_to, props)
+            RETURNING id::text::bigint INTO eid;
+        ELSE
+            EXECUTE format('INSERT INTO pgmemory_graph.%I (start_id, end_id, properties) VALUES ($1, $2, $3)'
+                           ' RETURNING id::text::bigint', p_label) INTO eid USING g_from, g_to, props;
+        END IF;
         INSERT INTO pgmemory.graph_edges (edge_key, edge_id) VALUES (p_key, eid);
     ELSE
-        EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1::text::ag_catalog.agtype
-                        WHERE id OPERATOR(ag_catalog.=) $2::text::ag_catalog.graphid', p_label)
-           USING p_props, eid;
+        IF p_label = 'RELATES_TO' THEN
+            UPDATE pgmemory_graph."RELATES_TO" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSIF p_label = 'MENTIONS' THEN
+            UPDATE pgmemory_graph."MENTIONS" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSIF p_label = 'HAS_MEMBER' THEN
+            UPDATE pgmemory_graph."HAS_MEMBER" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
+        ELSE
+            EXECUTE format('UPDATE pgmemory_graph.%I SET properties = $1 WHERE id OPERATOR(ag_catalog.=) $2',
+                           p_label) USING props, gid;
+        END IF;
     END IF;
 END
 $$;
@@ -66,11 +111,18 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_edge(p_label text, p_key
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     eid bigint;
+    gid ag_catalog.graphid;
 BEGIN
     DELETE FROM pgmemory.graph_edges WHERE edge_key = p_key RETURNING edge_id INTO eid;
-    IF eid IS NOT NULL THEN
-        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1::text::ag_catalog.graphid', p_label)
-          USING eid;
+    IF eid IS NULL THEN
+        RETURN;
+    END IF;
+    gid := eid::text::ag_catalog.graphid;
+    IF p_label = 'RELATES_TO' THEN DELETE FROM pgmemory_graph."RELATES_TO" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'MENTIONS' THEN DELETE FROM pgmemory_graph."MENTIONS" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSIF p_label = 'HAS_MEMBER' THEN DELETE FROM pgmemory_graph."HAS_MEMBER" WHERE id OPERATOR(ag_catalog.=) gid;
+    ELSE
+        EXECUTE format('DELETE FROM pgmemory_graph.%I WHERE id OPERATOR(ag_catalog.=) $1', p_label) USING gid;
     END IF;
 END
 $$;
@@ -173,12 +225,19 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_fact() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    was_believed boolean;
 BEGIN
     -- A deleted version, or one whose belief ended (or resumed), leaves its edge of the old kind.
-    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND upper_inf(OLD.recorded) <> upper_inf(NEW.recorded)) THEN
-        PERFORM pgmemory_internal.graph_drop_edge(CASE WHEN upper_inf(OLD.recorded) THEN 'RELATES_TO' ELSE 'PAST_BELIEF' END,
-                                                  CASE WHEN upper_inf(OLD.recorded) THEN 'fact:' ELSE 'past:' END
-                                                  || OLD.version_id);
+    IF TG_OP <> 'INSERT' THEN
+        was_believed := upper_inf(OLD.recorded);
+    END IF;
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND was_believed <> upper_inf(NEW.recorded)) THEN
+        IF was_believed THEN
+            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
+        ELSE
+            PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || OLD.version_id);
+        END IF;
     END IF;
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;

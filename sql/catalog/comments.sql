@@ -236,6 +236,8 @@ BEGIN
             ('entity_candidates', 'Internal (ingestion): entity candidates for resolution (exact name, cosine, full text)'),
             ('fact_candidates', 'Internal (ingestion): fact dedupe candidates between the same entity pair'),
             ('contradiction_candidates', 'Internal (ingestion): believed facts a new fact may contradict'),
+            ('read_entity_candidates', 'Internal (ingestion): the group''s change counter and the entity candidates, one snapshot'),
+            ('read_fact_candidates', 'Internal (ingestion): duplicate and contradiction candidates of new facts in one call'),
             ('apply_episode', 'Internal (ingestion): apply one episode''s decisions in one transaction'),
             ('apply_if_unchanged', 'Internal (ingestion): apply under the group lock if the group did not change since the read'),
             ('claims_summary', 'Internal: what a list of applied claims did'),

@@ -70,10 +70,16 @@ BEGIN
         SELECT array_agg(group_id), array_agg(tsv), array_agg(1) INTO groups, tsvs, signs FROM new_rows;
     ELSIF TG_OP = 'DELETE' THEN
         SELECT array_agg(group_id), array_agg(tsv), array_agg(-1) INTO groups, tsvs, signs FROM old_rows;
-    ELSE
+    ELSIF TG_ARGV[0] = 'facts' THEN  -- only rows whose text changed (not closed versions)
         SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign) INTO groups, tsvs, signs
-          FROM (SELECT o.group_id, o.tsv, -1 AS sign FROM old_rows o
-                UNION ALL SELECT n.group_id, n.tsv, 1 FROM new_rows n) x;
+          FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.version_id = o.version_id
+         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1), (n.group_id, n.tsv, 1)) AS x (group_id, tsv, sign)
+         WHERE o.tsv IS DISTINCT FROM n.tsv;
+    ELSE  -- episodes, entities: only rows whose text changed (not status or embedding updates)
+        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign) INTO groups, tsvs, signs
+          FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.id = o.id
+         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1), (n.group_id, n.tsv, 1)) AS x (group_id, tsv, sign)
+         WHERE o.tsv IS DISTINCT FROM n.tsv;
     END IF;
     IF groups IS NOT NULL THEN
         PERFORM pgmemory_internal.add_text_stats(TG_ARGV[0], groups, tsvs, signs);
