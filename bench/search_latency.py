@@ -422,18 +422,18 @@ def explain_queries(q: Query, now: datetime) -> list[tuple[str, str, dict[str, A
          (f"SELECT f.version_id, f.embedding <=> %(v)s::vector AS d FROM pgmemory.facts f"
          f" WHERE f.group_id = ANY (%(g)s::text[]) AND {in_view}"
          f" ORDER BY f.embedding <=> %(v)s::vector LIMIT 30"), p),
-        ("facts full text (fact_text_hits; plpgsql, its own statements not shown)",
+        ("facts full text (fact_text_hits: text_top_k, plpgsql, its own statements not shown)",
          (f"SELECT * FROM pgmemory_internal.fact_text_hits(%(g)s::text[], %(q)s, 30, %(now)s::timestamptz, NULL, false,"
          f" '{{}}'::text[], {BOUNDS})"), p),
         ("entities cosine",
          ("SELECT e.id, e.name_embedding <=> %(v)s::vector AS d FROM pgmemory.entities e"
          " WHERE e.group_id = ANY (%(g)s::text[]) ORDER BY e.name_embedding <=> %(v)s::vector LIMIT 30"), p),
-        ("entities full text (entity_text_hits)",
+        ("entities full text (entity_text_hits: text_top_k, plpgsql)",
          "SELECT * FROM pgmemory_internal.entity_text_hits(%(g)s::text[], %(q)s, 30, NULL, '{}'::text[])", p),
         ("episodes cosine",
          ("SELECT ep.id, ep.embedding <=> %(v)s::vector AS d FROM pgmemory.episodes ep"
          " WHERE ep.group_id = ANY (%(g)s::text[]) ORDER BY ep.embedding <=> %(v)s::vector LIMIT 30"), p),
-        ("episodes full text (episode_text_hits)",
+        ("episodes full text (episode_text_hits: text_top_k, plpgsql)",
          "SELECT * FROM pgmemory_internal.episode_text_hits(%(g)s::text[], %(q)s, 30, NULL, NULL)", p),
         ("communities cosine",
          ("SELECT cm.id, cm.name_embedding <=> %(v)s::vector AS d FROM pgmemory.communities cm"

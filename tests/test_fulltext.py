@@ -128,6 +128,88 @@ def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
                 assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
 
 
+ANIMALS = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
+           + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
+           + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])
+# The last query has 13 lexemes: the commonest are searched as one unit (any of them).
+ANIMAL_QUERIES = ("dogs and zebras", "dogs, zebras and lions",
+                  "old zebras, lions, cats and dogs: number 1, 2, 3, 4 or 5 called, known")
+
+
+def assert_exact_top_k(conn: psycopg.Connection, group: str, hits_sql: str, reference_sql: str,
+                       extra_queries: tuple[str, ...] = ()) -> None:
+    """For every k from 1 to 40, the pruned top k (hits_sql, args group, query, k) has the scores
+    of the unpruned reference (reference_sql, args g and q) and the same rows, up to the order
+    of exact ties at the k-th score."""
+    for query in ANIMAL_QUERIES + extra_queries:
+        expected = conn.execute(reference_sql, {"g": group, "q": query}).fetchall()
+        assert expected, query
+        for k in range(1, 41):
+            hits = conn.execute(hits_sql, (group, query, k)).fetchall()
+            assert len(hits) == min(k, len(expected)), (query, k)
+            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
+            cut = expected[k - 1][1] if len(expected) >= k else -1
+            assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}, \
+                (query, k)
+
+
+# Episodes of the searched group valid by 2024-06-01, scored without pruning: the reference.
+EPISODE_HITS = "SELECT id, score FROM pgmemory_internal.episode_text_hits(ARRAY[%s], %s, %s, NULL, '2024-06-01')"
+EPISODE_REFERENCE = """
+    SELECT ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+                                                           length(ep.tsv), t.avgdl)) AS score
+      FROM pgmemory.episodes ep JOIN pgmemory_internal.bm25_terms('episodes', ARRAY[%(g)s], %(q)s, 1) t ON ep.tsv @@ t.tq
+     WHERE ep.group_id = %(g)s AND ep.valid_at <= '2024-06-01'
+     GROUP BY ep.id ORDER BY 2 DESC, 1"""
+
+
+def test_episode_top_k_is_exact_and_in_view(db_dsn, group):
+    # Hidden from an as-of 2024-06-01 search: later episodes, the best zebra documents of all;
+    # another group's zebras count neither in the scores nor the hits.
+    insert = "INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at) VALUES (%s, %s, 'text', %s, %s)"
+    with psycopg.connect(db_dsn) as conn:
+        for text in ANIMALS:
+            conn.execute(insert, (uuid.uuid4(), group, text, utc("2024-01-01")))
+        for text in ("zebra zebra zebra", "zebra zebra zebra zebra lion"):
+            conn.execute(insert, (uuid.uuid4(), group, text, utc("2024-07-01")))
+        conn.execute(insert, (uuid.uuid4(), f"{group}-other", "zebra zebra zebra zebra zebra", utc("2024-01-01")))
+        conn.commit()
+        assert_exact_top_k(conn, group, EPISODE_HITS, EPISODE_REFERENCE, ("zebra",))
+        top = conn.execute(EPISODE_HITS, (group, "zebra", 10)).fetchall()
+        text_of = dict(conn.execute("SELECT id, content FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchall())
+    assert sorted(text_of[i] for i, _ in top) == sorted(t for t in ANIMALS if "zebra" in t)  # none hidden
+
+
+# Current entities (not retired) of the searched group, scored without pruning: the reference.
+ENTITY_HITS = "SELECT id, score FROM pgmemory_internal.entity_text_hits(ARRAY[%s], %s, %s, NULL, '{}')"
+ENTITY_REFERENCE = """
+    SELECT e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
+                                                          length(e.tsv), t.avgdl)) AS score
+      FROM pgmemory.entities e JOIN pgmemory_internal.bm25_terms('entities', ARRAY[%(g)s], %(q)s, 1) t ON e.tsv @@ t.tq
+     WHERE e.group_id = %(g)s AND e.retired_at IS NULL
+     GROUP BY e.id ORDER BY 2 DESC, 1"""
+
+
+def test_entity_top_k_is_exact_and_in_view(db_dsn, group):
+    # Hidden: retired entities (merged into others), the best zebra names of all, and another
+    # group's; the label filter keeps only the entities with the label asked for.
+    insert = "INSERT INTO pgmemory.entities (id, group_id, name, labels, retired_at) VALUES (%s, %s, %s, %s, %s)"
+    with psycopg.connect(db_dsn) as conn:
+        for n, name in enumerate(ANIMALS):
+            conn.execute(insert, (uuid.uuid4(), group, name, ["Animal"] if n % 3 else ["Entity"], None))
+        for name in ("zebra zebra zebra", "zebra zebra zebra zebra lion"):
+            conn.execute(insert, (uuid.uuid4(), group, name, ["Animal"], utc("2024-01-01")))
+        conn.execute(insert, (uuid.uuid4(), f"{group}-other", "zebra zebra zebra zebra zebra", ["Animal"], None))
+        conn.commit()
+        assert_exact_top_k(conn, group, ENTITY_HITS, ENTITY_REFERENCE, ("zebra",))
+        top = conn.execute(ENTITY_HITS, (group, "zebra", 10)).fetchall()
+        animals = conn.execute("SELECT id FROM pgmemory_internal.entity_text_hits(ARRAY[%s], 'lion', 40, NULL,"
+                               " '{Animal}')", (group,)).fetchall()
+        name_of = dict(conn.execute("SELECT id, name FROM pgmemory.entities WHERE group_id = %s", (group,)).fetchall())
+    assert sorted(name_of[i] for i, _ in top) == sorted(t for t in ANIMALS if "zebra" in t)  # none retired
+    assert sorted(name_of[i] for i, in animals) == sorted(t for n, t in enumerate(ANIMALS) if "lion" in t and n % 3)
+
+
 FACT_HITS = ("SELECT version_id, score FROM pgmemory_internal.fact_text_hits(ARRAY[%s], %s, %s, now(), NULL, false, '{}',"
              " ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[])")
 # Every fact in view now, scored by the same per-lexeme BM25 shares, with no pruning: the reference.
@@ -143,9 +225,7 @@ def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
     # Facts: "dog" in ~290 (with "knows", the relation, in all), "zebra" in 5 believed facts and in
     # 3 that are not in view (a superseded version, an ended one, one of another group), "lion" in 6.
     a, b = uuid.uuid4(), uuid.uuid4()
-    texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
-             + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
-             + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])
+    texts = ANIMALS
     hidden = [("zebra zebra zebra", "tstzrange('2020-01-01', NULL)", "tstzrange('2021-01-01', '2022-01-01')"),
               ("zebra zebra zebra zebra", "tstzrange('2020-01-01', '2021-01-01')", "tstzrange(now(), NULL)")]
     insert = ("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid, recorded)"
@@ -165,17 +245,7 @@ def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
         conn.execute(insert.format(valid="tstzrange('2020-01-01', NULL)", recorded="tstzrange(now(), NULL)"),
                      (f"{group}-other", other["A"], other["B"], ["zebra zebra zebra zebra zebra"]))
         conn.commit()
-        # The last query has 13 lexemes: the commonest are searched as one unit (any of them).
-        for query in ("dogs and zebras", "dogs, zebras and lions", "who knows a zebra", "zebra",
-                      "old zebras, lions, cats and dogs: number 1, 2, 3, 4 or 5 called, known"):
-            expected = conn.execute(FACT_REFERENCE, {"g": group, "q": query}).fetchall()
-            for k in (1, 2, 3, 10, 40):
-                hits = conn.execute(FACT_HITS, (group, query, k)).fetchall()
-                assert len(hits) == min(k, len(expected)), (query, k)
-                assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
-                # The same facts, up to the order of exact ties at the k-th score.
-                cut = expected[k - 1][1] if len(expected) >= k else -1
-                assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}
+        assert_exact_top_k(conn, group, FACT_HITS, FACT_REFERENCE, ("who knows a zebra", "zebra"))
         text_of = dict(conn.execute("SELECT version_id, fact FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchall())
         top = conn.execute(FACT_HITS, (group, "zebra", 10)).fetchall()
     assert sorted(text_of[i] for i, _ in top) == sorted(t for t in texts if "zebra" in t)  # none hidden

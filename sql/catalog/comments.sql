@@ -284,6 +284,8 @@ BEGIN
             ('episode_text_hits', 'Internal (search): episode full-text hits'),
             ('fact_text_hits', 'Internal (search): fact full-text hits'),
             ('community_text_hits', 'Internal (search): community full-text hits'),
+            ('text_top_k', 'Internal (search): exact BM25 top k of facts, entities or episodes (tsvector mode)'),
+            ('text_scores', 'Internal (search): BM25 scores of the unscored documents of one kind holding a tsquery'),
             ('tsv_length', 'Internal: length of a tsvector in tokens'),
             ('add_text_stats', 'Internal: add or remove documents from the BM25 statistics'),
             ('track_text_stats', 'Internal trigger: keep the BM25 statistics'),

@@ -44,32 +44,75 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
 $$;
 
--- Each function finds documents term by term (GIN: tsv @@ one lexeme) and scores a document
--- by all the query's lexemes it contains: exact Okapi BM25, top p_k, with MaxScore pruning
--- when the common lexemes' lists are long (together at least 50 x p_k rows; not a speaker's
--- name in a 400-turn chat, where reading them is cheaper than pruning):
---   1. the documents with a rare lexeme are scored; theta = the p_k-th best score (0 if fewer);
---   2. the commonest lexemes whose bounds add up to less than theta are never read (a
---      lexeme's share is below 1.3 x idf, so a document with only those scores < theta);
---   3. the documents with any other common lexeme are scored too.
--- Without pruning, every matching document is scored (step 1 with every lexeme).
+-- One method for every kind (facts, entities, episodes): the exact BM25 top p_k by upper bounds
+-- over sets of lexemes. A lexeme's share is below 1.3 x idf, so a document can beat the current
+-- p_k-th score (theta) only if the bounds of the lexemes it holds add up to theta. The query's
+-- lexemes (at most 10 units: beyond that the commonest form one unit, any of them) are combined
+-- into every set, highest bound first:
+--   1. the documents holding every unit of each of the first 2 x n sets (GIN intersections, few
+--      rows) are scored and theta raised, while a set's bound can still beat theta; then, while
+--      fewer than p_k documents are scored, the documents of single units, rarest first;
+--   2. one query reads the documents not scored yet that hold a (smallest) set whose bound
+--      reaches theta (with theta 0: any unit); a set holding one read whole in step 1 is left out.
+-- text_scores reads and scores the documents of one probe; text_top_k drives the steps.
 
--- Facts go further (the edge-only recipe's full text, and at 100k facts most of a search): exact
--- top p_k by upper bounds over sets of lexemes. A lexeme's share is below 1.3 x idf, so a fact can beat the
--- current p_k-th score (theta) only if the lexemes it contains have bounds adding up to theta.
--- The query's lexemes (at most 10 units: beyond that the commonest form one unit, any of them)
--- are combined into every set, highest bound first:
---   1. the facts holding every lexeme of each of the first sets (GIN intersections, few rows)
---      are scored and theta raised, while a set's bound can still reach theta (at most 2 x n sets);
---   2. then one query reads the facts holding any set whose bound reaches theta (with theta 0:
---      any lexeme) that are not scored yet.
--- Each step reads the GIN index alone (a MATERIALIZED step without the view test, which the
--- planner otherwise ANDs with the bitmap of a partial index on current facts: ~97k entries per
--- lexeme at 100k facts), carrying the tsvector, so scoring needs no second visit to the table.
-CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
-    p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
-    p_superseded boolean, p_relations text[], p_bounds timestamptz[])
-RETURNS TABLE (version_id bigint, score double precision) LANGUAGE plpgsql STABLE AS $$
+-- The documents of kind p_kind holding p_probe, in the searched groups, not among the scored
+-- ones (p_seen_group, p_seen), in view, with their BM25 score. Each kind's rows come from the GIN
+-- index alone (a MATERIALIZED step without the view test, which the planner otherwise ANDs with
+-- the bitmap of a partial index on current facts: ~97k entries per lexeme at 100k facts),
+-- carrying the tsvector, so scoring needs no second visit to the table; the branches of other
+-- kinds are cut by their constant p_kind test. Keys are text (a fact's version_id, an entity's
+-- or episode's id). PL/pgSQL: Citus plans no SQL function reading its tables with parameters.
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
+    p_kind text, p_groups text[], p_probe tsquery, p_seen_group text[], p_seen text[],
+    p_terms_group text[], p_terms_idf double precision[], p_terms_tq tsquery[], p_terms_avgdl double precision[],
+    p_known_at timestamptz, p_point timestamptz, p_as_of timestamptz, p_superseded boolean,
+    p_relations text[], p_bounds timestamptz[], p_labels text[])
+RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH found AS MATERIALIZED (
+        SELECT f0.group_id, f0.version_id::text AS key, f0.tsv,
+               pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
+                                              p_superseded, p_relations, p_bounds, f0.is_event) AS visible
+          FROM pgmemory.facts f0
+         WHERE p_kind = 'facts' AND f0.group_id = ANY (p_groups) AND f0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = f0.version_id::text AND y.group_id = f0.group_id)
+        UNION ALL
+        SELECT e0.group_id, e0.id::text, e0.tsv,
+               (p_known_at IS NULL OR e0.created_at <= p_known_at)
+               AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
+               AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)
+          FROM pgmemory.entities e0
+         WHERE p_kind = 'entities' AND e0.group_id = ANY (p_groups) AND e0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = e0.id::text AND y.group_id = e0.group_id)
+        UNION ALL
+        SELECT ep0.group_id, ep0.id::text, ep0.tsv,
+               (p_known_at IS NULL OR ep0.recorded_at <= p_known_at) AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)
+          FROM pgmemory.episodes ep0
+         WHERE p_kind = 'episodes' AND ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe
+           AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
+                            WHERE y.key = ep0.id::text AND y.group_id = ep0.group_id))
+    SELECT x.group_id, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+                                                                     length(x.tsv), w.avgdl))
+      FROM found x
+      JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
+        ON w.group_id = x.group_id AND x.tsv @@ w.tq
+     WHERE x.visible
+     GROUP BY x.group_id, x.key;
+END
+$$;
+
+-- The exact BM25 top p_k of kind p_kind ('facts', 'entities' or 'episodes'; the view arguments
+-- of other kinds are ignored): (group, key, score), best first, exact ties by key (a shorter
+-- key first, so version ids order as numbers).
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_top_k(
+    p_kind text, p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
+    p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
+RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
     terms_group text[];
@@ -82,17 +125,21 @@ DECLARE
     masks integer[];             -- every non-empty set of units, highest bound first
     mask_bound double precision[];
     theta double precision := 0;
-    seen bigint[] := '{}';
+    seen_group text[] := '{}';
+    seen text[] := '{}';
     seen_score double precision[] := '{}';
-    done integer[] := '{}';      -- the sets whose facts are all scored
+    done integer[] := '{}';      -- the sets whose documents are all scored
     probe tsquery;
     i integer;
     j integer;
 BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes') THEN
+        RAISE EXCEPTION 'unknown text kind: %', p_kind USING ERRCODE = '22023';
+    END IF;
     SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
            array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text)
       INTO terms_group, terms_idf, terms_tq, terms_avgdl
-      FROM pgmemory_internal.bm25_terms('facts', p_groups, p_query, p_k) t;
+      FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
@@ -110,8 +157,8 @@ BEGIN
       FROM (SELECT g AS mask, (SELECT sum(unit_bound[b + 1]) FROM generate_series(0, n - 1) AS b
                                 WHERE g & (1 << b) <> 0) AS b
               FROM generate_series(1, (1 << n) - 1) AS g) m;
-    -- Step 1: the facts holding whole sets, best sets first (at most 2 x n sets), then, while
-    -- fewer than p_k facts are scored, single units, rarest first.
+    -- Step 1: the documents holding whole sets, best sets first (at most 2 x n sets), then, while
+    -- fewer than p_k documents are scored, single units, rarest first.
     FOR i IN 1 .. cardinality(masks) + n LOOP
         IF i <= cardinality(masks) THEN
             j := masks[i];
@@ -125,28 +172,18 @@ BEGIN
         END IF;
         probe := (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')::tsquery
                     FROM generate_series(0, n - 1) AS b WHERE j & (1 << b) <> 0);
-        WITH found AS MATERIALIZED (
-            SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event
-              FROM pgmemory.facts f0
-             WHERE f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
-               AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
-        fresh AS (
-            SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                                length(x.tsv), w.avgdl)) AS s
-              FROM found x
-              JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
-                ON w.group_id = x.group_id AND x.tsv @@ w.tq
-             WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
-                                         p_superseded, p_relations, p_bounds, x.is_event)
-             GROUP BY x.version_id)
-        SELECT seen || coalesce(array_agg(fresh.version_id), '{}'), seen_score || coalesce(array_agg(fresh.s), '{}')
-          INTO seen, seen_score FROM fresh;
+        SELECT seen_group || coalesce(array_agg(h.group_id), '{}'), seen || coalesce(array_agg(h.key), '{}'),
+               seen_score || coalesce(array_agg(h.score), '{}')
+          INTO seen_group, seen, seen_score
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, seen_group, seen, terms_group, terms_idf,
+                                             terms_tq, terms_avgdl, p_known_at, p_point, p_as_of, p_superseded,
+                                             p_relations, p_bounds, p_labels) h;
         done := done || j;
         IF cardinality(seen) >= p_k THEN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
         END IF;
     END LOOP;
-    -- Step 2: every other fact that could still reach theta: it holds a set whose bound does
+    -- Step 2: every other document that could still reach theta: it holds a set whose bound does
     -- (the smallest such sets suffice; with theta 0, any single unit).
     probe := (SELECT string_agg('(' || (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')
                                           FROM generate_series(0, n - 1) AS b WHERE m.mask & (1 << b) <> 0) || ')', ' | ')
@@ -155,114 +192,60 @@ BEGIN
                      OR theta > 0 AND NOT EXISTS (  -- minimal: no unit can be left out
                          SELECT FROM generate_series(0, n - 1) AS b
                           WHERE m.mask & (1 << b) <> 0 AND m.bound - unit_bound[b + 1] >= theta))
-                 -- a set none of whose facts is unscored: it holds a set read whole in step 1
+                 -- a set none of whose documents is unscored: it holds a set read whole in step 1
                  AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d))::tsquery;
     RETURN QUERY
-    WITH found AS MATERIALIZED (
-        SELECT f0.version_id, f0.group_id, f0.tsv, f0.valid, f0.recorded, f0.relation, f0.is_event
-          FROM pgmemory.facts f0
-         WHERE probe IS NOT NULL AND f0.group_id = ANY (p_groups) AND f0.tsv @@ probe
-           AND NOT EXISTS (SELECT FROM unnest(seen) AS y (id) WHERE y.id = f0.version_id)),
-    fresh AS (
-        SELECT x.version_id, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                            length(x.tsv), w.avgdl)) AS s
-          FROM found x
-          JOIN unnest(terms_group, terms_idf, terms_tq, terms_avgdl) AS w (group_id, idf, tq, avgdl)
-            ON w.group_id = x.group_id AND x.tsv @@ w.tq
-         WHERE pgmemory_internal.fact_in_view(x.valid, x.recorded, x.relation, p_point, p_known_at,
-                                     p_superseded, p_relations, p_bounds, x.is_event)
-         GROUP BY x.version_id)
-    SELECT a.version_id, a.s FROM (
-        SELECT fresh.version_id, fresh.s FROM fresh
-        UNION ALL SELECT * FROM unnest(seen, seen_score)) a (version_id, s)
-     ORDER BY a.s DESC, a.version_id LIMIT p_k;
+    SELECT a.group_id, a.key, a.score FROM (
+        SELECT h.group_id, h.key, h.score
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, seen_group, seen, terms_group, terms_idf,
+                                             terms_tq, terms_avgdl, p_known_at, p_point, p_as_of, p_superseded,
+                                             p_relations, p_bounds, p_labels) h
+         WHERE probe IS NOT NULL
+        UNION ALL SELECT * FROM unnest(seen_group, seen, seen_score)) a (group_id, key, score)
+     ORDER BY a.score DESC, length(a.key), a.key COLLATE "C" LIMIT p_k;
 END
+$$;
+
+-- Generic plans: a custom plan of text_scores (three kinds' branches) per probe cost 3-10 ms of
+-- planning at 100k facts, more than most probes (bench/fulltext_kinds.py); the generic plan reads
+-- each kind's GIN index all the same (the view test is not in the WHERE). Not on Citus, which
+-- routes a query by the group's value and cannot plan these with parameters.
+DO $plan$
+BEGIN
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        ALTER FUNCTION pgmemory_internal.text_top_k(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
+                                                    boolean, text[], timestamptz[], text[]) RESET plan_cache_mode;
+    ELSE
+        ALTER FUNCTION pgmemory_internal.text_top_k(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
+                                                    boolean, text[], timestamptz[], text[])
+            SET plan_cache_mode = force_generic_plan;
+    END IF;
+END
+$plan$;
+
+-- The full-text hits of each kind (the signatures search_candidates calls; bm25.sql defines the
+-- same with pg_textsearch).
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
+    p_groups text[], p_query text, p_k integer, p_point timestamptz, p_known_at timestamptz,
+    p_superseded boolean, p_relations text[], p_bounds timestamptz[])
+RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
+    SELECT h.key::bigint, h.score
+      FROM pgmemory_internal.text_top_k('facts', p_groups, p_query, p_k, p_known_at, p_point, NULL, p_superseded,
+                                        p_relations, p_bounds, '{}') h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('entities', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
-    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
-        SELECT DISTINCT e0.group_id, e0.id FROM t
-          JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
-         AND e0.group_id = ANY (p_groups)
-         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
-           AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
-           AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
-           AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)),
-    scored AS MATERIALIZED (
-        SELECT e.group_id, e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
-                                                     length(e.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
-          JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
-         GROUP BY e.group_id, e.id),
-    theta AS MATERIALIZED (
-        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
-    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
-        SELECT c.group_id, c.tq FROM (
-            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
-                                                            ROWS UNBOUNDED PRECEDING) AS bound
-              FROM t WHERE t.common AND (SELECT prune FROM how)) c
-         WHERE c.bound >= (SELECT v FROM theta)),
-    more AS MATERIALIZED (  -- step 3
-        SELECT DISTINCT e0.group_id, e0.id FROM essential t
-          JOIN pgmemory.entities e0 ON e0.group_id = t.group_id AND e0.tsv @@ t.tq
-         AND e0.group_id = ANY (p_groups)
-         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.group_id = e0.group_id AND x.id = e0.id)
-           AND (p_known_at IS NULL OR e0.created_at <= p_known_at)
-           AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
-           AND (cardinality(p_labels) = 0 OR e0.labels && p_labels))
-    SELECT x.id, x.score FROM scored x
-    UNION ALL
-    SELECT e.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], e.tsv, t.tq, 0),
-                                                   length(e.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.entities e ON e.group_id = ANY (p_groups) AND e.group_id = d.group_id AND e.id = d.id
-      JOIN t ON t.group_id = e.group_id AND e.tsv @@ t.tq
-     GROUP BY e.group_id, e.id
-     ORDER BY 2 DESC, 1 LIMIT p_k
+    SELECT h.key::uuid, h.score
+      FROM pgmemory_internal.text_top_k('entities', p_groups, p_query, p_k, p_known_at, NULL, NULL, NULL,
+                                        NULL, NULL, p_labels) h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    WITH t AS MATERIALIZED (SELECT * FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k)),
-    how AS MATERIALIZED (SELECT coalesce(sum(t.df) FILTER (WHERE t.common), 0) >= 50 * p_k AS prune FROM t),
-    todo AS MATERIALIZED (  -- step 1: documents with a rare lexeme (with any lexeme, unpruned)
-        SELECT DISTINCT ep0.group_id, ep0.id FROM t
-          JOIN pgmemory.episodes ep0 ON ep0.group_id = t.group_id AND ep0.tsv @@ t.tq
-         AND ep0.group_id = ANY (p_groups)
-         WHERE (NOT t.common OR NOT (SELECT prune FROM how))
-           AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
-           AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)),
-    scored AS MATERIALIZED (
-        SELECT ep.group_id, ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
-                                                     length(ep.tsv), t.avgdl)) AS score
-          FROM todo d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
-          JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
-         GROUP BY ep.group_id, ep.id),
-    theta AS MATERIALIZED (
-        SELECT coalesce((SELECT x.score FROM scored x ORDER BY x.score DESC OFFSET p_k - 1 LIMIT 1), 0) AS v),
-    essential AS MATERIALIZED (  -- step 2: the common lexemes that are read after all
-        SELECT c.group_id, c.tq FROM (
-            SELECT t.group_id, t.tq, sum(1.3 * t.idf) OVER (PARTITION BY t.group_id ORDER BY t.df DESC, t.tq::text
-                                                            ROWS UNBOUNDED PRECEDING) AS bound
-              FROM t WHERE t.common AND (SELECT prune FROM how)) c
-         WHERE c.bound >= (SELECT v FROM theta)),
-    more AS MATERIALIZED (  -- step 3
-        SELECT DISTINCT ep0.group_id, ep0.id FROM essential t
-          JOIN pgmemory.episodes ep0 ON ep0.group_id = t.group_id AND ep0.tsv @@ t.tq
-         AND ep0.group_id = ANY (p_groups)
-         WHERE NOT EXISTS (SELECT FROM todo x WHERE x.group_id = ep0.group_id AND x.id = ep0.id)
-           AND (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
-           AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of))
-    SELECT x.id, x.score FROM scored x
-    UNION ALL
-    SELECT ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
-                                                   length(ep.tsv), t.avgdl))
-      FROM more d JOIN pgmemory.episodes ep ON ep.group_id = ANY (p_groups) AND ep.group_id = d.group_id AND ep.id = d.id
-      JOIN t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
-     GROUP BY ep.group_id, ep.id
-     ORDER BY 2 DESC, 1 LIMIT p_k
+    SELECT h.key::uuid, h.score
+      FROM pgmemory_internal.text_top_k('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
+                                        NULL, NULL, '{}') h
 $$;

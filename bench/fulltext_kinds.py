@@ -1,0 +1,108 @@
+"""Full-text top k per kind (facts, entities, episodes): the current functions against a baseline
+revision's, interleaved in one run on the same data, with a check that both return the same hits.
+
+The baseline's `*_text_hits` (sql/fulltext/tsvector.sql at --baseline, read with `git show`) are
+created as session-temporary functions (pg_temp), so the database keeps the current ones. Data:
+the LoCoMo groups and questions of the default database (as `search_latency --locomo` left them)
+and the 100k-fact scenario of `search_latency --sizes 100000 --reuse`, if loaded.
+
+    PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.fulltext_kinds \
+        --locomo /work/shared/data/locomo/locomo-dev.json --baseline HEAD~1
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench.search_latency import Scenario, db_dsn, db_exists, log, make_queries, pct
+from pgmemory.eval.ingestion import group_id as eval_group
+from pgmemory.eval.readers import read_locomo
+from pgmemory.storage.connect import connect, resolve_dsn
+from pgmemory.storage.setup import ensure_current, pgmemory_setting
+from bench.search_data import DIM
+
+K = 30  # what search_candidates asks of each kind
+BOUNDS = "ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[]"
+CALLS = {  # kind -> the call with the default filters of a search now (schema placeholder {s})
+    "facts": f"SELECT * FROM {{s}}.fact_text_hits(%(g)s::text[], %(q)s, {K}, now(), NULL, false, '{{{{}}}}', {BOUNDS})",
+    "entities": f"SELECT * FROM {{s}}.entity_text_hits(%(g)s::text[], %(q)s, {K}, NULL, '{{{{}}}}'::text[])",
+    "episodes": f"SELECT * FROM {{s}}.episode_text_hits(%(g)s::text[], %(q)s, {K}, NULL, NULL)",
+}
+
+
+def baseline_functions(rev: str) -> str:
+    """The baseline's *_text_hits definitions, renamed into pg_temp."""
+    root = Path(__file__).parent.parent
+    text = subprocess.run(["git", "show", f"{rev}:sql/fulltext/tsvector.sql"], cwd=root, check=True,
+                          capture_output=True, text=True).stdout
+    chunks = re.split(r"(?=^CREATE OR REPLACE FUNCTION )", text, flags=re.M)
+    wanted = [c for c in chunks if re.match(r"CREATE OR REPLACE FUNCTION pgmemory_internal\.(fact|entity|episode)_text_hits\(", c)]
+    return "\n".join(c.replace("FUNCTION pgmemory_internal.", "FUNCTION pg_temp.", 1) for c in wanted)
+
+
+def same_hits(a: list[tuple], b: list[tuple]) -> bool:
+    """Equal scores in order, and the same rows above the k-th score (exact ties may differ)."""
+    if len(a) != len(b) or not all(math.isclose(x[1], y[1], rel_tol=1e-9) for x, y in zip(a, b)):
+        return False
+    cut = a[-1][1] * (1 + 1e-9) if a else 0
+    return {x[0] for x in a if x[1] > cut} == {y[0] for y in b if y[1] > cut}
+
+
+def measure(dsn: str, name: str, queries: list[tuple[str, str]], rev: str, warmup: int) -> None:
+    """Time baseline and current per kind, interleaved query by query; print p50/p95 and ratios."""
+    with connect(dsn) as conn:
+        conn.execute(baseline_functions(rev))
+        for kind, call in CALLS.items():
+            times: dict[str, list[float]] = {"baseline": [], "current": []}
+            differ = 0
+            for n, (g, q) in enumerate(queries):
+                hits = {}
+                for label, schema in (("baseline", "pg_temp"), ("current", "pgmemory_internal")):
+                    started = time.perf_counter()
+                    hits[label] = conn.execute(call.format(s=schema), {"g": [g], "q": q}).fetchall()
+                    if n >= warmup:
+                        times[label].append((time.perf_counter() - started) * 1000)
+                differ += not same_hits(hits["baseline"], hits["current"])
+            b, c = pct(times["baseline"]), pct(times["current"])
+            log(f"  {name} {kind:8s} n={b['n']} baseline p50 {b['p50']:7.2f} p95 {b['p95']:7.2f} | current p50 "
+                f"{c['p50']:7.2f} p95 {c['p95']:7.2f} ms | ratio p50 {c['p50'] / max(b['p50'], 1e-9):.2f} p95 "
+                f"{c['p95'] / max(b['p95'], 1e-9):.2f} | results differ: {differ} | load {os.getloadavg()[0]:.2f}")
+        conn.rollback()
+
+
+def main() -> None:
+    """Parse the options, then measure LoCoMo (if given) and the 100k scenario (if loaded)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--locomo", type=Path, help="LoCoMo file whose conversations are loaded in the default database")
+    ap.add_argument("--baseline", default="HEAD~1", help="git revision of the baseline functions")
+    ap.add_argument("--queries", type=int, default=150, help="measured queries per data set (after warm-up)")
+    ap.add_argument("--warmup", type=int, default=20)
+    args = ap.parse_args()
+    server = resolve_dsn()
+    total = args.queries + args.warmup
+    if args.locomo:
+        asked = [(eval_group("locomo", c.conversation_id), q.question)
+                 for c in read_locomo(args.locomo) for q in c.questions]
+        random.Random(7).shuffle(asked)
+        with connect(server) as conn:
+            ensure_current(conn, pgmemory_setting(conn, "embedding_dim"))
+        measure(server, "locomo", asked[:total], args.baseline, args.warmup)
+    sc = Scenario("100k", 1, 100_000)
+    if db_exists(server, sc.db):
+        dsn = db_dsn(server, sc.db)
+        with connect(dsn) as conn:
+            ensure_current(conn, DIM)
+        queries, _ = make_queries(dsn, sc, total)
+        measure(dsn, "100k", [(q.group, q.text) for q in queries], args.baseline, args.warmup)
+
+
+if __name__ == "__main__":
+    main()
