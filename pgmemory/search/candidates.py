@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -44,14 +44,19 @@ async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query
     Citus delegated to the group's worker); several: search_candidates over all of them (on
     Citus, pgmemory.search.fanout instead). With `timings`, the seconds spent in the SQL call
     ("sql") and in decoding its rows ("decode") are added to it."""
-    started = time.perf_counter()
     opts = widened(opts)
     if len(group_ids) == 1:
-        rows = await fetch_rows(conn, SEARCH_ONE, group_ids[0], query, embedding, opts)
-    else:
-        rows = await fetch_rows(conn, SEARCH_MANY, group_ids, query, embedding, opts)
+        return await timed_decode(fetch_rows(conn, SEARCH_ONE, group_ids[0], query, embedding, opts), timings)
+    return await timed_decode(fetch_rows(conn, SEARCH_MANY, group_ids, query, embedding, opts), timings)
+
+
+async def timed_decode(rows: Awaitable[list[asyncpg.Record]], timings: dict[str, float] | None) -> SearchResults:
+    """Await the candidate rows and decode them; with `timings`, add the seconds of each step
+    ("sql", "decode") to it."""
+    started = time.perf_counter()
+    fetched_rows = await rows
     fetched = time.perf_counter()
-    results = decode(rows)
+    results = decode(fetched_rows)
     if timings is not None:
         timings["sql"] = timings.get("sql", 0.0) + fetched - started
         timings["decode"] = timings.get("decode", 0.0) + time.perf_counter() - fetched

@@ -16,14 +16,13 @@ Per group, not overall: the bfs_max_entities cap of the walk.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
 from pgmemory.errors import InvalidInput
-from pgmemory.search.candidates import SEARCH_ONE, decode, fetch_rows, widened
+from pgmemory.search.candidates import SEARCH_ONE, fetch_rows, timed_decode, widened
 from pgmemory.search.types import SearchResults
 
 DERIVED = {"facts"}  # the episode list built from the fact lists, not from a sort key of its own
@@ -83,14 +82,7 @@ async def _latest_episodes(pool: asyncpg.Pool, groups: list[str], opts: dict[str
 async def fetch_fanned_out(pool: asyncpg.Pool, group_ids: list[str], query: str, embedding: list[float] | None,
                            opts: dict[str, Any], timings: dict[str, float] | None = None) -> SearchResults:
     """The candidates of several groups on Citus, ranked over all of them (see the module)."""
-    started = time.perf_counter()
-    rows = await fanned_out_rows(pool, group_ids, query, embedding, opts)
-    fetched = time.perf_counter()
-    results = decode(rows)
-    if timings is not None:
-        timings["sql"] = timings.get("sql", 0.0) + fetched - started
-        timings["decode"] = timings.get("decode", 0.0) + time.perf_counter() - fetched
-    return results
+    return await timed_decode(fanned_out_rows(pool, group_ids, query, embedding, opts), timings)
 
 
 async def fanned_out_rows(pool: asyncpg.Pool, group_ids: list[str], query: str, embedding: list[float] | None,
