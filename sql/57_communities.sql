@@ -367,12 +367,14 @@ BEGIN
         ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
     END IF;
 
+    -- The touched communities as an array first (one evaluation): an IN (subquery) here was
+    -- planned as a re-run of the subquery for every current community of the group.
     UPDATE pgmemory.communities c SET revision = c.revision + 1, updated_at = now()
      WHERE c.group_id = p_group AND c.ended_at IS NULL
-       AND c.id IN (SELECT m.community_id FROM unnest(p_changed || joined) AS x (e)
-                    CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
-                                         WHERE m.group_id = p_group AND m.entity_id = x.e
-                                           AND m.ended_at IS NULL LIMIT 1) m);
+       AND c.id = ANY (ARRAY(SELECT m.community_id FROM unnest(p_changed || joined) AS x (e)
+                             CROSS JOIN LATERAL (SELECT m.community_id FROM pgmemory.community_members m
+                                                  WHERE m.group_id = p_group AND m.entity_id = x.e
+                                                    AND m.ended_at IS NULL LIMIT 1) m));
     RETURN cardinality(joined);
 END
 $$;
