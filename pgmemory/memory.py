@@ -6,13 +6,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import psycopg
 from pydantic import BaseModel
 
-from pgmemory.analyst.runner import SqlResult, run_async
 from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
@@ -35,6 +34,9 @@ from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 from pgmemory.storage.vectors import vector_literals
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
+
+if TYPE_CHECKING:  # the analyst runner (sqlglot, ~1 s to import) loads on the first sql() call
+    from pgmemory.analyst.runner import SqlResult
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
                   "episode_id", "metadata")
@@ -144,6 +146,7 @@ class Memory:
         """Analyst SQL (one SELECT over the analyst views, FOR SYSTEM_TIME / FOR VALID_TIME clauses
         allowed; docs/sql.md) in a READ ONLY transaction with a statement timeout and a row cap.
         `group_ids` narrows what is seen; the database never shows more than this login may see."""
+        from pgmemory.analyst.runner import run_async
         async with self.pool.acquire() as conn:
             return await run_async(conn, query, groups=group_ids, max_rows=max_rows, timeout_s=timeout_s)
 
