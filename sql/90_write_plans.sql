@@ -11,14 +11,14 @@ DO $plan$
 DECLARE
     f regprocedure;
 BEGIN
-    FOREACH f IN ARRAY ARRAY[
-        'pgmemory_internal.apply_if_unchanged(text, uuid, text, bigint, jsonb)',
-        'pgmemory_internal.apply_episode(text, uuid, jsonb)',
-        'pgmemory_internal.read_entity_candidates(text, text[], vector[])',
-        'pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])',
-        'pgmemory.add_fact(text, text, text, text, text, timestamptz, timestamptz, boolean, boolean, jsonb, '
-            'timestamptz, vector, vector, vector)',
-        'pgmemory.retract_fact(text, uuid)']::regprocedure[]
+    FOR f IN
+        SELECT x::regprocedure FROM unnest(ARRAY[
+            'pgmemory_internal.apply_if_unchanged(text, uuid, text, bigint, jsonb)',
+            'pgmemory_internal.apply_episode(text, uuid, jsonb)',
+            'pgmemory_internal.read_entity_candidates(text, text[], vector[])',
+            'pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])',
+            'pgmemory.add_fact(text, text, text, text, text, timestamptz, timestamptz, boolean, boolean, jsonb, timestamptz, vector, vector, vector)',
+            'pgmemory.retract_fact(text, uuid)']) x
     LOOP
         IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
             EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', f);
