@@ -66,13 +66,13 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
 
 
-WRITE_ENTRY_POINTS = ("apply_if_unchanged", "apply_episode", "read_entity_candidates", "read_fact_candidates",
-                      "add_fact", "retract_fact")
+WRITE_ENTRY_POINTS = ("apply_if_unchanged", "apply_episode", "add_fact", "retract_fact")
 
 
 def test_write_entry_points_run_generic_plans_after_every_init(empty_dsn):
-    """Issue 9: the write path's statements are planned once per session, not on every episode
-    (sql/90_write_plans.sql); a re-init, which re-creates every function, keeps it so."""
+    """Issue 9: the apply step's statements are planned once per session, not on every episode
+    (sql/90_write_plans.sql); a re-init, which re-creates every function, keeps it so. The
+    candidate reads keep custom plans (their HNSW search needs the LIMIT's value)."""
     def modes(conn) -> dict[str, list[str]]:
         return {name: [c for c in (config or []) if c.startswith("plan_cache_mode=")]
                 for name, config in conn.execute(
@@ -84,6 +84,8 @@ def test_write_entry_points_run_generic_plans_after_every_init(empty_dsn):
         init_database(conn, 384)
         conn.commit()
         assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in WRITE_ENTRY_POINTS}
+        assert conn.execute("SELECT proconfig FROM pg_proc WHERE oid = 'pgmemory_internal.read_entity_candidates"
+                            "(text, text[], vector[])'::regprocedure").fetchone()[0] is None
         conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")
         conn.commit()
         init_database(conn, 384)
