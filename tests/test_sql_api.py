@@ -66,11 +66,11 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
 
 
-WRITE_ENTRY_POINTS = ("apply_if_unchanged", "apply_episode", "add_fact", "retract_fact")
+GENERIC_PLANNED = ("derive_summaries",)
 
 
-def test_write_entry_points_run_generic_plans_after_every_init(empty_dsn):
-    """Issue 9: the apply step's statements are planned once per session, not on every episode
+def test_entity_summaries_run_generic_plans_after_every_init(empty_dsn):
+    """Issue 9: derive_summaries' statements are planned once per session, not on every episode
     (sql/90_write_plans.sql); a re-init, which re-creates every function, keeps it so. The
     candidate reads keep custom plans (their HNSW search needs the LIMIT's value)."""
     def modes(conn) -> dict[str, list[str]]:
@@ -78,19 +78,19 @@ def test_write_entry_points_run_generic_plans_after_every_init(empty_dsn):
                 for name, config in conn.execute(
                     "SELECT p.proname, p.proconfig FROM pg_proc p WHERE p.proname = ANY (%s)"
                     " AND p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)",
-                    (list(WRITE_ENTRY_POINTS),))}
+                    (list(GENERIC_PLANNED),))}
 
     with psycopg.connect(empty_dsn) as conn:
         init_database(conn, 384)
         conn.commit()
-        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in WRITE_ENTRY_POINTS}
+        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in GENERIC_PLANNED}
         assert conn.execute("SELECT proconfig FROM pg_proc WHERE oid = 'pgmemory_internal.read_entity_candidates"
                             "(text, text[], vector[])'::regprocedure").fetchone()[0] is None
         conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")
         conn.commit()
         init_database(conn, 384)
         conn.commit()
-        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in WRITE_ENTRY_POINTS}
+        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in GENERIC_PLANNED}
         # And a write through the SQL API still does what it did.
         done = conn.execute("SELECT pgmemory.add_fact('g', 'Ada', 'works for', 'Acme', 'Ada works for Acme.')"
                             ).fetchone()[0]
