@@ -262,6 +262,26 @@ def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(que
         assert conn.execute(claim, ("D",)).fetchall() == []  # every group with work is busy
 
 
+def test_an_older_database_gets_the_queue_indexes_and_claims_from_its_backlog(queue_dsn):
+    """Migration 0300 upgrades a database without the queue's per-group indexes; the episodes
+    enqueued before the upgrade are claimed in order afterwards."""
+    first = enqueue(queue_dsn, "u-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    enqueue(queue_dsn, "u-a", "I live in Lima.", "2024-01-02T00:00:00Z")
+    with psycopg.connect(queue_dsn) as conn:
+        conn.execute("DROP INDEX pgmemory.episodes_queue_age")
+        conn.execute("DROP INDEX pgmemory.episodes_leased")
+        conn.execute("DELETE FROM pgmemory.schema_migrations WHERE version = 300")
+        conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")
+        conn.commit()
+        report = init_database(conn, DIM)
+        conn.commit()
+        assert "0300_queue_heads.sql" in report.migrations_applied
+        assert {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'pgmemory'"
+                                           " AND tablename = 'episodes'")} >= {"episodes_queue_age", "episodes_leased"}
+        assert conn.execute("SELECT * FROM pgmemory_internal.claim_episode('W', '1 hour')").fetchall() == [
+            ("u-a", first)]
+
+
 async def test_enqueue_episode_python_api(queue_dsn):
     memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
