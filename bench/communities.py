@@ -7,7 +7,9 @@ Into a FRESH database on the server pgmemory resolves to (PGMEMORY_DSN or the em
    Timed, server-side (EXPLAIN ANALYZE execution time): reading the graph
    (pgmemory_internal.community_graph: the baseline, the least any detection must do), the first
    pgmemory.detect_communities (every community new, AGE mirror writes included when AGE is
-   there), and a second one on the same graph (every community kept). NMI against the blocks.
+   there), a second one on the same graph (every community kept), and one that replaces most
+   communities (after a detection at resolution 0.5: the old ones end with their memberships
+   and mirror edges). NMI against the blocks.
 2. Dynamic update. On the largest group, `--updates` times: a new entity with 5 facts into one
    block and 1 outside is written (untimed), then pgmemory_internal.update_communities (what
    apply_episode runs per episode) is timed server-side. Baseline: the DB-side time per episode
@@ -172,12 +174,21 @@ def detection(dsn: str, sizes: list[int], seed: int, baseline: str | None = None
             again = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
             conn.commit()
             second = (time.perf_counter() - again_started) * 1000
+            # A detection that replaces most communities: after one at another resolution.
+            conn.execute("SELECT pgmemory.detect_communities(%s, 30, 0.5)", (group,))
+            conn.commit()
+            replace_started = time.perf_counter()
+            replaced = conn.execute("SELECT pgmemory.detect_communities(%s)", (group,)).fetchone()[0]
+            conn.commit()
+            third = (time.perf_counter() - replace_started) * 1000
             print(f"{facts:>7} facts, {entities} entities, {blocks} planted blocks: graph read {read:.0f} ms; "
                   f"detection {first:.0f} ms, server CPU {cpu if cpu is None else round(cpu)} ms "
                   f"(x{first / read:.1f} the read; {out['communities']} communities, "
                   f"{out['iterations']} iterations, {out['merge_rounds']} merge rounds, NMI {quality}; "
                   f"inside: {out['ms']}; moves per iteration {out['moves']}; nodes per level {out.get('levels')}); "
-                  f"again on the same graph {second:.0f} ms ({again['kept']} kept); load {load()}", flush=True)
+                  f"again on the same graph {second:.0f} ms ({again['kept']} kept); replacing "
+                  f"{replaced['ended']} communities (after one at resolution 0.5) {third:.0f} ms "
+                  f"(writes {replaced['ms'].get('writes')} ms, {replaced['kept']} kept); load {load()}", flush=True)
             last = (group, entities)
     return last
 

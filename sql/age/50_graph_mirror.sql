@@ -277,7 +277,12 @@ $$;
 
 -- Memberships are mirrored per statement (a detection writes thousands at
 -- once): current ones inserted become HAS_MEMBER edges, ended or deleted ones
--- drop theirs, each in one set-based statement over the transition table.
+-- drop theirs, each in set-based statements over the transition table. No
+-- statement joins the transition tables with each other or with what they
+-- insert: a trigger's plans are made on its first call in a session (often one
+-- row, from an episode) and kept, so a join planned as a nested loop there
+-- would turn quadratic on a detection's 20,000 rows. The edge ids are drawn
+-- first (as the label table's default does), so both inserts read the same rows.
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     wanted integer;
@@ -288,21 +293,20 @@ BEGIN
         RETURN NULL;
     END IF;
     WITH pairs AS MATERIALIZED (
-        SELECT n.community_id, n.entity_id, n.group_id, vc.vertex_id AS vc, ve.vertex_id AS ve
+        SELECT ag_catalog._graphid(l.id, nextval('pgmemory_graph."HAS_MEMBER_id_seq"'::regclass)) AS eid,
+               n.community_id, n.entity_id, vc.vertex_id AS vc, ve.vertex_id AS ve,
+               jsonb_build_object('group_id', n.group_id)::text::ag_catalog.agtype AS props
           FROM new_members n
           JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
           JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+          CROSS JOIN (SELECT ag_catalog._label_id('pgmemory_graph', 'HAS_MEMBER')::integer AS id) l
          WHERE n.ended_at IS NULL
-    ), made AS (
-        INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
-        SELECT p.vc::text::ag_catalog.graphid, p.ve::text::ag_catalog.graphid,
-               jsonb_build_object('group_id', p.group_id)::text::ag_catalog.agtype
-          FROM pairs p
-        RETURNING id::text::bigint AS eid, start_id::text::bigint AS vc, end_id::text::bigint AS ve
+    ), edges AS (
+        INSERT INTO pgmemory_graph."HAS_MEMBER" (id, start_id, end_id, properties)
+        SELECT p.eid, p.vc::text::ag_catalog.graphid, p.ve::text::ag_catalog.graphid, p.props FROM pairs p
     )
     INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
-    SELECT 'member:' || p.community_id || ':' || p.entity_id, m.eid
-      FROM made m JOIN pairs p ON p.vc = m.vc AND p.ve = m.ve;
+    SELECT 'member:' || p.community_id || ':' || p.entity_id, p.eid::text::bigint FROM pairs p;
     GET DIAGNOSTICS made = ROW_COUNT;
     IF made <> wanted THEN
         RAISE EXCEPTION 'graph mirror: % of % HAS_MEMBER edges have no vertex', wanted - made, wanted;
@@ -311,6 +315,9 @@ BEGIN
 END
 $$;
 
+-- Deleted current memberships and ended ones (an update sets ended_at once and
+-- never clears it, so every row the update leaves ended may drop its edge: the
+-- key of one ended earlier is no longer there).
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     keys text[];
@@ -319,10 +326,8 @@ BEGIN
         keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id FROM old_members o
                        WHERE o.ended_at IS NULL);
     ELSE
-        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id
-                        FROM old_members o JOIN new_members n
-                          ON n.community_id = o.community_id AND n.entity_id = o.entity_id
-                       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL);
+        keys := ARRAY(SELECT 'member:' || n.community_id || ':' || n.entity_id FROM new_members n
+                       WHERE n.ended_at IS NOT NULL);
     END IF;
     IF cardinality(keys) > 0 THEN
         WITH gone AS (
