@@ -3,6 +3,7 @@
 -- episodes, facts and entities to pgmemory.text_stats and pgmemory.term_stats (rows locked
 -- in (group, term) order, so concurrent writers never deadlock on them; writers of one group
 -- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing.
+-- term_stats.max_tf bounds each lexeme's term frequency (for the exact top k's upper bounds).
 -- Applied by init in every full-text mode. On Citus the same triggers run (init allows
 -- triggers on distributed tables): they fire on the shard, and the statistics rows they write
 -- belong to the same group, hence to a co-located shard on the same worker, written locally in
@@ -41,14 +42,20 @@ BEGIN
         DELETE FROM pgmemory.text_stats WHERE kind = p_kind AND group_id = ANY (gone_groups);
     END IF;
 
+    -- max_tf only rises (an upper bound of the lexeme's term frequency; NULL: unknown, stays so):
+    -- a text rewritten with a lexeme said more often raises it even when df does not change.
     WITH per_term AS (
-        SELECT d.g, u.lexeme, sum(d.sign) AS n
+        SELECT d.g, u.lexeme, sum(d.sign) AS n,
+               max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) AS tf
           FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign) CROSS JOIN LATERAL unnest(d.tsv) u
-         GROUP BY d.g, u.lexeme HAVING sum(d.sign) <> 0
+         GROUP BY d.g, u.lexeme
+        HAVING sum(d.sign) <> 0 OR max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) > 1
     ), changed AS (
-        INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs)
-        SELECT g, p_kind, lexeme, n FROM per_term ORDER BY g, lexeme
-        ON CONFLICT (group_id, kind, term) DO UPDATE SET docs = t.docs + excluded.docs
+        INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs, max_tf)
+        SELECT g, p_kind, lexeme, n, tf FROM per_term ORDER BY g, lexeme
+        ON CONFLICT (group_id, kind, term) DO UPDATE
+           SET docs = t.docs + excluded.docs,
+               max_tf = CASE WHEN t.max_tf IS NOT NULL THEN greatest(t.max_tf, excluded.max_tf) END
         RETURNING t.group_id, t.term, t.docs
     )
     SELECT array_agg(group_id), array_agg(term) INTO gone_groups, gone_terms FROM changed WHERE docs <= 0;
@@ -101,9 +108,9 @@ BEGIN
         EXECUTE format('INSERT INTO pgmemory.text_stats (group_id, kind, docs, total_len)'
                        ' SELECT group_id, %L, count(*), sum(pgmemory_internal.tsv_length(tsv)) FROM pgmemory.%I'
                        ' GROUP BY group_id', kind, kind);
-        EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs)'
-                       ' SELECT d.group_id, %L, u.lexeme, count(*) FROM pgmemory.%I d, unnest(d.tsv) u'
-                       ' GROUP BY d.group_id, u.lexeme', kind, kind);
+        EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs, max_tf)'
+                       ' SELECT d.group_id, %L, u.lexeme, count(*), max(coalesce(array_length(u.positions, 1), 1))'
+                       ' FROM pgmemory.%I d, unnest(d.tsv) u GROUP BY d.group_id, u.lexeme', kind, kind);
     END LOOP;
     DELETE FROM pgmemory.settings WHERE key = 'text_stats_stale';
 END
