@@ -195,15 +195,6 @@ DECLARE
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
-    -- Entity routing: the entities the query names -> the episodes that mention them.
-    routing boolean := coalesce((p_opts->>'routing')::boolean, false);
-    routed_hits uuid[] := '{}';
-    routed_entities uuid[] := '{}';
-    epi_routed uuid[] := '{}';
-    -- Pseudo-relevance feedback: the query vector moved toward the best first-pass episodes.
-    prf integer := coalesce((p_opts->>'prf')::integer, 0);
-    prf_vec vector;
-    epi_prf uuid[] := '{}';
 BEGIN
     -- The search runs with its owner's rights where init could make that safe (no row-level
     -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
@@ -371,50 +362,6 @@ BEGIN
         END IF;
     END IF;
 
-    -- Entity routing: the entities the query names (a full-text entity hit whose whole name is a
-    -- phrase of the query), then the episodes that mention them, nearest to the query first. A
-    -- question about a person or thing reaches what was said about it beyond the global top k.
-    IF 'episodes' = ANY (kinds) AND routing AND p_embedding IS NOT NULL THEN
-        routed_hits := ARRAY(SELECT h.id FROM pgmemory_internal.entity_text_hits(p_groups, p_query, k, known_at, '{}') h
-                              WHERE h.score > 0);
-        routed_entities := ARRAY(
-            SELECT e.id FROM pgmemory.entities e
-             WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = ANY (routed_hits)
-               AND (e.retired_at IS NULL OR e.retired_at > known_at)
-               AND to_tsvector('simple', p_query) @@ phraseto_tsquery('simple', e.name));
-        IF cardinality(routed_entities) > 0 THEN
-            epi_routed := ARRAY(
-                SELECT ep.id FROM pgmemory.episodes ep
-                 WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                   AND EXISTS (SELECT FROM pgmemory.episode_mentions m
-                                WHERE m.group_id = ep.group_id AND m.episode_id = ep.id
-                                  AND m.entity_id = ANY (routed_entities))
-                 ORDER BY ep.embedding <=> p_embedding LIMIT k);
-        END IF;
-    END IF;
-
-    -- Pseudo-relevance feedback: the query embedding plus the mean embedding of the best `prf`
-    -- first-pass episodes (best rank in full text or cosine), then the episodes nearest to that.
-    IF 'episodes' = ANY (kinds) AND prf > 0 AND p_embedding IS NOT NULL THEN
-        SELECT avg(ep.embedding) INTO prf_vec
-          FROM (SELECT h.id, min(h.r) AS best FROM (
-                    SELECT x.id, x.r FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-                    UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
-                 GROUP BY h.id ORDER BY 2, 1 LIMIT prf) s
-          JOIN pgmemory.episodes ep ON (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups)) AND ep.id = s.id;
-        IF prf_vec IS NOT NULL THEN
-            prf_vec := l2_normalize(p_embedding) + l2_normalize(prf_vec);
-            epi_prf := ARRAY(
-                SELECT ep.id FROM pgmemory.episodes ep
-                 WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                 ORDER BY ep.embedding <=> prf_vec LIMIT k);
-        END IF;
-    END IF;
-
     -- The turns next to the best episode candidates (best rank in any method first): a bounded
     -- range on (group, valid_at) each way, the arrival order (seq) breaking equal times.
     IF 'episodes' = ANY (kinds) AND neighbours > 0 THEN
@@ -423,9 +370,7 @@ BEGIN
           FROM (SELECT h.id, min(h.r) AS best FROM (
                     SELECT x.id, x.r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                     UNION ALL SELECT x.id, x.r FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-                    UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)
-                    UNION ALL SELECT x.id, x.r FROM unnest(epi_routed) WITH ORDINALITY AS x (id, r)
-                    UNION ALL SELECT x.id, x.r FROM unnest(epi_prf) WITH ORDINALITY AS x (id, r)) h
+                    UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
                  GROUP BY h.id ORDER BY 2, 1 LIMIT neighbours) s
           JOIN pgmemory.episodes sd ON (sd.group_id = one OR one IS NULL AND sd.group_id = ANY (p_groups)) AND sd.id = s.id
          CROSS JOIN LATERAL (
@@ -465,7 +410,7 @@ BEGIN
         keep_episodes := ARRAY(
             SELECT e.id FROM pgmemory.episodes e
              WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
-               AND e.id = ANY (epi_facts || epi_cos || epi_text || epi_routed || epi_prf || near_ids) AND e.metadata @> meta_filter);
+               AND e.id = ANY (epi_facts || epi_cos || epi_text || near_ids) AND e.metadata @> meta_filter);
     END IF;
 
     RETURN QUERY
@@ -495,9 +440,7 @@ BEGIN
         SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
             SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
             UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)
-            UNION ALL SELECT x.id, 'routed', x.r::integer, NULL FROM unnest(epi_routed) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'prf', x.r::integer, NULL FROM unnest(epi_prf) WITH ORDINALITY AS x (id, r)) h
+            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)) h
          GROUP BY h.id
     ),
     -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
@@ -595,7 +538,6 @@ BEGIN
                   'via', epi_via->(ep.id::text),
                   'keys', jsonb_strip_nulls(jsonb_build_object(
                       'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
-                      'routed', CASE WHEN eph.ranks->'routed' IS NOT NULL THEN ep.embedding <=> p_embedding END,
                       'fulltext', -eph.text_score)))
               ELSE '{}'::jsonb END
       FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))

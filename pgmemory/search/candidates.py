@@ -33,8 +33,6 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         "neighbours": config.neighbours if config.neighbour_weight > 0 else 0,
         "neighbour_span": config.neighbour_span,
         "neighbour_window_s": config.session_window_s,
-        "routing": config.routing_weight > 0,
-        "prf": config.prf if config.prf_weight > 0 else 0,
         "with_embeddings": with_embeddings,
     }
 

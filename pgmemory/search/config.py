@@ -47,14 +47,6 @@ class SearchConfig:
     # (1 + speaker_weight) times its score; a question about a person is mostly answered by what
     # that person said. 0 = off.
     speaker_weight: float = 0.0
-    # Entity routing (episodes): the entities the query names (whole names) -> the `candidates`
-    # episodes mentioning them nearest to the query, one more ranked list ("routed") fused with
-    # this weight. 0 = off.
-    routing_weight: float = 0.0
-    # Pseudo-relevance feedback (episodes): the query embedding plus the mean of the best `prf`
-    # first-pass episodes' embeddings ranks one more list ("prf") fused with prf_weight. 0 = off.
-    prf: int = 0
-    prf_weight: float = 0.5
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -88,9 +80,6 @@ class SearchConfig:
         check_number(self.neighbour_weight, "neighbour_weight", 0, 10)
         check_int(self.neighbour_span, "neighbour_span", 1, 10)
         check_number(self.speaker_weight, "speaker_weight", 0, 10)
-        check_number(self.routing_weight, "routing_weight", 0, 10)
-        check_int(self.prf, "prf", 0, 100)
-        check_number(self.prf_weight, "prf_weight", 0, 10)
         check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
         check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
         check_int(self.bfs_depth, "bfs_depth", 1, 5)
