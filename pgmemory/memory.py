@@ -30,6 +30,7 @@ from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.candidates import refused_ids_as_input_errors
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
+from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 from pgmemory.storage.vectors import vector_literals
@@ -101,6 +102,9 @@ class Memory:
         self.extractor = extractor
         self.cross_encoder: CrossEncoder | None = None
         self.ingestor = Ingestor(pool, embedder, extractor, lease_seconds=lease_seconds)
+        # Whether the tables are distributed (Citus): read once (at open, else at the first search
+        # of several groups), not on every search; a later `init` that distributes is noticed.
+        self.layout = Layout()
 
     @classmethod
     def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
@@ -132,7 +136,10 @@ class Memory:
         else:
             await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
-        return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
+        memory = cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
+        async with pool.acquire() as conn:
+            await memory.layout.known(conn)
+        return memory
 
     async def close(self) -> None:
         """Close the pool (and the LLM client, if any)."""
@@ -265,7 +272,7 @@ class Memory:
         if cfg.reranker == "cross_encoder" and self.cross_encoder is None:
             self.cross_encoder = cross_encoder_from_env()
         return await run_search(self.pool, self.embedder, self.cross_encoder, query, groups, limit,
-                                cfg, filters or SearchFilters())
+                                cfg, filters or SearchFilters(), layout=self.layout)
 
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,
