@@ -168,8 +168,8 @@ BEGIN
                 END LOOP;
                 moves := moves || moved_total;
                 lvl_moved := lvl_moved + moved_total;
-                -- Settled: at most one node in fifty moves (the merge rounds finish the rest), or (at level 1) the moves
-                -- stopped falling: nodes of one phase swapping labels, again and again.
+                -- Settled: at most one node in fifty moves (the merge rounds finish the rest), or
+                -- (at level 1) the moves stopped falling: nodes of one phase swapping labels.
                 IF moved_total <= lvl_nodes / 50 OR (lvl > 0 AND moved_total >= last_moved) THEN
                     lvl_settled := true;
                     EXIT;

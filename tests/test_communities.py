@@ -226,3 +226,21 @@ def test_the_graph_mirror_has_the_current_member_edges(conn, group):
     assert graph_members(conn, group) == table_members(conn, group)
     assert len(cypher_rows(conn, "MATCH (c:Community) WHERE c.group_id = $g RETURN c.uuid, c.name, c.group_id",
                            {"g": group})) == current(conn, group)
+
+
+def test_the_mirror_rebuild_writes_each_member_edge_once(conn, group):
+    # rebuild_graph_mirror() mirrors every membership row again (turning the mirror on for a
+    # database with data): an edge is found by its two vertices, so a second pass adds nothing.
+    plant_graph(conn, group, seed=9)
+    detect(conn, group)
+    members = table_members(conn, group)
+    conn.execute("LOAD 'age'")
+    conn.execute("""DELETE FROM pgmemory_graph."HAS_MEMBER" h USING pgmemory.graph_vertices v
+                     WHERE v.node_id IN (SELECT m.entity_id FROM pgmemory.community_members m WHERE m.group_id = %s)
+                       AND h.end_id OPERATOR(ag_catalog.=) v.vertex_id::text::ag_catalog.graphid""", (group,))
+    assert graph_members(conn, group) == []
+    for _ in range(2):
+        conn.execute("SELECT pgmemory_internal.mirror_member_row(m) FROM pgmemory.community_members m"
+                     " WHERE m.group_id = %s AND m.ended_at IS NULL", (group,))
+    conn.commit()
+    assert graph_members(conn, group) == members and len(members) == 120

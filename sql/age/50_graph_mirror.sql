@@ -306,13 +306,11 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
-    SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid, g.props
+    SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid,
+           jsonb_build_object('group_id', n.group_id)::text::ag_catalog.agtype
       FROM new_members n
       JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
       JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
-      -- the properties once per group, not parsed again for every row
-      JOIN (SELECT x.group_id, jsonb_build_object('group_id', x.group_id)::text::ag_catalog.agtype AS props
-              FROM (SELECT DISTINCT group_id FROM new_members) x) g ON g.group_id = n.group_id
      WHERE n.ended_at IS NULL;
     GET DIAGNOSTICS made = ROW_COUNT;
     IF made <> wanted THEN
