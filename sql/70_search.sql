@@ -114,7 +114,9 @@ $$;
 -- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
 -- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
 -- 'via', the fact versions that brought an episode, and 'matches' instead of filtering by
--- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones).
+-- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
+-- single_node (the caller expects one node: on a distributed database a search of several
+-- groups then fails with SQLSTATE PMDST instead of running each group in turn).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -204,6 +206,12 @@ BEGIN
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
     IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
+        -- A caller that took the database for one node (Memory reads the setting once when it
+        -- opens) is told, so that it fans out instead: init distributed the database since.
+        IF coalesce((p_opts->>'single_node')::boolean, false) THEN
+            RAISE EXCEPTION 'pgmemory is distributed on Citus now: search several groups by fan-out'
+                USING ERRCODE = 'PMDST';
+        END IF;
         RETURN QUERY SELECT s.* FROM unnest(p_groups) AS g (gid)
                       CROSS JOIN LATERAL pgmemory.search_candidates(ARRAY[g.gid], p_query, p_embedding, p_opts) s;
         RETURN;

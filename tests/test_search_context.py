@@ -42,3 +42,26 @@ def test_fill_keeps_exactly_the_lines_the_rendered_text_allows():
             got = context._fill(sections, n, preamble, headers)
             assert got == greedy_by_rendering(sections, n, preamble, headers), n
             assert len(got[0]) <= n
+
+
+def _results(facts, entities):
+    when = datetime(2023, 5, 20, tzinfo=timezone.utc)
+    return SearchResults(
+        facts=[FactHit(id=None, group_id="g", ranks={}, fact=f, valid_from=when) for f in facts],
+        entities=[EntityHit(id=None, group_id="g", ranks={}, name=n, summary=s) for n, s in entities])
+
+
+def test_entity_summaries_leave_out_the_facts_shown():
+    results = _results(
+        ["Melanie ran a charity race.", "Melanie loves painting."],
+        [("charity race", "Melanie ran a charity race (until 2023-05-21)."),
+         ("Melanie", "Melanie loves painting. Melanie has two kids."),
+         ("Caroline", "Caroline loves creating art."),
+         ("Oscar", "")])
+    text = context.build_context(results)
+    assert "- Melanie: Melanie has two kids." in text
+    assert "- Caroline: Caroline loves creating art." in text
+    assert "- Oscar" in text  # no summary: listed by name, as before
+    assert "charity race:" not in text  # all it says is a fact shown above
+    assert text.count("Melanie loves painting") == 1 and text.count("ran a charity race") == 1
+

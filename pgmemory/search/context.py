@@ -3,9 +3,13 @@ with summaries, community summaries and raw episodes on request — never longer
 
 Whole lines only, filled in priority order: facts, then entities, then communities, then
 episodes (a line that does not fit is skipped, shorter later ones may still fit). Dates are UTC.
-When the paper's long headers would cost lines, short headers are used instead.
+When the paper's long headers would cost lines, short headers are used instead. An entity
+summary's sentences that restate a fact the context shows are left out (an entity left with
+none is not listed): the same words twice cost tokens and tell the model nothing.
 """
 from __future__ import annotations
+
+import re
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -20,6 +24,9 @@ ENTITY_HEADER = "These are the most relevant entities\nENTITY_NAME: entity summa
 COMMUNITY_HEADER = "These are summaries of the most relevant communities"
 EPISODE_HEADER = "These are the most relevant raw messages\n[date] SPEAKER: message"
 SHORT_PREAMBLE = "Relevant facts (valid dates, UTC) and entities:"
+
+# The mark an entity summary puts on an ended fact (sql/45_apply_episode.sql).
+ENDED_MARK = re.compile(r" \(until \d{4}-\d{2}-\d{2}\)$")
 
 # A fact whose valid interval is bounded and at most this long is an event: "on <date>".
 EVENT_SPAN = timedelta(days=1)
@@ -60,11 +67,38 @@ class _Section:
     always: bool  # shown (empty) even without lines, when it fits
 
 
-def _sections(results: SearchResults, communities: bool, episodes: bool) -> list[_Section]:
+def sentence_key(sentence: str) -> str:
+    """A fact or summary sentence compared by its words: no final period, no "(until <date>)"
+    mark, any case."""
+    return ENDED_MARK.sub("", sentence.strip().rstrip(".").rstrip()).casefold()
+
+
+def untold(summary: str, told: set[str]) -> str:
+    """The summary without its sentences ("A. B.") whose key is in `told`; unchanged when none is."""
+    parts = summary.strip().rstrip(".").split(". ")
+    kept = [p for p in parts if p.strip() and sentence_key(p) not in told]
+    if len(kept) == len(parts):
+        return summary
+    return ". ".join(kept) + "." if kept else ""
+
+
+def _entity_lines(results: SearchResults, told: set[str]) -> list[str]:
+    lines = []
+    for e in results.entities:
+        summary = untold(e.summary, told) if e.summary else ""
+        if e.summary and not summary:
+            continue  # every sentence of it is a fact shown above
+        lines.append(f"- {e.name}: {summary}" if summary else f"- {e.name}")
+    return lines
+
+
+def _sections(results: SearchResults, communities: bool, episodes: bool,
+              told: set[str] = frozenset()) -> list[_Section]:
+    """The context's sections in priority order; entity summaries without the sentences whose
+    key is in `told` (the facts shown)."""
     out = [
         _Section("FACTS", FACT_HEADER, [f"- {f.fact} ({fact_when(f)})" for f in results.facts], True),
-        _Section("ENTITIES", ENTITY_HEADER,
-                 [f"- {e.name}: {e.summary}" if e.summary else f"- {e.name}" for e in results.entities], True),
+        _Section("ENTITIES", ENTITY_HEADER, _entity_lines(results, told), True),
     ]
     if communities:
         out.append(_Section("COMMUNITIES", COMMUNITY_HEADER,
@@ -126,8 +160,15 @@ def _fill(sections: list[_Section], max_chars: int, preamble: str,
 
 def build_context(results: SearchResults, *, max_chars: int = 8000, communities: bool = False,
                   episodes: bool = False) -> str:
-    """Render results in the paper's template in at most max_chars characters (facts first)."""
-    sections = _sections(results, communities, episodes)
-    full, kept = _fill(sections, max_chars, PREAMBLE, {s.tag: s.header for s in sections})
-    short, kept_short = _fill(sections, max_chars, SHORT_PREAMBLE, {})
+    """Render results in the paper's template in at most max_chars characters (facts first;
+    entity summaries without what the facts shown already say)."""
+    variants = []
+    for preamble, long_headers in ((PREAMBLE, True), (SHORT_PREAMBLE, False)):
+        sections = _sections(results, communities, episodes)
+        headers = {s.tag: s.header for s in sections} if long_headers else {}
+        # The facts are filled first, so the facts shown do not depend on the other sections.
+        n_facts = _fill(sections[:1], max_chars, preamble, headers)[1][0]
+        told = {sentence_key(f.fact) for f in results.facts[:n_facts]}
+        variants.append(_fill(_sections(results, communities, episodes, told), max_chars, preamble, headers))
+    (full, kept), (short, kept_short) = variants
     return full if kept >= kept_short else short
