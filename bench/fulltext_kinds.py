@@ -5,7 +5,7 @@ The baseline's `*_text_hits` and the `text_top_k` / `text_scores` they call (sql
 at --baseline, read with `git show`) are created as session-temporary functions (pg_temp), so the
 database keeps the current ones. Data:
 the LoCoMo groups and questions of the default database (as `search_latency --locomo` left them)
-and the 100k-fact scenario of `search_latency --sizes 100000 --reuse`, if loaded.
+and the one-group scenarios of `search_latency` named by --scenarios (default 100k), if loaded.
 
     PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.fulltext_kinds \
         --locomo /work/shared/data/locomo/locomo-dev.json --baseline HEAD~1
@@ -88,12 +88,13 @@ def measure(dsn: str, name: str, queries: list[tuple[str, str]], rev: str, warmu
 
 
 def main() -> None:
-    """Parse the options, then measure LoCoMo (if given) and the 100k scenario (if loaded)."""
+    """Parse the options, then measure LoCoMo (if given) and the scenarios asked for (if loaded)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--locomo", type=Path, help="LoCoMo file whose conversations are loaded in the default database")
     ap.add_argument("--baseline", default="HEAD~1", help="git revision of the baseline functions")
     ap.add_argument("--queries", type=int, default=150, help="measured queries per data set (after warm-up)")
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--scenarios", default="100k", help="loaded one-group search_latency scenarios (e.g. 100k,1m)")
     args = ap.parse_args()
     server = resolve_dsn()
     total = args.queries + args.warmup
@@ -104,13 +105,14 @@ def main() -> None:
         with connect(server) as conn:
             ensure_current(conn, pgmemory_setting(conn, "embedding_dim"))
         measure(server, "locomo", asked[:total], args.baseline, args.warmup)
-    sc = Scenario("100k", 1, 100_000)
-    if db_exists(server, sc.db):
-        dsn = db_dsn(server, sc.db)
-        with connect(dsn) as conn:
-            ensure_current(conn, DIM)
-        queries, _ = make_queries(dsn, sc, total)
-        measure(dsn, "100k", [(q.group, q.text) for q in queries], args.baseline, args.warmup)
+    for name in (n for n in args.scenarios.split(",") if n):
+        sc = Scenario(name, 1, 1)
+        if db_exists(server, sc.db):
+            dsn = db_dsn(server, sc.db)
+            with connect(dsn) as conn:
+                ensure_current(conn, DIM)
+            queries, _ = make_queries(dsn, sc, total)
+            measure(dsn, name, [(q.group, q.text) for q in queries], args.baseline, args.warmup)
 
 
 if __name__ == "__main__":

@@ -273,12 +273,13 @@ FLOOR_TABLES = {"facts": ("pgmemory.facts", "version_id", "embedding"),
 STAGES = ("sql", "decode", "rerank", "context")
 
 
-def floor_probes(config: SearchConfig) -> list[tuple[str, str, str, bool]]:
+def floor_probes(config: SearchConfig, or_probes: bool = True) -> list[tuple[str, str, str, bool]]:
     """(name, 'cosine' | 'fulltext', SQL, counted in the floor) of the bare top-k probes for the
     recipe's kinds and methods: pgvector ORDER BY <=> LIMIT k; tsvector @@ plainto_tsquery (all the
     query's lexemes, Postgres' own default) ORDER BY ts_rank_cd LIMIT k, the floor; and, shown but
     not counted, the same with an OR of the lexemes (what the recipe matches, and far slower on
-    common words). Parameters: $1 group, $2 vector literal or query text, $3 k."""
+    common words; `or_probes` False leaves them out). Parameters: $1 group, $2 vector literal or
+    query text, $3 k."""
     out = []
     for kind in config.kinds:
         table, key, col = FLOOR_TABLES[kind]
@@ -287,7 +288,7 @@ def floor_probes(config: SearchConfig) -> list[tuple[str, str, str, bool]]:
                         f" ORDER BY {col} <=> $2::text::vector LIMIT $3", True))
         if "fulltext" in config.methods:
             for name, query, counted in (("fulltext", "plainto_tsquery('english', $2)", True),
-                                         ("fulltext_or", "pgmemory_internal.or_tsquery($2)", False)):
+                                         ("fulltext_or", "pgmemory_internal.or_tsquery($2)", False))[:2 if or_probes else 1]:
                 out.append((f"{kind}.{name}", "fulltext",
                             f"SELECT t.{key} FROM {table} t, {query} q"
                             f" WHERE t.group_id = $1 AND t.tsv @@ q ORDER BY ts_rank_cd(t.tsv, q) DESC LIMIT $3",
@@ -339,7 +340,8 @@ async def _timed(mem: Memory, embedder: PrecomputedEmbedder, probe_conn: asyncpg
 
 
 async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
-                  filters: SearchFilters | None = None, embedder_name: str = "bench-precomputed") -> dict[str, Any]:
+                  filters: SearchFilters | None = None, embedder_name: str = "bench-precomputed",
+                  or_probes: bool = True) -> dict[str, Any]:
     """Per recipe, on the same queries, interleaved: the floor (bare top-k per kind and method the
     recipe uses), the raw search_candidates call, Memory.search (no embedding time) with its stages
     (SQL candidate call, row decoding, reranking) and the context built from its results."""
@@ -353,7 +355,7 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
         for recipe in recipes:
             cfg = resolve_config(recipe)
             opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr")
-            probes = floor_probes(cfg)
+            probes = floor_probes(cfg, or_probes)
             raw_ms, api_ms, counts = [], [], Counter()
             probe_ms: dict[str, list[float]] = {name: [] for name, *_ in probes}
             counted = {name for name, _, _, c in probes if c}
@@ -512,7 +514,8 @@ def explain(dsn: str, sc: Scenario, q: Query) -> dict[str, Any]:
 
 
 def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reuse: bool,
-                 recipes: tuple[str, ...] = RECIPES, filters: SearchFilters | None = None) -> dict[str, Any]:
+                 recipes: tuple[str, ...] = RECIPES, filters: SearchFilters | None = None,
+                 or_probes: bool = True) -> dict[str, Any]:
     """Load (or reuse) the scenario's database, measure, explain, save JSON, maybe drop."""
     log(f"scenario {sc.name}: {sc.groups} group(s) x {sc.facts_per_group} = {sc.facts} fact versions")
     if reuse and db_exists(server_dsn, sc.db):
@@ -530,7 +533,7 @@ def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reus
     queries, _ = make_queries(dsn, sc, n_queries + WARMUP)
     measured = queries[WARMUP:] + queries[:WARMUP]
     log(f"  {len(queries)} queries (first {WARMUP} as warm-up), e.g. {measured[0].text!r}, {measured[1].text!r}")
-    latency = asyncio.run(measure(dsn, measured, recipes, filters))
+    latency = asyncio.run(measure(dsn, measured, recipes, filters, or_probes=or_probes))
     plans = explain(dsn, sc, measured[0])
     result = {"scenario": sc.name, "groups": sc.groups, "facts_per_group": sc.facts_per_group,
               "fact_versions": sc.facts, "cpus": os.cpu_count(), "load": load, "latency": latency,
@@ -572,14 +575,15 @@ async def locomo_queries(dsn: str, path: Path) -> tuple[list[Query], str, dict[s
     return queries, name, sizes
 
 
-def run_locomo(path: Path, n_queries: int, recipes: tuple[str, ...], filters: SearchFilters | None) -> dict[str, Any]:
+def run_locomo(path: Path, n_queries: int, recipes: tuple[str, ...], filters: SearchFilters | None,
+               or_probes: bool = True) -> dict[str, Any]:
     """LoCoMo scale: the real conversations and questions, on the configured server's database."""
     dsn = resolve_dsn()
     log(f"scenario locomo: {path}")
     queries, embedder_name, sizes = asyncio.run(locomo_queries(dsn, path))
     measured = queries[WARMUP:WARMUP + n_queries] + queries[:WARMUP]
     log(f"  {len(measured) - WARMUP} questions measured (+{WARMUP} warm-up), embedder {embedder_name}; {sizes}")
-    latency = asyncio.run(measure(dsn, measured, recipes, filters, embedder_name))
+    latency = asyncio.run(measure(dsn, measured, recipes, filters, embedder_name, or_probes))
     sc = Scenario("locomo", len(sizes["episodes_per_group"]), 0)
     plans = explain(dsn, sc, measured[0])
     result = {"scenario": "locomo", "file": str(path), "tables": sizes, "cpus": os.cpu_count(),
@@ -726,6 +730,8 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help="search recipes to time")
     ap.add_argument("--bfs", action=argparse.BooleanOptionalAction, default=True,
                     help="run the SQL vs AGE BFS comparison")
+    ap.add_argument("--or-probes", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the OR full-text probes (shown, not counted in the floor; seconds each at 1M)")
     ap.add_argument("--as-of", help="valid time T of every search (ISO 8601 with zone), e.g. 2020-06-01T00:00Z")
     ap.add_argument("--known-at", help="transaction time T' of every search (ISO 8601 with zone)")
     args = ap.parse_args()
@@ -743,11 +749,11 @@ def main() -> None:
     results = []
     recipes = tuple(r for r in args.recipes.split(",") if r)
     if args.locomo:
-        res = run_locomo(args.locomo, args.queries, recipes, filters)
+        res = run_locomo(args.locomo, args.queries, recipes, filters, args.or_probes)
         results.append((Scenario("locomo", len(res["tables"]["episodes_per_group"]), 0), res))
     for sc in scenarios:
         results.append((sc, run_scenario(server_dsn, sc, args.queries, args.keep or args.reuse, args.reuse,
-                                         recipes, filters)))
+                                         recipes, filters, args.or_probes)))
     if results:
         print_summary(results)
     if args.bfs:
