@@ -27,7 +27,7 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
-from pgmemory.ingest.embed_episode import embed_episode
+from pgmemory.ingest.embed_episode import embed_episode, episode_embedding_text
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
@@ -36,7 +36,6 @@ from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import Usage
 
 CONTEXT_EPISODES = 4
-EPISODE_EMBED_CHARS = 2000
 DEFAULT_LEASE_SECONDS = 300.0
 DECIDE_ROUNDS = 8  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
 
@@ -185,9 +184,8 @@ class Ingestor:
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
         sentences = [fact_embedding_text(f) for f in extraction.facts]
-        spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
         name_vecs, fact_vecs, episode_vec = await embed_episode(
-            self.pool, self.embedder, ep.group_id, names, sentences, spoken[:EPISODE_EMBED_CHARS])
+            self.pool, self.embedder, ep.group_id, names, sentences, episode_embedding_text(episode, previous))
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
             version, resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous,
