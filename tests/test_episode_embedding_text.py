@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from pgmemory.extract.types import EpisodeInput
 from pgmemory.ingest import embed_episode
 from pgmemory.ingest.embed_episode import episode_embedding_text
@@ -39,14 +41,23 @@ def test_the_episode_own_text_is_kept_whole_first():
     assert text == "Bob: " + "z" * (embed_episode.PREVIOUS_CHARS - 5) + "\nAnn: short"
 
 
-async def test_a_reply_is_found_by_what_it_answers(memory, group):
-    # The answer shares no word with the question; the turn it answers does.
+@pytest.mark.parametrize("queued", [False, True])
+async def test_a_reply_is_found_by_what_it_answers(memory, group, queued):
+    # The answer shares no word with the question; the turn it answers does. Queued, the whole
+    # session (one time) is stored before any turn is processed: the turn before is still the
+    # one that arrived before, not a later one.
     session = [("Bob", "How did the kids like the dinosaur museum?"), ("Ann", "They were stoked, a great day."),
                ("Bob", "Shall we cook pasta tonight?"), ("Ann", "Sure, I will bring wine."),
                ("Bob", "Any plans for the holidays?"), ("Ann", "Maybe a trip to the coast."),
                ("Bob", "Did you fix the car?"), ("Ann", "Yes, it runs again.")]
-    await memory.add_episodes([{"group_id": group, "content": text, "actor": who, "reference_time": T0,
-                                "episode_id": f"s{i}"} for i, (who, text) in enumerate(session)])
+    batch = [{"group_id": group, "content": text, "actor": who, "reference_time": T0, "episode_id": f"s{i}"}
+             for i, (who, text) in enumerate(session)]
+    if queued:
+        for item in batch:
+            await memory.enqueue_episode(**item)
+        await memory.worker(drain=True, communities=False).run()
+    else:
+        await memory.add_episodes(batch)
     cosine_only = resolve_config("episode_hybrid_rrf", methods=("cosine",))
     found = await memory.search("kids dinosaur museum", group_ids=[group], limit=8, config=cosine_only)
     assert {e.id for e in found.episodes[:2]} == {episode_uuid(group, "s0"), episode_uuid(group, "s1")}

@@ -353,11 +353,14 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
 
 
 async def _previous(conn: asyncpg.Connection, ep: Episode) -> list[EpisodeInput]:
-    """The episodes just before this one in its group (by reference time): the extractor's context."""
+    """The episodes just before this one in its group, by reference time and then arrival (seq):
+    the extractor's context and the turn before in the episode's vector. Episodes with the same
+    time that arrived later (a queued session's next turns) are not before it."""
     rows = await conn.fetch(
         "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
-        " WHERE group_id = $1 AND id <> $2 AND valid_at <= $3"
-        " ORDER BY valid_at DESC, recorded_at DESC LIMIT $4",
+        " WHERE group_id = $1 AND id <> $2 AND (valid_at, seq) < ($3, coalesce("
+        "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
+        " ORDER BY valid_at DESC, seq DESC LIMIT $4",
         ep.group_id, ep.id, ep.reference_time, CONTEXT_EPISODES)
     return [EpisodeInput(r["content"], r["kind"], r["valid_at"], r["actor"], r["source_description"])
             for r in reversed(rows)]
