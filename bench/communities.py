@@ -17,6 +17,8 @@ Into a FRESH database on the server pgmemory resolves to (PGMEMORY_DSN or the em
    `--run` episodes, each run ending with the community upkeep (add_episodes(communities=True)):
    (episode calls + community summary calls) / episodes. The same episodes offline give step 2's
    baseline.
+4. Replacement. On the largest group, a detection at resolution 0.5, then the default one, timed:
+   most communities end (with their memberships and mirror edges) and new ones are written.
 
     python -m bench.communities                      # 10k and 100k facts, 200 updates, 500 episodes
     python -m bench.communities --sizes 10000 --episodes 200
@@ -182,6 +184,18 @@ def detection(dsn: str, sizes: list[int], seed: int, baseline: str | None = None
     return last
 
 
+def replacement(dsn: str, group: str) -> None:
+    """Step 4: a detection that replaces most communities of the group (after one at resolution
+    0.5), wall and server CPU; last, so that its ended versions do not weigh on the other steps."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT pgmemory.detect_communities(%s, 30, 0.5)", (group,))
+        conn.commit()
+        out, wall, cpu = timed_detection(conn, "pgmemory.detect_communities", group)
+    print(f"== replacing detection on {group}: {out['ended']} communities ended, {out['created']} created, "
+          f"{out['kept']} kept: {wall:.0f} ms wall, server CPU {cpu if cpu is None else round(cpu)} ms "
+          f"(inside: {out['ms']}); load {load()}", flush=True)
+
+
 def updates(dsn: str, group: str, entities: int, count: int, seed: int) -> list[float]:
     """Step 2: server-side ms of pgmemory_internal.update_communities for `count` new entities."""
     rng = random.Random(seed)
@@ -266,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{llm['episode_calls']} extraction/resolution/judgement + {llm['community_calls']} community summary "
               f"calls ({llm['communities']} communities) = {per:.2f} per episode "
               f"(without summaries {llm['episode_calls'] / max(1, llm['episodes']):.2f}); load {load()}")
+        replacement(dsn, group)
         print("targets: " + json.dumps(TARGETS))
     finally:
         drop_database(admin, name)

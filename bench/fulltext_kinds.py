@@ -1,8 +1,9 @@
 """Full-text top k per kind (facts, entities, episodes): the current functions against a baseline
 revision's, interleaved in one run on the same data, with a check that both return the same hits.
 
-The baseline's `*_text_hits` (sql/fulltext/tsvector.sql at --baseline, read with `git show`) are
-created as session-temporary functions (pg_temp), so the database keeps the current ones. Data:
+The baseline's `*_text_hits` and the `text_top_k` / `text_scores` they call (sql/fulltext/tsvector.sql
+at --baseline, read with `git show`) are created as session-temporary functions (pg_temp), so the
+database keeps the current ones. Data:
 the LoCoMo groups and questions of the default database (as `search_latency --locomo` left them)
 and the 100k-fact scenario of `search_latency --sizes 100000 --reuse`, if loaded.
 
@@ -39,13 +40,21 @@ CALLS = {  # kind -> the call with the default filters of a search now (schema p
 
 
 def baseline_functions(rev: str) -> str:
-    """The baseline's *_text_hits definitions, renamed into pg_temp."""
+    """The baseline's *_text_hits definitions, and the text_top_k / text_scores they call, renamed
+    into pg_temp (calls among them too; the other helpers, such as bm25_terms, stay current), with
+    text_top_k's generic plans as init sets them."""
     root = Path(__file__).parent.parent
     text = subprocess.run(["git", "show", f"{rev}:sql/fulltext/tsvector.sql"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
     chunks = re.split(r"(?=^CREATE OR REPLACE FUNCTION )", text, flags=re.M)
-    wanted = [c for c in chunks if re.match(r"CREATE OR REPLACE FUNCTION pgmemory_internal\.(fact|entity|episode)_text_hits\(", c)]
-    return "\n".join(c.replace("FUNCTION pgmemory_internal.", "FUNCTION pg_temp.", 1) for c in wanted)
+    names = r"(fact_text_hits|entity_text_hits|episode_text_hits|text_top_k|text_scores)"
+    wanted = [c[:c.index("$$;", c.index("AS $$")) + 3] for c in chunks
+              if re.match(rf"CREATE OR REPLACE FUNCTION pgmemory_internal\.{names}\(", c)]
+    body = re.sub(rf"pgmemory_internal\.{names}\(", r"pg_temp.\1(", "\n".join(wanted))
+    if "pg_temp.text_top_k(" in body:
+        body += ("\nALTER FUNCTION pg_temp.text_top_k(text, text[], text, integer, timestamptz, timestamptz,"
+                 " timestamptz, boolean, text[], timestamptz[], text[]) SET plan_cache_mode = force_generic_plan;")
+    return body
 
 
 def same_hits(a: list[tuple], b: list[tuple]) -> bool:

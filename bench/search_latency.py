@@ -321,7 +321,7 @@ async def _timed(mem: Memory, embedder: PrecomputedEmbedder, probe_conn: asyncpg
         started = time.perf_counter()
         groups = check_request(q.text, [q.group], 10)
         results = await run_search(mem.pool, embedder, None, q.text, groups, 10, resolve_config(recipe),
-                                   filters, timings)
+                                   filters, timings, layout=mem.layout)
         searched = time.perf_counter()
         build_context(results, episodes=True)
         done = time.perf_counter()

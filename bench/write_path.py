@@ -2,6 +2,7 @@
 
     python -m bench.write_path latency [--latency 0.5] [--groups 4] [--per-group 4] [--pool 4] [--baseline main]
     python -m bench.write_path workers [--episodes 400] [--groups 8]
+    python -m bench.write_path claim [--backlogs 1000,10000,100000] [--groups 4] [--baseline main]
 
 latency: a scripted LLM (bench/scripted_llm.py) answering after --latency seconds, groups x
 per-group episodes (bench/synthetic.py chats) all submitted at once with add_episode, on a
@@ -16,6 +17,12 @@ pgmemory.enqueue_episode, then drained by 1 `pgmemory worker` process, and in a 
 database by 2 worker processes, alternated --rounds times each (1, 2, 2, 1, ...) so both see
 the same load; episodes per second for each, the load, and one worker's start-up time on an
 empty queue (included in each wall time).
+
+claim: the cost of taking the next episode off the queue as the backlog grows. Pending
+episodes (over --groups groups, one group busy with a live lease) are inserted up to each
+backlog size, then pgmemory_internal.claim_episode runs --claims times, each in a transaction
+rolled back (the queue is left as it was): median and p95 ms per claim and per backlog size,
+for this checkout and for the code of git ref --baseline, each in its own fresh database.
 """
 from __future__ import annotations
 
@@ -242,6 +249,64 @@ def workers(args: argparse.Namespace) -> None:
     print(json.dumps({"runs": [{"workers": c, **f} for c, f in runs], "median_episodes_per_s": median}))
 
 
+def claim_phase(args: argparse.Namespace) -> dict[str, Any]:
+    """Time claim_episode at each backlog size (in this checkout's pgmemory; see the module doc)."""
+    from pgmemory.storage.setup import init_database
+
+    admin = admin_dsn()
+    name, dsn = fresh_database(admin)
+    sizes = [int(x) for x in args.backlogs.split(",")]
+    out: dict[str, Any] = {"backlogs": {}}
+    try:
+        with psycopg.connect(dsn) as conn:
+            init_database(conn, 384)
+            # One group is busy: its earliest episode is leased for an hour (claims must skip it).
+            conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at, status, lease_owner,"
+                         " lease_until) VALUES (gen_random_uuid(), 'claim-busy', 'text', 'busy', now(), 'processing',"
+                         " 'bench', now() + interval '1 hour')")
+            conn.commit()
+            stored = 0
+            for size in sizes:
+                conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
+                             " SELECT gen_random_uuid(), 'claim-' || (i %% %s), 'text', 'episode ' || i,"
+                             "        now() - make_interval(secs => i)"
+                             "   FROM generate_series(%s::integer, %s::integer) i", (args.groups, stored + 1, size))
+                conn.commit()
+                stored = size
+                conn.execute("ANALYZE pgmemory.episodes")
+                conn.commit()
+                times = []
+                for _ in range(args.claims + 1):  # the first plans the function's statements: not counted
+                    started = time.perf_counter()
+                    row = conn.execute("SELECT * FROM pgmemory_internal.claim_episode('bench-claimer', '1 minute')"
+                                       ).fetchone()
+                    times.append((time.perf_counter() - started) * 1000)
+                    conn.rollback()
+                    assert row is not None and row[0] != "claim-busy", row
+                times = sorted(times[1:])
+                out["backlogs"][size] = {"median_ms": round(statistics.median(times), 3),
+                                         "p95_ms": round(times[int(0.95 * (len(times) - 1))], 3),
+                                         "loadavg_1m": round(os.getloadavg()[0], 2)}
+    finally:
+        drop_database(admin, name)
+    return out
+
+
+def claim(args: argparse.Namespace) -> None:
+    phase = ["claim-phase", "--backlogs", args.backlogs, "--groups", str(args.groups), "--claims", str(args.claims)]
+    with tempfile.TemporaryDirectory(prefix="pgmemory-baseline-") as tmp:
+        before = run_in(export_ref(args.baseline, Path(tmp)), phase)
+    after = run_in(ROOT, phase)
+    print(f"claim_episode per backlog of pending episodes ({args.groups} groups + 1 busy group), "
+          f"{args.claims} claims each, rolled back")
+    for size in after["backlogs"]:
+        b, a = before["backlogs"][size], after["backlogs"][size]
+        print(f"  backlog {int(size):>7}: before ({args.baseline}) median {b['median_ms']:.2f} ms p95 {b['p95_ms']:.2f}"
+              f" (load {b['loadavg_1m']})  after median {a['median_ms']:.2f} ms p95 {a['p95_ms']:.2f}"
+              f" (load {a['loadavg_1m']})  before/after x{b['median_ms'] / a['median_ms']:.1f}")
+    print(json.dumps({"before": before, "after": after}))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -259,8 +324,18 @@ def main(argv: list[str] | None = None) -> None:
     q.add_argument("--concurrency", type=int, default=2)
     q.add_argument("--seed", type=int, default=7)
     q.add_argument("--rounds", type=int, default=2, help="runs of each worker count (alternated)")
+    for name in ("claim", "claim-phase"):
+        q = sub.add_parser(name)
+        q.add_argument("--backlogs", default="1000,10000,100000", help="backlog sizes, comma-separated")
+        q.add_argument("--groups", type=int, default=4)
+        q.add_argument("--claims", type=int, default=30)
+        q.add_argument("--baseline", default="main")
     args = p.parse_args(argv)
-    if args.command == "latency":
+    if args.command == "claim":
+        claim(args)
+    elif args.command == "claim-phase":
+        print(json.dumps(claim_phase(args)))
+    elif args.command == "latency":
         latency(args)
     elif args.command == "latency-phase":
         print(json.dumps(asyncio.run(latency_phase(args))))

@@ -6,13 +6,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import psycopg
 from pydantic import BaseModel
 
-from pgmemory.analyst.runner import SqlResult, run_async
 from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
@@ -31,10 +30,14 @@ from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.candidates import refused_ids_as_input_errors
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
+from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 from pgmemory.storage.vectors import vector_literals
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
+
+if TYPE_CHECKING:  # the analyst runner (sqlglot, ~1 s to import) loads on the first sql() call
+    from pgmemory.analyst.runner import SqlResult
 
 EPISODE_FIELDS = ("group_id", "content", "kind", "actor", "reference_time", "source_description",
                   "episode_id", "metadata")
@@ -99,6 +102,9 @@ class Memory:
         self.extractor = extractor
         self.cross_encoder: CrossEncoder | None = None
         self.ingestor = Ingestor(pool, embedder, extractor, lease_seconds=lease_seconds)
+        # Whether the tables are distributed (Citus): read once (at open, else at the first search
+        # of several groups), not on every search; a later `init` that distributes is noticed.
+        self.layout = Layout()
 
     @classmethod
     def open(cls, dsn: str | None = None, *, embedder: Embedder | None = None,
@@ -130,7 +136,10 @@ class Memory:
         else:
             await asyncio.to_thread(ensure_initialised, dsn, embedder.dim, getattr(embedder, "name", None))
         pool = await create_pool(dsn, max_size=pool_size, on_acquire=on_acquire)
-        return cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
+        memory = cls(pool, embedder, extractor or default_extractor(), lease_seconds=lease_seconds)
+        async with pool.acquire() as conn:
+            await memory.layout.known(conn)
+        return memory
 
     async def close(self) -> None:
         """Close the pool (and the LLM client, if any)."""
@@ -144,6 +153,7 @@ class Memory:
         """Analyst SQL (one SELECT over the analyst views, FOR SYSTEM_TIME / FOR VALID_TIME clauses
         allowed; docs/sql.md) in a READ ONLY transaction with a statement timeout and a row cap.
         `group_ids` narrows what is seen; the database never shows more than this login may see."""
+        from pgmemory.analyst.runner import run_async
         async with self.pool.acquire() as conn:
             return await run_async(conn, query, groups=group_ids, max_rows=max_rows, timeout_s=timeout_s)
 
@@ -262,7 +272,7 @@ class Memory:
         if cfg.reranker == "cross_encoder" and self.cross_encoder is None:
             self.cross_encoder = cross_encoder_from_env()
         return await run_search(self.pool, self.embedder, self.cross_encoder, query, groups, limit,
-                                cfg, filters or SearchFilters())
+                                cfg, filters or SearchFilters(), layout=self.layout)
 
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,

@@ -233,7 +233,7 @@ BEGIN
                       WHERE f.group_id = p_group AND f.lineage = ANY (comp)
                         AND (lower(f.recorded) = now() OR upper(f.recorded) = now()));
     INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
-    SELECT fc.fact_id, fc.episode_id, p_group FROM pgmemory.fact_claims fc
+    SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
      WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
        AND fc.fact_id IS NOT NULL AND fc.kind <> 'retract'
     ON CONFLICT DO NOTHING;

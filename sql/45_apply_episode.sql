@@ -28,17 +28,24 @@ DECLARE
     v_lineage uuid;
     v_contradicts uuid[];
     changed uuid[] := '{}';
+    v_mention text;
+    v_details jsonb;
+    v_labels text[];
 BEGIN
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
         RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
             USING ERRCODE = '22023';
     END IF;
+    -- The payload's rows are selected through the episode's own row (pinned by group and id):
+    -- on Citus that makes the INSERT ... SELECT one pushed down to the group's co-located shard
+    -- (from jsonb alone it would go through intermediate results).
     INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
-    SELECT (e->>'id')::uuid, g, e->>'name',
+    SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
            ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
            coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}'),
            (e->>'embedding')::vector
-      FROM jsonb_array_elements(p_plan->'new_entities') e;
+      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+     WHERE ep.group_id = g AND ep.id = p_episode;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
@@ -51,15 +58,18 @@ BEGIN
 
     -- What the episode said about each entity (mention_details {id: {said_name, renamed_to,
     -- labels, attributes}}), so a delete can re-derive the entity from the episodes that remain.
-    INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
-                                           said_name, renamed_to, labels, attributes)
-    SELECT p_episode, m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', m], ''),
-           d->>'said_name', d->>'renamed_to',
-           ARRAY(SELECT jsonb_array_elements_text(coalesce(d->'labels', '[]'))),
-           coalesce(d->'attributes', '{}')
-      FROM jsonb_array_elements_text(p_plan->'mentions') m
-      LEFT JOIN LATERAL (SELECT p_plan #> ARRAY['mention_details', m] AS d) x ON true
-    ON CONFLICT DO NOTHING;
+    -- Row by row: the table's identity column (seq) is volatile, and Citus pushes no
+    -- INSERT ... SELECT with a volatile function down to the shard (it would collect the rows
+    -- through intermediate results); an INSERT ... VALUES of the group is routed.
+    FOR v_mention IN SELECT jsonb_array_elements_text(p_plan->'mentions') LOOP
+        v_details := p_plan #> ARRAY['mention_details', v_mention];
+        v_labels := ARRAY(SELECT jsonb_array_elements_text(coalesce(v_details->'labels', '[]')));
+        INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
+                                               said_name, renamed_to, labels, attributes)
+        VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
+                v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+        ON CONFLICT DO NOTHING;
+    END LOOP;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
         -- Looked up first: Citus plans no subquery inside INSERT ... VALUES.

@@ -158,9 +158,13 @@ $$;
 
 -- Take the next episode for worker p_worker, or no row when nothing is ready.
 -- A group's next episode is its earliest unfinished one (reference time, then
--- recorded time); a group with a live lease is busy. One claimer per group at
+-- recorded time); a group with a live lease is busy; the group whose oldest
+-- unfinished episode waits longest goes first. One claimer per group at
 -- a time (a try-lock, so claimers skip each other's groups instead of waiting),
 -- FOR UPDATE SKIP LOCKED on the episode; run it in its own short transaction.
+-- A few index probes per group with work, whatever the backlog (migration 0300):
+-- the groups are walked in the queue index (the next group_id above the last), each
+-- group's oldest episode and live lease are one probe each.
 CREATE OR REPLACE FUNCTION pgmemory_internal.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes')
 RETURNS TABLE (group_id text, episode_id uuid)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -168,14 +172,21 @@ DECLARE
     g text;
     v_id uuid;
     v_now timestamptz;  -- Citus refuses volatile calls (clock_timestamp) inside an UPDATE
+    ready text[] := '{}';
+    waiting timestamptz[] := '{}';
 BEGIN
-    FOR g IN
-        SELECT q.group_id FROM pgmemory.episodes q
-         WHERE q.status IN ('pending', 'processing')
-         GROUP BY q.group_id
-        HAVING NOT bool_or(q.status = 'processing' AND q.lease_until > clock_timestamp())
-         ORDER BY min(q.recorded_at)
-    LOOP
+    g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
+    WHILE g IS NOT NULL LOOP
+        IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes b
+                        WHERE b.group_id = g AND b.status = 'processing' AND b.lease_until > clock_timestamp()) THEN
+            ready := ready || g;
+            waiting := waiting || (SELECT min(a.recorded_at) FROM pgmemory.episodes a
+                                    WHERE a.group_id = g AND a.status IN ('pending', 'processing'));
+        END IF;
+        g := (SELECT min(q.group_id) FROM pgmemory.episodes q
+               WHERE q.status IN ('pending', 'processing') AND q.group_id > g);
+    END LOOP;
+    FOR g IN SELECT r.g FROM unnest(ready, waiting) AS r (g, t) ORDER BY r.t, r.g LOOP
         CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended('pgmemory.queue:' || g, 0));
         -- Statements from here on see what the group's previous claimer committed.
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.episodes b

@@ -121,6 +121,7 @@ BEGIN
         SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::float8 AS degree
           FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
          GROUP BY y.id;
+    ANALYZE lp_node;  -- without statistics the join below is planned as two merge joins (sorts of 92k uuids at 100k facts)
     -- Both directions of every pair, by number.
     CREATE TEMP TABLE lv_edge ON COMMIT DROP AS
         SELECT s.n AS src, t.n AS dst, p.w::float8 AS w
@@ -167,9 +168,9 @@ BEGIN
                 END LOOP;
                 moves := moves || moved_total;
                 lvl_moved := lvl_moved + moved_total;
-                -- Settled: at most one node in two hundred moves, or (at level 1) the moves
+                -- Settled: at most one node in fifty moves (the merge rounds finish the rest), or (at level 1) the moves
                 -- stopped falling: nodes of one phase swapping labels, again and again.
-                IF moved_total <= lvl_nodes / 200 OR (lvl > 0 AND moved_total >= last_moved) THEN
+                IF moved_total <= lvl_nodes / 50 OR (lvl > 0 AND moved_total >= last_moved) THEN
                     lvl_settled := true;
                     EXIT;
                 END IF;
@@ -223,6 +224,7 @@ BEGIN
     comm := ARRAY(SELECT lab[u.c] FROM unnest(comm) WITH ORDINALITY AS u (c, o) ORDER BY u.o);
 
     -- Communities found: labels held by two or more entities; centrality = weighted degree.
+    t1 := clock_timestamp();
     DROP TABLE IF EXISTS pg_temp.lp_found;
     CREATE TEMP TABLE lp_found ON COMMIT DROP AS
         SELECT comm[p.n] AS label, array_agg(p.id ORDER BY p.id) AS members,
@@ -281,6 +283,7 @@ BEGIN
                               'moves', to_jsonb(moves), 'levels', to_jsonb(sizes),
                               'ms', jsonb_build_object('setup', round(t_setup), 'propagation', round(t_prop),
                                                        'merges', round(t_merge), 'contractions', round(t_contract),
+                                                       'writes', round(extract(epoch FROM clock_timestamp() - t1) * 1000),
                                                        'total', round(extract(epoch FROM clock_timestamp() - t0) * 1000)));
 END
 $$;
@@ -400,6 +403,8 @@ $$;
 -- refresh writes it again) and ended versions holding p_entities are removed.
 CREATE OR REPLACE FUNCTION pgmemory_internal.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    gone uuid[];
 BEGIN
     UPDATE pgmemory.communities c
        SET revision = c.revision + 1, updated_at = now(),
@@ -416,10 +421,13 @@ BEGIN
        AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
                      WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
     IF p_erase THEN
-        DELETE FROM pgmemory.communities c
-         WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
-           AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
-                         WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities));
+        -- With their memberships (no foreign key cascades them, migration 0310).
+        gone := ARRAY(SELECT c.id FROM pgmemory.communities c
+                       WHERE c.group_id = p_group AND c.ended_at IS NOT NULL
+                         AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
+                                       WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities)));
+        DELETE FROM pgmemory.community_members WHERE group_id = p_group AND community_id = ANY (gone);
+        DELETE FROM pgmemory.communities WHERE group_id = p_group AND id = ANY (gone);
     END IF;
     UPDATE pgmemory.community_members m SET ended_at = now()
      WHERE m.group_id = p_group AND m.ended_at IS NULL

@@ -144,20 +144,24 @@ END
 $$;
 
 -- Delete entities of p_group with every version of their facts (and their
--- provenance), when no other entity's fact needs them.
+-- provenance) and their community memberships (current and ended: no foreign
+-- key cascades them, migration 0310), when no other entity's fact needs them.
 CREATE OR REPLACE FUNCTION pgmemory_internal.delete_entities(p_group text, p_entities uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     removed uuid[] := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                              WHERE f.group_id = p_group
                                AND (f.source_id = ANY (p_entities) OR f.target_id = ANY (p_entities)));
+    gone uuid[];
 BEGIN
     DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
-    DELETE FROM pgmemory.entities e
-     WHERE e.group_id = p_group AND e.id = ANY (p_entities)
-       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
-                        WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id));
+    gone := ARRAY(SELECT e.id FROM pgmemory.entities e
+                   WHERE e.group_id = p_group AND e.id = ANY (p_entities)
+                     AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                                      WHERE f.group_id = p_group AND (f.source_id = e.id OR f.target_id = e.id)));
+    DELETE FROM pgmemory.community_members WHERE group_id = p_group AND entity_id = ANY (gone);
+    DELETE FROM pgmemory.entities WHERE group_id = p_group AND id = ANY (gone);
 END
 $$;
 

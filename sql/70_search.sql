@@ -114,7 +114,9 @@ $$;
 -- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
 -- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
 -- 'via', the fact versions that brought an episode, and 'matches' instead of filtering by
--- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones).
+-- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
+-- single_node (the caller expects one node: on a distributed database a search of several
+-- groups then fails with SQLSTATE PMDST instead of running each group in turn).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -204,6 +206,12 @@ BEGIN
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
     IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
+        -- A caller that took the database for one node (Memory reads the setting once when it
+        -- opens) is told, so that it fans out instead: init distributed the database since.
+        IF coalesce((p_opts->>'single_node')::boolean, false) THEN
+            RAISE EXCEPTION 'pgmemory is distributed on Citus now: search several groups by fan-out'
+                USING ERRCODE = 'PMDST';
+        END IF;
         RETURN QUERY SELECT s.* FROM unnest(p_groups) AS g (gid)
                       CROSS JOIN LATERAL pgmemory.search_candidates(ARRAY[g.gid], p_query, p_embedding, p_opts) s;
         RETURN;
@@ -413,135 +421,148 @@ BEGIN
                AND e.id = ANY (epi_facts || epi_cos || epi_text || near_ids) AND e.metadata @> meta_filter);
     END IF;
 
-    RETURN QUERY
-    WITH fact_hits AS (
-        SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
-            SELECT x.version_id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s
-              FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
-            UNION ALL SELECT x.version_id, 'fulltext', x.r::integer, x.s
-              FROM unnest(fact_text, fact_text_score) WITH ORDINALITY AS x (version_id, s, r)
-            UNION ALL SELECT x.version_id, 'bfs', x.r::integer, NULL FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
-         GROUP BY h.version_id
-    ),
-    ent_hits AS (
-        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
-            SELECT x.id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(ent_text, ent_text_score) WITH ORDINALITY AS x (id, s, r)
-            UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
-         GROUP BY h.id
-    ),
-    com_hits AS (
-        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
-            SELECT x.id, 'cosine' AS method, x.r::integer AS r FROM unnest(com_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(com_text) WITH ORDINALITY AS x (id, r)) h
-         GROUP BY h.id
-    ),
-    epi_hits AS (
-        SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
-            SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-            UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)) h
-         GROUP BY h.id
-    ),
-    -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
-    epi_all AS (
-        SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, nb.hits
-          FROM epi_hits h
-          FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
-                       FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
-            ON nb.id = h.id
-    ),
-    from_center AS (
-        SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
-    )
-    SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
-               'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
-               'source_id', f.source_id, 'source', coalesce(sv.name, s.name),
-               'target_id', f.target_id, 'target', coalesce(tv.name, t.name),
-               'valid_from', lower(f.valid), 'valid_to', upper(f.valid),
-               'valid_from_unknown', lower_inf(f.valid),
-               'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
-               'attributes', f.attributes,
-               'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                              FROM pgmemory.fact_episodes fe
-                             WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
-                               AND (known_at IS NULL OR fe.created_at <= known_at)),
-               'distance', (SELECT min(b.distance) FROM from_center b
-                             WHERE b.entity_id IN (f.source_id, f.target_id)),
-               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
-           || CASE WHEN with_keys THEN jsonb_build_object(
-                  'matches', meta_filter IS NULL OR f.id = ANY (keep_facts),
-                  'keys', jsonb_strip_nulls(jsonb_build_object(
-                      'cosine', CASE WHEN fh.ranks->'cosine' IS NOT NULL THEN f.embedding <=> p_embedding END,
-                      'fulltext', -fh.text_score,
-                      'bfs', CASE WHEN fh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
-                                 (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d)
-                                   WHERE r.id IN (f.source_id, f.target_id)),
-                                 -extract(epoch FROM lower(f.recorded))) END)))
-              ELSE '{}'::jsonb END
-      FROM fact_hits fh
-      JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fh.version_id
-      JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
-      JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
-      -- The entity as recorded at known_at, when it has changed since (versions do not overlap;
-      -- without known_at none matches: no version starts at -infinity. Not a condition on
-      -- known_at itself: a join condition folded to false leaves the table unpinned on Citus).
-      LEFT JOIN pgmemory.entity_versions sv ON (sv.group_id = one OR one IS NULL AND sv.group_id = ANY (p_groups)) AND sv.group_id = s.group_id
-           AND sv.entity_id = s.id AND sv.recorded @> coalesce(known_at, '-infinity')
-      LEFT JOIN pgmemory.entity_versions tv ON (tv.group_id = one OR one IS NULL AND tv.group_id = ANY (p_groups)) AND tv.group_id = t.group_id
-           AND tv.entity_id = t.id AND tv.recorded @> coalesce(known_at, '-infinity')
-     WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts)
-    UNION ALL
-    SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
-               'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-               'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
-                                   e.group_id, e.id, point, known_at) sm)
-                               ELSE e.summary END,
-               'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
-               'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
-                             WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
-               'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
-               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
-           || CASE WHEN with_keys THEN jsonb_build_object(
-                  'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
-                  'keys', jsonb_strip_nulls(jsonb_build_object(
-                      'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN e.name_embedding <=> p_embedding END,
-                      'fulltext', -eh.text_score,
-                      'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
-                                 (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
-              ELSE '{}'::jsonb END
-      FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
-      LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
-           AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
-     WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities)
-    UNION ALL
-    SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
-               'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
-               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
-           || CASE WHEN with_keys THEN jsonb_build_object(
-                  'matches', meta_filter IS NULL,
-                  'keys', jsonb_strip_nulls(jsonb_build_object(
-                      'cosine', CASE WHEN ch.ranks->'cosine' IS NOT NULL THEN cm.name_embedding <=> p_embedding END,
-                      'fulltext', CASE WHEN ch.ranks->'fulltext' IS NOT NULL THEN -ts_rank_cd(cm.tsv, tq) END)))
-              ELSE '{}'::jsonb END
-      FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
-     WHERE meta_filter IS NULL OR with_keys
-    UNION ALL
-    SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
-               'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
-               'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
-               'source_description', ep.source_description,
-               'neighbour_of', eph.hits,
-               'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
-           || CASE WHEN with_keys THEN jsonb_build_object(
-                  'matches', meta_filter IS NULL OR ep.id = ANY (keep_episodes),
-                  'via', epi_via->(ep.id::text),
-                  'keys', jsonb_strip_nulls(jsonb_build_object(
-                      'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
-                      'fulltext', -eph.text_score)))
-              ELSE '{}'::jsonb END
-      FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-     WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);
+    -- One statement per kind, run only when the kind has candidates (a generic plan of one
+    -- statement for all four joins every kind's tables even when their lists are empty).
+    IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
+        RETURN QUERY
+        WITH fact_hits AS (
+            SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+                SELECT x.version_id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s
+                  FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
+                UNION ALL SELECT x.version_id, 'fulltext', x.r::integer, x.s
+                  FROM unnest(fact_text, fact_text_score) WITH ORDINALITY AS x (version_id, s, r)
+                UNION ALL SELECT x.version_id, 'bfs', x.r::integer, NULL FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
+             GROUP BY h.version_id
+        ),
+        from_center AS (
+            SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
+        )
+        SELECT 'fact'::text, f.id, f.version_id, fh.ranks, jsonb_build_object(
+                   'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
+                   'source_id', f.source_id, 'source', coalesce(sv.name, s.name),
+                   'target_id', f.target_id, 'target', coalesce(tv.name, t.name),
+                   'valid_from', lower(f.valid), 'valid_to', upper(f.valid),
+                   'valid_from_unknown', lower_inf(f.valid),
+                   'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
+                   'attributes', f.attributes,
+                   'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
+                                  FROM pgmemory.fact_episodes fe
+                                 WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
+                                   AND (known_at IS NULL OR fe.created_at <= known_at)),
+                   'distance', (SELECT min(b.distance) FROM from_center b
+                                 WHERE b.entity_id IN (f.source_id, f.target_id)),
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
+               || CASE WHEN with_keys THEN jsonb_build_object(
+                      'matches', meta_filter IS NULL OR f.id = ANY (keep_facts),
+                      'keys', jsonb_strip_nulls(jsonb_build_object(
+                          'cosine', CASE WHEN fh.ranks->'cosine' IS NOT NULL THEN f.embedding <=> p_embedding END,
+                          'fulltext', -fh.text_score,
+                          'bfs', CASE WHEN fh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
+                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d)
+                                       WHERE r.id IN (f.source_id, f.target_id)),
+                                     -extract(epoch FROM lower(f.recorded))) END)))
+                  ELSE '{}'::jsonb END
+          FROM fact_hits fh
+          JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fh.version_id
+          JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+          JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+          -- The entity as recorded at known_at, when it has changed since (versions do not overlap;
+          -- without known_at none matches: no version starts at -infinity. Not a condition on
+          -- known_at itself: a join condition folded to false leaves the table unpinned on Citus).
+          LEFT JOIN pgmemory.entity_versions sv ON (sv.group_id = one OR one IS NULL AND sv.group_id = ANY (p_groups)) AND sv.group_id = s.group_id
+               AND sv.entity_id = s.id AND sv.recorded @> coalesce(known_at, '-infinity')
+          LEFT JOIN pgmemory.entity_versions tv ON (tv.group_id = one OR one IS NULL AND tv.group_id = ANY (p_groups)) AND tv.group_id = t.group_id
+               AND tv.entity_id = t.id AND tv.recorded @> coalesce(known_at, '-infinity')
+         WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts);
+    END IF;
+    IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
+        RETURN QUERY
+        WITH ent_hits AS (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+                SELECT x.id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
+                UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(ent_text, ent_text_score) WITH ORDINALITY AS x (id, s, r)
+                UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
+             GROUP BY h.id
+        ),
+        from_center AS (
+            SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
+        )
+        SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
+                   'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
+                   'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
+                                       e.group_id, e.id, point, known_at) sm)
+                                   ELSE e.summary END,
+                   'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
+                   'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
+                                 WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
+                   'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
+               || CASE WHEN with_keys THEN jsonb_build_object(
+                      'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
+                      'keys', jsonb_strip_nulls(jsonb_build_object(
+                          'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN e.name_embedding <=> p_embedding END,
+                          'fulltext', -eh.text_score,
+                          'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
+                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
+                  ELSE '{}'::jsonb END
+          FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
+          LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
+               AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
+         WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities);
+    END IF;
+    IF cardinality(com_cos) + cardinality(com_text) > 0 THEN
+        RETURN QUERY
+        WITH com_hits AS (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks FROM (
+                SELECT x.id, 'cosine' AS method, x.r::integer AS r FROM unnest(com_cos) WITH ORDINALITY AS x (id, r)
+                UNION ALL SELECT x.id, 'fulltext', x.r::integer FROM unnest(com_text) WITH ORDINALITY AS x (id, r)) h
+             GROUP BY h.id
+        )
+        SELECT 'community', cm.id, NULL::bigint, ch.ranks, jsonb_build_object(
+                   'group_id', cm.group_id, 'name', cm.name, 'summary', cm.summary,
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN cm.name_embedding::text END)
+               || CASE WHEN with_keys THEN jsonb_build_object(
+                      'matches', meta_filter IS NULL,
+                      'keys', jsonb_strip_nulls(jsonb_build_object(
+                          'cosine', CASE WHEN ch.ranks->'cosine' IS NOT NULL THEN cm.name_embedding <=> p_embedding END,
+                          'fulltext', CASE WHEN ch.ranks->'fulltext' IS NOT NULL THEN -ts_rank_cd(cm.tsv, tq) END)))
+                  ELSE '{}'::jsonb END
+          FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
+         WHERE meta_filter IS NULL OR with_keys;
+    END IF;
+    IF cardinality(epi_facts) + cardinality(epi_cos) + cardinality(epi_text) + cardinality(near_ids) > 0 THEN
+        RETURN QUERY
+        WITH epi_hits AS (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+                SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
+                UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
+                UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)) h
+             GROUP BY h.id
+        ),
+        -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
+        epi_all AS (
+            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, nb.hits
+              FROM epi_hits h
+              FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
+                           FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
+                ON nb.id = h.id
+        )
+        SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
+                   'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
+                   'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
+                   'source_description', ep.source_description,
+                   'neighbour_of', eph.hits,
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
+               || CASE WHEN with_keys THEN jsonb_build_object(
+                      'matches', meta_filter IS NULL OR ep.id = ANY (keep_episodes),
+                      'via', epi_via->(ep.id::text),
+                      'keys', jsonb_strip_nulls(jsonb_build_object(
+                          'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
+                          'fulltext', -eph.text_score)))
+                  ELSE '{}'::jsonb END
+          FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+         WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);
+    END IF;
 END
 $$;
 

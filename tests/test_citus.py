@@ -34,6 +34,9 @@ from tests.test_belief_state import (  # noqa: F401
     test_boston_denver_boston,
     test_earlier_episode_moves_the_start_back,
 )
+from tests.test_ingest_offline import (  # noqa: F401
+    test_a_group_changed_between_the_reads_and_the_apply_is_decided_again_under_the_lock,
+)
 from tests.test_delete_episode import (  # noqa: F401
     test_erase_leaves_no_trace,
     test_retract_undoes_the_only_episode_that_ended_a_fact,
@@ -157,6 +160,28 @@ async def test_search_of_several_groups_fans_out_to_each(memory, group):
     only_a = await memory.search("where does he work", group_ids=[a], limit=10)
     assert {(f.group_id, f.target) for f in only_a.facts} == {(a, "Acme Corp")}
 
+
+
+async def test_a_memory_that_took_the_database_for_one_node_fans_out_once_it_is_distributed(memory, group):
+    """Memory reads whether the tables are distributed once, when it opens. One opened before
+    init distributed the database (its layout still says one node) learns it from its first
+    search of several groups (search_candidates refuses to run the groups in turn for it) and
+    answers with the fan-out's ranks, one search over all the groups, as every later search."""
+    from pgmemory.search.fanout import Layout
+
+    a, b = f"{group}-a", f"{group}-b"
+    await memory.add_episode(a, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-02"))
+    await memory.add_episode(b, "I work at Globex.", actor="Bob", reference_time=utc("2024-01-02"))
+    assert memory.layout.distributed is True  # read when it opened
+
+    def ranked(results):
+        return sorted((f.group_id, f.target, sorted(f.ranks.items())) for f in results.facts)
+    fanned = ranked(await memory.search("where does he work", group_ids=[a, b], limit=10))
+    # Merged ranks: one group's fact ranks second (run in turn, each group's would rank first).
+    assert any(2 in dict(r[2]).values() for r in fanned), fanned
+    memory.layout = Layout(distributed=False)  # as read before init distributed the database
+    assert ranked(await memory.search("where does he work", group_ids=[a, b], limit=10)) == fanned
+    assert memory.layout.distributed is True
 
 # Three groups of different sizes and vocabularies (so the methods' scores rarely tie).
 GROUP_STORIES = [
@@ -385,3 +410,29 @@ def test_the_group_lock_taken_in_a_transaction_is_held_on_the_groups_worker(citu
         tx.rollback()
     assert "Task Count: 1" in plan and plan.count("Node: host=") == 1, plan
     assert (on_workers, on_coordinator) == (1, 0)
+
+
+def test_the_calls_ingestion_makes_inside_a_transaction_run_on_the_groups_worker(citus_dsn, group):
+    """Inside BEGIN ... COMMIT Citus runs a function call on the coordinator, one routed query at
+    a time, unless the function is force-delegated: in the re-decide under the group lock, the
+    lock and both candidate reads are one task each on the group's worker, the one that holds
+    the lock; the apply (not force-delegated: its pushed-down INSERT ... SELECTs carry no shard
+    key, which Citus requires there) sends its queries to that worker one by one. (End to end:
+    the imported test_ingest_offline scenario.)"""
+    reads = [
+        "SELECT pgmemory_internal.lock_group(%s)",
+        "SELECT * FROM pgmemory_internal.read_entity_candidates(%s, '{Ann}', '{NULL}')",
+        "SELECT * FROM pgmemory_internal.read_fact_candidates(%s, '{}', '{}', '{}', '{}')",
+    ]
+    with psycopg.connect(citus_dsn) as tx:
+        tx.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))  # psycopg: inside BEGIN
+        plans = ["\n".join(r[0] for r in tx.execute("EXPLAIN " + sql, (group,))) for sql in reads]
+        apply = "\n".join(r[0] for r in tx.execute(
+            "EXPLAIN SELECT pgmemory_internal.apply_if_unchanged(%s, %s, 'w', 0, '{}')", (group, uuid.uuid4())))
+        tx.rollback()
+    nodes = set()
+    for sql, plan in zip(reads, plans):
+        assert "Task Count: 1" in plan and plan.count("Node: host=") == 1, (sql, plan)
+        nodes |= {line.strip() for line in plan.splitlines() if "Node: host=" in line}
+    assert len(nodes) == 1, nodes
+    assert "Custom Scan (Citus" not in apply, apply  # run here, its queries routed one by one

@@ -165,6 +165,33 @@ async def test_deletes_and_erasing_the_group_leave_no_orphan_community(memory, c
     assert graph_members(conn, group) == []
 
 
+# Memberships have no foreign keys (migration 0310): the delete paths remove them themselves.
+DANGLING = """SELECT count(*) FROM pgmemory.community_members m WHERE m.group_id = %s AND (
+                  NOT EXISTS (SELECT 1 FROM pgmemory.entities e WHERE e.group_id = m.group_id AND e.id = m.entity_id)
+                  OR NOT EXISTS (SELECT 1 FROM pgmemory.communities c
+                                  WHERE c.group_id = m.group_id AND c.id = m.community_id))"""
+
+
+async def test_erasing_episodes_leaves_no_membership_of_a_deleted_entity_or_community(memory, conn, group):
+    await ingest_chat(memory, group)
+    detect(conn, group)
+    # The two communities linked, and detected without the modularity penalty: one community,
+    # the two earlier ones kept as ended versions with their members.
+    await memory.add_episode(group, "Alice is friends with Carol.", actor="Narrator", episode_id=f"e{len(CHAT)}",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    out = conn.execute("SELECT pgmemory.detect_communities(%s, 30, 0.0)", (group,)).fetchone()[0]
+    conn.commit()
+    assert out["ended"] >= 1
+    for i in range(len(CHAT) + 1):
+        await memory.delete_episode(group, f"e{i}", erase=True)
+        conn.commit()
+        assert conn.execute(DANGLING, (group,)).fetchone()[0] == 0
+        assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
+        assert graph_members(conn, group) == table_members(conn, group)
+    assert conn.execute("SELECT count(*) FROM pgmemory.community_members WHERE group_id = %s",
+                        (group,)).fetchone()[0] == 0
+
+
 async def test_erasing_an_episode_blanks_the_summaries_that_may_quote_it(memory, conn, group):
     await ingest_chat(memory, group)
     detect(conn, group)

@@ -62,6 +62,34 @@ async def test_statistics_follow_text_updates_and_skip_other_updates(memory, db_
     assert kept == rebuilt
     assert "quokka" in {r[2] for r in kept if r[1] == "entities"}
 
+# Per lexeme of the group's episodes: the kept bound of its term frequency and the true largest one.
+TERM_FREQUENCIES = """
+    SELECT t.term, t.max_tf, (SELECT max(coalesce(array_length(u.positions, 1), 1))
+                                FROM pgmemory.episodes e, unnest(e.tsv) u
+                               WHERE e.group_id = t.group_id AND u.lexeme = t.term)
+      FROM pgmemory.term_stats t WHERE t.group_id = %s AND t.kind = 'episodes' ORDER BY 1"""
+
+
+def test_term_frequency_bound_is_never_below_the_true_one(db_dsn, group):
+    """term_stats.max_tf (what the exact top k bounds a lexeme's share by) is set by inserts, raised
+    by a rewrite that says a word more often (df unchanged), kept after the document that set it
+    is gone; rebuild_text_stats gives the exact value."""
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, group, ["sailing in Oslo", "sailing sailing sailing", "a boat"])
+        kept = {term: (bound, true) for term, bound, true in conn.execute(TERM_FREQUENCIES, (group,)).fetchall()}
+        assert kept["sail"] == (3, 3) and kept["oslo"] == (1, 1) and kept["boat"] == (1, 1)
+        conn.execute("UPDATE pgmemory.episodes SET content = 'a boat, a boat, a boat, a boat'"
+                     " WHERE group_id = %s AND content = 'a boat'", (group,))
+        conn.execute("DELETE FROM pgmemory.episodes WHERE group_id = %s AND content = 'sailing sailing sailing'",
+                     (group,))
+        kept = {term: (bound, true) for term, bound, true in conn.execute(TERM_FREQUENCIES, (group,)).fetchall()}
+        assert kept["boat"] == (4, 4) and kept["sail"] == (3, 1)
+        conn.execute("SELECT pgmemory.rebuild_text_stats()")
+        rebuilt = {term: (bound, true) for term, bound, true in conn.execute(TERM_FREQUENCIES, (group,)).fetchall()}
+        conn.rollback()
+    assert all(bound == true for bound, true in rebuilt.values()) and rebuilt["sail"] == (1, 1)
+
+
 def bm25_reference(conn: psycopg.Connection, group: str, terms: tuple[str, ...]) -> list[tuple[uuid.UUID, float]]:
     """Okapi BM25 of every episode of the group for the given lexemes, best first; the document
     length counts distinct lexemes (the group's average, from text_stats, counts positions)."""

@@ -220,3 +220,28 @@ async def test_erase_group(memory, group):
     async with memory.pool.acquire() as conn:
         for table in ("episodes", "entities", "facts", "entity_versions", "retractions", "fact_claims"):
             assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1", group) == 0
+
+
+async def test_a_group_changed_between_the_reads_and_the_apply_is_decided_again_under_the_lock(db_dsn, group):
+    """The offline extractor decides locally: when its group changed after the candidates were
+    read, the episode is decided again with the group lock held, in one transaction (the lock,
+    the candidate reads and the apply; on Citus each one task on the group's worker), and
+    applied then: the new employer is current and the old one ended."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    changed: list[int] = []
+
+    class ChangedMeanwhile(RuleExtractor):
+        async def judge_facts(self, episode, questions, usage):
+            if not changed:  # another writer, between this episode's reads and its apply
+                changed.append(await memory.pool.fetchval("SELECT pgmemory.bump_group_version($1)", group))
+            return await super().judge_facts(episode, questions, usage)
+
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=ChangedMeanwhile()) as memory:
+        await memory.add_episode(group, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-02"))
+        result = await memory.add_episode(group, "I work at Globex.", actor="Alice", reference_time=utc("2024-02-02"))
+        current = await memory.search("where does Alice work", group_ids=group, limit=5)
+    assert changed and result.status == "done" and result.facts_invalidated == 1
+    assert [f.target for f in current.facts] == ["Globex"]

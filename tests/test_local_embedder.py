@@ -189,3 +189,31 @@ def test_init_exports_the_onnx_graph_so_no_query_waits(empty_dsn, tmp_path, monk
     monkeypatch.setenv("PGMEMORY_CACHE_DIR", str(tmp_path))
     assert LocalEmbedder().prepare() == f"onnx, graph cached at {graphs[0]}"
     assert LocalEmbedder(runtime="torch").prepare() == "torch"
+
+
+async def test_episode_text_is_embedded_while_the_extractor_works(db_dsn, group) -> None:
+    """The episode's own text (its largest encode) is sent to the embedder before extraction starts,
+    so the model runs while the extractor and the candidate reads do; the stored vector is that text's."""
+    events: list[str] = []
+
+    class Recording(HashEmbedder):
+        async def embed(self, texts):
+            events.extend(f"embed {t}" for t in texts)
+            return await super().embed(texts)
+
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+
+    class Extracting(RuleExtractor):
+        async def extract(self, *args, **kwargs):
+            events.append("extract")
+            return await super().extract(*args, **kwargs)
+
+    async with await Memory.open(db_dsn, embedder=Recording(), extractor=Extracting()) as memory:
+        result = await memory.add_episode(group, "I work at Acme Corp.", actor="Alice",
+                                          reference_time=utc("2024-01-01"))
+        stored = await memory.pool.fetchval("SELECT embedding::text FROM pgmemory.episodes"
+                                            " WHERE group_id = $1 AND id = $2", group, result.episode_id)
+    assert events.index("embed Alice: I work at Acme Corp.") < events.index("extract") < events.index("embed Alice")
+    expected = HashEmbedder().embed_one("Alice: I work at Acme Corp.")
+    assert cosines([[float(x) for x in stored.strip("[]").split(",")]], [expected])[0] >= 0.9999

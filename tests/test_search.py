@@ -232,3 +232,20 @@ async def test_cross_encoder_without_a_provider_is_a_clear_error(memory, monkeyp
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(InvalidInput, match="cross_encoder reranker needs a provider"):
         await memory.search("Bob", group_ids=["g"], config="combined_cross_encoder")
+
+
+async def test_memory_reads_whether_it_is_distributed_once_not_per_search(memory, group, monkeypatch):
+    """Issue 14: a search of several groups asks nothing more of a one-node database than the
+    search itself: whether the tables are distributed was read when the Memory opened."""
+    from pgmemory.search import fanout
+
+    assert memory.layout.distributed is False
+    a, b = f"{group}-a", f"{group}-b"
+    await memory.add_episode(a, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-02"))
+    await memory.add_episode(b, "I work at Globex.", actor="Bob", reference_time=utc("2024-01-02"))
+
+    async def read_again(conn):
+        raise AssertionError("the distribution setting was read again")
+    monkeypatch.setattr(fanout, "is_distributed", read_again)
+    results = await memory.search("where does he work", group_ids=[a, b], limit=10)
+    assert {(f.group_id, f.target) for f in results.facts} == {(a, "Acme Corp"), (b, "Globex")}

@@ -64,3 +64,32 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
                             " '2024-01-01')").fetchone()[0]
         assert done["action"] == "created"
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
+
+
+WRITE_ENTRY_POINTS = ("apply_if_unchanged", "apply_episode", "read_entity_candidates", "read_fact_candidates",
+                      "add_fact", "retract_fact")
+
+
+def test_write_entry_points_run_generic_plans_after_every_init(empty_dsn):
+    """Issue 9: the write path's statements are planned once per session, not on every episode
+    (sql/90_write_plans.sql); a re-init, which re-creates every function, keeps it so."""
+    def modes(conn) -> dict[str, list[str]]:
+        return {name: [c for c in (config or []) if c.startswith("plan_cache_mode=")]
+                for name, config in conn.execute(
+                    "SELECT p.proname, p.proconfig FROM pg_proc p WHERE p.proname = ANY (%s)"
+                    " AND p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)",
+                    (list(WRITE_ENTRY_POINTS),))}
+
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, 384)
+        conn.commit()
+        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in WRITE_ENTRY_POINTS}
+        conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")
+        conn.commit()
+        init_database(conn, 384)
+        conn.commit()
+        assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in WRITE_ENTRY_POINTS}
+        # And a write through the SQL API still does what it did.
+        done = conn.execute("SELECT pgmemory.add_fact('g', 'Ada', 'works for', 'Acme', 'Ada works for Acme.')"
+                            ).fetchone()[0]
+        assert done["action"] == "created"

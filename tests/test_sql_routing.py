@@ -28,7 +28,6 @@ ANY_GROUPS_ALLOWED = {
     "pgmemory_internal.episode_text_hits": "pg_textsearch full text over the searched groups (one on Citus)",
     "pgmemory_internal.entity_text_hits_as_of": "full text over the searched groups (one on Citus)",
     "pgmemory.bm25_weights": "BM25 statistics of the searched groups (one on Citus)",
-    "pgmemory_internal.add_text_stats": "statistics upkeep for the rows of one statement: their own groups",
 }
 # Statements that read distributed tables across groups on purpose, and why.
 UNPINNED_ALLOWED = {

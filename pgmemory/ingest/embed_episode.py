@@ -1,6 +1,9 @@
-"""Everything one episode needs embedded, in one embedder call; entity names already stored reuse their vectors."""
+"""What one episode needs embedded: its text (with the turn before it, episode_embedding_text),
+started before extraction so the model runs while the extractor and the candidate reads do; then its new entity names and fact sentences in one call
+(names already stored reuse their vectors)."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import asyncpg
@@ -66,12 +69,29 @@ async def stored_name_vectors(pool: asyncpg.Pool, group_id: str, names: list[str
     return {r["name"]: r["name_embedding"].to_list() for r in rows}
 
 
-async def embed_episode(pool: asyncpg.Pool, embedder: Embedder, group_id: str, names: list[str],
-                        sentences: list[str], episode_text: str):
-    """(name vectors, fact vectors, episode vector): stored names reused, the rest in ONE embed call."""
+def start_text_embedding(embedder: Embedder, text: str) -> asyncio.Task:
+    """The episode text's vector, computed in the background from now on (the text is known before
+    extraction; its ~256 tokens are the largest encode of the episode). Await it, or `discard` it."""
+    async def one() -> list[float]:
+        return (await embedder.embed([text]))[0]
+
+    return asyncio.ensure_future(one())
+
+
+def discard(task: asyncio.Task) -> None:
+    """Cancel a background embedding no longer needed (or fetch its error, so none goes unreported)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+async def embed_names_and_facts(pool: asyncpg.Pool, embedder: Embedder, group_id: str, names: list[str],
+                                sentences: list[str]) -> tuple[list[list[float]], list[list[float]]]:
+    """(name vectors, fact vectors): stored names reused, the rest in ONE embed call."""
     stored = await stored_name_vectors(pool, group_id, names)
     fresh_names = [n for n in names if n not in stored]
-    vectors = await embedder.embed(fresh_names + sentences + [episode_text])
+    vectors = await embedder.embed(fresh_names + sentences) if fresh_names or sentences else []
     computed = dict(zip(fresh_names, vectors))
     name_vecs = [stored.get(n) or computed[n] for n in names]
-    return name_vecs, vectors[len(fresh_names):-1], vectors[-1]
+    return name_vecs, vectors[len(fresh_names):]

@@ -27,7 +27,8 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
-from pgmemory.ingest.embed_episode import embed_episode, episode_embedding_text
+from pgmemory.ingest.embed_episode import (discard, embed_names_and_facts, episode_embedding_text,
+                                           start_text_embedding)
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
@@ -180,16 +181,27 @@ class Ingestor:
         episode = ep.as_input()
         previous = await _previous(db, ep)
         await db.release()  # no connection held while extracting and embedding
+        # The text's vector (with the turn before it) is computed while the extractor works.
+        episode_embedding = start_text_embedding(self.embedder, episode_embedding_text(episode, previous))
+        try:
+            return await self._decide_and_apply(db, ep, episode, previous, usage, entity_types, edge_types,
+                                                episode_embedding)
+        finally:
+            discard(episode_embedding)
+
+    async def _decide_and_apply(self, db: "_TimedDb", ep: Episode, episode: EpisodeInput,
+                                previous: list[EpisodeInput], usage: Usage, entity_types, edge_types,
+                                episode_embedding: asyncio.Task) -> EpisodeResult:
         extraction = await self.extractor.extract(episode, previous, usage,
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
         sentences = [fact_embedding_text(f) for f in extraction.facts]
-        name_vecs, fact_vecs, episode_vec = await embed_episode(
-            self.pool, self.embedder, ep.group_id, names, sentences, episode_embedding_text(episode, previous))
+        name_vecs, fact_vecs = await embed_names_and_facts(self.pool, self.embedder, ep.group_id, names, sentences)
         decisions = _Decisions(self.extractor)
         for rounds in range(1, DECIDE_ROUNDS + 1):
             version, resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous,
                                                     usage)
+            episode_vec = await episode_embedding  # computed meanwhile; done before any lock is taken
             out = await db.fetchval("SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
                                     ep.group_id, ep.id, self.owner, version,
                                     _payload(ep, resolved, plan, usage, episode_vec))

@@ -13,7 +13,7 @@ from pgmemory.providers.reranker import CrossEncoder
 from pgmemory.search import rerank
 from pgmemory.search.candidates import fetch_candidates, options, refused_ids_as_input_errors
 from pgmemory.search.config import MAX_LIMIT, MAX_QUERY_CHARS, SearchConfig, SearchFilters
-from pgmemory.search.fanout import fetch_fanned_out, is_distributed
+from pgmemory.search.fanout import DISTRIBUTED_SINCE, Layout, fetch_fanned_out
 from pgmemory.search.types import Hit, SearchResults
 from pgmemory.validate import check_int, check_text
 
@@ -30,10 +30,13 @@ def check_request(query: Any, group_ids: Any, limit: Any) -> list[str]:
 
 async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: CrossEncoder | None,
                      query: str, group_ids: list[str], limit: int, config: SearchConfig,
-                     filters: SearchFilters, timings: dict[str, float] | None = None) -> SearchResults:
+                     filters: SearchFilters, timings: dict[str, float] | None = None,
+                     layout: Layout | None = None) -> SearchResults:
     """f(α) = ρ(φ(α)): candidates of every kind, reranked per kind, the best `limit` of each.
     With `timings` (bench/search_latency.py), the seconds of each stage are added to it:
-    "embed", "sql" (the candidate call), "decode" (rows to hits) and "rerank"."""
+    "embed", "sql" (the candidate call), "decode" (rows to hits) and "rerank". `layout`: whether
+    the database is distributed, as known to the caller (Memory's, read once); without it, read
+    at a search of several groups."""
     if config.reranker == "cross_encoder" and cross_encoder is None:
         raise InvalidInput("the cross_encoder reranker needs a provider: configure an LLM endpoint "
                            "(PGMEMORY_LLM_BASE_URL) or a local model (PGMEMORY_CROSS_ENCODER)")
@@ -42,11 +45,18 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
     embedding = (await embedder.embed([query]))[0] if needs_embedding else None
     embedded = time.perf_counter()
     opts = options(config, filters, with_embeddings=config.reranker == "mmr")
+    layout = layout or Layout()
     with refused_ids_as_input_errors():
         async with pool.acquire() as conn:
-            fan_out = len(group_ids) > 1 and await is_distributed(conn)
+            fan_out = len(group_ids) > 1 and await layout.known(conn)
             if not fan_out:
-                found = await fetch_candidates(conn, group_ids, query, embedding, opts, timings)
+                try:  # single_node: a database distributed since the layout was read says so
+                    found = await fetch_candidates(conn, group_ids, query, embedding,
+                                                   {**opts, "single_node": len(group_ids) > 1}, timings)
+                except asyncpg.PostgresError as exc:
+                    if exc.sqlstate != DISTRIBUTED_SINCE:
+                        raise
+                    layout.distributed = fan_out = True
         if fan_out:  # several groups on Citus: each on its worker at once, merged (search/fanout.py)
             found = await fetch_fanned_out(pool, group_ids, query, embedding, opts, timings)
     fetched = time.perf_counter()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -28,9 +29,29 @@ from pgmemory.search.types import SearchResults
 DERIVED = {"facts"}  # the episode list built from the fact lists, not from a sort key of its own
 
 
+# SQLSTATE of search_candidates when a caller that took the database for one node (option
+# single_node) searches several groups of a database distributed since (sql/70_search.sql).
+DISTRIBUTED_SINCE = "PMDST"
+
+
 async def is_distributed(conn: asyncpg.Connection) -> bool:
     """Whether the database is a Citus coordinator with pgmemory distributed (init's setting)."""
     return bool(await conn.fetchval("SELECT (pgmemory_internal.setting('distributed') #>> '{}')::boolean"))
+
+
+@dataclass
+class Layout:
+    """Whether pgmemory's tables are distributed, read once (Memory keeps one): it changes only
+    when init distributes a running database, which a search of several groups then learns from
+    search_candidates (DISTRIBUTED_SINCE) and records here."""
+
+    distributed: bool | None = None  # None: not read yet
+
+    async def known(self, conn: asyncpg.Connection) -> bool:
+        """The layout, read from the database the first time only."""
+        if self.distributed is None:
+            self.distributed = await is_distributed(conn)
+        return self.distributed
 
 
 async def _each(pool: asyncpg.Pool, groups: list[str],

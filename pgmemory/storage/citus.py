@@ -24,8 +24,18 @@ GLOBAL_TABLES = {"pgmemory.role_groups"}
 GROUP_COLUMN = "group_id"
 GROUP_ARG = "p_group"
 # Delegated even inside a transaction block (Citus otherwise runs a call made there on the
-# coordinator): the group lock, so that a transaction holding it holds it on the group's worker.
-FORCE_DELEGATED = {"pgmemory_internal.lock_group(text)"}
+# coordinator, routing each of its queries): what ingestion reads inside one, in its re-decide
+# under the group lock (pgmemory/ingest/pipeline.py). The lock, so that a transaction holding
+# it holds it on the group's worker, and both candidate reads made under it, each one task on
+# that worker. Citus then checks that every query inside the call carries the call's group as
+# its shard key, which a pushed-down INSERT ... SELECT does not: the writers (the apply, with
+# its statistics and entity inserts) are therefore delegated outside transactions only, and
+# under the lock the apply's queries are routed one by one to the same worker.
+FORCE_DELEGATED = {
+    "pgmemory_internal.lock_group(text)",
+    "pgmemory_internal.read_entity_candidates(text,text[],vector[])",
+    "pgmemory_internal.read_fact_candidates(text,uuid[],uuid[],text[],vector[])",
+}
 
 
 def citus_installed(conn: psycopg.Connection) -> bool:

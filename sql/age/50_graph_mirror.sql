@@ -209,6 +209,10 @@ BEGIN
            FROM pgmemory.facts f
           WHERE f.group_id = OLD.group_id AND (f.source_id = OLD.id OR f.target_id = OLD.id)
             AND NOT upper_inf(f.recorded);
+        -- and its membership edges (a retired entity's memberships are deleted after it)
+        DELETE FROM pgmemory_graph."HAS_MEMBER" h
+         WHERE h.end_id OPERATOR(ag_catalog.=) (SELECT v.vertex_id::text::ag_catalog.graphid
+                                                  FROM pgmemory.graph_vertices v WHERE v.node_id = OLD.id);
         PERFORM pgmemory_internal.graph_drop_vertex('Entity', OLD.id);
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
@@ -222,6 +226,9 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_community() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
+        DELETE FROM pgmemory_graph."HAS_MEMBER" h  -- its member edges, if any are left
+         WHERE h.start_id OPERATOR(ag_catalog.=) (SELECT v.vertex_id::text::ag_catalog.graphid
+                                                    FROM pgmemory.graph_vertices v WHERE v.node_id = OLD.id);
         PERFORM pgmemory_internal.graph_drop_vertex('Community', OLD.id);
         RETURN OLD;
     END IF;
@@ -270,14 +277,25 @@ BEGIN
 END
 $$;
 
+-- A membership's HAS_MEMBER edge is known by its two vertices (a community has one edge per
+-- member), not by a key in graph_edges: a detection writes 20,000 of them at 100k facts.
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_member_row(m pgmemory.community_members) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory_internal.graph_put_edge('HAS_MEMBER', 'member:' || m.community_id || ':' || m.entity_id,
-        m.community_id, m.entity_id, jsonb_build_object('group_id', m.group_id))
+    INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
+    SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid,
+           jsonb_build_object('group_id', m.group_id)::text::ag_catalog.agtype
+      FROM pgmemory.graph_vertices vc, pgmemory.graph_vertices ve
+     WHERE vc.node_id = m.community_id AND ve.node_id = m.entity_id
+       AND NOT EXISTS (SELECT 1 FROM pgmemory_graph."HAS_MEMBER" h
+                        WHERE h.end_id OPERATOR(ag_catalog.=) ve.vertex_id::text::ag_catalog.graphid
+                          AND h.start_id OPERATOR(ag_catalog.=) vc.vertex_id::text::ag_catalog.graphid)
 $$;
 
 -- Memberships are mirrored per statement (a detection writes thousands at
 -- once): current ones inserted become HAS_MEMBER edges, ended or deleted ones
--- drop theirs, each in one set-based statement over the transition table.
+-- drop theirs. No statement joins the transition tables with each other or
+-- with what they insert: a trigger's plans are made on its first call in a
+-- session (often one row, from an episode) and kept, so a join planned as a
+-- nested loop there would turn quadratic on a detection's 20,000 rows.
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_added() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     wanted integer;
@@ -287,22 +305,15 @@ BEGIN
     IF wanted = 0 THEN
         RETURN NULL;
     END IF;
-    WITH pairs AS MATERIALIZED (
-        SELECT n.community_id, n.entity_id, n.group_id, vc.vertex_id AS vc, ve.vertex_id AS ve
-          FROM new_members n
-          JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
-          JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
-         WHERE n.ended_at IS NULL
-    ), made AS (
-        INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
-        SELECT p.vc::text::ag_catalog.graphid, p.ve::text::ag_catalog.graphid,
-               jsonb_build_object('group_id', p.group_id)::text::ag_catalog.agtype
-          FROM pairs p
-        RETURNING id::text::bigint AS eid, start_id::text::bigint AS vc, end_id::text::bigint AS ve
-    )
-    INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
-    SELECT 'member:' || p.community_id || ':' || p.entity_id, m.eid
-      FROM made m JOIN pairs p ON p.vc = m.vc AND p.ve = m.ve;
+    INSERT INTO pgmemory_graph."HAS_MEMBER" (start_id, end_id, properties)
+    SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid, g.props
+      FROM new_members n
+      JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
+      JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+      -- the properties once per group, not parsed again for every row
+      JOIN (SELECT x.group_id, jsonb_build_object('group_id', x.group_id)::text::ag_catalog.agtype AS props
+              FROM (SELECT DISTINCT group_id FROM new_members) x) g ON g.group_id = n.group_id
+     WHERE n.ended_at IS NULL;
     GET DIAGNOSTICS made = ROW_COUNT;
     IF made <> wanted THEN
         RAISE EXCEPTION 'graph mirror: % of % HAS_MEMBER edges have no vertex', wanted - made, wanted;
@@ -311,25 +322,33 @@ BEGIN
 END
 $$;
 
+-- Deleted current memberships and ended ones drop their edges (an update sets
+-- ended_at once and never clears it: a row ended earlier has no edge left to
+-- drop). The edges are found by their vertices; the delete is planned for the
+-- arrays at hand (EXECUTE), not for the first call's.
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_members_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    keys text[];
+    starts bigint[];
+    ends bigint[];
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id FROM old_members o
-                       WHERE o.ended_at IS NULL);
+        SELECT array_agg(vc.vertex_id), array_agg(ve.vertex_id) INTO starts, ends
+          FROM old_members o
+          JOIN pgmemory.graph_vertices vc ON vc.node_id = o.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.node_id = o.entity_id
+         WHERE o.ended_at IS NULL;
     ELSE
-        keys := ARRAY(SELECT 'member:' || o.community_id || ':' || o.entity_id
-                        FROM old_members o JOIN new_members n
-                          ON n.community_id = o.community_id AND n.entity_id = o.entity_id
-                       WHERE o.ended_at IS NULL AND n.ended_at IS NOT NULL);
+        SELECT array_agg(vc.vertex_id), array_agg(ve.vertex_id) INTO starts, ends
+          FROM new_members n
+          JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+         WHERE n.ended_at IS NOT NULL;
     END IF;
-    IF cardinality(keys) > 0 THEN
-        WITH gone AS (
-            DELETE FROM pgmemory.graph_edges g WHERE g.edge_key = ANY (keys) RETURNING g.edge_id
-        )
-        DELETE FROM pgmemory_graph."HAS_MEMBER" h
-         WHERE h.id OPERATOR(ag_catalog.=) ANY (ARRAY(SELECT edge_id::text::ag_catalog.graphid FROM gone));
+    IF starts IS NOT NULL THEN
+        EXECUTE 'DELETE FROM pgmemory_graph."HAS_MEMBER" h USING unnest($1, $2) AS x (vc, ve)'
+                ' WHERE h.end_id OPERATOR(ag_catalog.=) x.ve::text::ag_catalog.graphid'
+                '   AND h.start_id OPERATOR(ag_catalog.=) x.vc::text::ag_catalog.graphid'
+          USING starts, ends;
     END IF;
     RETURN NULL;
 END

@@ -8,29 +8,6 @@
 -- (bench/fulltext_ranking.py, cross-validated between them; figures in bench/README.md):
 -- short chat turns want term frequency to saturate fast and length to matter little.
 
--- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
--- a one-lexeme tsquery, the group's mean document length, df, and whether the lexeme is
--- common for a top p_k: the rarest lexemes are rare until they hold 2 x p_k documents
--- together, the rest is common (a speaker's name in a chat, a common word in 100k facts).
-CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
-RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
-               common boolean)
-LANGUAGE sql STABLE AS $$
-    SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)), quote_literal(t.term)::tsquery,
-           greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
-           sum(t.docs) OVER (PARTITION BY s.group_id ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING)
-               - t.docs >= 2 * p_k
-      FROM pgmemory.text_stats s
-      JOIN pgmemory.term_stats t ON t.group_id = s.group_id AND t.kind = s.kind
-     WHERE s.kind = p_kind AND s.group_id = ANY (p_groups) AND t.docs > 0
-       AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
-$$;
-DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
-DROP FUNCTION IF EXISTS pgmemory_internal.bm25_terms(text, text[], text);
-
--- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
-DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
-
 -- The Okapi BM25 share of one query lexeme occurring p_tf times in a document of p_len
 -- distinct lexemes (k1 = 0.3, b = 0.1). The candidate functions below find documents term by
 -- term through the GIN index (tsv @@ one lexeme), read tf with ts_rank_cd (with unit weights
@@ -44,9 +21,46 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
 $$;
 
+-- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+-- a one-lexeme tsquery, the group's mean document length, df, whether the lexeme is common
+-- for a top p_k (the rarest lexemes are rare until they hold 2 x p_k documents together, the
+-- rest is common: a speaker's name in a chat, a common word in 100k facts), and the largest
+-- share of the score a document can get from it: idf x the BM25 factor of its largest term
+-- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown).
+DO $$
+BEGIN  -- the result gained a column (bound): an older definition must go first
+    IF EXISTS (SELECT FROM pg_proc
+                WHERE oid = to_regprocedure('pgmemory_internal.bm25_terms(text, text[], text, integer)')
+                  AND NOT 'bound' = ANY (proargnames)) THEN
+        DROP FUNCTION pgmemory_internal.bm25_terms(text, text[], text, integer);
+    END IF;
+END
+$$;
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
+RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
+               common boolean, bound double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)), quote_literal(t.term)::tsquery,
+           greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
+           sum(t.docs) OVER (PARTITION BY s.group_id ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING)
+               - t.docs >= 2 * p_k,
+           ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+               * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3)
+      FROM pgmemory.text_stats s
+      JOIN pgmemory.term_stats t ON t.group_id = s.group_id AND t.kind = s.kind
+     WHERE s.kind = p_kind AND s.group_id = ANY (p_groups) AND t.docs > 0
+       AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
+$$;
+DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
+DROP FUNCTION IF EXISTS pgmemory_internal.bm25_terms(text, text[], text);
+
+-- The per-row scorer of earlier versions (it unnested every candidate's tsvector): gone.
+DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[], double precision);
+
 -- One method for every kind (facts, entities, episodes): the exact BM25 top p_k by upper bounds
--- over sets of lexemes. A lexeme's share is below 1.3 x idf, so a document can beat the current
--- p_k-th score (theta) only if the bounds of the lexemes it holds add up to theta. The query's
+-- over sets of lexemes. A lexeme's share is at most its bound (bm25_terms), so a document can
+-- beat the current p_k-th score (theta) only if the bounds of the lexemes it holds add up to
+-- theta. The query's
 -- lexemes (at most 10 units: beyond that the commonest form one unit, any of them) are combined
 -- into every set, highest bound first:
 --   1. the documents holding every unit of each of the first 2 x n sets (GIN intersections, few
@@ -119,6 +133,7 @@ DECLARE
     terms_idf double precision[];
     terms_tq tsquery[];
     terms_avgdl double precision[];
+    terms_bound double precision[];
     unit_tq tsquery[];           -- the lexemes, rarest first; the last may be several (OR)
     unit_bound double precision[];
     n integer;
@@ -137,8 +152,9 @@ BEGIN
         RAISE EXCEPTION 'unknown text kind: %', p_kind USING ERRCODE = '22023';
     END IF;
     SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
-           array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text)
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl
+           array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text),
+           array_agg(t.bound ORDER BY t.df, t.tq::text)
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_bound
       FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
@@ -147,8 +163,8 @@ BEGIN
     -- the largest bound), the commonest merged into the tenth.
     SELECT array_agg(u.tq ORDER BY u.r), array_agg(u.b ORDER BY u.r) INTO unit_tq, unit_bound
       FROM (SELECT least(x.r, 10) AS r, string_agg(x.tq::text, ' | ')::tsquery AS tq, sum(x.b) AS b
-              FROM (SELECT row_number() OVER (ORDER BY min(w.ord)) AS r, w.tq, max(1.3 * w.idf) AS b
-                      FROM unnest(terms_tq, terms_idf) WITH ORDINALITY AS w (tq, idf, ord)
+              FROM (SELECT row_number() OVER (ORDER BY min(w.ord)) AS r, w.tq, max(w.bound) AS b
+                      FROM unnest(terms_tq, terms_bound) WITH ORDINALITY AS w (tq, bound, ord)
                      GROUP BY w.tq) x
              GROUP BY least(x.r, 10)) u;
     n := cardinality(unit_tq);

@@ -1,0 +1,110 @@
+"""pgmemory.search_candidates of a baseline revision against the current one, interleaved query by
+query in one session on the same data, with a check that both return the same rows.
+
+The baseline's search_candidates (sql/70_search.sql at --baseline, read with `git show`) is created
+as a session-temporary function (pg_temp); the functions it calls (full text, BFS, ...) are the
+current ones, so this measures the body of search_candidates only. Data: the LoCoMo groups of the
+default database (as `search_latency --locomo` left them, questions embedded now with the local
+model) or a loaded search_latency scenario (`--scenario 100k`, `1m`).
+
+    PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.search_ab --baseline HEAD~1 \
+        --scenario 100k --recipe edge_hybrid_rrf --queries 100
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import time
+from pathlib import Path
+
+import asyncpg
+
+from bench.search_latency import Scenario, db_dsn, log, make_queries, pct
+from pgmemory.eval.ingestion import group_id as eval_group
+from pgmemory.eval.readers import read_locomo
+from pgmemory.search.candidates import options
+from pgmemory.search.config import SearchFilters, resolve_config
+from pgmemory.storage.connect import resolve_dsn
+from pgmemory.storage.vectors import vector_literals
+
+CALL = "SELECT kind, id, version_id, ranks, detail FROM {fn}(ARRAY[$1], $2, $3::text::vector, $4::jsonb)"
+
+
+def baseline_function(rev: str) -> str:
+    """The baseline's search_candidates, renamed pg_temp.search_candidates."""
+    root = Path(__file__).parent.parent
+    text = subprocess.run(["git", "show", f"{rev}:sql/70_search.sql"], cwd=root, check=True,
+                          capture_output=True, text=True).stdout
+    start = text.index("CREATE OR REPLACE FUNCTION pgmemory.search_candidates(")
+    end = text.index("$$;", text.index("AS $$", start)) + 3
+    return text[start:end].replace("pgmemory.search_candidates(", "pg_temp.search_candidates(", 1)
+
+
+async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, list[float]]]:
+    """(group, question, MiniLM vector) of n shuffled LoCoMo questions."""
+    from pgmemory.providers.embedder import LocalEmbedder
+
+    asked = [(eval_group("locomo", c.conversation_id), q.question) for c in read_locomo(path) for q in c.questions]
+    random.Random(7).shuffle(asked)
+    asked = asked[:n]
+    vectors = await LocalEmbedder(cache_entries=0).embed([q for _, q in asked])
+    return [(g, q, list(map(float, v))) for (g, q), v in zip(asked, vectors)]
+
+
+async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int) -> None:
+    """Time baseline and current on every query (the order alternating), print p50/p95 and ratios."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(baseline_function(rev))
+        opts = json.dumps(options(resolve_config(recipe), SearchFilters(), with_embeddings=False))
+        times: dict[str, list[float]] = {"baseline": [], "current": []}
+        differ = 0
+        for n, (g, q, v) in enumerate(queries):
+            rows = {}
+            order = ("baseline", "current") if n % 2 else ("current", "baseline")
+            for label in order:
+                fn = "pg_temp.search_candidates" if label == "baseline" else "pgmemory.search_candidates"
+                started = time.perf_counter()
+                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts)
+                if n >= warmup:
+                    times[label].append((time.perf_counter() - started) * 1000)
+                rows[label] = sorted((r["kind"], str(r["id"]), r["version_id"], r["ranks"], r["detail"]) for r in found)
+            differ += rows["baseline"] != rows["current"]
+        b, c = pct(times["baseline"]), pct(times["current"])
+        log(f"  {recipe} n={b['n']} baseline p50 {b['p50']:7.2f} p95 {b['p95']:7.2f} | current p50 {c['p50']:7.2f} "
+            f"p95 {c['p95']:7.2f} ms | ratio p50 {c['p50'] / max(b['p50'], 1e-9):.2f} p95 "
+            f"{c['p95'] / max(b['p95'], 1e-9):.2f} | queries whose rows differ: {differ} | load {os.getloadavg()[0]:.2f}")
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    """Parse the options, pick the data set, measure."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="HEAD~1", help="git revision of the baseline search_candidates")
+    ap.add_argument("--scenario", default="locomo", help="locomo, or a loaded search_latency scenario (100k, 1m)")
+    ap.add_argument("--locomo", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data"
+                    / "locomo" / "locomo-dev.json", help="LoCoMo file whose conversations are in the default database")
+    ap.add_argument("--recipe", default="combined_hybrid_rrf")
+    ap.add_argument("--queries", type=int, default=100, help="measured queries (after warm-up)")
+    ap.add_argument("--warmup", type=int, default=10)
+    args = ap.parse_args()
+    server = resolve_dsn()
+    total = args.queries + args.warmup
+    if args.scenario == "locomo":
+        dsn = server
+        queries = asyncio.run(locomo_queries(dsn, args.locomo, total))
+    else:
+        sc = Scenario(args.scenario, 1, 1)
+        dsn = db_dsn(server, sc.db)
+        queries = [(q.group, q.text, q.vector) for q in make_queries(dsn, sc, total)[0]]
+    log(f"scenario {args.scenario}: baseline {args.baseline}, {args.queries} queries after {args.warmup} warm-up")
+    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup))
+
+
+if __name__ == "__main__":
+    main()
