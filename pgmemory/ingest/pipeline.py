@@ -184,6 +184,7 @@ class Ingestor:
         # The text's vector (with the turn before it) is computed while the extractor works.
         episode_embedding = start_text_embedding(self.embedder, episode_embedding_text(episode, previous))
         try:
+            await asyncio.sleep(0)  # the encode is sent before the extractor takes the event loop
             return await self._decide_and_apply(db, ep, episode, previous, usage, entity_types, edge_types,
                                                 episode_embedding)
         finally:
