@@ -192,8 +192,9 @@ def test_init_exports_the_onnx_graph_so_no_query_waits(empty_dsn, tmp_path, monk
 
 
 async def test_episode_text_is_embedded_while_the_extractor_works(db_dsn, group) -> None:
-    """The episode's own text (its largest encode) is sent to the embedder before extraction starts,
-    so the model runs while the extractor and the candidate reads do; the stored vector is that text's."""
+    """The episode's text (its largest encode; with the turn before it, when there is one) is sent to
+    the embedder before extraction starts, so the model runs while the extractor and the candidate
+    reads do; the stored vector is that text's."""
     events: list[str] = []
 
     class Recording(HashEmbedder):

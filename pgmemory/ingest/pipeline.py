@@ -27,7 +27,8 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
-from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_text_embedding
+from pgmemory.ingest.embed_episode import (discard, embed_names_and_facts, episode_embedding_text,
+                                           start_text_embedding)
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
@@ -36,7 +37,6 @@ from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import Usage
 
 CONTEXT_EPISODES = 4
-EPISODE_EMBED_CHARS = 2000
 DEFAULT_LEASE_SECONDS = 300.0
 DECIDE_ROUNDS = 8  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
 
@@ -178,18 +178,21 @@ class Ingestor:
             await db.release()
 
     async def _phases(self, db: "_TimedDb", ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
-        spoken = f"{ep.actor}: {ep.content}" if ep.actor else ep.content
-        episode_embedding = start_text_embedding(self.embedder, spoken[:EPISODE_EMBED_CHARS])
-        try:
-            return await self._decide_and_apply(db, ep, usage, entity_types, edge_types, episode_embedding)
-        finally:
-            discard(episode_embedding)
-
-    async def _decide_and_apply(self, db: "_TimedDb", ep: Episode, usage: Usage, entity_types, edge_types,
-                                episode_embedding: asyncio.Task) -> EpisodeResult:
         episode = ep.as_input()
         previous = await _previous(db, ep)
         await db.release()  # no connection held while extracting and embedding
+        # The text's vector (with the turn before it) is computed while the extractor works.
+        episode_embedding = start_text_embedding(self.embedder, episode_embedding_text(episode, previous))
+        try:
+            await asyncio.sleep(0)  # the encode is sent before the extractor takes the event loop
+            return await self._decide_and_apply(db, ep, episode, previous, usage, entity_types, edge_types,
+                                                episode_embedding)
+        finally:
+            discard(episode_embedding)
+
+    async def _decide_and_apply(self, db: "_TimedDb", ep: Episode, episode: EpisodeInput,
+                                previous: list[EpisodeInput], usage: Usage, entity_types, edge_types,
+                                episode_embedding: asyncio.Task) -> EpisodeResult:
         extraction = await self.extractor.extract(episode, previous, usage,
                                                   entity_types=entity_types, edge_types=edge_types)
         names = [e.name for e in extraction.entities]
@@ -363,11 +366,14 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
 
 
 async def _previous(conn: asyncpg.Connection, ep: Episode) -> list[EpisodeInput]:
-    """The episodes just before this one in its group (by reference time): the extractor's context."""
+    """The episodes just before this one in its group, by reference time and then arrival (seq):
+    the extractor's context and the turn before in the episode's vector. Episodes with the same
+    time that arrived later (a queued session's next turns) are not before it."""
     rows = await conn.fetch(
         "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
-        " WHERE group_id = $1 AND id <> $2 AND valid_at <= $3"
-        " ORDER BY valid_at DESC, recorded_at DESC LIMIT $4",
+        " WHERE group_id = $1 AND id <> $2 AND (valid_at, seq) < ($3, coalesce("
+        "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
+        " ORDER BY valid_at DESC, seq DESC LIMIT $4",
         ep.group_id, ep.id, ep.reference_time, CONTEXT_EPISODES)
     return [EpisodeInput(r["content"], r["kind"], r["valid_at"], r["actor"], r["source_description"])
             for r in reversed(rows)]
