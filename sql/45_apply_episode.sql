@@ -39,13 +39,16 @@ BEGIN
     -- The payload's rows are selected through the episode's own row (pinned by group and id):
     -- on Citus that makes the INSERT ... SELECT one pushed down to the group's co-located shard
     -- (from jsonb alone it would go through intermediate results).
-    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
+    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
     SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
            ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
-           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}'),
-           (e->>'embedding')::vector
+           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
       FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
      WHERE ep.group_id = g AND ep.id = p_episode;
+    INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
+    SELECT ep.group_id, (e->>'id')::uuid, (e->>'embedding')::vector
+      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+     WHERE ep.group_id = g AND ep.id = p_episode AND e->>'embedding' IS NOT NULL;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
