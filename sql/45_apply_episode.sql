@@ -31,6 +31,7 @@ DECLARE
     v_mention text;
     v_details jsonb;
     v_labels text[];
+    distributed boolean := coalesce((pgmemory_internal.setting('distributed'))::boolean, false);
 BEGIN
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
         RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
@@ -61,18 +62,32 @@ BEGIN
 
     -- What the episode said about each entity (mention_details {id: {said_name, renamed_to,
     -- labels, attributes}}), so a delete can re-derive the entity from the episodes that remain.
-    -- Row by row: the table's identity column (seq) is volatile, and Citus pushes no
+    -- On one node one statement, in the payload's order (seq, the identity column, follows it).
+    -- On Citus row by row: the identity column is volatile, and Citus pushes no
     -- INSERT ... SELECT with a volatile function down to the shard (it would collect the rows
     -- through intermediate results); an INSERT ... VALUES of the group is routed.
-    FOR v_mention IN SELECT jsonb_array_elements_text(p_plan->'mentions') LOOP
-        v_details := p_plan #> ARRAY['mention_details', v_mention];
-        v_labels := ARRAY(SELECT jsonb_array_elements_text(coalesce(v_details->'labels', '[]')));
+    IF NOT distributed THEN
         INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
                                                said_name, renamed_to, labels, attributes)
-        VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
-                v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+        SELECT p_episode, x.m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', x.m], ''),
+               d.v->>'said_name', d.v->>'renamed_to',
+               ARRAY(SELECT jsonb_array_elements_text(coalesce(d.v->'labels', '[]'))),
+               coalesce(d.v->'attributes', '{}')
+          FROM jsonb_array_elements_text(p_plan->'mentions') WITH ORDINALITY AS x (m, n)
+          CROSS JOIN LATERAL (SELECT p_plan #> ARRAY['mention_details', x.m]) AS d (v)
+         ORDER BY x.n
         ON CONFLICT DO NOTHING;
-    END LOOP;
+    ELSE
+        FOR v_mention IN SELECT jsonb_array_elements_text(p_plan->'mentions') LOOP
+            v_details := p_plan #> ARRAY['mention_details', v_mention];
+            v_labels := ARRAY(SELECT jsonb_array_elements_text(coalesce(v_details->'labels', '[]')));
+            INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
+                                                   said_name, renamed_to, labels, attributes)
+            VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
+                    v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+            ON CONFLICT DO NOTHING;
+        END LOOP;
+    END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
         -- Looked up first: Citus plans no subquery inside INSERT ... VALUES.
