@@ -97,18 +97,32 @@ BEGIN
         v_contradicts := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
                                 WHERE f.group_id = g AND f.id IN (
                                       SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x));
-        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
+        -- The claim is applied first and then stored with the fact it landed on: one write of
+        -- the claim row (apply_claim reads no claim of its own; an UPDATE of the stored row was
+        -- rarely HOT and rewrote its embedding and every index of fact_claims).
+        c := NULL;
+        c.group_id := g;
+        c.episode_id := p_episode;
+        c.kind := item->>'kind';
+        c.id := (item->>'id')::uuid;
+        c.lineage := coalesce(v_lineage, c.id);
+        c.source_id := (item->>'source')::uuid;
+        c.target_id := (item->>'target')::uuid;
+        c.relation := item->>'relation';
+        c.fact := item->>'fact';
+        c.embedding := (item->>'embedding')::vector;
+        c.attributes := coalesce(item->'attributes', '{}');
+        c.valid_from := (item->>'valid_from')::timestamptz;
+        c.valid_to := (item->>'valid_to')::timestamptz;
+        c.ref_time := coalesce((item->>'ref_time')::timestamptz, ref);
+        c.contradicts := v_contradicts;
+        did := pgmemory_internal.apply_claim(c);
+        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
                                           ref_time, contradicts)
-        VALUES (g, p_episode, item->>'kind', (item->>'id')::uuid,
-                coalesce(v_lineage, (item->>'id')::uuid),
-                (item->>'source')::uuid, (item->>'target')::uuid, item->>'relation', item->>'fact',
-                (item->>'embedding')::vector, coalesce(item->'attributes', '{}'),
-                (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
-                coalesce((item->>'ref_time')::timestamptz, ref), v_contradicts)
-        RETURNING * INTO c;
-        did := pgmemory_internal.apply_claim(c);
-        UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = g AND seq = c.seq;
+        VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
+                c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
+                c.ref_time, c.contradicts);
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
         IF did->>'action' NOT IN ('merged', 'unchanged') THEN
