@@ -730,3 +730,11 @@ def _ended(text: str, believed: list[tuple[str, str, str, str]]) -> set[str]:
 ])
 def test_what_a_new_fact_ends(text: str, believed: list, ends: set[str]) -> None:
     assert _ended(text, believed) == ends
+
+
+def test_a_backslash_in_the_speakers_name_is_text_not_a_regex_escape() -> None:
+    """A speaker named with a backslash (found by tests/test_fuzz.py) is written into the fact
+    sentence as it is, instead of failing the episode with "bad escape"."""
+    for actor in ("\\", "Kim\\1", "A\\g<0>"):
+        x = run("I live in Oslo. My sister lives in Rome.", actor=actor)
+        assert any(f.fact.startswith(f"{actor} lives in Oslo") for f in x.facts), [f.fact for f in x.facts]

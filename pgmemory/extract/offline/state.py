@@ -102,5 +102,8 @@ class Ctx:
     def third_person(self, text: str) -> str:
         if self.speaker is None:
             return re.sub(r"\b(?:me|I|myself)\b", "them", re.sub(r"\b[Mm]y\b", "their", text))
-        text = re.sub(r"\b[Mm]y\b", possessive(self.speaker), text)
-        return re.sub(r"\b(?:me|I|myself)\b", self.speaker, text)
+        # Names are inserted literally (a function replacement): a backslash in a speaker's name
+        # is not a regex escape.
+        owner, speaker = possessive(self.speaker), self.speaker
+        text = re.sub(r"\b[Mm]y\b", lambda _: owner, text)
+        return re.sub(r"\b(?:me|I|myself)\b", lambda _: speaker, text)
