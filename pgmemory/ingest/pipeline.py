@@ -27,8 +27,7 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
-from pgmemory.ingest.embed_episode import (discard, embed_names_and_facts, episode_embedding_text,
-                                           start_text_embedding)
+from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
@@ -181,8 +180,8 @@ class Ingestor:
         episode = ep.as_input()
         previous = await _previous(db, ep)
         await db.release()  # no connection held while extracting and embedding
-        # The text's vector (with the turn before it) is computed while the extractor works.
-        episode_embedding = start_text_embedding(self.embedder, episode_embedding_text(episode, previous))
+        # The episode's vector (with the turn before it) is computed while the extractor works.
+        episode_embedding = start_episode_vector(self.embedder, episode, previous)
         try:
             await asyncio.sleep(0)  # the encode is sent before the extractor takes the event loop
             return await self._decide_and_apply(db, ep, episode, previous, usage, entity_types, edge_types,
@@ -337,6 +336,9 @@ class _TimedDb:
 
 def _interval(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
+
+
+FACT_TEXT_RECIPE = "sentence (source relation-in-words target)"  # names fact_embedding_text for reembed
 
 
 def fact_embedding_text(fact: ExtractedFact) -> str:
