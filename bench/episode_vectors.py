@@ -58,7 +58,8 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-async def recipes(memory: Memory, conv: Conversation, weights: list[float]) -> dict[str, list[np.ndarray]]:
+async def recipes(memory: Memory, conv: Conversation, weights: list[float],
+                  families: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
     """Recipe name -> one vector per turn."""
     own_texts = [spoken(t.speaker, t.text) for t in conv.turns]
     before = befores(conv)
@@ -68,13 +69,16 @@ async def recipes(memory: Memory, conv: Conversation, weights: list[float]) -> d
     concat = [np.array(v) for v in await memory.embedder.embed(concat_texts)]
     out = {"own": own, "concat": concat}
     for w in weights:
-        out[f"blend {w}"] = [unit(own[i] + (w * own[b[0]] if b else 0)) for i, b in enumerate(before)]
-        out[f"blend2 {w}"] = [unit(own[i] + sum(w ** (k + 1) * own[j] for k, j in enumerate(b[:2])))
-                              for i, b in enumerate(before)]
-        chain: list[np.ndarray] = []
-        for i, b in enumerate(before):
-            chain.append(unit(own[i] + w * chain[b[0]]) if b else own[i])
-        out[f"chain {w}"] = chain
+        if "blend" in families:
+            out[f"blend {w}"] = [unit(own[i] + (w * own[b[0]] if b else 0)) for i, b in enumerate(before)]
+        if "blend2" in families:
+            out[f"blend2 {w}"] = [unit(own[i] + sum(w ** (k + 1) * own[j] for k, j in enumerate(b[:2])))
+                                  for i, b in enumerate(before)]
+        if "chain" in families:
+            chain: list[np.ndarray] = []
+            for i, b in enumerate(before):
+                chain.append(unit(own[i] + w * chain[b[0]]) if b else own[i])
+            out[f"chain {w}"] = chain
     return out
 
 
@@ -113,7 +117,7 @@ async def main(args: argparse.Namespace) -> None:
         for conv in conversations:
             await ingest_conversation(memory, "locomo", conv, lambda: None)  # once: scoring never re-ingests
             table = {}
-            for name, vectors in (await recipes(memory, conv, args.weights)).items():
+            for name, vectors in (await recipes(memory, conv, args.weights, args.families)).items():
                 await write_vectors(memory, conv, vectors)
                 table[name] = await score(memory, conv, resolve_config(args.recipe), args.k)
                 print(f"load {os.getloadavg()[0]:.1f} {conv.conversation_id} {name}: R@{args.k} "
@@ -125,7 +129,7 @@ async def main(args: argparse.Namespace) -> None:
     for name in names:
         print(f"| {name} | " + " | ".join(pct(t[name]["all"]) for t in tables.values()) + " | "
               + " | ".join(pct(t[name].get("multi-hop")) for t in tables.values()) + " |")
-    for family in ("blend", "blend2", "chain"):
+    for family in args.families:
         sub = {c: {n: s for n, s in t.items() if n.split()[0] == family or n == "concat"} for c, t in tables.items()}
         print(f"\n{family}: weight chosen on the other conversation (ties keep concat)")
         print("| held out | chosen | R@10 concat -> chosen | multi-hop concat -> chosen | own R@10 |")
@@ -140,6 +144,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.episode_vectors", description=__doc__.split("\n")[0])
     parser.add_argument("path", help="a LoCoMo file")
     parser.add_argument("--weights", type=lambda v: [float(x) for x in v.split(",")], default=[0.25, 0.5, 0.75, 1.0])
+    parser.add_argument("--families", type=lambda v: tuple(v.split(",")), default=("blend", "blend2", "chain"),
+                        help="blend only, or blend,blend2,chain (default)")
     parser.add_argument("--recipe", default="combined_hybrid_rrf")
     parser.add_argument("--k", type=int, default=10)
     asyncio.run(main(parser.parse_args()))

@@ -21,7 +21,7 @@ from pgmemory.providers.embedder import Embedder
 # LoCoMo dev conversations (pgmemory/eval/README.md, bench/episode_vectors.py).
 EMBED_CHARS = 2000
 PREVIOUS_TURNS = 1
-PREVIOUS_WEIGHT = 0.5
+PREVIOUS_WEIGHT = 0.25
 PREVIOUS_WINDOW_S = 1800
 
 # A stored name embedding is reused only while the entity still has the name it was computed
