@@ -105,5 +105,5 @@ async def test_a_reply_is_found_by_what_it_answers(memory, group, queued):
     else:
         await memory.add_episodes(batch)
     cosine_only = resolve_config("episode_hybrid_rrf", methods=("cosine",))
-    found = await memory.search("kids dinosaur museum", group_ids=[group], limit=8, config=cosine_only)
+    found = await memory.search("did the kids like the dinosaur museum", group_ids=[group], limit=8, config=cosine_only)
     assert {e.id for e in found.episodes[:2]} == {episode_uuid(group, "s0"), episode_uuid(group, "s1")}
