@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import asyncpg
 
@@ -101,9 +101,15 @@ async def episode_vectors(embedder: Embedder,
     return out
 
 
-async def episode_vector(embedder: Embedder, episode: EpisodeInput, previous: Sequence[EpisodeInput]) -> list[float]:
-    """The episode's stored vector (one embed call; the turns before come from the cache when hot)."""
-    return (await episode_vectors(embedder, [(episode, previous)]))[0]
+async def episode_vector(embedder: Embedder, episode: EpisodeInput, previous: Sequence[EpisodeInput],
+                         own: Awaitable[list[float]] | None = None) -> list[float]:
+    """The episode's stored vector: one embed call (the turns before come from the cache when hot),
+    or, given `own` (its own text's vector, started earlier), one for the turns before only."""
+    if own is None:
+        return (await episode_vectors(embedder, [(episode, previous)]))[0]
+    texts = episode_embedding_texts(episode, previous)
+    context = await embedder.embed(texts[1:]) if len(texts) > 1 else []
+    return blend([await own, *context])
 
 
 async def stored_name_vectors(pool: asyncpg.Pool, group_id: str, names: list[str]) -> dict[str, list[float]]:
@@ -116,10 +122,21 @@ async def stored_name_vectors(pool: asyncpg.Pool, group_id: str, names: list[str
     return {r["name"]: r["name_embedding"].to_list() for r in rows}
 
 
-def start_episode_vector(embedder: Embedder, episode: EpisodeInput, previous: Sequence[EpisodeInput]) -> asyncio.Task:
-    """The episode's vector, computed in the background from now on (the text is known before
-    extraction; its ~256 tokens are the largest encode of the episode). Await it, or `discard` it."""
-    return asyncio.ensure_future(episode_vector(embedder, episode, previous))
+def start_own_vector(embedder: Embedder, episode: EpisodeInput) -> asyncio.Task:
+    """The vector of the episode's own text, computed in the background from now on: the text is
+    known before the raw episode is even stored, and its (up to 256) tokens are the episode's
+    largest encode. Await it, or `discard` it."""
+    async def one() -> list[float]:
+        return (await embedder.embed([own_text(episode)]))[0]
+
+    return asyncio.ensure_future(one())
+
+
+def start_episode_vector(embedder: Embedder, episode: EpisodeInput, previous: Sequence[EpisodeInput],
+                         own: asyncio.Task | None = None) -> asyncio.Task:
+    """The episode's vector (blended with the turns before it), computed in the background while
+    the extractor works; `own` is its own text's vector if already started. Await it, or `discard` it."""
+    return asyncio.ensure_future(episode_vector(embedder, episode, previous, own))
 
 
 def discard(task: asyncio.Task) -> None:
