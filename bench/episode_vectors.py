@@ -132,7 +132,7 @@ async def main(args: argparse.Namespace) -> None:
     for family in args.families:
         sub = {c: {n: s for n, s in t.items() if n.split()[0] == family or n == "concat"} for c, t in tables.items()}
         print(f"\n{family}: weight chosen on the other conversation (ties keep concat)")
-        print("| held out | chosen | R@10 concat -> chosen | multi-hop concat -> chosen | own R@10 |")
+        print(f"| held out | chosen | R@{args.k} concat -> chosen | multi-hop concat -> chosen | own R@{args.k} |")
         print("|---|---|---|---|---|")
         for f in folds(sub, "concat"):
             own = tables[f["held_out"]]["own"]
