@@ -279,13 +279,14 @@ BEGIN
 
     IF 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         ent_cos := ARRAY(
-            SELECT e.id FROM pgmemory.entities e
-             WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
+            SELECT e.id FROM pgmemory.entity_name_vectors v
+              JOIN pgmemory.entities e ON e.group_id = v.group_id AND e.id = v.entity_id
+             WHERE (v.group_id = one OR one IS NULL AND v.group_id = ANY (p_groups))
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
-             ORDER BY e.name_embedding <=> p_embedding
+             ORDER BY v.name_embedding <=> p_embedding
              LIMIT k);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
@@ -496,11 +497,17 @@ BEGIN
                    'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
                                  WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
                    'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
-                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN (
+                                    SELECT nv.name_embedding::text FROM pgmemory.entity_name_vectors nv
+                                     WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
+                                       AND nv.entity_id = e.id) END)
                || CASE WHEN with_keys THEN jsonb_build_object(
                       'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
-                          'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN e.name_embedding <=> p_embedding END,
+                          'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN (
+                                        SELECT nv.name_embedding <=> p_embedding FROM pgmemory.entity_name_vectors nv
+                                         WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
+                                           AND nv.entity_id = e.id) END,
                           'fulltext', -eh.text_score,
                           'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
                                      (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))

@@ -17,6 +17,7 @@ BEGIN
         ('schema_migrations', 'Applied forward-only migrations (migrations/NNNN_*.sql) with their checksums'),
         ('episodes', 'Raw episodes (messages, texts, JSON) as ingested: the lossless record, never altered by extraction; key (group_id, id)'),
         ('entities', 'Entities (people, places, organisations, ...) with their current name, labels and summary'),
+        ('entity_name_vectors', 'Embedding of each entity''s name, apart from the entity row (summary updates never touch it); none after a rename until re-embedded'),
         ('entity_versions', 'Prior versions of entities (system-versioned): each row was current during its recorded range'),
         ('facts', 'Bi-temporal fact versions (edges between two entities): valid = world time T, recorded = transaction time T''; versions are immutable'),
         ('fact_episodes', 'Provenance: the episodes each fact (stable id) came from'),
