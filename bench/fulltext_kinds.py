@@ -31,6 +31,7 @@ from pgmemory.eval.readers import read_locomo
 from pgmemory.storage.connect import connect, resolve_dsn
 from pgmemory.storage.setup import ensure_current, pgmemory_setting
 from bench.search_data import DIM
+from bench.stats import backend_cpu_s
 
 K = 30  # what search_candidates asks of each kind
 BOUNDS = "ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[]"
@@ -65,15 +66,6 @@ def same_hits(a: list[tuple], b: list[tuple]) -> bool:
         return False
     cut = a[-1][1] * (1 + 1e-9) if a else 0
     return {x[0] for x in a if x[1] > cut} == {y[0] for y in b if y[1] > cut}
-
-
-def backend_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a server process on this machine (None when not readable)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(dsn: str, name: str, queries: list[tuple[str, str]], rev: str, warmup: int) -> None:
