@@ -291,6 +291,7 @@ BEGIN
             ('or_tsquery', 'Internal: a query text as an OR of its lexemes'),
             ('entity_text_hits', 'Internal (search): entity full-text hits'),
             ('episode_text_hits', 'Internal (search): episode full-text hits'),
+            ('episode_rare_text_hits', 'Internal (search): episodes holding the rare words of a bag of words (pseudo-relevance feedback), by BM25'),
             ('fact_text_hits', 'Internal (search): fact full-text hits'),
             ('community_text_hits', 'Internal (search): community full-text hits'),
             ('text_top_k', 'Internal (search): exact BM25 top k of facts, entities or episodes (tsvector mode)'),

@@ -324,3 +324,35 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
       FROM pgmemory_internal.text_top_k('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
                                         NULL, NULL, '{}') h
 $$;
+
+-- The episodes holding any of the rare lexemes of p_query (those not common for a top p_k, as
+-- bm25_terms says: together they hold about 2 x p_k documents), by BM25 over those lexemes, best
+-- p_k first. For a bag of words chosen for their rarity (the pseudo-relevance feedback words of
+-- search_candidates): one GIN probe and one scoring pass, without text_top_k's bounds, whose
+-- probes cost more than the few rows they save here.
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
+    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
+RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    terms_group text[];
+    terms_idf double precision[];
+    terms_tq tsquery[];
+    terms_avgdl double precision[];
+    probe tsquery;
+BEGIN
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl),
+           string_agg(DISTINCT t.tq::text, ' | ')::tsquery
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, probe
+      FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k) t
+     WHERE NOT t.common;
+    IF probe IS NULL OR p_k < 1 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT h.key::uuid, h.score
+      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, '{}', '{}', terms_group, terms_idf, terms_tq,
+                                         terms_avgdl, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}') h
+     ORDER BY h.score DESC, h.key LIMIT p_k;
+END
+$$;
