@@ -109,7 +109,7 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
 $$;
 
 -- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
--- SearchConfig), center, neighbours; metadata (a hit is kept when it matches: facts and
+-- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback); metadata (a hit is kept when it matches: facts and
 -- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
 -- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
 -- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
