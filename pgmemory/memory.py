@@ -361,14 +361,16 @@ class Memory:
         gone); the embedder runs with no transaction open."""
         if not entity_ids:
             return
-        rows = await conn.fetch("SELECT id, name FROM pgmemory.entities WHERE group_id = $1 AND id = ANY($2::uuid[])"
-                                " AND name_embedding IS NULL", group, entity_ids)
+        rows = await conn.fetch("SELECT e.id, e.name FROM pgmemory.entities e WHERE e.group_id = $1"
+                                " AND e.id = ANY($2::uuid[]) AND NOT EXISTS (SELECT FROM pgmemory.entity_name_vectors v"
+                                " WHERE v.group_id = e.group_id AND v.entity_id = e.id)", group, entity_ids)
         if not rows:
             return
         vectors = await self.embedder.embed([r["name"] for r in rows])
         await conn.executemany(
-            "UPDATE pgmemory.entities SET name_embedding = $3::text::vector"
-            " WHERE group_id = $1 AND id = $2 AND name = $4 AND name_embedding IS NULL",
+            "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
+            " SELECT e.group_id, e.id, $3::text::vector FROM pgmemory.entities e"
+            " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4 ON CONFLICT DO NOTHING",
             [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, vector_literals(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,

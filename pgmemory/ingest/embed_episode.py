@@ -29,10 +29,10 @@ PREVIOUS_WINDOW_S = 1800
 # name rules it out (two range probes of entity_versions_names: a name before or after it).
 # lower(name) lets the lookup use entities_group_name.
 _STORED_NAME_VECTORS = """
-SELECT DISTINCT ON (e.name) e.name, e.name_embedding
+SELECT DISTINCT ON (e.name) e.name, nv.name_embedding
   FROM pgmemory.entities e
+  JOIN pgmemory.entity_name_vectors nv ON nv.group_id = e.group_id AND nv.entity_id = e.id
  WHERE e.group_id = $1 AND lower(e.name) = ANY($3::text[]) AND e.name = ANY($2::text[])
-   AND e.name_embedding IS NOT NULL
    AND NOT EXISTS (SELECT 1 FROM pgmemory.entity_versions v
                     WHERE v.group_id = e.group_id AND v.entity_id = e.id AND v.name < e.name)
    AND NOT EXISTS (SELECT 1 FROM pgmemory.entity_versions v
