@@ -339,11 +339,12 @@ DECLARE
     terms_idf double precision[];
     terms_tq tsquery[];
     terms_avgdl double precision[];
+    terms_tf integer[];
     probe tsquery;
 BEGIN
-    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl),
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
            string_agg(DISTINCT t.tq::text, ' | ')::tsquery
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, probe
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, probe
       FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k) t
      WHERE NOT t.common;
     IF probe IS NULL OR p_k < 1 THEN
@@ -351,8 +352,8 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, '{}', '{}', terms_group, terms_idf, terms_tq,
-                                         terms_avgdl, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}') h
+      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                         terms_tf, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}', 0, p_k) h
      ORDER BY h.score DESC, h.key LIMIT p_k;
 END
 $$;
