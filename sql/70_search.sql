@@ -159,6 +159,7 @@ DECLARE
     prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
     prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
     prf_query text;
+    query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
@@ -383,7 +384,7 @@ BEGIN
         IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
             SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
               FROM (SELECT u.lexeme AS term,
-                           sum(ln(1 + (st.docs - ts.docs + 0.5) / (ts.docs + 0.5))) AS w
+                           sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
                       FROM (SELECT h.id FROM (
                                 SELECT x.id, x.r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                                 UNION ALL SELECT x.id, x.r FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
@@ -394,7 +395,7 @@ BEGIN
                      CROSS JOIN LATERAL unnest(ep.tsv) AS u (lexeme, positions, weights)
                       JOIN pgmemory.term_stats ts ON ts.group_id = ep.group_id AND ts.kind = 'episodes' AND ts.term = u.lexeme
                       JOIN pgmemory.text_stats st ON st.group_id = ep.group_id AND st.kind = 'episodes'
-                     WHERE ts.docs >= 2 AND u.lexeme <> ALL (tsvector_to_array(to_tsvector('english', p_query)))
+                     WHERE ts.docs >= 2 AND u.lexeme <> ALL (query_lexemes)
                      GROUP BY u.lexeme
                      ORDER BY 2 DESC, 1 LIMIT prf_terms) t;
             IF prf_query IS NOT NULL THEN
