@@ -48,7 +48,7 @@ class SearchConfig:
     # that person said. 0 = off.
     speaker_weight: float = 0.0
     # Lexical pseudo-relevance feedback (episodes): the prf_terms lexemes of the best prf_docs
-    # episode candidates with the highest summed idf (not in the query, in two episodes or more)
+    # full-text hits of episodes with the highest summed idf (not in the query, in two or more)
     # are one more full-text query; its list (method "prf") is fused with prf_weight. 0 = off.
     prf_weight: float = 0.0
     prf_docs: int = 5
