@@ -155,10 +155,11 @@ DECLARE
     neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
     -- Lexical pseudo-relevance feedback: the `prf_terms` best lexemes of the best `prf_docs`
-    -- episode candidates (not in the query) are one more full-text query of episodes. 0 = off.
+    -- full-text hits of episodes (not in the query) are one more full-text query. 0 = off.
     prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
     prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
     prf_query text;
+    query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
@@ -377,25 +378,21 @@ BEGIN
              WHERE h.score > 0;
         END IF;
         -- Pseudo-relevance feedback (lexical, RM3-like): the feedback episodes are the best
-        -- `prf_docs` candidates (best rank in any list); each of their lexemes not in the query
-        -- and held by at least two episodes weighs its idf summed over the feedback episodes
-        -- holding it; the best `prf_terms` lexemes, without the query's own (the fulltext list
-        -- has those), rank the episodes by BM25 as the "prf" list.
+        -- `prf_docs` full-text hits; each of their lexemes not in the query and held by at least
+        -- two episodes weighs its idf summed over the feedback episodes holding it; the best
+        -- `prf_terms` lexemes, without the query's own (the fulltext list has those), rank the
+        -- episodes holding their rare ones by BM25 as the "prf" list.
         IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
             SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
               FROM (SELECT u.lexeme AS term,
-                           sum(ln(1 + (st.docs - ts.docs + 0.5) / (ts.docs + 0.5))) AS w
-                      FROM (SELECT h.id FROM (
-                                SELECT x.id, x.r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
-                                UNION ALL SELECT x.id, x.r FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-                                UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
-                             GROUP BY h.id ORDER BY min(h.r), h.id LIMIT prf_docs) fb
+                           sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
+                      FROM unnest(epi_text[1:prf_docs]) AS fb (id)
                       JOIN pgmemory.episodes ep ON (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
                            AND ep.id = fb.id
                      CROSS JOIN LATERAL unnest(ep.tsv) AS u (lexeme, positions, weights)
                       JOIN pgmemory.term_stats ts ON ts.group_id = ep.group_id AND ts.kind = 'episodes' AND ts.term = u.lexeme
                       JOIN pgmemory.text_stats st ON st.group_id = ep.group_id AND st.kind = 'episodes'
-                     WHERE ts.docs >= 2 AND u.lexeme <> ALL (tsvector_to_array(to_tsvector('english', p_query)))
+                     WHERE ts.docs >= 2 AND u.lexeme <> ALL (query_lexemes)
                      GROUP BY u.lexeme
                      ORDER BY 2 DESC, 1 LIMIT prf_terms) t;
             IF prf_query IS NOT NULL THEN

@@ -48,7 +48,7 @@ class SearchConfig:
     # that person said. 0 = off.
     speaker_weight: float = 0.0
     # Lexical pseudo-relevance feedback (episodes): the prf_terms lexemes of the best prf_docs
-    # episode candidates with the highest summed idf (not in the query, in two episodes or more)
+    # full-text hits of episodes with the highest summed idf (not in the query, in two or more)
     # are one more full-text query; its list (method "prf") is fused with prf_weight. 0 = off.
     prf_weight: float = 0.0
     prf_docs: int = 5
@@ -109,7 +109,7 @@ RECIPES: dict[str, SearchConfig] = {
     # points R@10 held out; pgmemory/eval/README.md); episodes spoken by a person the question
     # names count 2.5 times (speaker_weight 1.5, cross-validated the same way: +2.0 and +1.5);
     # lexical pseudo-relevance feedback adds a list at weight 0.25 (prf_weight, cross-validated
-    # the same way: +1.1 and +1.1).
+    # the same way: +1.7 and +2.9).
     "combined_hybrid_rrf": SearchConfig(neighbours=20, neighbour_weight=0.5, speaker_weight=1.5, prf_weight=0.25),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
     # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and

@@ -113,42 +113,23 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_relations text[], p_bounds timestamptz[], p_labels text[], p_min double precision, p_k integer)
 RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
-DECLARE
-    -- The first eight terms as scalars: array subscripts in the per-row score (eight terms, four
-    -- arrays) cost more than the score itself.
-    g1 text := p_terms_group[1]; i1 float8 := p_terms_idf[1]; q1 tsquery := p_terms_tq[1];
-    a1 float8 := p_terms_avgdl[1]; t1 integer := p_terms_tf[1];
-    g2 text := p_terms_group[2]; i2 float8 := p_terms_idf[2]; q2 tsquery := p_terms_tq[2];
-    a2 float8 := p_terms_avgdl[2]; t2 integer := p_terms_tf[2];
-    g3 text := p_terms_group[3]; i3 float8 := p_terms_idf[3]; q3 tsquery := p_terms_tq[3];
-    a3 float8 := p_terms_avgdl[3]; t3 integer := p_terms_tf[3];
-    g4 text := p_terms_group[4]; i4 float8 := p_terms_idf[4]; q4 tsquery := p_terms_tq[4];
-    a4 float8 := p_terms_avgdl[4]; t4 integer := p_terms_tf[4];
-    g5 text := p_terms_group[5]; i5 float8 := p_terms_idf[5]; q5 tsquery := p_terms_tq[5];
-    a5 float8 := p_terms_avgdl[5]; t5 integer := p_terms_tf[5];
-    g6 text := p_terms_group[6]; i6 float8 := p_terms_idf[6]; q6 tsquery := p_terms_tq[6];
-    a6 float8 := p_terms_avgdl[6]; t6 integer := p_terms_tf[6];
-    g7 text := p_terms_group[7]; i7 float8 := p_terms_idf[7]; q7 tsquery := p_terms_tq[7];
-    a7 float8 := p_terms_avgdl[7]; t7 integer := p_terms_tf[7];
-    g8 text := p_terms_group[8]; i8 float8 := p_terms_idf[8]; q8 tsquery := p_terms_tq[8];
-    a8 float8 := p_terms_avgdl[8]; t8 integer := p_terms_tf[8];
 BEGIN
     RETURN QUERY
     SELECT x.group_id, x.key, x.score FROM (
         SELECT d.group_id, d.key,
-               pgmemory_internal.bm25_share(d.group_id, d.tsv, g1, i1, q1, a1, t1)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g2, i2, q2, a2, t2)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g3, i3, q3, a3, t3)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g4, i4, q4, a4, t4)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g5, i5, q5, a5, t5)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g6, i6, q6, a6, t6)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g7, i7, q7, a7, t7)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, g8, i8, q8, a8, t8)
+               pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g5, w.i5, w.q5, w.a5, w.t5)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g6, w.i6, w.q6, w.a6, w.t6)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g7, w.i7, w.q7, w.a7, w.t7)
+               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g8, w.i8, w.q8, w.a8, w.t8)
                + CASE WHEN cardinality(p_terms_tq) > 8 THEN (
-                     SELECT coalesce(sum(pgmemory_internal.bm25_share(d.group_id, d.tsv, w.group_id, w.idf, w.tq,
-                                                                      w.avgdl, w.tf)), 0)
+                     SELECT coalesce(sum(pgmemory_internal.bm25_share(d.group_id, d.tsv, r.group_id, r.idf, r.tq,
+                                                                      r.avgdl, r.tf)), 0)
                        FROM unnest(p_terms_group[9:], p_terms_idf[9:], p_terms_tq[9:], p_terms_avgdl[9:],
-                                   p_terms_tf[9:]) AS w (group_id, idf, tq, avgdl, tf))
+                                   p_terms_tf[9:]) AS r (group_id, idf, tq, avgdl, tf))
                  ELSE 0 END AS score
           FROM (SELECT f0.group_id, f0.version_id::text AS key, f0.tsv,
                        pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
@@ -169,6 +150,26 @@ BEGIN
                   FROM pgmemory.episodes ep0
                  WHERE p_kind = 'episodes' AND ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe
                 OFFSET 0) d
+         -- the first eight terms as columns of one row, read once (array subscripts per row cost
+         -- more than the score itself)
+         CROSS JOIN (SELECT
+                       p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
+                       p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
+                       p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
+                       p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
+                       p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
+                       p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
+                       p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
+                       p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
+                       p_terms_group[5] AS g5, p_terms_idf[5] AS i5, p_terms_tq[5] AS q5,
+                       p_terms_avgdl[5] AS a5, p_terms_tf[5] AS t5,
+                       p_terms_group[6] AS g6, p_terms_idf[6] AS i6, p_terms_tq[6] AS q6,
+                       p_terms_avgdl[6] AS a6, p_terms_tf[6] AS t6,
+                       p_terms_group[7] AS g7, p_terms_idf[7] AS i7, p_terms_tq[7] AS q7,
+                       p_terms_avgdl[7] AS a7, p_terms_tf[7] AS t7,
+                       p_terms_group[8] AS g8, p_terms_idf[8] AS i8, p_terms_tq[8] AS q8,
+                       p_terms_avgdl[8] AS a8, p_terms_tf[8] AS t8
+                OFFSET 0) w
          WHERE d.visible
         OFFSET 0) x  -- the score computed once, not again in the filter
      WHERE x.score >= p_min
@@ -339,11 +340,12 @@ DECLARE
     terms_idf double precision[];
     terms_tq tsquery[];
     terms_avgdl double precision[];
+    terms_tf integer[];
     probe tsquery;
 BEGIN
-    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl),
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
            string_agg(DISTINCT t.tq::text, ' | ')::tsquery
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, probe
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, probe
       FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k) t
      WHERE NOT t.common;
     IF probe IS NULL OR p_k < 1 THEN
@@ -351,8 +353,8 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, '{}', '{}', terms_group, terms_idf, terms_tq,
-                                         terms_avgdl, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}') h
+      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                         terms_tf, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}', 0, p_k) h
      ORDER BY h.score DESC, h.key LIMIT p_k;
 END
 $$;
