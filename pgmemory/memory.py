@@ -20,6 +20,7 @@ from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, p
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
                                       expire_dead_leases, fact_embedding_text)
+from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult, reembed
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
@@ -409,6 +410,18 @@ class Memory:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+
+    async def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
+                      batch: int = DEFAULT_BATCH, restart: bool = False,
+                      on_progress: Callable[[ReembedProgress], None] | None = None) -> list[ReembedResult]:
+        """Recompute stored vectors (episodes, entities, facts) with the current code and embedder,
+        in one group or every group: batches of `batch` rows, one transaction each, resumable
+        (pgmemory/ingest/reembed.py). `on_progress` hears every committed batch."""
+        check_bool(restart, "restart")
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        return await reembed(self.pool, self.embedder, group_id=group_id, kinds=list(kinds), batch=batch,
+                             restart=restart, on_progress=on_progress)
 
     async def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
         """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when
