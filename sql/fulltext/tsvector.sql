@@ -81,15 +81,16 @@ DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[]
 -- text_scores reads and scores the documents of one probe; text_top_k drives the steps.
 
 -- The documents of kind p_kind holding p_probe, in the searched groups, not among the scored
--- ones (p_seen_group, p_seen), in view, with their BM25 score. Each kind's rows come from the GIN
--- index alone (a MATERIALIZED step without the view test, which the planner otherwise ANDs with
--- the bitmap of a partial index on current facts: ~97k entries per lexeme at 100k facts),
--- carrying the tsvector, so scoring needs no second visit to the table. One statement per kind
--- (not one with a branch per kind cut by its p_kind test): on Citus every statement is planned
--- three times (the router, the shard query, its local plan), so a third of the query is a third
--- of that (1.3 instead of 1.8-2.6 ms a probe on the worker). Keys are text (a fact's version_id,
--- an entity's or episode's id). PL/pgSQL: Citus plans no SQL function reading its tables with
--- parameters.
+-- ones (p_seen_group, p_seen), in view, with their BM25 score. Per group, two statements: the
+-- documents' keys and tsvectors from the kind's table (the GIN index alone: the view test is an
+-- aggregate FILTER, not in the WHERE, where the planner would AND it with the bitmap of a partial
+-- index on current facts, ~97k entries per lexeme at 100k facts), then their scores from those
+-- arrays, so scoring needs no second visit to the table. The first reads one table pinned by
+-- `group_id =`, with no subquery, join or CTE: on Citus that is a fast-path query, planned on the
+-- shard directly and its plan cached (a statement with a join or a CTE is planned there three
+-- times on every call: 2-4 ms a probe, ~40 ms of a one-group search). Keys are text (a fact's
+-- version_id, an entity's or episode's id). PL/pgSQL: Citus plans no SQL function reading its
+-- tables with parameters.
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_kind text, p_groups text[], p_probe tsquery, p_seen_group text[], p_seen text[],
     p_terms_group text[], p_terms_idf double precision[], p_terms_tq tsquery[], p_terms_avgdl double precision[],
@@ -97,60 +98,51 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_relations text[], p_bounds timestamptz[], p_labels text[])
 RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
+DECLARE
+    g text;
+    seen_keys text[];
+    keys text[];
+    docs tsvector[];
 BEGIN
-    IF p_kind = 'facts' THEN
+    FOREACH g IN ARRAY p_groups LOOP
+        seen_keys := ARRAY(SELECT y.key FROM unnest(p_seen_group, p_seen) AS y (group_id, key) WHERE y.group_id = g);
+        IF p_kind = 'facts' THEN
+            SELECT coalesce(array_agg(f.version_id::text) FILTER (WHERE pgmemory_internal.fact_in_view(
+                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                       f.is_event)), '{}'),
+                   coalesce(array_agg(f.tsv) FILTER (WHERE pgmemory_internal.fact_in_view(
+                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                       f.is_event)), '{}')
+              INTO keys, docs
+              FROM pgmemory.facts f
+             WHERE f.group_id = g AND f.tsv @@ p_probe AND f.version_id::text <> ALL (seen_keys);
+        ELSIF p_kind = 'entities' THEN
+            SELECT coalesce(array_agg(e.id::text) FILTER (WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels)), '{}'),
+                   coalesce(array_agg(e.tsv) FILTER (WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels)), '{}')
+              INTO keys, docs
+              FROM pgmemory.entities e
+             WHERE e.group_id = g AND e.tsv @@ p_probe AND e.id::text <> ALL (seen_keys);
+        ELSE
+            SELECT coalesce(array_agg(ep.id::text) FILTER (WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}'),
+                   coalesce(array_agg(ep.tsv) FILTER (WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}')
+              INTO keys, docs
+              FROM pgmemory.episodes ep
+             WHERE ep.group_id = g AND ep.tsv @@ p_probe AND ep.id::text <> ALL (seen_keys);
+        END IF;
         RETURN QUERY
-        WITH found AS MATERIALIZED (
-            SELECT f0.group_id, f0.version_id::text AS key, f0.tsv,
-                   pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                                  p_superseded, p_relations, p_bounds, f0.is_event) AS visible
-              FROM pgmemory.facts f0
-             WHERE f0.group_id = ANY (p_groups) AND f0.tsv @@ p_probe
-               AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
-                                WHERE y.key = f0.version_id::text AND y.group_id = f0.group_id))
-        SELECT x.group_id, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                                         length(x.tsv), w.avgdl))
-          FROM found x
+        SELECT g, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
+                                                                length(x.tsv), w.avgdl))
+          FROM unnest(keys, docs) AS x (key, tsv)
           JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
-            ON w.group_id = x.group_id AND x.tsv @@ w.tq
-         WHERE x.visible
-         GROUP BY x.group_id, x.key;
-    ELSIF p_kind = 'entities' THEN
-        RETURN QUERY
-        WITH found AS MATERIALIZED (
-            SELECT e0.group_id, e0.id::text AS key, e0.tsv,
-                   (p_known_at IS NULL OR e0.created_at <= p_known_at)
-                   AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
-                   AND (cardinality(p_labels) = 0 OR e0.labels && p_labels) AS visible
-              FROM pgmemory.entities e0
-             WHERE e0.group_id = ANY (p_groups) AND e0.tsv @@ p_probe
-               AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
-                                WHERE y.key = e0.id::text AND y.group_id = e0.group_id))
-        SELECT x.group_id, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                                         length(x.tsv), w.avgdl))
-          FROM found x
-          JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
-            ON w.group_id = x.group_id AND x.tsv @@ w.tq
-         WHERE x.visible
-         GROUP BY x.group_id, x.key;
-    ELSE
-        RETURN QUERY
-        WITH found AS MATERIALIZED (
-            SELECT ep0.group_id, ep0.id::text AS key, ep0.tsv,
-                   (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
-                   AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of) AS visible
-              FROM pgmemory.episodes ep0
-             WHERE ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe
-               AND NOT EXISTS (SELECT FROM unnest(p_seen_group, p_seen) AS y (group_id, key)
-                                WHERE y.key = ep0.id::text AND y.group_id = ep0.group_id))
-        SELECT x.group_id, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                                         length(x.tsv), w.avgdl))
-          FROM found x
-          JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
-            ON w.group_id = x.group_id AND x.tsv @@ w.tq
-         WHERE x.visible
-         GROUP BY x.group_id, x.key;
-    END IF;
+            ON w.group_id = g AND x.tsv @@ w.tq
+         GROUP BY x.key;
+    END LOOP;
 END
 $$;
 
