@@ -436,3 +436,20 @@ def test_the_calls_ingestion_makes_inside_a_transaction_run_on_the_groups_worker
         nodes |= {line.strip() for line in plan.splitlines() if "Node: host=" in line}
     assert len(nodes) == 1, nodes
     assert "Custom Scan (Citus" not in apply, apply  # run here, its queries routed one by one
+
+
+def test_a_cluster_initialised_by_an_older_version_upgrades(citus_dsn, tmp_path):
+    """`pgmemory init` of this version on a cluster an older pgmemory initialised and wrote to
+    (tests/citus_upgrade.py): the pending migrations applied on distributed tables, everything
+    distributed and delegated again, doctor healthy, the old group's memory updated and searched.
+    In a second database of this module's cluster (Citus keeps its node list per database)."""
+    from tests.citus_cluster import create_database, node_ports
+    from tests.citus_upgrade import OLD_COMMIT, old_tree, upgrade
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the upgrade check creates a database on every node: only on the cluster the suite starts")
+    try:
+        old = old_tree(OLD_COMMIT, tmp_path / "old")
+    except CitusUnavailable as exc:
+        _unavailable(str(exc))
+    upgrade(create_database(node_ports(citus_dsn), "pgmemory_upgrade"), old)
