@@ -14,7 +14,8 @@ turns, with the hash embedder as the floor (database + extractor only); (3) user
 (Memory.search wall time, query embedding included, cache off) over one LoCoMo conversation.
 The machine may be shared: the 1-minute load average is printed at the start of every phase.
 The LongMemEval oracle file is not on this machine: its ingestion time is ESTIMATED as 2,176 x the
-median per-episode time of the ~1,100-character turns.
+median per-episode time of the ~1,100-character turns; `python -m bench.longmemeval_size` measures
+it end to end on a synthetic set of the oracle's size and shape.
 """
 from __future__ import annotations
 
@@ -300,7 +301,8 @@ def report(out: dict[str, Any], variants: list[str]) -> str:
                  f"(target <= {TARGETS['long_turn_median_ms']})")
     lines.append(f"{best}: LongMemEval oracle ({LONGMEMEVAL_ORACLE_TURNS} turns) ESTIMATED {lme:.1f} min "
                  f"(target <= {TARGETS['longmemeval_minutes']}; baseline estimate "
-                 f"{lme_base and round(lme_base, 1)} min) from the 1,100-char median, not measured")
+                 f"{lme_base and round(lme_base, 1)} min) from the 1,100-char median, not measured "
+                 "(python -m bench.longmemeval_size measures it)")
     lines.append(f"{best}: search p95 {p['search_locomo'][best]['p95']:.1f} ms (target <= {TARGETS['search_p95_ms']})")
     return "\n".join(lines)
 

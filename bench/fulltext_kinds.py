@@ -6,6 +6,8 @@ at --baseline, read with `git show`) are created as session-temporary functions 
 database keeps the current ones. Data:
 the LoCoMo groups and questions of the default database (as `search_latency --locomo` left them)
 and the one-group scenarios of `search_latency` named by --scenarios (default 100k), if loaded.
+Besides wall times, the server process's CPU time per call (from /proc, when the server runs on
+this machine): on a shared machine it moves far less with the load than wall time does.
 
     PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.fulltext_kinds \
         --locomo /work/shared/data/locomo/locomo-dev.json --baseline HEAD~1
@@ -29,6 +31,7 @@ from pgmemory.eval.readers import read_locomo
 from pgmemory.storage.connect import connect, resolve_dsn
 from pgmemory.storage.setup import ensure_current, pgmemory_setting
 from bench.search_data import DIM
+from bench.stats import backend_cpu_s
 
 K = 30  # what search_candidates asks of each kind
 BOUNDS = "ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[]"
@@ -66,24 +69,34 @@ def same_hits(a: list[tuple], b: list[tuple]) -> bool:
 
 
 def measure(dsn: str, name: str, queries: list[tuple[str, str]], rev: str, warmup: int) -> None:
-    """Time baseline and current per kind, interleaved query by query; print p50/p95 and ratios."""
+    """Time baseline and current per kind, interleaved query by query; print p50/p95, the server's
+    mean CPU time per call, and ratios."""
     with connect(dsn) as conn:
         conn.execute(baseline_functions(rev))
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         for kind, call in CALLS.items():
             times: dict[str, list[float]] = {"baseline": [], "current": []}
+            cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
             differ = 0
             for n, (g, q) in enumerate(queries):
                 hits = {}
-                for label, schema in (("baseline", "pg_temp"), ("current", "pgmemory_internal")):
+                order = (("baseline", "pg_temp"), ("current", "pgmemory_internal"))
+                for label, schema in order if n % 2 else order[::-1]:  # neither always reads cold rows
+                    cpu_before = backend_cpu_s(pid)
                     started = time.perf_counter()
                     hits[label] = conn.execute(call.format(s=schema), {"g": [g], "q": q}).fetchall()
                     if n >= warmup:
                         times[label].append((time.perf_counter() - started) * 1000)
+                        cpu_after = backend_cpu_s(pid)
+                        if cpu_before is not None and cpu_after is not None:
+                            cpu[label] += cpu_after - cpu_before
                 differ += not same_hits(hits["baseline"], hits["current"])
             b, c = pct(times["baseline"]), pct(times["current"])
+            cb, cc = (cpu[label] * 1000 / max(len(times[label]), 1) for label in ("baseline", "current"))
             log(f"  {name} {kind:8s} n={b['n']} baseline p50 {b['p50']:7.2f} p95 {b['p95']:7.2f} | current p50 "
                 f"{c['p50']:7.2f} p95 {c['p95']:7.2f} ms | ratio p50 {c['p50'] / max(b['p50'], 1e-9):.2f} p95 "
-                f"{c['p95'] / max(b['p95'], 1e-9):.2f} | results differ: {differ} | load {os.getloadavg()[0]:.2f}")
+                f"{c['p95'] / max(b['p95'], 1e-9):.2f} | server CPU per call {cb:.2f} -> {cc:.2f} ms "
+                f"(x{cc / max(cb, 1e-9):.2f}) | results differ: {differ} | load {os.getloadavg()[0]:.2f}")
         conn.rollback()
 
 

@@ -12,8 +12,10 @@ excluded). As a cross-check the benchmark also reports wall time per episode min
 in extractor and embedder calls (exact only with one group), which includes COMMIT and pool waits.
 On a shared machine wall times follow the load: each bucket also reports the CPU time the
 database's backends spent per episode (from /proc/<pid>/schedstat, when the server runs on this
-host) and the 1-minute load average. `--baseline REF` first runs the same benchmark on the code of
-git ref REF (exported, this file copied in, its own fresh database) and prints both side by side.
+host) and the 1-minute load average, and two counts of work that do not follow the load: WAL
+bytes and shared-buffer gets (reads + hits) per episode. `--baseline REF` first runs the same
+benchmark on the code of git ref REF (exported, this file copied in, its own fresh database) and
+prints both side by side.
 
     python -m bench.ingest --episodes 2000 --mode offline --baseline main
 """
@@ -160,6 +162,16 @@ async def backend_cpu(memory: Memory) -> dict[int, float] | None:
     return out
 
 
+async def work_counters(memory: Memory) -> tuple[int, int]:
+    """(WAL bytes written by the server so far, shared-buffer reads and hits of the benchmark
+    database): work counts that, unlike times, do not follow the machine's load."""
+    async with memory.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal,"
+            " (SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()) AS gets")
+    return int(row["wal"]), int(row["gets"] or 0)
+
+
 class Run:
     """One mode's ingestion: per-episode records and per-bucket summaries."""
 
@@ -191,11 +203,13 @@ class Run:
         """Ingest one bucket of episodes and summarise it."""
         first, first_rec = len(self.records) + len(self.failures), len(self.records)
         cpu_before = await backend_cpu(self.memory)
+        wal_before, gets_before = await work_counters(self.memory)
         started = time.perf_counter()
         self._last = (started, self.watch.total)
         await self.memory.add_episodes(batch, concurrency=concurrency, on_done=self.on_done)
         elapsed = time.perf_counter() - started
         cpu_after = await backend_cpu(self.memory)
+        wal_after, gets_after = await work_counters(self.memory)
         cpu_ms = None
         if cpu_before is not None and cpu_after is not None:
             cpu_ms = round(sum(v - cpu_before.get(pid, 0.0) for pid, v in cpu_after.items()) * 1000 / len(batch), 2)
@@ -213,6 +227,8 @@ class Run:
             "wall_minus_llm_ms": summary([r["wall_minus_llm_ms"] for r in recs]),
             "episodes_per_s": round(len(batch) / elapsed, 1),
             "backend_cpu_ms_per_episode": cpu_ms, "loadavg_1m": round(os.getloadavg()[0], 2),
+            "wal_kb_per_episode": round((wal_after - wal_before) / 1024 / len(batch), 1),
+            "buffer_gets_per_episode": round((gets_after - gets_before) / len(batch)),
             "llm_calls": dict(calls), "entities_after": graph["entities"],
             "fact_versions_after": graph["fact_versions"],
             "facts_created": sum(r["facts_created"] for r in recs),
@@ -235,6 +251,7 @@ def print_bucket(b: dict[str, Any], llm: bool) -> None:
     print(f"  {b['from']:>6}-{b['to']:<6} db median {b['db_ms']['median']:6.2f} ms  p95 {b['db_ms']['p95']:6.2f} ms"
           f"  | wall-llm median {b['wall_minus_llm_ms']['median']:6.2f} p95 {b['wall_minus_llm_ms']['p95']:6.2f}"
           f"  | backend CPU/ep {b.get('backend_cpu_ms_per_episode')} ms | load {b.get('loadavg_1m')}"
+          f"  | WAL/ep {b.get('wal_kb_per_episode')} kB, buffer gets/ep {b.get('buffer_gets_per_episode')}"
           f"  | {b['episodes_per_s']:6.1f} ep/s  | entities {b['entities_after']:>5} fact versions "
           f"{b['fact_versions_after']:>6}{calls}", flush=True)
 
@@ -376,11 +393,14 @@ def run_baseline(args: argparse.Namespace, argv: list[str]) -> dict[str, dict[st
 def print_comparison(ref: str, before: dict[str, Any], after: dict[str, Any]) -> None:
     """Per-bucket medians and backend CPU of the baseline and this checkout, side by side."""
     print(f"-- {after['mode']}: before ({ref}) vs after (this checkout), per bucket:")
-    print("   episodes        db median ms  before -> after | backend CPU ms/ep before -> after | load before, after")
+    print("   episodes        db median ms  before -> after | backend CPU ms/ep before -> after | load before, after"
+          " | WAL kB/ep | buffer gets/ep")
     for b, a in zip(before["buckets"], after["buckets"]):
         print(f"   {a['from']:>6}-{a['to']:<6} {b['db_ms']['median']:>8.2f} -> {a['db_ms']['median']:<8.2f}"
               f"          | {b.get('backend_cpu_ms_per_episode')} -> {a.get('backend_cpu_ms_per_episode')}"
-              f"                 | {b.get('loadavg_1m')}, {a.get('loadavg_1m')}")
+              f"                 | {b.get('loadavg_1m')}, {a.get('loadavg_1m')}"
+              f" | {b.get('wal_kb_per_episode')} -> {a.get('wal_kb_per_episode')}"
+              f" | {b.get('buffer_gets_per_episode')} -> {a.get('buffer_gets_per_episode')}")
     print(f"   all: db median {before['db_ms']['median']} -> {after['db_ms']['median']} ms, "
           f"{before['episodes_per_s']} -> {after['episodes_per_s']} ep/s")
 

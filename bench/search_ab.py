@@ -3,7 +3,9 @@ query in one session on the same data, with a check that both return the same ro
 
 The baseline's search_candidates (sql/70_search.sql at --baseline, read with `git show`) is created
 as a session-temporary function (pg_temp); the functions it calls (full text, BFS, ...) are the
-current ones, so this measures the body of search_candidates only. Data: the LoCoMo groups of the
+current ones, so this measures the body of search_candidates only, unless --with-fulltext: then the
+baseline's full-text functions too (bench/fulltext_kinds.py copies them) and its search_candidates
+calls those. Besides wall times, the server's CPU time per call (bench/stats.py). Data: the LoCoMo groups of the
 default database (as `search_latency --locomo` left them, questions embedded now with the local
 model) or a loaded search_latency scenario (`--scenario 100k`, `1m`).
 
@@ -23,7 +25,9 @@ from pathlib import Path
 
 import asyncpg
 
+from bench.fulltext_kinds import baseline_functions
 from bench.search_latency import Scenario, db_dsn, log, make_queries, pct
+from bench.stats import backend_cpu_s
 from pgmemory.eval.ingestion import group_id as eval_group
 from pgmemory.eval.readers import read_locomo
 from pgmemory.search.candidates import options
@@ -34,14 +38,20 @@ from pgmemory.storage.vectors import vector_literals
 CALL = "SELECT kind, id, version_id, ranks, detail FROM {fn}(ARRAY[$1], $2, $3::text::vector, $4::jsonb)"
 
 
-def baseline_function(rev: str) -> str:
-    """The baseline's search_candidates, renamed pg_temp.search_candidates."""
+def baseline_function(rev: str, with_fulltext: bool = False) -> str:
+    """The baseline's search_candidates, renamed pg_temp.search_candidates; with_fulltext: preceded by
+    the baseline's full-text functions in pg_temp, which it then calls."""
     root = Path(__file__).parent.parent
     text = subprocess.run(["git", "show", f"{rev}:sql/70_search.sql"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
     start = text.index("CREATE OR REPLACE FUNCTION pgmemory.search_candidates(")
     end = text.index("$$;", text.index("AS $$", start)) + 3
-    return text[start:end].replace("pgmemory.search_candidates(", "pg_temp.search_candidates(", 1)
+    body = text[start:end].replace("pgmemory.search_candidates(", "pg_temp.search_candidates(", 1)
+    if not with_fulltext:
+        return body
+    for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits"):
+        body = body.replace(f"pgmemory_internal.{name}(", f"pg_temp.{name}(")
+    return baseline_functions(rev) + "\n" + body
 
 
 async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, list[float]]]:
@@ -55,11 +65,15 @@ async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, l
     return [(g, q, list(map(float, v))) for (g, q), v in zip(asked, vectors)]
 
 
-async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int) -> None:
-    """Time baseline and current on every query (the order alternating), print p50/p95 and ratios."""
+async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int,
+                  with_fulltext: bool = False) -> None:
+    """Time baseline and current on every query (the order alternating), print p50/p95, the server's
+    mean CPU time per call, and ratios."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(baseline_function(rev))
+        await conn.execute(baseline_function(rev, with_fulltext))
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
         opts = json.dumps(options(resolve_config(recipe), SearchFilters(), with_embeddings=False))
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         differ = 0
@@ -68,16 +82,22 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
             order = ("baseline", "current") if n % 2 else ("current", "baseline")
             for label in order:
                 fn = "pg_temp.search_candidates" if label == "baseline" else "pgmemory.search_candidates"
+                cpu_before = backend_cpu_s(pid)
                 started = time.perf_counter()
                 found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts)
                 if n >= warmup:
                     times[label].append((time.perf_counter() - started) * 1000)
+                    cpu_after = backend_cpu_s(pid)
+                    if cpu_before is not None and cpu_after is not None:
+                        cpu[label] += cpu_after - cpu_before
                 rows[label] = sorted((r["kind"], str(r["id"]), r["version_id"], r["ranks"], r["detail"]) for r in found)
             differ += rows["baseline"] != rows["current"]
         b, c = pct(times["baseline"]), pct(times["current"])
+        cb, cc = (cpu[label] * 1000 / max(len(times[label]), 1) for label in ("baseline", "current"))
         log(f"  {recipe} n={b['n']} baseline p50 {b['p50']:7.2f} p95 {b['p95']:7.2f} | current p50 {c['p50']:7.2f} "
             f"p95 {c['p95']:7.2f} ms | ratio p50 {c['p50'] / max(b['p50'], 1e-9):.2f} p95 "
-            f"{c['p95'] / max(b['p95'], 1e-9):.2f} | queries whose rows differ: {differ} | load {os.getloadavg()[0]:.2f}")
+            f"{c['p95'] / max(b['p95'], 1e-9):.2f} | server CPU per call {cb:.2f} -> {cc:.2f} ms (x{cc / max(cb, 1e-9):.2f})"
+            f" | queries whose rows differ: {differ} | load {os.getloadavg()[0]:.2f}")
     finally:
         await conn.close()
 
@@ -92,6 +112,8 @@ def main() -> None:
     ap.add_argument("--recipe", default="combined_hybrid_rrf")
     ap.add_argument("--queries", type=int, default=100, help="measured queries (after warm-up)")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--with-fulltext", action="store_true",
+                    help="the baseline's full-text functions too (text_top_k and the *_text_hits it calls)")
     args = ap.parse_args()
     server = resolve_dsn()
     total = args.queries + args.warmup
@@ -103,7 +125,7 @@ def main() -> None:
         dsn = db_dsn(server, sc.db)
         queries = [(q.group, q.text, q.vector) for q in make_queries(dsn, sc, total)[0]]
     log(f"scenario {args.scenario}: baseline {args.baseline}, {args.queries} queries after {args.warmup} warm-up")
-    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup))
+    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext))
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ FACTS_PER_EPISODE = 4
 CHUNK = 20000
 
 COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "entities": (("id", "group_id", "name", "labels", "summary", "name_embedding", "created_at", "updated_at"),
-                 ("uuid", "text", "text", "text[]", "text", "vector", "timestamptz", "timestamptz")),
+    "entities": (("id", "group_id", "name", "labels", "summary", "created_at", "updated_at"),
+                 ("uuid", "text", "text", "text[]", "text", "timestamptz", "timestamptz")),
+    "entity_name_vectors": (("group_id", "entity_id", "name_embedding"), ("text", "uuid", "vector")),
     "episodes": (("id", "group_id", "kind", "content", "actor", "source_description", "valid_at",
                   "recorded_at", "status", "embedding"),
                  ("uuid", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "text",
@@ -52,7 +53,7 @@ COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                     ("uuid", "text", "text", "text", "vector", "timestamptz", "timestamptz")),
 }
 # Load order when triggers fire (vertices before the edges that join them).
-TABLE_ORDER = ("entities", "episodes", "facts", "fact_episodes", "episode_mentions", "communities")
+TABLE_ORDER = ("entities", "entity_name_vectors", "episodes", "facts", "fact_episodes", "episode_mentions", "communities")
 
 
 @dataclass
@@ -161,8 +162,9 @@ class Generator:
                     summary = f"{name}, a {label.lower()} mentioned in conversations"
                 ts = _ts(created[i])
                 self.counts["entities"] += 1
-                yield "entities", (vocab.ids[kind][i], vocab.group_id, name, ["Entity", label], summary,
-                                   embs[i], ts, ts)
+                yield "entities", (vocab.ids[kind][i], vocab.group_id, name, ["Entity", label], summary, ts, ts)
+                self.counts["entity_name_vectors"] += 1
+                yield "entity_name_vectors", (vocab.group_id, vocab.ids[kind][i], embs[i])
 
     def _sentence(self, rel: str, s: str, t: str) -> str:
         rng = self.rng

@@ -227,8 +227,9 @@ def make_queries(dsn: str, sc: Scenario, n: int, seed: int = 11) -> tuple[list[Q
     with connect(dsn) as conn:
         conn.execute("SELECT setseed(0.11)")  # the same queries in every run on the same data
         rows = conn.execute(
-            "SELECT group_id, labels[2], name, id, name_embedding::text FROM pgmemory.entities"
-            " WHERE group_id = ANY (%s) ORDER BY random(), id LIMIT 20000", (sorted(set(groups)),)).fetchall()
+            "SELECT e.group_id, e.labels[2], e.name, e.id, v.name_embedding::text FROM pgmemory.entities e"
+            " JOIN pgmemory.entity_name_vectors v ON v.group_id = e.group_id AND v.entity_id = e.id"
+            " WHERE e.group_id = ANY (%s) ORDER BY random(), e.id LIMIT 20000", (sorted(set(groups)),)).fetchall()
     by_group: dict[str, dict[str, list[tuple[str, Any, np.ndarray]]]] = {}
     for g, label, name, id_, emb in rows:
         by_group.setdefault(g, {}).setdefault(label, []).append(
@@ -267,9 +268,11 @@ def pct(values: list[float]) -> dict[str, float]:
 # uses, one statement each, with only the group filter (issue 17).
 FLOOR_K = 10
 FLOOR_TABLES = {"facts": ("pgmemory.facts", "version_id", "embedding"),
-                "entities": ("pgmemory.entities", "id", "name_embedding"),
+                "entities": ("pgmemory.entities", "id", None),
                 "communities": ("pgmemory.communities", "id", "name_embedding"),
                 "episodes": ("pgmemory.episodes", "id", "embedding")}
+# Entity name vectors live apart from the entity rows (migration 0350).
+FLOOR_VECTORS = {"entities": ("pgmemory.entity_name_vectors", "entity_id", "name_embedding")}
 STAGES = ("sql", "decode", "rerank", "context")
 
 
@@ -284,8 +287,9 @@ def floor_probes(config: SearchConfig, or_probes: bool = True) -> list[tuple[str
     for kind in config.kinds:
         table, key, col = FLOOR_TABLES[kind]
         if "cosine" in config.methods:
-            out.append((f"{kind}.cosine", "cosine", f"SELECT {key} FROM {table} WHERE group_id = $1"
-                        f" ORDER BY {col} <=> $2::text::vector LIMIT $3", True))
+            vtable, vkey, vcol = FLOOR_VECTORS.get(kind, (table, key, col))
+            out.append((f"{kind}.cosine", "cosine", f"SELECT {vkey} FROM {vtable} WHERE group_id = $1"
+                        f" ORDER BY {vcol} <=> $2::text::vector LIMIT $3", True))
         if "fulltext" in config.methods:
             for name, query, counted in (("fulltext", "plainto_tsquery('english', $2)", True),
                                          ("fulltext_or", "pgmemory_internal.or_tsquery($2)", False))[:2 if or_probes else 1]:
@@ -428,8 +432,8 @@ def explain_queries(q: Query, now: datetime) -> list[tuple[str, str, dict[str, A
          (f"SELECT * FROM pgmemory_internal.fact_text_hits(%(g)s::text[], %(q)s, 30, %(now)s::timestamptz, NULL, false,"
          f" '{{}}'::text[], {BOUNDS})"), p),
         ("entities cosine",
-         ("SELECT e.id, e.name_embedding <=> %(v)s::vector AS d FROM pgmemory.entities e"
-         " WHERE e.group_id = ANY (%(g)s::text[]) ORDER BY e.name_embedding <=> %(v)s::vector LIMIT 30"), p),
+         ("SELECT v.entity_id, v.name_embedding <=> %(v)s::vector AS d FROM pgmemory.entity_name_vectors v"
+         " WHERE v.group_id = ANY (%(g)s::text[]) ORDER BY v.name_embedding <=> %(v)s::vector LIMIT 30"), p),
         ("entities full text (entity_text_hits: text_top_k, plpgsql)",
          "SELECT * FROM pgmemory_internal.entity_text_hits(%(g)s::text[], %(q)s, 30, NULL, '{}'::text[])", p),
         ("episodes cosine",

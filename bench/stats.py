@@ -1,9 +1,12 @@
-"""Small statistics for benchmark reports: percentiles, per-bucket summaries, growth."""
+"""Small statistics for benchmark reports: percentiles, per-bucket summaries, growth, and the CPU
+time of a server process (steadier than wall time on a shared machine)."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -26,3 +29,12 @@ def slope_per_1000(values: Sequence[float]) -> float:
         return 0.0
     fit = statistics.linear_regression(range(len(values)), values)
     return round(fit.slope * 1000, 3)
+
+
+def backend_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a server process on this machine (None when not readable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

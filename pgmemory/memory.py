@@ -20,6 +20,7 @@ from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, p
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
                                       expire_dead_leases, fact_embedding_text)
+from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult, reembed
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
 from pgmemory.providers.llm import LLMClient
@@ -360,14 +361,16 @@ class Memory:
         gone); the embedder runs with no transaction open."""
         if not entity_ids:
             return
-        rows = await conn.fetch("SELECT id, name FROM pgmemory.entities WHERE group_id = $1 AND id = ANY($2::uuid[])"
-                                " AND name_embedding IS NULL", group, entity_ids)
+        rows = await conn.fetch("SELECT e.id, e.name FROM pgmemory.entities e WHERE e.group_id = $1"
+                                " AND e.id = ANY($2::uuid[]) AND NOT EXISTS (SELECT FROM pgmemory.entity_name_vectors v"
+                                " WHERE v.group_id = e.group_id AND v.entity_id = e.id)", group, entity_ids)
         if not rows:
             return
         vectors = await self.embedder.embed([r["name"] for r in rows])
         await conn.executemany(
-            "UPDATE pgmemory.entities SET name_embedding = $3::text::vector"
-            " WHERE group_id = $1 AND id = $2 AND name = $4 AND name_embedding IS NULL",
+            "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
+            " SELECT e.group_id, e.id, $3::text::vector FROM pgmemory.entities e"
+            " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4 ON CONFLICT DO NOTHING",
             [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, vector_literals(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
@@ -407,6 +410,18 @@ class Memory:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
             except asyncpg.NoDataFoundError:
                 raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+
+    async def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
+                      batch: int = DEFAULT_BATCH, restart: bool = False,
+                      on_progress: Callable[[ReembedProgress], None] | None = None) -> list[ReembedResult]:
+        """Recompute stored vectors (episodes, entities, facts) with the current code and embedder,
+        in one group or every group: batches of `batch` rows, one transaction each, resumable
+        (pgmemory/ingest/reembed.py). `on_progress` hears every committed batch."""
+        check_bool(restart, "restart")
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        return await reembed(self.pool, self.embedder, group_id=group_id, kinds=list(kinds), batch=batch,
+                             restart=restart, on_progress=on_progress)
 
     async def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
         """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pgmemory.analyst.runner import SqlResult
 from pgmemory.ingest.communities import CommunityRefresh
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
+from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult
 from pgmemory.memory import DeleteResult, Memory
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
 from pgmemory.search.config import SearchConfig, SearchFilters
@@ -101,6 +102,13 @@ class SyncMemory:
     def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
         """See Memory.refresh_communities."""
         return self._run(self._memory.refresh_communities(group_id, force=force))
+
+    def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
+                batch: int = DEFAULT_BATCH, restart: bool = False,
+                on_progress: Callable[[ReembedProgress], None] | None = None) -> list[ReembedResult]:
+        """See Memory.reembed (on_progress runs on the wrapper's thread)."""
+        return self._run(self._memory.reembed(group_id, kinds=kinds, batch=batch, restart=restart,
+                                              on_progress=on_progress))
 
     def build_communities(self, group_id: str) -> CommunityRefresh:
         """See Memory.build_communities."""

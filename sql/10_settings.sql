@@ -29,7 +29,7 @@ BEGIN
     -- (no lock taken: init runs while writers ingest).
     FOR col IN
         SELECT c.*, format_type(a.atttypid, a.atttypmod) AS typed FROM (VALUES
-            ('episodes', 'embedding', true), ('entities', 'name_embedding', true),
+            ('episodes', 'embedding', true), ('entity_name_vectors', 'name_embedding', true),
             ('facts', 'embedding', true), ('communities', 'name_embedding', true),
             ('fact_claims', 'embedding', false)) AS c(tbl, colname, searched)
         JOIN pg_attribute a ON a.attrelid = to_regclass('pgmemory.' || c.tbl) AND a.attname = c.colname

@@ -31,9 +31,9 @@ CREATE TRIGGER entities_keep_version BEFORE UPDATE ON pgmemory.entities
 -- a live claim without episode, and no mention from its creation) starts from
 -- the name it was created with, and every mention merges into it. Entities
 -- whose first live mention predates migration 0160 (no said_name), and
--- retired ones, are left as they are. A changed name drops the name embedding
--- (it embedded the old name; Memory.delete_episode re-embeds). Returns the ids
--- whose name changed.
+-- retired ones, are left as they are. A changed name drops the name vector
+-- (pgmemory.entity_name_vectors: it embedded the old name; Memory.delete_episode
+-- re-embeds). Returns the ids whose name changed.
 CREATE OR REPLACE FUNCTION pgmemory_internal.refold_entities(p_group text, p_entities uuid[])
 RETURNS uuid[] LANGUAGE plpgsql AS $$
 DECLARE
@@ -83,10 +83,12 @@ BEGIN
         UPDATE pgmemory.entities e
            SET name = nm,
                labels = CASE WHEN e.labels @> lbl AND e.labels <@ lbl THEN e.labels ELSE lbl END,
-               attributes = attrs,
-               name_embedding = CASE WHEN e.name = nm THEN e.name_embedding END
+               attributes = attrs
          WHERE e.id = ent AND e.group_id = p_group AND e.retired_at IS NULL
            AND (e.name <> nm OR NOT (e.labels @> lbl AND e.labels <@ lbl) OR e.attributes <> attrs);
+        IF ent = ANY (renamed) THEN
+            DELETE FROM pgmemory.entity_name_vectors v WHERE v.group_id = p_group AND v.entity_id = ent;
+        END IF;
     END LOOP;
     RETURN renamed;
 END

@@ -3,7 +3,7 @@
 
 -- Existing entities of p_group that may be the same as each new name:
 -- exact (case-insensitive) name matches or, without one, the nearest name
--- embeddings (cosine) and full-text matches on name + summary. One row per
+-- embeddings (cosine, pgmemory.entity_name_vectors) and full-text matches on name + summary. One row per
 -- (input index, candidate).
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(
     p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
@@ -15,7 +15,7 @@ SET hnsw.iterative_scan = 'relaxed_order'
 AS $$
     SELECT i.idx::integer, e.id, e.name, e.labels, e.summary,
            lower(e.name) = lower(i.name) AS exact,
-           coalesce(1 - (e.name_embedding <=> i.embedding), 0) AS similarity
+           coalesce(1 - (nv.name_embedding <=> i.embedding), 0) AS similarity
       FROM unnest(p_names, p_embeddings) WITH ORDINALITY AS i (name, embedding, idx)
       -- An exact name match decides at once: the other searches only run without one.
       CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM pgmemory.entities x
@@ -26,9 +26,10 @@ AS $$
             SELECT x.id FROM pgmemory.entities x
              WHERE x.group_id = p_group AND lower(x.name) = lower(i.name) AND x.retired_at IS NULL
             UNION
-            (SELECT x.id FROM pgmemory.entities x
-              WHERE x.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
-              ORDER BY x.name_embedding <=> i.embedding
+            (SELECT x.id FROM pgmemory.entity_name_vectors v
+               JOIN pgmemory.entities x ON x.group_id = p_group AND x.id = v.entity_id
+              WHERE v.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
+              ORDER BY v.name_embedding <=> i.embedding
               LIMIT p_k)
             UNION
             (SELECT x.id FROM pgmemory.entities x
@@ -37,8 +38,9 @@ AS $$
               ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
               LIMIT p_k)) c
       JOIN pgmemory.entities e ON e.group_id = p_group AND e.id = c.id
+      LEFT JOIN pgmemory.entity_name_vectors nv ON nv.group_id = p_group AND nv.entity_id = e.id
      WHERE lower(e.name) = lower(i.name)
-        OR coalesce(1 - (e.name_embedding <=> i.embedding), 0) >= p_min_similarity
+        OR coalesce(1 - (nv.name_embedding <=> i.embedding), 0) >= p_min_similarity
         OR e.tsv @@ plainto_tsquery('english', i.name)
      ORDER BY 1, 6 DESC, 7 DESC
 $$;

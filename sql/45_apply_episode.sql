@@ -31,6 +31,7 @@ DECLARE
     v_mention text;
     v_details jsonb;
     v_labels text[];
+    distributed boolean := coalesce((pgmemory_internal.setting('distributed'))::boolean, false);
 BEGIN
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
         RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
@@ -39,13 +40,16 @@ BEGIN
     -- The payload's rows are selected through the episode's own row (pinned by group and id):
     -- on Citus that makes the INSERT ... SELECT one pushed down to the group's co-located shard
     -- (from jsonb alone it would go through intermediate results).
-    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes, name_embedding)
+    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
     SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
            ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
-           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}'),
-           (e->>'embedding')::vector
+           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
       FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
      WHERE ep.group_id = g AND ep.id = p_episode;
+    INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
+    SELECT ep.group_id, (e->>'id')::uuid, (e->>'embedding')::vector
+      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+     WHERE ep.group_id = g AND ep.id = p_episode AND e->>'embedding' IS NOT NULL;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
@@ -58,18 +62,32 @@ BEGIN
 
     -- What the episode said about each entity (mention_details {id: {said_name, renamed_to,
     -- labels, attributes}}), so a delete can re-derive the entity from the episodes that remain.
-    -- Row by row: the table's identity column (seq) is volatile, and Citus pushes no
+    -- On one node one statement, in the payload's order (seq, the identity column, follows it).
+    -- On Citus row by row: the identity column is volatile, and Citus pushes no
     -- INSERT ... SELECT with a volatile function down to the shard (it would collect the rows
     -- through intermediate results); an INSERT ... VALUES of the group is routed.
-    FOR v_mention IN SELECT jsonb_array_elements_text(p_plan->'mentions') LOOP
-        v_details := p_plan #> ARRAY['mention_details', v_mention];
-        v_labels := ARRAY(SELECT jsonb_array_elements_text(coalesce(v_details->'labels', '[]')));
+    IF NOT distributed THEN
         INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
                                                said_name, renamed_to, labels, attributes)
-        VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
-                v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+        SELECT p_episode, x.m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', x.m], ''),
+               d.v->>'said_name', d.v->>'renamed_to',
+               ARRAY(SELECT jsonb_array_elements_text(coalesce(d.v->'labels', '[]'))),
+               coalesce(d.v->'attributes', '{}')
+          FROM jsonb_array_elements_text(p_plan->'mentions') WITH ORDINALITY AS x (m, n)
+          CROSS JOIN LATERAL (SELECT p_plan #> ARRAY['mention_details', x.m]) AS d (v)
+         ORDER BY x.n
         ON CONFLICT DO NOTHING;
-    END LOOP;
+    ELSE
+        FOR v_mention IN SELECT jsonb_array_elements_text(p_plan->'mentions') LOOP
+            v_details := p_plan #> ARRAY['mention_details', v_mention];
+            v_labels := ARRAY(SELECT jsonb_array_elements_text(coalesce(v_details->'labels', '[]')));
+            INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
+                                                   said_name, renamed_to, labels, attributes)
+            VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
+                    v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+            ON CONFLICT DO NOTHING;
+        END LOOP;
+    END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
         -- Looked up first: Citus plans no subquery inside INSERT ... VALUES.
@@ -79,18 +97,32 @@ BEGIN
         v_contradicts := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
                                 WHERE f.group_id = g AND f.id IN (
                                       SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x));
-        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
+        -- The claim is applied first and then stored with the fact it landed on: one write of
+        -- the claim row (apply_claim reads no claim of its own; an UPDATE of the stored row was
+        -- rarely HOT and rewrote its embedding and every index of fact_claims).
+        c := NULL;
+        c.group_id := g;
+        c.episode_id := p_episode;
+        c.kind := item->>'kind';
+        c.id := (item->>'id')::uuid;
+        c.lineage := coalesce(v_lineage, c.id);
+        c.source_id := (item->>'source')::uuid;
+        c.target_id := (item->>'target')::uuid;
+        c.relation := item->>'relation';
+        c.fact := item->>'fact';
+        c.embedding := (item->>'embedding')::vector;
+        c.attributes := coalesce(item->'attributes', '{}');
+        c.valid_from := (item->>'valid_from')::timestamptz;
+        c.valid_to := (item->>'valid_to')::timestamptz;
+        c.ref_time := coalesce((item->>'ref_time')::timestamptz, ref);
+        c.contradicts := v_contradicts;
+        did := pgmemory_internal.apply_claim(c);
+        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
                                           ref_time, contradicts)
-        VALUES (g, p_episode, item->>'kind', (item->>'id')::uuid,
-                coalesce(v_lineage, (item->>'id')::uuid),
-                (item->>'source')::uuid, (item->>'target')::uuid, item->>'relation', item->>'fact',
-                (item->>'embedding')::vector, coalesce(item->'attributes', '{}'),
-                (item->>'valid_from')::timestamptz, (item->>'valid_to')::timestamptz,
-                coalesce((item->>'ref_time')::timestamptz, ref), v_contradicts)
-        RETURNING * INTO c;
-        did := pgmemory_internal.apply_claim(c);
-        UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = g AND seq = c.seq;
+        VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
+                c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
+                c.ref_time, c.contradicts);
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
         IF did->>'action' NOT IN ('merged', 'unchanged') THEN

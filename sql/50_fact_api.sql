@@ -12,8 +12,11 @@ BEGIN
     created := NOT FOUND;
     IF created THEN
         entity_id := gen_random_uuid();
-        INSERT INTO pgmemory.entities (id, group_id, name, name_embedding)
-        VALUES (entity_id, p_group, p_name, p_embedding);
+        INSERT INTO pgmemory.entities (id, group_id, name) VALUES (entity_id, p_group, p_name);
+        IF p_embedding IS NOT NULL THEN
+            INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
+            VALUES (p_group, entity_id, p_embedding);
+        END IF;
     END IF;
 END
 $$;

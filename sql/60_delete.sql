@@ -346,6 +346,7 @@ BEGIN
     DELETE FROM pgmemory.entity_versions WHERE group_id = p_group;
     DELETE FROM pgmemory.entities WHERE group_id = p_group;
     DELETE FROM pgmemory.retractions WHERE group_id = p_group;
+    DELETE FROM pgmemory.reembed_progress WHERE group_id = p_group;
     RETURN n;
 END
 $$;

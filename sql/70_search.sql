@@ -109,7 +109,7 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
 $$;
 
 -- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
--- SearchConfig), center, neighbours; metadata (a hit is kept when it matches: facts and
+-- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback); metadata (a hit is kept when it matches: facts and
 -- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
 -- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
 -- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
@@ -154,6 +154,12 @@ DECLARE
     neighbours integer := coalesce((p_opts->>'neighbours')::integer, 0);
     neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
     neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
+    -- Lexical pseudo-relevance feedback: the `prf_terms` best lexemes of the best `prf_docs`
+    -- full-text hits of episodes (not in the query) are one more full-text query. 0 = off.
+    prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
+    prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
+    prf_query text;
+    query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
@@ -189,6 +195,8 @@ DECLARE
     epi_cos uuid[] := '{}';
     epi_text uuid[] := '{}';
     epi_text_score float8[] := '{}';
+    epi_prf uuid[] := '{}';
+    epi_prf_score float8[] := '{}';
     epi_via jsonb := '{}';  -- episode id -> the fact versions that brought it (with_keys)
     -- With a metadata filter: the hits that match (NULL: no filter).
     keep_facts uuid[];
@@ -279,13 +287,14 @@ BEGIN
 
     IF 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         ent_cos := ARRAY(
-            SELECT e.id FROM pgmemory.entities e
-             WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
+            SELECT e.id FROM pgmemory.entity_name_vectors v
+              JOIN pgmemory.entities e ON e.group_id = v.group_id AND e.id = v.entity_id
+             WHERE (v.group_id = one OR one IS NULL AND v.group_id = ANY (p_groups))
                AND (known_at IS NULL OR e.created_at <= known_at)
                AND (e.retired_at IS NULL OR e.retired_at > known_at)
                AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
                AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
-             ORDER BY e.name_embedding <=> p_embedding
+             ORDER BY v.name_embedding <=> p_embedding
              LIMIT k);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
@@ -368,6 +377,32 @@ BEGIN
               FROM pgmemory_internal.episode_text_hits(p_groups, p_query, k, known_at, as_of) h
              WHERE h.score > 0;
         END IF;
+        -- Pseudo-relevance feedback (lexical, RM3-like): the feedback episodes are the best
+        -- `prf_docs` full-text hits; each of their lexemes not in the query and held by at least
+        -- two episodes weighs its idf summed over the feedback episodes holding it; the best
+        -- `prf_terms` lexemes, without the query's own (the fulltext list has those), rank the
+        -- episodes holding their rare ones by BM25 as the "prf" list.
+        IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
+            SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
+              FROM (SELECT u.lexeme AS term,
+                           sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
+                      FROM unnest(epi_text[1:prf_docs]) AS fb (id)
+                      JOIN pgmemory.episodes ep ON (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+                           AND ep.id = fb.id
+                     CROSS JOIN LATERAL unnest(ep.tsv) AS u (lexeme, positions, weights)
+                      JOIN pgmemory.term_stats ts ON ts.group_id = ep.group_id AND ts.kind = 'episodes' AND ts.term = u.lexeme
+                      JOIN pgmemory.text_stats st ON st.group_id = ep.group_id AND st.kind = 'episodes'
+                     WHERE ts.docs >= 2 AND u.lexeme <> ALL (query_lexemes)
+                     GROUP BY u.lexeme
+                     ORDER BY 2 DESC, 1 LIMIT prf_terms) t;
+            IF prf_query IS NOT NULL THEN
+                SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
+                       coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
+                  INTO epi_prf, epi_prf_score
+                  FROM pgmemory_internal.episode_rare_text_hits(p_groups, prf_query, k, known_at, as_of) h
+                 WHERE h.score > 0;
+            END IF;
+        END IF;
     END IF;
 
     -- The turns next to the best episode candidates (best rank in any method first): a bounded
@@ -378,7 +413,8 @@ BEGIN
           FROM (SELECT h.id, min(h.r) AS best FROM (
                     SELECT x.id, x.r FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                     UNION ALL SELECT x.id, x.r FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-                    UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)) h
+                    UNION ALL SELECT x.id, x.r FROM unnest(epi_text) WITH ORDINALITY AS x (id, r)
+                    UNION ALL SELECT x.id, x.r FROM unnest(epi_prf) WITH ORDINALITY AS x (id, r)) h
                  GROUP BY h.id ORDER BY 2, 1 LIMIT neighbours) s
           JOIN pgmemory.episodes sd ON (sd.group_id = one OR one IS NULL AND sd.group_id = ANY (p_groups)) AND sd.id = s.id
          CROSS JOIN LATERAL (
@@ -418,7 +454,7 @@ BEGIN
         keep_episodes := ARRAY(
             SELECT e.id FROM pgmemory.episodes e
              WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
-               AND e.id = ANY (epi_facts || epi_cos || epi_text || near_ids) AND e.metadata @> meta_filter);
+               AND e.id = ANY (epi_facts || epi_cos || epi_text || epi_prf || near_ids) AND e.metadata @> meta_filter);
     END IF;
 
     -- One statement per kind, run only when the kind has candidates (a generic plan of one
@@ -496,11 +532,17 @@ BEGIN
                    'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
                                  WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
                    'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
-                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN e.name_embedding::text END)
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN (
+                                    SELECT nv.name_embedding::text FROM pgmemory.entity_name_vectors nv
+                                     WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
+                                       AND nv.entity_id = e.id) END)
                || CASE WHEN with_keys THEN jsonb_build_object(
                       'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
-                          'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN e.name_embedding <=> p_embedding END,
+                          'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN (
+                                        SELECT nv.name_embedding <=> p_embedding FROM pgmemory.entity_name_vectors nv
+                                         WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
+                                           AND nv.entity_id = e.id) END,
                           'fulltext', -eh.text_score,
                           'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
                                      (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
@@ -530,18 +572,20 @@ BEGIN
           FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
          WHERE meta_filter IS NULL OR with_keys;
     END IF;
-    IF cardinality(epi_facts) + cardinality(epi_cos) + cardinality(epi_text) + cardinality(near_ids) > 0 THEN
+    IF cardinality(epi_facts) + cardinality(epi_cos) + cardinality(epi_text) + cardinality(epi_prf) + cardinality(near_ids) > 0 THEN
         RETURN QUERY
         WITH epi_hits AS (
-            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) FILTER (WHERE h.method = 'fulltext') AS text_score,
+                   max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score FROM (
                 SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
-                UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)) h
+                UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)
+                UNION ALL SELECT x.id, 'prf', x.r::integer, x.s FROM unnest(epi_prf, epi_prf_score) WITH ORDINALITY AS x (id, s, r)) h
              GROUP BY h.id
         ),
         -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
         epi_all AS (
-            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, nb.hits
+            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits
               FROM epi_hits h
               FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
                            FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
@@ -558,7 +602,7 @@ BEGIN
                       'via', epi_via->(ep.id::text),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
                           'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
-                          'fulltext', -eph.text_score)))
+                          'fulltext', -eph.text_score, 'prf', -eph.prf_score)))
                   ELSE '{}'::jsonb END
           FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
          WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);

@@ -273,6 +273,8 @@ async def test_a_search_of_several_groups_ranks_as_one_node_does(memory, one_nod
                 assert cluster.keys() == {m for m, v in kept.items() if v}, (config, filters, query)
                 seen |= set(single)
                 for m in cluster:
+                    if m == ("episode", "prf"):  # feedback words are chosen per group on the cluster (fanout.py)
+                        continue
                     # Equal keys at a cut may leave different items: counts differ after a filter,
                     # and the episodes of the best facts differ if those facts tie.
                     fact_ties = any(len({e[1] for e in single.get(("fact", f), [])})

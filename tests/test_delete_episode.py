@@ -223,8 +223,9 @@ async def test_delete_undoes_a_rename(mem, group, db_dsn, erase):
     found = await mem.search(zed, group_ids=group, limit=20)
     assert zed in {e.name for e in found.entities}  # its name embedding is of the name it has now
     async with mem.pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"
-                                   " AND name_embedding IS NULL", group) == 0
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.entities e WHERE e.group_id = $1"
+                                   " AND NOT EXISTS (SELECT FROM pgmemory.entity_name_vectors v"
+                                   " WHERE v.group_id = e.group_id AND v.entity_id = e.id)", group) == 0
     then = await targets(mem, group, "WORKS_FOR", known_at=known["b"])
     if erase:  # history rewritten: it was never said
         assert then == {zed}

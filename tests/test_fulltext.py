@@ -277,3 +277,32 @@ def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
         text_of = dict(conn.execute("SELECT version_id, fact FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchall())
         top = conn.execute(FACT_HITS, (group, "zebra", 10)).fetchall()
     assert sorted(text_of[i] for i, _ in top) == sorted(t for t in texts if "zebra" in t)  # none hidden
+
+
+# Episodes of both searched groups, each scored with its own group's statistics: the reference.
+TWO_GROUP_REFERENCE = """
+    SELECT ep.id, sum(t.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], ep.tsv, t.tq, 0),
+                                                           length(ep.tsv), t.avgdl)) AS score
+      FROM pgmemory.episodes ep
+      JOIN pgmemory_internal.bm25_terms('episodes', %(g)s, %(q)s, 1) t ON t.group_id = ep.group_id AND ep.tsv @@ t.tq
+     WHERE ep.group_id = ANY (%(g)s)
+     GROUP BY ep.id ORDER BY 2 DESC, 1"""
+
+
+def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, group):
+    # The same words are common in one group and rare in the other, so a lexeme's share differs by
+    # group; a query of many lexemes gives more terms (group x lexeme) than the scorer writes out.
+    groups = [group, f"{group}-b"]
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, groups[0], ANIMALS)
+        add_texts(conn, groups[1], [f"zebra lion number {i}" for i in range(40)] + ["a dog", "old cat", "dog called 2"])
+        for query in ANIMAL_QUERIES:
+            expected = conn.execute(TWO_GROUP_REFERENCE, {"g": groups, "q": query}).fetchall()
+            for k in (1, 5, 17, 40):
+                hits = conn.execute("SELECT id, score FROM pgmemory_internal.episode_text_hits(%s, %s, %s, NULL, NULL)",
+                                    (groups, query, k)).fetchall()
+                assert len(hits) == min(k, len(expected)), (query, k)
+                assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), (query, k)
+                cut = expected[k - 1][1] if len(expected) >= k else -1
+                assert ({i for i, s in hits if s > cut * (1 + 1e-9)}
+                        == {i for i, s in expected if s > cut * (1 + 1e-9)}), (query, k)

@@ -110,7 +110,7 @@ def test_every_embedding_has_an_hnsw_index(db_dsn):
             "SELECT attrelid::regclass::text || '.' || attname, format_type(atttypid, atttypmod)"
             " FROM pg_attribute WHERE attrelid::regclass::text LIKE 'pgmemory.%'"
             " AND atttypid = 'vector'::regtype").fetchall())
-    assert sorted(t for t, _ in rows) == ["communities", "entities", "episodes", "facts"]
+    assert sorted(t for t, _ in rows) == ["communities", "entity_name_vectors", "episodes", "facts"]
     assert all("vector_cosine_ops" in d for _, d in rows)
     assert set(types.values()) == {"vector(384)"}
     assert "pgmemory.fact_claims.embedding" in types  # typed, not searched: no index

@@ -51,3 +51,48 @@ def test_badly_named_file_is_refused(tmp_path):
     (tmp_path / "2_bad.sql").write_text("SELECT 1;")
     with pytest.raises(MigrationError, match=r"2_bad\.sql is not named NNNN_name\.sql"):
         migrate.load_migrations(tmp_path)
+
+
+def test_upgrade_moves_entity_name_vectors_out_of_the_entity_rows(empty_dsn):
+    """0350: a database whose entities carry their name vectors (typed and HNSW-indexed by an older
+    init) keeps every vector, now in entity_name_vectors, and resolves names by cosine as before."""
+    from pgmemory.storage.setup import init_database
+
+    dim = 384
+    near = "[" + ",".join(["1"] + ["0"] * (dim - 1)) + "]"
+    far = "[" + ",".join(["0", "1"] + ["0"] * (dim - 2)) + "]"
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 350])
+        # What set_embedding_dim did before 0350: the column typed, its HNSW index built.
+        conn.execute(f"ALTER TABLE pgmemory.entities ALTER COLUMN name_embedding TYPE vector({dim})")
+        conn.execute("CREATE INDEX entities_name_embedding_hnsw ON pgmemory.entities"
+                     " USING hnsw (name_embedding vector_cosine_ops)")
+        conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('embedding_dim', %s)", (str(dim),))
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, name_embedding) VALUES"
+                     " ('00000000-0000-0000-0000-00000000000a', 'g', 'Alice', %s),"
+                     " ('00000000-0000-0000-0000-00000000000b', 'g', 'Bob', %s),"
+                     " ('00000000-0000-0000-0000-00000000000c', 'g', 'Carol', NULL)", (near, far))
+        conn.commit()
+
+        report = init_database(conn, dim)
+        conn.commit()
+        assert "0350_entity_name_vectors.sql" in report.migrations_applied
+        moved = conn.execute("SELECT e.name, v.name_embedding::text FROM pgmemory.entity_name_vectors v"
+                             " JOIN pgmemory.entities e ON e.group_id = v.group_id AND e.id = v.entity_id"
+                             " ORDER BY 1").fetchall()
+        assert moved == [("Alice", near), ("Bob", far)]
+        assert conn.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = 'pgmemory.entities'::regclass"
+                            " AND attname = 'name_embedding' AND NOT attisdropped").fetchone() == (0,)
+        assert conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid ="
+                            " 'pgmemory.entity_name_vectors'::regclass AND attname = 'name_embedding'"
+                            ).fetchone() == (f"vector({dim})",)
+        assert conn.execute("SELECT to_regclass('pgmemory.entity_name_vectors_name_embedding_hnsw') IS NOT NULL,"
+                            " to_regclass('pgmemory.entities_name_embedding_hnsw')").fetchone() == (True, None)
+        # A new name near Alice's vector resolves to Alice by cosine (no exact or full-text match).
+        found = conn.execute("SELECT name, similarity FROM pgmemory_internal.entity_candidates("
+                             "'g', ARRAY['Alicia'], ARRAY[%s::vector])", (near,)).fetchall()
+        assert found == [("Alice", 1.0)]
+        # Deleting an entity deletes its vector.
+        conn.execute("DELETE FROM pgmemory.entities WHERE name = 'Bob'")
+        assert conn.execute("SELECT count(*) FROM pgmemory.entity_name_vectors").fetchone() == (1,)

@@ -27,8 +27,7 @@ import asyncpg
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
-from pgmemory.ingest.embed_episode import (discard, embed_names_and_facts, episode_embedding_text,
-                                           start_text_embedding)
+from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
@@ -124,7 +123,15 @@ class Ingestor:
     owner: str = field(default_factory=worker_id)
 
     async def ingest(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
-        """Store and process one validated episode in this process; a done episode id is a no-op."""
+        """Store and process one validated episode in this process; a done episode id is a no-op.
+        Its own text's vector is computed from the start, while the raw episode is stored."""
+        own = start_own_vector(self.embedder, ep.as_input())
+        try:
+            return await self._ingest(ep, own, entity_types, edge_types)
+        finally:
+            discard(own)
+
+    async def _ingest(self, ep: Episode, own: asyncio.Task, entity_types, edge_types) -> EpisodeResult:
         async with self.pool.acquire() as conn:
             state = await _store_raw(conn, ep, self.owner, self.lease_seconds)
             for _ in range(2):
@@ -136,15 +143,17 @@ class Ingestor:
                     break
         if state != "leased":
             return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
-        return await self.process(ep, entity_types=entity_types, edge_types=edge_types)
+        return await self.process(ep, entity_types=entity_types, edge_types=edge_types, own_vector=own)
 
-    async def process(self, ep: Episode, *, entity_types=None, edge_types=None) -> EpisodeResult:
-        """Process an episode whose lease this owner holds. A failure is recorded ('failed', with its
-        cost) and raised as IngestError; a cancellation gives the episode back ('pending')."""
+    async def process(self, ep: Episode, *, entity_types=None, edge_types=None,
+                      own_vector: asyncio.Task | None = None) -> EpisodeResult:
+        """Process an episode whose lease this owner holds (`own_vector`: its own text's vector, if
+        already started). A failure is recorded ('failed', with its cost) and raised as
+        IngestError; a cancellation gives the episode back ('pending')."""
         usage = Usage()
         renewal = asyncio.create_task(self._renew(ep))
         try:
-            return await self._process(ep, usage, entity_types, edge_types)
+            return await self._process(ep, usage, entity_types, edge_types, own_vector)
         except asyncio.CancelledError:
             await asyncio.shield(self._end_attempt(ep, None, usage))
             raise
@@ -169,26 +178,32 @@ class Ingestor:
             except (OSError, asyncpg.PostgresError):
                 pass  # the next renewal tries again; apply checks the lease anyway
 
-    async def _process(self, ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
+    async def _process(self, ep: Episode, usage: Usage, entity_types, edge_types,
+                       own_vector: asyncio.Task | None) -> EpisodeResult:
         # A local extractor never waits for an LLM: each phase then runs on one held connection.
         db = _TimedDb(self.pool, hold=bool(getattr(self.extractor, "decides_locally", False)))
         try:
-            return await self._phases(db, ep, usage, entity_types, edge_types)
+            return await self._phases(db, ep, usage, entity_types, edge_types, own_vector)
         finally:
             await db.release()
 
-    async def _phases(self, db: "_TimedDb", ep: Episode, usage: Usage, entity_types, edge_types) -> EpisodeResult:
+    async def _phases(self, db: "_TimedDb", ep: Episode, usage: Usage, entity_types, edge_types,
+                      own_vector: asyncio.Task | None) -> EpisodeResult:
         episode = ep.as_input()
-        previous = await _previous(db, ep)
-        await db.release()  # no connection held while extracting and embedding
-        # The text's vector (with the turn before it) is computed while the extractor works.
-        episode_embedding = start_text_embedding(self.embedder, episode_embedding_text(episode, previous))
+        own_vector = own_vector or start_own_vector(self.embedder, episode)
+        episode_embedding = None
         try:
+            previous = await _previous(db, ep)
+            await db.release()  # no connection held while extracting and embedding
+            # The episode's vector (with the turn before it) is finished while the extractor works.
+            episode_embedding = start_episode_vector(self.embedder, episode, previous, own_vector)
             await asyncio.sleep(0)  # the encode is sent before the extractor takes the event loop
             return await self._decide_and_apply(db, ep, episode, previous, usage, entity_types, edge_types,
                                                 episode_embedding)
         finally:
-            discard(episode_embedding)
+            for task in (episode_embedding, own_vector):
+                if task is not None:
+                    discard(task)
 
     async def _decide_and_apply(self, db: "_TimedDb", ep: Episode, episode: EpisodeInput,
                                 previous: list[EpisodeInput], usage: Usage, entity_types, edge_types,
@@ -337,6 +352,9 @@ class _TimedDb:
 
 def _interval(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
+
+
+FACT_TEXT_RECIPE = "sentence (source relation-in-words target)"  # names fact_embedding_text for reembed
 
 
 def fact_embedding_text(fact: ExtractedFact) -> str:

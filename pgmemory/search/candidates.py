@@ -33,6 +33,8 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         "neighbours": config.neighbours if config.neighbour_weight > 0 else 0,
         "neighbour_span": config.neighbour_span,
         "neighbour_window_s": config.session_window_s,
+        "prf_docs": config.prf_docs if config.prf_weight > 0 and "fulltext" in config.methods else 0,
+        "prf_terms": config.prf_terms,
         "with_embeddings": with_embeddings,
     }
 

@@ -11,7 +11,9 @@ k). The episode list "facts" is rebuilt from the merged fact ranks, the neighbou
 kept for the best episodes overall, and a metadata filter is applied after the ranks, as on one
 node. The default BFS seeds are the entities of the latest episodes of all the searched groups
 (read per group first, delegated), and a caller's seeds and centre go to their own group's call.
-Per group, not overall: the bfs_max_entities cap of the walk.
+Per group, not overall: the bfs_max_entities cap of the walk, and the pseudo-relevance feedback
+words (the "prf" list): each group's call takes them from its own best full-text hits, one node
+from the best full-text hits of all the searched groups.
 """
 from __future__ import annotations
 

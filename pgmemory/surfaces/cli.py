@@ -1,5 +1,5 @@
 """The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry,
-delete-episode, communities, erase-group, serve (REST), mcp, keys."""
+delete-episode, communities, reembed, erase-group, serve (REST), mcp, keys."""
 from __future__ import annotations
 
 import argparse
@@ -214,6 +214,23 @@ def _cmd_erase_group(args: argparse.Namespace) -> int:
         async with await Memory.open() as memory:
             n = await memory.erase_group(args.group)
         print(f"erased group {args.group!r}: {n} episodes and everything derived from them")
+        return 0
+    return asyncio.run(run())
+
+
+def _cmd_reembed(args: argparse.Namespace) -> int:
+    from pgmemory.ingest.reembed import KINDS
+    from pgmemory.memory import Memory
+
+    kinds = list(KINDS) if args.kind == "all" else [args.kind]
+
+    async def run() -> int:
+        async with await Memory.open() as memory:
+            results = await memory.reembed(args.group, kinds=kinds, batch=args.batch, restart=args.restart,
+                                           on_progress=lambda p: print(p, flush=True))
+        rows = sum(r.rows for r in results)
+        print(f"re-embedded {rows} rows in {len({r.group_id for r in results})} group(s)"
+              f" ({sum(r.current for r in results)} of {len(results)} walks were already current)")
         return 0
     return asyncio.run(run())
 
@@ -454,6 +471,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "drift threshold, then summarise every community changed since its last summary")
     p.add_argument("--group", help="only this group (default: every group)")
     p.set_defaults(func=_cmd_communities)
+    p = sub.add_parser("reembed", help="recompute stored vectors with the current code and embedder "
+                                       "(batches, one transaction each, resumable)")
+    p.add_argument("--group", help="only this group (default: every group)")
+    p.add_argument("--kind", choices=("episodes", "entities", "facts", "all"), default="all",
+                   help="which vectors: episode texts, entity names, fact sentences (and their claims); default all")
+    p.add_argument("--batch", type=int, default=256, help="rows per batch and transaction (default 256)")
+    p.add_argument("--restart", action="store_true",
+                   help="start over even where a run with the same recipe finished or was interrupted")
+    p.set_defaults(func=_cmd_reembed)
     p = sub.add_parser("erase-group", help="erase everything of one group")
     p.add_argument("group")
     p.set_defaults(func=_cmd_erase_group)

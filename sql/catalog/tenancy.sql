@@ -124,7 +124,8 @@ BEGIN
     GRANT SELECT ON pgmemory.fact_versions, pgmemory.believed_facts, pgmemory.current_facts,
                     pgmemory.entity_history, pgmemory.episode_log, pgmemory.entity_mentions,
                     pgmemory.episode_queue, pgmemory.role_groups,
-                    pgmemory.facts, pgmemory.entities, pgmemory.entity_versions, pgmemory.fact_episodes,
+                    pgmemory.facts, pgmemory.entities, pgmemory.entity_name_vectors, pgmemory.entity_versions,
+                    pgmemory.fact_episodes,
                     pgmemory.episodes, pgmemory.episode_mentions, pgmemory.communities,
                     pgmemory.community_members, pgmemory.community_state, pgmemory.settings, pgmemory.schema_migrations,
                     pgmemory.text_stats, pgmemory.term_stats

@@ -16,9 +16,13 @@
 -- LoCoMo question naming a speaker (issue 17). The length counts distinct lexemes, not
 -- positions; with b = 0.1 that moves a score by a fraction of a percent (same recall on the
 -- LoCoMo dev file, bench/fulltext_ranking.py).
+-- tf (k1 + 1) / (tf + K) is written (k1 + 1) (1 - K / (tf + K)), with tf once: inlined, the
+-- ts_rank_cd that gives tf then runs once per lexeme and row, not twice (float constants: no
+-- numeric arithmetic per row).
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_term(p_tf double precision, p_len integer, p_avgdl double precision)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT p_tf * (0.3 + 1) / (p_tf + 0.3 * (1 - 0.1 + 0.1 * p_len / p_avgdl))
+    SELECT 1.3::float8 * (1 - 0.3::float8 * (0.9::float8 + 0.1::float8 * p_len / p_avgdl)
+                              / (p_tf + 0.3::float8 * (0.9::float8 + 0.1::float8 * p_len / p_avgdl)))
 $$;
 
 -- The query's lexemes known to each searched group: idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
@@ -26,19 +30,20 @@ $$;
 -- for a top p_k (the rarest lexemes are rare until they hold 2 x p_k documents together, the
 -- rest is common: a speaker's name in a chat, a common word in 100k facts), and the largest
 -- share of the score a document can get from it: idf x the BM25 factor of its largest term
--- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown).
+-- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown), and that
+-- largest term frequency (NULL: unknown; 1: a document holding the lexeme says it once).
 DO $$
-BEGIN  -- the result gained a column (bound): an older definition must go first
+BEGIN  -- the result gained columns (bound, max_tf): an older definition must go first
     IF EXISTS (SELECT FROM pg_proc
                 WHERE oid = to_regprocedure('pgmemory_internal.bm25_terms(text, text[], text, integer)')
-                  AND NOT 'bound' = ANY (proargnames)) THEN
+                  AND NOT 'max_tf' = ANY (proargnames)) THEN
         DROP FUNCTION pgmemory_internal.bm25_terms(text, text[], text, integer);
     END IF;
 END
 $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
-               common boolean, bound double precision)
+               common boolean, bound double precision, max_tf integer)
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
@@ -50,11 +55,13 @@ BEGIN
     -- (48 ms of a 70 ms one-group search on the worker).
     FOREACH g IN ARRAY p_groups LOOP
         RETURN QUERY
-        SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision, quote_literal(t.term)::tsquery,
+        SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision,
+               quote_literal(t.term)::tsquery,
                greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
                sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
                (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision
+                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision,
+               t.max_tf
           FROM pgmemory.text_stats s
           JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
          WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
@@ -78,34 +85,54 @@ DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[]
 --      fewer than p_k documents are scored, the documents of single units, rarest first;
 --   2. one query reads the documents not scored yet that hold a (smallest) set whose bound
 --      reaches theta (with theta 0: any unit); a set holding one read whole in step 1 is left out.
--- text_scores reads and scores the documents of one probe; text_top_k drives the steps.
+-- text_scores reads and scores the documents of one probe and keeps its best p_k (a document
+-- beaten by p_k others of one probe is beaten overall; one found by two probes is kept once);
+-- text_top_k drives the steps.
 
--- The documents of kind p_kind holding p_probe, in the searched groups, not among the scored
--- ones (p_seen_group, p_seen), in view, with their BM25 score. Per group, two statements: the
--- documents' keys and tsvectors from the kind's table (the GIN index alone: the view test is an
--- aggregate FILTER, not in the WHERE, where the planner would AND it with the bitmap of a partial
--- index on current facts, ~97k entries per lexeme at 100k facts), then their scores from those
--- arrays, so scoring needs no second visit to the table. The first reads one table pinned by
--- `group_id =`, with no subquery, join or CTE: on Citus that is a fast-path query, planned on the
--- shard directly and its plan cached (a statement with a join or a CTE is planned there three
--- times on every call: 2-4 ms a probe, ~40 ms of a one-group search). Keys are text (a fact's
--- version_id, an entity's or episode's id). PL/pgSQL: Citus plans no SQL function reading its
--- tables with parameters.
+-- One query term's share of a document's BM25 score: 0 unless the document is of the term's group
+-- and holds its lexeme (text_scores sums the shares of the query's terms). The term frequency is 1
+-- when no document says the lexeme twice (p_max_tf 1), else ts_rank_cd's count, which allocates
+-- per call (a third of a probe's time when every row paid it).
+DROP FUNCTION IF EXISTS pgmemory_internal.bm25_share(text, tsvector, text, double precision, tsquery,
+                                                     double precision);
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_share(
+    p_group text, p_tsv tsvector, p_term_group text, p_idf double precision, p_tq tsquery, p_avgdl double precision,
+    p_max_tf integer)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_term_group = p_group AND p_tsv @@ p_tq
+                THEN p_idf * pgmemory_internal.bm25_term(
+                         CASE WHEN p_max_tf = 1 THEN 1 ELSE ts_rank_cd('{1,1,1,1}'::real[], p_tsv, p_tq, 0) END,
+                         length(p_tsv), p_avgdl)
+                ELSE 0 END
+$$;
+
+-- The best p_k documents of kind p_kind holding p_probe (BM25 score at least p_min; best first,
+-- exact ties by key), per searched group, in view. Per group, two statements: the documents'
+-- keys and tsvectors from the kind's table (the GIN index alone: the view test is an aggregate
+-- FILTER, not in the WHERE, where the planner would AND it with the bitmap of a partial index on
+-- current facts, ~97k entries per lexeme at 100k facts), then their scores from those arrays,
+-- of which only the best p_k leave (a top-N sort): no second visit to the table. The first reads
+-- one table pinned by `group_id =`, with no join, subquery or CTE: on Citus that is a fast-path
+-- query, planned on the shard directly (a statement with a join, a subquery or a CTE is planned
+-- there three times on every call: 2-4 ms a probe, ~40 ms of a one-group search). Keys are text
+-- (a fact's version_id, an entity's or episode's id). PL/pgSQL: Citus plans no SQL function
+-- reading its tables with parameters.
+DROP FUNCTION IF EXISTS pgmemory_internal.text_scores(  -- the form that excluded scored documents
+    text, text[], tsquery, text[], text[], text[], double precision[], tsquery[], double precision[],
+    timestamptz, timestamptz, timestamptz, boolean, text[], timestamptz[], text[]);
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
-    p_kind text, p_groups text[], p_probe tsquery, p_seen_group text[], p_seen text[],
+    p_kind text, p_groups text[], p_probe tsquery,
     p_terms_group text[], p_terms_idf double precision[], p_terms_tq tsquery[], p_terms_avgdl double precision[],
-    p_known_at timestamptz, p_point timestamptz, p_as_of timestamptz, p_superseded boolean,
-    p_relations text[], p_bounds timestamptz[], p_labels text[])
+    p_terms_tf integer[], p_known_at timestamptz, p_point timestamptz, p_as_of timestamptz, p_superseded boolean,
+    p_relations text[], p_bounds timestamptz[], p_labels text[], p_min double precision, p_k integer)
 RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
     g text;
-    seen_keys text[];
     keys text[];
     docs tsvector[];
 BEGIN
     FOREACH g IN ARRAY p_groups LOOP
-        seen_keys := ARRAY(SELECT y.key FROM unnest(p_seen_group, p_seen) AS y (group_id, key) WHERE y.group_id = g);
         IF p_kind = 'facts' THEN
             SELECT coalesce(array_agg(f.version_id::text) FILTER (WHERE pgmemory_internal.fact_in_view(
                        f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
@@ -115,7 +142,7 @@ BEGIN
                        f.is_event)), '{}')
               INTO keys, docs
               FROM pgmemory.facts f
-             WHERE f.group_id = g AND f.tsv @@ p_probe AND f.version_id::text <> ALL (seen_keys);
+             WHERE f.group_id = g AND f.tsv @@ p_probe;
         ELSIF p_kind = 'entities' THEN
             SELECT coalesce(array_agg(e.id::text) FILTER (WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
                        AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
@@ -125,7 +152,7 @@ BEGIN
                        AND (cardinality(p_labels) = 0 OR e.labels && p_labels)), '{}')
               INTO keys, docs
               FROM pgmemory.entities e
-             WHERE e.group_id = g AND e.tsv @@ p_probe AND e.id::text <> ALL (seen_keys);
+             WHERE e.group_id = g AND e.tsv @@ p_probe;
         ELSE
             SELECT coalesce(array_agg(ep.id::text) FILTER (WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
                        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}'),
@@ -133,15 +160,49 @@ BEGIN
                        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}')
               INTO keys, docs
               FROM pgmemory.episodes ep
-             WHERE ep.group_id = g AND ep.tsv @@ p_probe AND ep.id::text <> ALL (seen_keys);
+             WHERE ep.group_id = g AND ep.tsv @@ p_probe;
         END IF;
         RETURN QUERY
-        SELECT g, x.key, sum(w.idf * pgmemory_internal.bm25_term(ts_rank_cd('{1,1,1,1}'::real[], x.tsv, w.tq, 0),
-                                                                length(x.tsv), w.avgdl))
-          FROM unnest(keys, docs) AS x (key, tsv)
-          JOIN unnest(p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl) AS w (group_id, idf, tq, avgdl)
-            ON w.group_id = g AND x.tsv @@ w.tq
-         GROUP BY x.key;
+        SELECT g, x.key, x.score FROM (
+            SELECT d.key,
+                   pgmemory_internal.bm25_share(g, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g5, w.i5, w.q5, w.a5, w.t5)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g6, w.i6, w.q6, w.a6, w.t6)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g7, w.i7, w.q7, w.a7, w.t7)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g8, w.i8, w.q8, w.a8, w.t8)
+                   + CASE WHEN cardinality(p_terms_tq) > 8 THEN (
+                         SELECT coalesce(sum(pgmemory_internal.bm25_share(g, d.tsv, r.group_id, r.idf, r.tq,
+                                                                          r.avgdl, r.tf)), 0)
+                           FROM unnest(p_terms_group[9:], p_terms_idf[9:], p_terms_tq[9:], p_terms_avgdl[9:],
+                                       p_terms_tf[9:]) AS r (group_id, idf, tq, avgdl, tf))
+                     ELSE 0 END AS score
+              FROM unnest(keys, docs) AS d (key, tsv)
+             -- the first eight terms as columns of one row, read once (array subscripts per row cost
+             -- more than the score itself)
+             CROSS JOIN (SELECT
+                           p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
+                           p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
+                           p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
+                           p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
+                           p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
+                           p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
+                           p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
+                           p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
+                           p_terms_group[5] AS g5, p_terms_idf[5] AS i5, p_terms_tq[5] AS q5,
+                           p_terms_avgdl[5] AS a5, p_terms_tf[5] AS t5,
+                           p_terms_group[6] AS g6, p_terms_idf[6] AS i6, p_terms_tq[6] AS q6,
+                           p_terms_avgdl[6] AS a6, p_terms_tf[6] AS t6,
+                           p_terms_group[7] AS g7, p_terms_idf[7] AS i7, p_terms_tq[7] AS q7,
+                           p_terms_avgdl[7] AS a7, p_terms_tf[7] AS t7,
+                           p_terms_group[8] AS g8, p_terms_idf[8] AS i8, p_terms_tq[8] AS q8,
+                           p_terms_avgdl[8] AS a8, p_terms_tf[8] AS t8
+                    OFFSET 0) w
+            OFFSET 0) x  -- the score computed once, not again in the filter
+         WHERE x.score >= p_min
+         ORDER BY x.score DESC, length(x.key), x.key COLLATE "C" LIMIT p_k;
     END LOOP;
 END
 $$;
@@ -160,6 +221,7 @@ DECLARE
     terms_tq tsquery[];
     terms_avgdl double precision[];
     terms_bound double precision[];
+    terms_tf integer[];
     unit_tq tsquery[];           -- the lexemes, rarest first; the last may be several (OR)
     unit_bound double precision[];
     n integer;
@@ -179,8 +241,8 @@ BEGIN
     END IF;
     SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
            array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text),
-           array_agg(t.bound ORDER BY t.df, t.tq::text)
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_bound
+           array_agg(t.bound ORDER BY t.df, t.tq::text), array_agg(t.max_tf ORDER BY t.df, t.tq::text)
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_bound, terms_tf
       FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
@@ -217,9 +279,11 @@ BEGIN
         SELECT seen_group || coalesce(array_agg(h.group_id), '{}'), seen || coalesce(array_agg(h.key), '{}'),
                seen_score || coalesce(array_agg(h.score), '{}')
           INTO seen_group, seen, seen_score
-          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, seen_group, seen, terms_group, terms_idf,
-                                             terms_tq, terms_avgdl, p_known_at, p_point, p_as_of, p_superseded,
-                                             p_relations, p_bounds, p_labels) h;
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                             terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
+                                             p_labels, theta, p_k) h
+         WHERE NOT EXISTS (SELECT FROM unnest(seen_group, seen) AS y (group_id, key)
+                            WHERE y.group_id = h.group_id AND y.key = h.key);
         done := done || j;
         IF cardinality(seen) >= p_k THEN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
@@ -239,11 +303,11 @@ BEGIN
     RETURN QUERY
     SELECT a.group_id, a.key, a.score FROM (
         SELECT h.group_id, h.key, h.score
-          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, seen_group, seen, terms_group, terms_idf,
-                                             terms_tq, terms_avgdl, p_known_at, p_point, p_as_of, p_superseded,
-                                             p_relations, p_bounds, p_labels) h
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                             terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
+                                             p_labels, theta, p_k) h
          WHERE probe IS NOT NULL
-        UNION ALL SELECT * FROM unnest(seen_group, seen, seen_score)) a (group_id, key, score)
+        UNION SELECT * FROM unnest(seen_group, seen, seen_score)) a (group_id, key, score)
      ORDER BY a.score DESC, length(a.key), a.key COLLATE "C" LIMIT p_k;
 END
 $$;
@@ -290,4 +354,37 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::uuid, h.score
       FROM pgmemory_internal.text_top_k('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
                                         NULL, NULL, '{}') h
+$$;
+
+-- The episodes holding any of the rare lexemes of p_query (those not common for a top p_k, as
+-- bm25_terms says: together they hold about 2 x p_k documents), by BM25 over those lexemes, best
+-- p_k first. For a bag of words chosen for their rarity (the pseudo-relevance feedback words of
+-- search_candidates): one GIN probe and one scoring pass, without text_top_k's bounds, whose
+-- probes cost more than the few rows they save here.
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
+    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
+RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    terms_group text[];
+    terms_idf double precision[];
+    terms_tq tsquery[];
+    terms_avgdl double precision[];
+    terms_tf integer[];
+    probe tsquery;
+BEGIN
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
+           string_agg(DISTINCT t.tq::text, ' | ')::tsquery
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, probe
+      FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k) t
+     WHERE NOT t.common;
+    IF probe IS NULL OR p_k < 1 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT h.key::uuid, h.score
+      FROM pgmemory_internal.text_scores('episodes', p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                         terms_tf, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}', 0, p_k) h
+     ORDER BY h.score DESC, h.key LIMIT p_k;
+END
 $$;
