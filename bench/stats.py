@@ -32,7 +32,12 @@ def slope_per_1000(values: Sequence[float]) -> float:
 
 
 def backend_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a server process on this machine (None when not readable)."""
+    """CPU seconds a server process on this machine has run: the scheduler's nanosecond count
+    (/proc/<pid>/schedstat), else user + system time in clock ticks; None when not readable."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

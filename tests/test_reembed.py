@@ -16,11 +16,11 @@ TURNS = [("Bob", "How did the kids like the dinosaur museum?", 0), ("Ann", "They
          ("Bob", "Did you fix the car?", 1), ("Ann", "Yes, it runs again. I work at Acme now.", 1),
          ("Bob", "Any plans for the holidays?", 1)]
 VECTORS = {"episodes": "SELECT id::text, embedding::text FROM pgmemory.episodes WHERE group_id = $1",
-           "entities": "SELECT id::text, name_embedding::text FROM pgmemory.entities WHERE group_id = $1",
+           "entities": "SELECT entity_id::text, name_embedding::text FROM pgmemory.entity_name_vectors WHERE group_id = $1",
            "facts": "SELECT version_id::text, embedding::text FROM pgmemory.facts WHERE group_id = $1",
            "fact_claims": "SELECT seq::text, embedding::text FROM pgmemory.fact_claims WHERE group_id = $1"}
 SPOIL = {"episodes": "UPDATE pgmemory.episodes SET embedding = $2::text::vector WHERE group_id = $1",
-         "entities": "UPDATE pgmemory.entities SET name_embedding = $2::text::vector WHERE group_id = $1",
+         "entities": "UPDATE pgmemory.entity_name_vectors SET name_embedding = $2::text::vector WHERE group_id = $1",
          "facts": "UPDATE pgmemory.facts SET embedding = $2::text::vector WHERE group_id = $1",
          "fact_claims": "UPDATE pgmemory.fact_claims SET embedding = $2::text::vector WHERE group_id = $1"}
 

@@ -97,7 +97,11 @@ _WALKS = {
         "entities",
         "SELECT id AS key, name FROM pgmemory.entities"
         " WHERE group_id = $1 AND ($2::jsonb IS NULL OR id > ($2::jsonb #>> '{}')::uuid) ORDER BY id LIMIT $3",
-        "UPDATE pgmemory.entities SET name_embedding = $3::text::vector WHERE group_id = $1 AND id = $2 AND name = $4",
+        # the entity's name vector (pgmemory.entity_name_vectors), if it still has the name embedded
+        "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
+        " SELECT e.group_id, e.id, $3::text::vector FROM pgmemory.entities e"
+        " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4"
+        " ON CONFLICT (group_id, entity_id) DO UPDATE SET name_embedding = excluded.name_embedding",
         "SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"),
     "facts": _fact_walk("facts", "facts", "version_id"),
     "fact_claims": _fact_walk("fact_claims", "fact_claims", "seq"),

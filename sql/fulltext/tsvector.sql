@@ -169,19 +169,15 @@ BEGIN
                    + pgmemory_internal.bm25_share(g, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
                    + pgmemory_internal.bm25_share(g, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
                    + pgmemory_internal.bm25_share(g, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g5, w.i5, w.q5, w.a5, w.t5)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g6, w.i6, w.q6, w.a6, w.t6)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g7, w.i7, w.q7, w.a7, w.t7)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g8, w.i8, w.q8, w.a8, w.t8)
-                   + CASE WHEN cardinality(p_terms_tq) > 8 THEN (
+                   + CASE WHEN cardinality(p_terms_tq) > 4 THEN (
                          SELECT coalesce(sum(pgmemory_internal.bm25_share(g, d.tsv, r.group_id, r.idf, r.tq,
                                                                           r.avgdl, r.tf)), 0)
-                           FROM unnest(p_terms_group[9:], p_terms_idf[9:], p_terms_tq[9:], p_terms_avgdl[9:],
-                                       p_terms_tf[9:]) AS r (group_id, idf, tq, avgdl, tf))
+                           FROM unnest(w.rg, w.ri, w.rq, w.ra, w.rt) AS r (group_id, idf, tq, avgdl, tf))
                      ELSE 0 END AS score
               FROM unnest(keys, docs) AS d (key, tsv)
-             -- the first eight terms as columns of one row, read once (array subscripts per row cost
-             -- more than the score itself)
+             -- the first four terms as columns of one row, read once (array subscripts per row cost
+             -- more than the score itself), and the rest, summed by a join for longer queries (four
+             -- written out: each one more costs every probe its setup, which LoCoMo-sized probes feel)
              CROSS JOIN (SELECT
                            p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
                            p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
@@ -191,14 +187,8 @@ BEGIN
                            p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
                            p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
                            p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
-                           p_terms_group[5] AS g5, p_terms_idf[5] AS i5, p_terms_tq[5] AS q5,
-                           p_terms_avgdl[5] AS a5, p_terms_tf[5] AS t5,
-                           p_terms_group[6] AS g6, p_terms_idf[6] AS i6, p_terms_tq[6] AS q6,
-                           p_terms_avgdl[6] AS a6, p_terms_tf[6] AS t6,
-                           p_terms_group[7] AS g7, p_terms_idf[7] AS i7, p_terms_tq[7] AS q7,
-                           p_terms_avgdl[7] AS a7, p_terms_tf[7] AS t7,
-                           p_terms_group[8] AS g8, p_terms_idf[8] AS i8, p_terms_tq[8] AS q8,
-                           p_terms_avgdl[8] AS a8, p_terms_tf[8] AS t8
+                           p_terms_group[5:] AS rg, p_terms_idf[5:] AS ri, p_terms_tq[5:] AS rq,
+                           p_terms_avgdl[5:] AS ra, p_terms_tf[5:] AS rt
                     OFFSET 0) w
             OFFSET 0) x  -- the score computed once, not again in the filter
          WHERE x.score >= p_min
