@@ -106,19 +106,11 @@ class Cluster:
             self._run("pg_ctl", "-D", str(data), "-w", "-l", str(self.root / f"n{i}.log"),
                       "-o", f"-p {port} -h 127.0.0.1 -k {self.root}", "start")
             self.ports.append(port)
-        # Citus keeps its node list per database: one database, created on every node.
-        for port in self.ports:
-            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
+        if self.citus:
+            create_database(self.ports, DATABASE)
+        else:
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.ports[0]}/postgres", autocommit=True) as conn:
                 conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(DATABASE)))
-            if self.citus:
-                with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{DATABASE}", autocommit=True) as conn:
-                    conn.execute("CREATE EXTENSION citus")
-        if not self.citus:
-            return
-        with psycopg.connect(self.coordinator_dsn, autocommit=True) as conn:
-            conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (self.ports[0],))
-            for port in self.ports[1:]:
-                conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
 
     def stop(self) -> None:
         for i in range(len(self.ports)):
@@ -126,6 +118,30 @@ class Cluster:
                 self._run("pg_ctl", "-D", str(self.root / f"n{i}"), "-m", "immediate", "stop", timeout=60)
             except CitusUnavailable:
                 pass
+
+
+def create_database(ports: list[int], name: str) -> str:
+    """Create database `name` on every node of a running loopback cluster (coordinator first),
+    with the citus extension, and register the workers in it: Citus keeps its node list per
+    database. Returns the coordinator's DSN."""
+    for port in ports:
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}", autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION citus")
+    dsn = f"postgresql://postgres@127.0.0.1:{ports[0]}/{name}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (ports[0],))
+        for port in ports[1:]:
+            conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+    return dsn
+
+
+def node_ports(coordinator_dsn: str) -> list[int]:
+    """The ports of a loopback cluster's nodes, coordinator first (from its node list)."""
+    with psycopg.connect(coordinator_dsn) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT nodeport FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid <> 0, nodeport").fetchall()]
 
 
 def start_cluster(root: Path, workers: int = WORKERS, citus: bool = True) -> Cluster:

@@ -438,3 +438,58 @@ def test_the_calls_ingestion_makes_inside_a_transaction_run_on_the_groups_worker
         nodes |= {line.strip() for line in plan.splitlines() if "Node: host=" in line}
     assert len(nodes) == 1, nodes
     assert "Custom Scan (Citus" not in apply, apply  # run here, its queries routed one by one
+
+
+def test_a_cluster_initialised_by_an_older_version_upgrades(citus_dsn, tmp_path):
+    """`pgmemory init` of this version on a cluster an older pgmemory initialised and wrote to
+    (tests/citus_upgrade.py): the pending migrations applied on distributed tables, everything
+    distributed and delegated again, doctor healthy, the old group's memory updated and searched.
+    In a second database of this module's cluster (Citus keeps its node list per database)."""
+    from tests.citus_cluster import create_database, node_ports
+    from tests.citus_upgrade import OLD_COMMIT, old_tree, upgrade
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the upgrade check creates a database on every node: only on the cluster the suite starts")
+    try:
+        old = old_tree(OLD_COMMIT, tmp_path / "old")
+    except CitusUnavailable as exc:
+        _unavailable(str(exc))
+    upgrade(create_database(node_ports(citus_dsn), "pgmemory_upgrade"), old)
+
+
+async def test_a_one_group_search_reads_only_its_own_shards_on_its_worker(memory, citus_dsn, group):
+    """Run where Citus delegates it (on the group's worker), a search of one group, with every
+    method and on both time axes, sends no query to another node and reads one shard of each
+    table: every statement inside is routed to the group's shards. (A statistics lookup pinned
+    by `group_id = ANY (...)` in a join once read all 32 shards, the other worker's over the
+    network, on every search.)"""
+    import re
+
+    from psycopg.conninfo import make_conninfo
+    from psycopg.types.json import Jsonb
+
+    for i, text in enumerate(["I work at Acme Corp.", "My friend Bob works at Acme Corp.", "I moved to Lisbon."]):
+        await memory.add_episode(group, text, actor="Alice", reference_time=utc("2024-01-02") + i * STEP)
+    with psycopg.connect(citus_dsn) as conn:
+        host, port = conn.execute(
+            "SELECT n.nodename, n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid"
+            " WHERE p.shardid = get_shard_id_for_distribution_column('pgmemory.episodes', %s::text)", (group,)).fetchone()
+    notices: list[str] = []
+    with psycopg.connect(make_conninfo(citus_dsn, host=host, port=port), autocommit=True) as worker:
+        worker.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        worker.execute("SET citus.log_remote_commands = on")
+        worker.execute("SET citus.log_local_commands = on")
+        worker.execute("SET client_min_messages = log")
+        for opts in ({"methods": ["cosine", "fulltext", "bfs"], "neighbours": 2},
+                     {"methods": ["fulltext", "bfs"], "as_of": "2024-01-03T00:00:00Z",
+                      "known_at": "2030-01-01T00:00:00Z", "include_superseded": True},
+                     {"metadata": {"topic": "work"}, "labels": ["Person"]}):
+            rows = worker.execute("SELECT kind FROM pgmemory.search_group(%s, 'where does Alice work at Acme',"
+                                  " NULL, %s)", (group, Jsonb(opts))).fetchall()
+            assert rows or opts.get("metadata"), opts
+    assert not [n for n in notices if n.startswith("issuing")], [n[:200] for n in notices if n.startswith("issuing")]
+    shards: dict[str, set[str]] = {}
+    for table, shard in re.findall(r"pgmemory\.([a-z_]+?)_(\d{6,})", " ".join(notices)):
+        shards.setdefault(table, set()).add(shard)
+    assert {"facts", "entities", "episodes", "text_stats", "term_stats"} <= set(shards), shards
+    assert {t: s for t, s in shards.items() if len(s) > 1} == {}

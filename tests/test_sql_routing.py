@@ -22,12 +22,10 @@ ANY_GROUPS_ALLOWED = {
                                   "is pinned by equality there (the 'one' variable)",
     "pgmemory.bfs_entities": "the search's graph walk over the searched groups (one on Citus)",
     "pgmemory_internal.require_group_entities": "checks caller ids against the searched groups (one on Citus)",
-    "pgmemory_internal.text_scores": "full text over the searched groups (one on Citus)",
     "pgmemory_internal.fact_text_hits": "pg_textsearch full text over the searched groups (one on Citus)",
     "pgmemory_internal.entity_text_hits": "pg_textsearch full text over the searched groups (one on Citus)",
     "pgmemory_internal.episode_text_hits": "pg_textsearch full text over the searched groups (one on Citus)",
     "pgmemory_internal.entity_text_hits_as_of": "full text over the searched groups (one on Citus)",
-    "pgmemory.bm25_weights": "BM25 statistics of the searched groups (one on Citus)",
 }
 # Statements that read distributed tables across groups on purpose, and why.
 UNPINNED_ALLOWED = {
@@ -38,6 +36,9 @@ UNPINNED_ALLOWED = {
     "view pgmemory.current_facts": "a view over every group: the reader filters by group",
     "view pgmemory.entity_history": "an analyst view over every group: row-level security limits a reader to its groups",
     "view pgmemory.episode_log": "an analyst view over every group: row-level security limits a reader to its groups",
+    "view pgmemory.fact_versions": "an analyst view over every group (joined on group_id): the reader filters by group",
+    "view pgmemory.believed_facts": "an analyst view over every group (joined on group_id): the reader filters by group",
+    "view pgmemory.entity_mentions": "an analyst view over every group (joined on group_id): the reader filters by group",
     "function pgmemory_internal.rebuild_graph_mirror": "one-off rebuild of the AGE mirror for every group (no mirror on Citus)",
     "function pgmemory_internal.visible_groups_of": "a role's grants across groups (the grants table, read per role)",
     "top level": "one-off DDL and backfills of init",
@@ -79,21 +80,41 @@ def _predicates(scope: exp.Expression) -> list[exp.Expression]:
 
 
 def pin(table: exp.Table) -> str | None:
-    """'eq' when a predicate of its query says <alias>.group_id = <something>, 'any' for
-    = ANY (...) only, None when nothing pins it."""
+    """'eq' when a predicate of its query says <alias>.group_id = <value> (a variable, a literal,
+    a column of an outer query), or = <other table>.group_id of a table of the same query pinned
+    so; 'any' for = ANY (...) only, None when nothing pins it. Two tables joined on group_id with
+    neither pinned to a value are not pinned: Citus reads every shard of both."""
     scope = _scope(table)
     if scope is None:
         return None
-    alias = table.alias_or_name
     tables_in_scope = [t for t in scope.find_all(exp.Table) if _scope(t) is scope]
-    kinds = set()
+    aliases = {t.alias_or_name for t in tables_in_scope}
+    values: dict[str, set[str]] = {}
+    links: dict[str, set[str]] = {}
     for predicate in _predicates(scope):
         for eq in predicate.find_all(exp.EQ):
             for side, other in ((eq.this, eq.expression), (eq.expression, eq.this)):
-                if (isinstance(side, exp.Column) and side.name == "group_id"
-                        and (side.table == alias or (not side.table and len(tables_in_scope) == 1))):
-                    kinds.add("any" if isinstance(other, exp.Any) else "eq")
-    return "eq" if "eq" in kinds else ("any" if kinds else None)
+                if not (isinstance(side, exp.Column) and side.name == "group_id"):
+                    continue
+                owner = side.table or (next(iter(aliases)) if len(aliases) == 1 else None)
+                if owner is None:
+                    continue
+                if (isinstance(other, exp.Column) and other.name == "group_id" and other.table in aliases
+                        and other.table != owner):
+                    links.setdefault(owner, set()).add(other.table)
+                else:
+                    values.setdefault(owner, set()).add("any" if isinstance(other, exp.Any) else "eq")
+    best = {alias: ("eq" if "eq" in kinds else "any") for alias, kinds in values.items()}
+    changed = True
+    while changed:  # a join on group_id passes a pin on
+        changed = False
+        for alias, others in links.items():
+            for other in others:
+                for a, b in ((alias, other), (other, alias)):
+                    if best.get(a) and (best.get(b) is None or best[b] == "any" and best[a] == "eq"):
+                        best[b] = best[a]
+                        changed = True
+    return best.get(table.alias_or_name)
 
 
 def offences(distributed: set[str]) -> list[str]:
@@ -146,9 +167,17 @@ def test_the_lint_catches_an_unpinned_query(distributed_tables, monkeypatch):
                      " ON s.group_id = f.group_id AND s.id = f.source_id WHERE f.group_id = p_group")
     any_only = Statement("sql/x.sql", "function pgmemory.f",
                          "UPDATE pgmemory.entities SET summary = '' WHERE group_id = ANY (p_groups)")
-    monkeypatch.setattr(lint, "statements", lambda: [bad, joined, good, any_only])
+    unpinned_join = Statement("sql/x.sql", "function pgmemory.f",
+                              "SELECT s.docs FROM pgmemory.text_stats s JOIN pgmemory.term_stats t"
+                              " ON t.group_id = s.group_id AND t.kind = s.kind WHERE s.kind = p_kind")
+    pinned_join = Statement("sql/x.sql", "function pgmemory.f",
+                            "SELECT s.docs FROM pgmemory.text_stats s JOIN pgmemory.term_stats t"
+                            " ON t.group_id = s.group_id AND t.kind = s.kind WHERE s.group_id = p_group")
+    monkeypatch.setattr(lint, "statements", lambda: [bad, joined, good, any_only, unpinned_join, pinned_join])
     found = lint.offences(distributed_tables)
-    assert len(found) == 3
+    assert len(found) == 5
     assert "pgmemory.facts 'f' pinned not by group_id" in found[0]
     assert "pgmemory.entities 's' pinned not by group_id" in found[1]
     assert "pinned only by = ANY (...)" in found[2]
+    assert "pgmemory.text_stats 's' pinned not by group_id" in found[3]
+    assert "pgmemory.term_stats 't' pinned not by group_id" in found[4]

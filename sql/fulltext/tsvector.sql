@@ -44,18 +44,29 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                common boolean, bound double precision, max_tf integer)
-LANGUAGE sql STABLE AS $$
-    SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5)), quote_literal(t.term)::tsquery,
-           greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
-           sum(t.docs) OVER (PARTITION BY s.group_id ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING)
-               - t.docs >= 2 * p_k,
-           ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-               * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3),
-           t.max_tf
-      FROM pgmemory.text_stats s
-      JOIN pgmemory.term_stats t ON t.group_id = s.group_id AND t.kind = s.kind
-     WHERE s.kind = p_kind AND s.group_id = ANY (p_groups) AND t.docs > 0
-       AND t.term = ANY (tsvector_to_array(to_tsvector('english', p_query)))
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    g text;
+    lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
+BEGIN
+    -- One group per statement, pinned by equality: on Citus `= ANY (groups)` here (a join and a
+    -- window) read the statistics of all 32 shards, over the network for the other worker's
+    -- (48 ms of a 70 ms one-group search on the worker).
+    FOREACH g IN ARRAY p_groups LOOP
+        RETURN QUERY
+        SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision,
+               quote_literal(t.term)::tsquery,
+               greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
+               sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
+               (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision,
+               t.max_tf
+          FROM pgmemory.text_stats s
+          JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
+         WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
+    END LOOP;
+END
 $$;
 DROP FUNCTION IF EXISTS pgmemory.bm25_weights(text, text[], text);
 DROP FUNCTION IF EXISTS pgmemory_internal.bm25_terms(text, text[], text);
@@ -96,11 +107,14 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- The best p_k documents of kind p_kind holding p_probe (BM25 score at least p_min; best first,
--- exact ties by key), in the searched groups and in view. Each kind's rows come from the GIN index
--- alone (the view test stays outside a fenced subquery: the planner would otherwise AND the bitmap
--- of a partial index on current facts, ~97k entries per lexeme at 100k facts), carrying the
--- tsvector, so scoring needs no second visit to the table; only the best p_k leave the statement
--- (a top-N sort). The branches of other kinds are cut by their constant p_kind test. Keys are text
+-- exact ties by key), per searched group, in view. Per group, two statements: the documents'
+-- keys and tsvectors from the kind's table (the GIN index alone: the view test is an aggregate
+-- FILTER, not in the WHERE, where the planner would AND it with the bitmap of a partial index on
+-- current facts, ~97k entries per lexeme at 100k facts), then their scores from those arrays,
+-- of which only the best p_k leave (a top-N sort): no second visit to the table. The first reads
+-- one table pinned by `group_id =`, with no join, subquery or CTE: on Citus that is a fast-path
+-- query, planned on the shard directly (a statement with a join, a subquery or a CTE is planned
+-- there three times on every call: 2-4 ms a probe, ~40 ms of a one-group search). Keys are text
 -- (a fact's version_id, an entity's or episode's id). PL/pgSQL: Citus plans no SQL function
 -- reading its tables with parameters.
 DROP FUNCTION IF EXISTS pgmemory_internal.text_scores(  -- the form that excluded scored documents
@@ -113,57 +127,73 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_relations text[], p_bounds timestamptz[], p_labels text[], p_min double precision, p_k integer)
 RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
+DECLARE
+    g text;
+    keys text[];
+    docs tsvector[];
 BEGIN
-    RETURN QUERY
-    SELECT x.group_id, x.key, x.score FROM (
-        SELECT d.group_id, d.key,
-               pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
-               + pgmemory_internal.bm25_share(d.group_id, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
-               + CASE WHEN cardinality(p_terms_tq) > 4 THEN (
-                     SELECT coalesce(sum(pgmemory_internal.bm25_share(d.group_id, d.tsv, r.group_id, r.idf, r.tq,
-                                                                      r.avgdl, r.tf)), 0)
-                       FROM unnest(w.rg, w.ri, w.rq, w.ra, w.rt) AS r (group_id, idf, tq, avgdl, tf))
-                 ELSE 0 END AS score
-          FROM (SELECT f0.group_id, f0.version_id::text AS key, f0.tsv,
-                       pgmemory_internal.fact_in_view(f0.valid, f0.recorded, f0.relation, p_point, p_known_at,
-                                                      p_superseded, p_relations, p_bounds, f0.is_event) AS visible
-                  FROM pgmemory.facts f0
-                 WHERE p_kind = 'facts' AND f0.group_id = ANY (p_groups) AND f0.tsv @@ p_probe
-                UNION ALL
-                SELECT e0.group_id, e0.id::text, e0.tsv,
-                       (p_known_at IS NULL OR e0.created_at <= p_known_at)
-                       AND (e0.retired_at IS NULL OR e0.retired_at > p_known_at)
-                       AND (cardinality(p_labels) = 0 OR e0.labels && p_labels)
-                  FROM pgmemory.entities e0
-                 WHERE p_kind = 'entities' AND e0.group_id = ANY (p_groups) AND e0.tsv @@ p_probe
-                UNION ALL
-                SELECT ep0.group_id, ep0.id::text, ep0.tsv,
-                       (p_known_at IS NULL OR ep0.recorded_at <= p_known_at)
-                       AND (p_as_of IS NULL OR ep0.valid_at <= p_as_of)
-                  FROM pgmemory.episodes ep0
-                 WHERE p_kind = 'episodes' AND ep0.group_id = ANY (p_groups) AND ep0.tsv @@ p_probe
-                OFFSET 0) d
-         -- the first four terms as columns of one row, read once (array subscripts per row cost
-         -- more than the score itself), and the rest, summed by a join for longer queries (four
-         -- written out: each one more costs every probe its setup, which LoCoMo-sized probes feel)
-         CROSS JOIN (SELECT
-                       p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
-                       p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
-                       p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
-                       p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
-                       p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
-                       p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
-                       p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
-                       p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
-                       p_terms_group[5:] AS rg, p_terms_idf[5:] AS ri, p_terms_tq[5:] AS rq,
-                       p_terms_avgdl[5:] AS ra, p_terms_tf[5:] AS rt
-                OFFSET 0) w
-         WHERE d.visible
-        OFFSET 0) x  -- the score computed once, not again in the filter
-     WHERE x.score >= p_min
-     ORDER BY x.score DESC, length(x.key), x.key COLLATE "C" LIMIT p_k;
+    FOREACH g IN ARRAY p_groups LOOP
+        IF p_kind = 'facts' THEN
+            SELECT coalesce(array_agg(f.version_id::text) FILTER (WHERE pgmemory_internal.fact_in_view(
+                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                       f.is_event)), '{}'),
+                   coalesce(array_agg(f.tsv) FILTER (WHERE pgmemory_internal.fact_in_view(
+                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                       f.is_event)), '{}')
+              INTO keys, docs
+              FROM pgmemory.facts f
+             WHERE f.group_id = g AND f.tsv @@ p_probe;
+        ELSIF p_kind = 'entities' THEN
+            SELECT coalesce(array_agg(e.id::text) FILTER (WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels)), '{}'),
+                   coalesce(array_agg(e.tsv) FILTER (WHERE (p_known_at IS NULL OR e.created_at <= p_known_at)
+                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels)), '{}')
+              INTO keys, docs
+              FROM pgmemory.entities e
+             WHERE e.group_id = g AND e.tsv @@ p_probe;
+        ELSE
+            SELECT coalesce(array_agg(ep.id::text) FILTER (WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}'),
+                   coalesce(array_agg(ep.tsv) FILTER (WHERE (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)), '{}')
+              INTO keys, docs
+              FROM pgmemory.episodes ep
+             WHERE ep.group_id = g AND ep.tsv @@ p_probe;
+        END IF;
+        RETURN QUERY
+        SELECT g, x.key, x.score FROM (
+            SELECT d.key,
+                   pgmemory_internal.bm25_share(g, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
+                   + pgmemory_internal.bm25_share(g, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
+                   + CASE WHEN cardinality(p_terms_tq) > 4 THEN (
+                         SELECT coalesce(sum(pgmemory_internal.bm25_share(g, d.tsv, r.group_id, r.idf, r.tq,
+                                                                          r.avgdl, r.tf)), 0)
+                           FROM unnest(w.rg, w.ri, w.rq, w.ra, w.rt) AS r (group_id, idf, tq, avgdl, tf))
+                     ELSE 0 END AS score
+              FROM unnest(keys, docs) AS d (key, tsv)
+             -- the first four terms as columns of one row, read once (array subscripts per row cost
+             -- more than the score itself), and the rest, summed by a join for longer queries (four
+             -- written out: each one more costs every probe its setup, which LoCoMo-sized probes feel)
+             CROSS JOIN (SELECT
+                           p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
+                           p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
+                           p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
+                           p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
+                           p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
+                           p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
+                           p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
+                           p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
+                           p_terms_group[5:] AS rg, p_terms_idf[5:] AS ri, p_terms_tq[5:] AS rq,
+                           p_terms_avgdl[5:] AS ra, p_terms_tf[5:] AS rt
+                    OFFSET 0) w
+            OFFSET 0) x  -- the score computed once, not again in the filter
+         WHERE x.score >= p_min
+         ORDER BY x.score DESC, length(x.key), x.key COLLATE "C" LIMIT p_k;
+    END LOOP;
 END
 $$;
 
