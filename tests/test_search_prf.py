@@ -84,8 +84,10 @@ def test_feedback_options_are_validated(overrides, message):
         resolve_config("combined_hybrid_rrf", **overrides)
 
 
-async def test_the_default_recipe_asks_the_feedback_words(memory, group):
+async def test_the_default_recipe_asks_feedback_words_only_when_told(memory, group):
     await _add(memory, group)
-    assert resolve_config(None).prf_weight == 0.25  # cross-validated on LoCoMo (pgmemory/eval/README.md)
+    # off by default: no held-out gain on the blended episode vectors (pgmemory/eval/README.md)
     found = await memory.search(QUESTION, group_ids=[group])
+    assert all("prf" not in h.ranks for h in found.episodes)
+    found = await memory.search(QUESTION, group_ids=[group], config=resolve_config(None, prf_weight=0.25))
     assert {h.id: h.ranks.get("prf") for h in found.episodes}[episode_uuid(group, "t3")] == 2
