@@ -138,6 +138,21 @@ async def test_writer_killed_at_a_random_point_recovers_to_the_clean_facts(seed,
     assert_same_facts(digest(empty_dsn), clean_digest)
 
 
+def kill_server(postmaster: int) -> None:
+    """A crash of the whole server: the postmaster and every backend. (SIGKILL of the postmaster
+    alone leaves the backends serving open connections until they notice, so a fast ingest could
+    finish its work on them.)"""
+    os.kill(postmaster, signal.SIGSTOP)  # no new backend from here on
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:  # the parent pid
+            os.kill(int(stat.parent.name), signal.SIGKILL)
+    os.kill(postmaster, signal.SIGKILL)
+
+
 def test_server_killed_mid_ingest_is_one_line_and_recovers(tmp_path, clean_digest):
     from pgserver._commands import pg_ctl
 
@@ -155,8 +170,7 @@ def test_server_killed_mid_ingest_is_one_line_and_recovers(tmp_path, clean_diges
             wait_until_done(dsn, 10 * seed + random.Random(seed).randint(0, 9), proc)
             if proc.poll() is not None:
                 break
-            postmaster = int((data / "postmaster.pid").read_text().split()[0])
-            os.kill(postmaster, signal.SIGKILL)
+            kill_server(int((data / "postmaster.pid").read_text().split()[0]))
             out, err = proc.communicate(timeout=BOUND_S)
             errors = [line for line in err.splitlines() if "error" in line.lower()]
             assert proc.returncode == 2, err
