@@ -16,6 +16,8 @@ Directions (value `0` / the recipe's own value is the baseline):
 - `prf`, `list_prf`: lexical pseudo-relevance feedback (`prf_weight`, a second fetch of every pool
   with it on) for every question, or for list questions only;
 - `rrf_k`, `cosine`, `facts`: the rank fusion's k and the cosine / fact-evidence list weights;
+- `per_list_k c/t`: a k of its own for the cosine (c) and the full-text (t) list;
+- `list_weights c/f`: for list questions only, cosine weight c and fact-evidence weight f;
 - `list_session_decay d/free`: for list questions ("What activities ...", "Which cities ...",
   "both", "in common", "how many times"), the n-th hit of one session (episodes within 30 min of
   each other) beyond `free` counts d^(n - free) of its score;
@@ -152,6 +154,13 @@ def with_list(episodes: list[Hit], method: str, ids: Sequence, actors: dict) -> 
     return episodes
 
 
+def fused_per_k(hits: list[Hit], ks: dict[str, int], k: int, weights: dict[str, float]) -> list[Hit]:
+    """RRF with a k of its own per list (the others `k`)."""
+    for h in hits:
+        h.score = h.scores["rrf"] = sum(weights.get(m, 1.0) / (ks.get(m, k) + r) for m, r in h.ranks.items())
+    return sorted(hits, key=lambda h: (-h.score, str(h.id)))
+
+
 def session_decay(hits: list[Hit], decay: float, free: int) -> list[Hit]:
     """The n-th hit of one session beyond `free` counts decay^(n - free) of its score."""
     timed = sorted((h for h in hits if getattr(h, "valid_at", None)), key=lambda h: h.valid_at)
@@ -189,6 +198,8 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
     episodes, facts = truncated(pool.episodes, n), truncated(pool.facts, n)
     actors = dict(zip(group.ids, group.actors))
     weights = {**dict(config.method_weights), "prf": v.get("prf", 0.0)}
+    if listing and "list_weights" in v:
+        weights.update(zip(("cosine", "facts"), v["list_weights"]))
     if "stripped" in v:
         query = a.stripped if v["stripped"] < 0 else a.vector + v["stripped"] * a.stripped
         order = np.argsort(-(group.vectors @ (query / np.linalg.norm(query))))[:30]
@@ -204,7 +215,8 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
         weights["speaker"] = v["speaker"]
     out = SearchResults()
     for kind, hits in (("episodes", episodes), ("facts", facts)):
-        fused = rerank.rrf(hits, config.rrf_k, weights)
+        fused = (fused_per_k(hits, dict(zip(("cosine", "fulltext"), v["list_k"])), config.rrf_k, weights)
+                 if "list_k" in v else rerank.rrf(hits, config.rrf_k, weights))
         fused = rerank.neighbours(fused, config.neighbour_weight) if config.neighbours else fused
         fused = rerank.named_speakers(fused, a.question.question, config.speaker_weight)
         if kind == "episodes" and listing:
@@ -258,6 +270,8 @@ DIRECTIONS: dict[str, tuple[Any, dict[Any, Variant]]] = {
     "prf": (0, {0: {}, **{w: {"prf": w} for w in (0.25, 0.5, 0.75, 1.0)}}),
     "list_prf": (0, {0: {}, **{w: {"prf": w, "list_only": True} for w in (0.25, 0.5, 0.75, 1.0)}}),
     "rrf_k": (10, {n: {"rrf_k": n} for n in (10, 3, 5, 20, 30, 60)}),
+    "per_list_k": ("10/10", {f"{c}/{t}": {"list_k": (c, t)} for c in (10, 3, 5, 20) for t in (10, 5, 20)}),
+    "list_weights": ("0.5/0.5", {f"{c}/{f}": {"list_weights": (c, f)} for c in (0.5, 0.75, 1.0, 1.5) for f in (0.5, 1.0)}),
     "cosine": (0.5, {w: {"method_weights": weights(cosine=w)} for w in (0.5, 0.25, 0.75, 1.0)}),
     "facts": (0.5, {w: {"method_weights": weights(facts=w)} for w in (0.5, 0, 0.25, 0.75, 1.0)}),
     "list_session_decay": ("0", {"0": {}, **{f"{d}/{f}": {"session": (d, f)}
