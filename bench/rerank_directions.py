@@ -1,8 +1,9 @@
 """Multi-hop directions of issue 13, cross-validated offline on one fetch of the candidate pools.
 
 The dev conversations are ingested as `pgmemory eval` does (groups reused); every non-adversarial
-question with evidence is sent ONCE to the search SQL (`search_group`, the default recipe with
-`candidates` 100 and the candidates' vectors) and the episodes' own vectors and speakers are read.
+question with evidence is sent once to the search SQL (`search_group`, the default recipe with
+`candidates` 100 and the candidates' vectors; once more with `prf_weight` 0.25 for the PRF rows)
+and the episodes' own vectors and speakers are read.
 Each direction then reranks those pools in Python and is scored as `python -m
 pgmemory.eval.crossval` scores a setting (R@k of the turns ranked as the harness ranks them; the
 default recipe reproduces crossval's figures exactly) with the value chosen by
