@@ -19,6 +19,7 @@ Directions (value `0` / the recipe's own value is the baseline):
 - `rrf_k`, `cosine`, `facts`: the rank fusion's k and the cosine / fact-evidence list weights;
 - `per_list_k c/t`: a k of its own for the cosine (c) and the full-text (t) list;
 - `list_weights c/f`: for list questions only, cosine weight c and fact-evidence weight f;
+- `list_speaker_weight`, `list_neighbour_weight`, `list_rrf_k`: that setting for list questions;
 - `list_session_decay d/free`: for list questions ("What activities ...", "Which cities ...",
   "both", "in common", "how many times"), the n-th hit of one session (episodes within 30 min of
   each other) beyond `free` counts d^(n - free) of its score;
@@ -194,6 +195,8 @@ Variant = dict[str, Any]  # config overrides, "pool", "session", "mmr", "speaker
 def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) -> list[str]:
     """The question's turns ranked as the harness ranks them, under one variant."""
     listing = is_list_question(a.question.question)
+    if listing and "list_config" in v:
+        config = replace(config, **v["list_config"])
     n = v.get("pool", v.get("list_pool", 30) if listing else 30)
     pool = a.prf_pool if "prf" in v and (listing or not v.get("list_only")) else a.pool
     episodes, facts = truncated(pool.episodes, n), truncated(pool.facts, n)
@@ -273,6 +276,9 @@ DIRECTIONS: dict[str, tuple[Any, dict[Any, Variant]]] = {
     "rrf_k": (10, {n: {"rrf_k": n} for n in (10, 3, 5, 20, 30, 60)}),
     "per_list_k": ("10/10", {f"{c}/{t}": {"list_k": (c, t)} for c in (10, 3, 5, 20) for t in (10, 5, 20)}),
     "list_weights": ("0.5/0.5", {f"{c}/{f}": {"list_weights": (c, f)} for c in (0.5, 0.75, 1.0, 1.5) for f in (0.5, 1.0)}),
+    **{f"list_{f}": (base, {x: {"list_config": {f: x}} for x in values}) for f, base, values in (
+        ("speaker_weight", 1.5, (1.5, 0.5, 1.0, 2.5, 4.0)), ("neighbour_weight", 0.5, (0.5, 0.25, 0.75, 1.0)),
+        ("rrf_k", 10, (10, 5, 20, 30)))},
     "cosine": (0.5, {w: {"method_weights": weights(cosine=w)} for w in (0.5, 0.25, 0.75, 1.0)}),
     "facts": (0.5, {w: {"method_weights": weights(facts=w)} for w in (0.5, 0, 0.25, 0.75, 1.0)}),
     "list_session_decay": ("0", {"0": {}, **{f"{d}/{f}": {"session": (d, f)}
