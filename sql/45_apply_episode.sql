@@ -8,7 +8,8 @@
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
 -- attributes}: the decisions only; pgmemory_internal.apply_claim turns them into
--- versions. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
+-- versions. Vectors (embedding) are pgvector text '[0.1,...]' as a JSON string (the pipeline
+-- sends that: cheaper to parse) or a JSON array of numbers. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
 DO $$ BEGIN  -- it returned void before claims existed
     IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.apply_episode(uuid, jsonb)')
                  AND prorettype = 'void'::regtype) THEN

@@ -1,0 +1,35 @@
+-- Planner statistics for young tables (issue 9). Autovacuum looks at a database once per
+-- autovacuum_naptime (a minute by default), and a new database's tables grow from empty to
+-- thousands of rows in that time: the candidate reads and the apply's cached plans were made
+-- for near-empty tables (the first 1.5k episodes of an ingest read 5x the buffers per episode
+-- of the next ones). The ingest pipeline calls this every few episodes: it analyses each
+-- table of the schema whose rows changed since its last analysis by at least its size (so a
+-- growing table is analysed at about 50, 100, 200, ... rows: O(log n) times). Tables of 100k
+-- rows or more are left to autovacuum's own thresholds; a table being vacuumed or analysed
+-- by another process is skipped (SKIP_LOCKED), so is a table the current role may not
+-- analyse, and so is everything on Citus (an ANALYZE there fans out to every shard).
+-- Returns the names of the tables analysed.
+CREATE OR REPLACE FUNCTION pgmemory_internal.refresh_statistics()
+RETURNS text[] LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    t record;
+    analysed text[] := '{}';
+BEGIN
+    IF coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
+        RETURN analysed;
+    END IF;
+    FOR t IN SELECT c.oid::regclass AS rel, c.relname::text AS name
+               FROM pg_stat_user_tables s
+               JOIN pg_class c ON c.oid = s.relid
+              WHERE s.schemaname = 'pgmemory' AND c.relkind = 'r'
+                AND s.n_mod_since_analyze >= greatest(50, c.reltuples)
+                AND c.reltuples < 100000
+                AND pg_has_role(c.relowner, 'USAGE')
+              ORDER BY c.relname
+    LOOP
+        EXECUTE format('ANALYZE (SKIP_LOCKED) %s', t.rel);
+        analysed := analysed || t.name;
+    END LOOP;
+    RETURN analysed;
+END
+$$;
