@@ -3,8 +3,8 @@
 -- thousands of rows in that time: the candidate reads and the apply's cached plans were made
 -- for near-empty tables (the first 1.5k episodes of an ingest read 5x the buffers per episode
 -- of the next ones). The ingest pipeline calls this every few episodes: it analyses each
--- table of the schema whose rows changed since its last analysis by at least its size (so a
--- growing table is analysed at about 50, 100, 200, ... rows: O(log n) times). Tables of 100k
+-- table of the schema whose live row count moved since its last analysis by at least its
+-- size (so a growing table is analysed at about 50, 100, 200, ... rows: O(log n) times). Tables of 100k
 -- rows or more are left to autovacuum's own thresholds; a table being vacuumed or analysed
 -- by another process is skipped (SKIP_LOCKED), so is a table the current role may not
 -- analyse, and so is everything on Citus (an ANALYZE there fans out to every shard).
@@ -22,7 +22,10 @@ BEGIN
                FROM pg_stat_user_tables s
                JOIN pg_class c ON c.oid = s.relid
               WHERE s.schemaname = 'pgmemory' AND c.relkind = 'r'
-                AND s.n_mod_since_analyze >= greatest(50, c.reltuples)
+                -- grown (or shrunk) by its own size: rows updated in place (the statistics
+                -- tables, the group counters) change no plan, and an ANALYZE would throw away
+                -- every session's cached plans that read the table
+                AND abs(s.n_live_tup - greatest(c.reltuples, 0)) >= greatest(50, c.reltuples)
                 AND c.reltuples < 100000
                 AND pg_has_role(c.relowner, 'USAGE')
               ORDER BY c.relname
