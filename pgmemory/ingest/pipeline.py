@@ -172,7 +172,10 @@ class Ingestor:
         time of the episode that runs it."""
         self._applied += 1
         if self._applied % STATISTICS_EVERY == 0:
-            await db.fetchval("SELECT pgmemory_internal.refresh_statistics()")
+            try:
+                await db.fetchval("SELECT pgmemory_internal.refresh_statistics()")
+            except asyncpg.PostgresError:
+                pass  # planner statistics only: the episode is applied, autovacuum analyses later
 
     async def _end_attempt(self, ep: Episode, error: str | None, usage: Usage) -> None:
         await self.pool.execute("SELECT pgmemory_internal.end_attempt($1, $2, $3, $4, $5, $6, $7)",
