@@ -56,7 +56,7 @@ from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.storage.connect import connect, resolve_dsn
-from pgmemory.storage.setup import init_database
+from pgmemory.storage.setup import ensure_current, init_database
 from pgmemory.storage.vectors import vector_literals
 
 RESULTS = Path(__file__).parent / "results"
@@ -160,6 +160,8 @@ def table_stats(conn: psycopg.Connection) -> dict[str, Any]:
     """Rows and total size (MB) per loaded table, and fact version kinds."""
     out: dict[str, Any] = {}
     for table in COLUMNS:
+        if conn.execute("SELECT to_regclass(%s)", (f"pgmemory.{table}",)).fetchone()[0] is None:
+            continue  # a reused database of an older version: its next init creates the table
         rows, size = conn.execute(
             f"SELECT count(*), pg_total_relation_size('pgmemory.{table}') FROM pgmemory.{table}").fetchone()
         out[table] = {"rows": rows, "mb": round(size / 2**20, 1)}
@@ -358,7 +360,7 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
     try:
         for recipe in recipes:
             cfg = resolve_config(recipe)
-            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr")
+            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr", limit=10)  # as Memory.search asks
             probes = floor_probes(cfg, or_probes)
             raw_ms, api_ms, counts = [], [], Counter()
             probe_ms: dict[str, list[float]] = {name: [] for name, *_ in probes}
@@ -525,6 +527,9 @@ def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reus
     if reuse and db_exists(server_dsn, sc.db):
         dsn = db_dsn(server_dsn, sc.db)
         with connect(dsn) as conn:
+            started = time.perf_counter()
+            ensure_current(conn, DIM)  # pending migrations and changed SQL, before anything reads the tables
+            log(f"  {sc.db}: init checked in {time.perf_counter() - started:.1f} s")
             load = {"database": sc.db, "reused": True, "tables": table_stats(conn)}
         prev = RESULTS / f"search-{sc.name}.json"
         if prev.exists():

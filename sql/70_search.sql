@@ -116,7 +116,9 @@ $$;
 -- 'via', the fact versions that brought an episode, and 'matches' instead of filtering by
 -- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
 -- single_node (the caller expects one node: on a distributed database a search of several
--- groups then fails with SQLSTATE PMDST instead of running each group in turn).
+-- groups then fails with SQLSTATE PMDST instead of running each group in turn); fuse
+-- ({k, weights, limit}: the caller fuses the fact lists by plain RRF and keeps `limit`, so only the
+-- facts that can be among those are returned).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -162,6 +164,13 @@ DECLARE
     query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
+    -- The caller's fusion of the fact lists when it is plain RRF (SearchConfig.rrf_k, the method
+    -- weights and the result limit): facts it would rank below the limit are not described (their
+    -- entities, episodes and JSON were most of the rows' cost). Not with with_keys (ranks are
+    -- merged across groups outside) nor a metadata filter (it drops hits after ranking).
+    fuse jsonb := CASE WHEN NOT with_keys AND meta_filter IS NULL THEN NULLIF(p_opts->'fuse', 'null'::jsonb) END;
+    fuse_k float8 := coalesce((fuse->>'k')::float8, 60);
+    fuse_limit integer := (fuse->>'limit')::integer;
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
                                  THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
@@ -461,14 +470,23 @@ BEGIN
     -- statement for all four joins every kind's tables even when their lists are empty).
     IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
         RETURN QUERY
-        WITH fact_hits AS (
-            SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+        WITH fact_ranked AS (
+            SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.version_id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s
                   FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
                 UNION ALL SELECT x.version_id, 'fulltext', x.r::integer, x.s
                   FROM unnest(fact_text, fact_text_score) WITH ORDINALITY AS x (version_id, s, r)
                 UNION ALL SELECT x.version_id, 'bfs', x.r::integer, NULL FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
              GROUP BY h.version_id
+        ),
+        -- With `fuse` (see above), only the facts whose RRF score reaches the limit-th one (less a
+        -- margin for the order of summation) are described; the others could not be returned.
+        fact_hits AS (
+            SELECT * FROM fact_ranked fr
+             WHERE fuse_limit IS NULL
+                OR fr.fused >= coalesce((SELECT y.fused FROM fact_ranked y ORDER BY y.fused DESC
+                                          OFFSET fuse_limit - 1 LIMIT 1), '-infinity') - 1e-9
         ),
         from_center AS (
             SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
