@@ -32,6 +32,7 @@ from pgmemory.eval.ingestion import group_id as eval_group
 from pgmemory.eval.readers import read_locomo
 from pgmemory.search import rerank
 from pgmemory.search.candidates import decode, options
+from pgmemory.search.engine import _rerank
 from pgmemory.search.config import SearchFilters, resolve_config
 from pgmemory.storage.connect import resolve_dsn
 from pgmemory.storage.vectors import vector_literals
@@ -66,13 +67,15 @@ async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, l
     return [(g, q, list(map(float, v))) for (g, q), v in zip(asked, vectors)]
 
 
-def top(rows: list, config, limit: int) -> list[tuple]:
-    """What a search returns from these rows: each kind's hits fused by RRF, cut to the limit
-    (rerankers after RRF are not applied: the recipes compared here have none for facts)."""
+async def top(rows: list, query: str, config, limit: int) -> list[tuple]:
+    """What a search returns from these rows: each kind's hits reranked as run_search does, cut to
+    the limit."""
     found = decode(rows)
-    weights = {**dict(config.method_weights), "prf": config.prf_weight}
-    return [(kind, [(str(h.id), h.version_id, round(h.score, 12)) for h in rerank.rrf(getattr(found, kind),
-             config.rrf_k, weights)[:limit]]) for kind in ("facts", "entities", "communities", "episodes")]
+    out = []
+    for kind in ("facts", "entities", "communities", "episodes"):
+        hits = rerank.described_first(await _rerank(getattr(found, kind), query, None, limit, config, None))
+        out.append((kind, [(str(h.id), getattr(h, "version_id", None), round(h.score, 12)) for h in hits[:limit]]))
+    return out
 
 
 async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int,
@@ -101,7 +104,7 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
                 started = time.perf_counter()
                 found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts[label])
                 if limit is not None:
-                    found = top(found, config, limit)
+                    found = await top(found, q, config, limit)
                 if n >= warmup:
                     times[label].append((time.perf_counter() - started) * 1000)
                     cpu_after = backend_cpu_s(pid)
