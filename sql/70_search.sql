@@ -161,7 +161,7 @@ DECLARE
     prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
     prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
     prf_query text;
-    query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
+    query_lexemes text[];  -- (PRF only: parsed there)
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     -- The caller's fusion of the fact lists when it is plain RRF (SearchConfig.rrf_k, the method
@@ -174,7 +174,7 @@ DECLARE
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
                                  THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
-    tq tsquery := pgmemory_internal.or_tsquery(p_query);
+    tq tsquery;  -- the query's lexemes ORed (communities only: parsed there)
     gid text;
     -- The group filter: with one group an equality (Citus routes a query to one shard only
     -- when every distributed table is pinned by '=': '= ANY' pins it in simple queries only).
@@ -345,6 +345,7 @@ BEGIN
              ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
+        tq := pgmemory_internal.or_tsquery(p_query);
         com_text := ARRAY(
             SELECT cm.id FROM pgmemory.communities cm
              WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq
@@ -396,6 +397,7 @@ BEGIN
         -- `prf_terms` lexemes, without the query's own (the fulltext list has those), rank the
         -- episodes holding their rare ones by BM25 as the "prf" list.
         IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
+            query_lexemes := tsvector_to_array(to_tsvector('english', p_query));
             SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
               FROM (SELECT u.lexeme AS term,
                            sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
