@@ -409,7 +409,8 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
                 f"{api['p50']:7.2f} p95 {api['p95']:7.2f} ms = {r['p95_over_floor']}x floor | stages p50 "
                 + ", ".join(f"{st} {r['stages_ms'][st]['p50']:.2f}" for st in STAGES)
                 + f" | load {r['loadavg_1m']}")
-            log(f"      candidates {r['candidates_per_query']}; floor probes p50/p95 "
+            log("      rows returned per method (facts: only those RRF can keep in the top 10) "
+                f"{r['candidates_per_query']}; floor probes p50/p95 "
                 + ", ".join(f"{k} {v['p50']:.2f}/{v['p95']:.2f}" for k, v in probes_pct.items()))
     finally:
         await probe_conn.close()
