@@ -311,8 +311,8 @@ def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, gro
 
 def test_top_k_is_exact_when_more_sets_are_probed_before_a_whole_unit(db_dsn, group):
     # The rarest of four lexemes is in 1,300 documents, so after the first 2 x 4 sets (which hold
-    # fewer than 30 documents) up to 3 more sets of two lexemes are probed before any lexeme's
-    # documents are read whole (text_top_k's `extra`). Exact for every k all the same.
+    # fewer than 30 documents) the other sets of two lexemes are probed before any lexeme's
+    # documents are read whole (cheaper than 1,300 rows). Exact for every k all the same.
     words = ("walker", "patrick", "seattle", "visit")
     with psycopg.connect(db_dsn) as conn:
         for n, word in zip((1300, 1400, 1500, 1600), words):

@@ -216,7 +216,10 @@ DECLARE
     unit_tq tsquery[];           -- the lexemes, rarest first; the last may be several (OR)
     unit_bound double precision[];
     unit_df bigint[];            -- documents holding the unit (summed over the groups)
-    extra bigint;                -- sets still to probe beyond the first 2 x n (step 1)
+    mask_df bigint[];            -- the documents of each set's units, summed (its probe's cost)
+    spent double precision := 0; -- the cost of the sets probed beyond the first 2 x n, in rows
+    cost double precision;
+    rare_left bigint;            -- the documents of the rarest unit not read whole yet
     n integer;
     masks integer[];             -- every non-empty set of units, highest bound first
     mask_bound double precision[];
@@ -252,27 +255,29 @@ BEGIN
                      GROUP BY w.tq) x
              GROUP BY least(x.r, 10)) u;
     n := cardinality(unit_tq);
-    -- While fewer than p_k documents are scored after the first 2 x n sets, more sets of two or
-    -- more units (GIN intersections: few rows each) are probed before any unit is read whole, as
-    -- many as the rarest unit's rows would cost (a probe ~ 400 rows): at 1M facts "when did Patrick
-    -- C. Walker visit Seattle" read all 4,805 "walker" facts for the last 5 of 30 documents,
-    -- which three more sets held. Small groups (LoCoMo) keep reading single units at once.
-    extra := unit_df[1] / 400;
-    SELECT array_agg(m.mask ORDER BY m.b DESC, m.mask), array_agg(m.b ORDER BY m.b DESC, m.mask)
-      INTO masks, mask_bound
-      FROM (SELECT g AS mask, (SELECT sum(unit_bound[b + 1]) FROM generate_series(0, n - 1) AS b
-                                WHERE g & (1 << b) <> 0) AS b
-              FROM generate_series(1, (1 << n) - 1) AS g) m;
-    -- Step 1: the documents holding whole sets, best sets first (at most 2 x n sets, then `extra`
-    -- sets of several units), then, while fewer than p_k documents are scored, single units,
-    -- rarest first.
+    SELECT array_agg(m.mask ORDER BY m.b DESC, m.mask), array_agg(m.b ORDER BY m.b DESC, m.mask),
+           array_agg(m.df ORDER BY m.b DESC, m.mask)
+      INTO masks, mask_bound, mask_df
+      FROM (SELECT g AS mask, s.b, s.df
+              FROM generate_series(1, (1 << n) - 1) AS g
+             CROSS JOIN LATERAL (SELECT sum(unit_bound[b + 1]) AS b, sum(unit_df[b + 1]) AS df
+                                   FROM generate_series(0, n - 1) AS b WHERE g & (1 << b) <> 0) s) m;
+    -- Step 1: the documents holding whole sets, best sets first (at most 2 x n sets), then, while
+    -- fewer than p_k documents are scored, more sets of several units (GIN intersections: few rows
+    -- each) as long as their probes cost less than reading the rarest unit left whole (a probe
+    -- ~ 100 rows plus its units' posting lists; measured at 1M facts: "when did Patrick C. Walker
+    -- visit Seattle" read all 4,805 "walker" facts for the last 5 of 30 documents, which a few
+    -- more sets held; in small groups, LoCoMo, the rare units are cheaper than any probe), then
+    -- single units, rarest first.
     FOR i IN 1 .. cardinality(masks) + n LOOP
         IF i <= cardinality(masks) THEN
             j := masks[i];
             EXIT WHEN i > 2 * n AND cardinality(seen) >= p_k;
             IF i > 2 * n THEN
-                CONTINUE WHEN extra <= 0 OR j & (j - 1) = 0;
-                extra := extra - 1;
+                CONTINUE WHEN j & (j - 1) = 0;
+                cost := 100 + mask_df[i] / 1600.0;
+                CONTINUE WHEN spent + cost > rare_left;
+                spent := spent + cost;
             END IF;
             EXIT WHEN mask_bound[i] < theta OR (theta > 0 AND mask_bound[i] = theta);
         ELSE
@@ -291,6 +296,10 @@ BEGIN
          WHERE NOT EXISTS (SELECT FROM unnest(seen_group, seen) AS y (group_id, key)
                             WHERE y.group_id = h.group_id AND y.key = h.key);
         done := done || j;
+        IF j & (j - 1) = 0 OR rare_left IS NULL THEN
+            rare_left := (SELECT coalesce(min(unit_df[b + 1]), 0) FROM generate_series(0, n - 1) AS b
+                           WHERE (1 << b) <> ALL (done));
+        END IF;
         IF cardinality(seen) >= p_k THEN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
         END IF;
