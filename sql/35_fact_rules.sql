@@ -98,10 +98,11 @@ BEGIN
     IF ids IS NULL THEN
         landed := c.id;
         action := 'created';
+        -- Without the episode: its provenance row is written once, below, for every outcome.
         PERFORM pgmemory.record_fact(c.id, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
                                      CASE WHEN c.valid_to IS NULL OR c.valid_from < c.valid_to
                                           THEN c.valid_from END, c.valid_to,
-                                     c.embedding, c.attributes, c.episode_id, c.lineage);
+                                     c.embedding, c.attributes, NULL, c.lineage);
     ELSE
         landed := ids[1];
         action := 'merged';
@@ -137,25 +138,27 @@ BEGIN
     END IF;
 
     -- contradictions: end what held at es; never end what only began after es.
-    FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
-                WHERE f.group_id = c.group_id AND f.lineage = ANY (c.contradicts) AND f.lineage <> c.lineage
-                  AND upper_inf(f.recorded)
-                ORDER BY f.version_id LOOP
-        CONTINUE WHEN cur.hi IS NOT NULL AND cur.hi <= es;
-        IF cur.lo IS NOT NULL AND es < cur.lo THEN
-            cap := least(cap, cur.lo);
-        ELSIF cur.lo IS NOT NULL AND es <= cur.lo THEN
-            PERFORM pgmemory.withdraw_fact(c.group_id, cur.id);
-            withdrawn := withdrawn || cur.id;
-        ELSE
-            PERFORM pgmemory.correct_fact(c.group_id, cur.id, cur.lo, es);
-            ended := ended || cur.id;
-            IF c.episode_id IS NOT NULL THEN
-                INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
-                VALUES (cur.id, c.episode_id, c.group_id) ON CONFLICT DO NOTHING;
+    IF cardinality(c.contradicts) > 0 THEN  -- most claims contradict nothing: no statement then
+        FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
+                    WHERE f.group_id = c.group_id AND f.lineage = ANY (c.contradicts) AND f.lineage <> c.lineage
+                      AND upper_inf(f.recorded)
+                    ORDER BY f.version_id LOOP
+            CONTINUE WHEN cur.hi IS NOT NULL AND cur.hi <= es;
+            IF cur.lo IS NOT NULL AND es < cur.lo THEN
+                cap := least(cap, cur.lo);
+            ELSIF cur.lo IS NOT NULL AND es <= cur.lo THEN
+                PERFORM pgmemory.withdraw_fact(c.group_id, cur.id);
+                withdrawn := withdrawn || cur.id;
+            ELSE
+                PERFORM pgmemory.correct_fact(c.group_id, cur.id, cur.lo, es);
+                ended := ended || cur.id;
+                IF c.episode_id IS NOT NULL THEN
+                    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+                    VALUES (cur.id, c.episode_id, c.group_id) ON CONFLICT DO NOTHING;
+                END IF;
             END IF;
-        END IF;
-    END LOOP;
+        END LOOP;
+    END IF;
     IF cap IS NOT NULL THEN
         SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
          WHERE f.group_id = c.group_id AND f.id = landed AND upper_inf(f.recorded);

@@ -8,7 +8,8 @@
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
 -- attributes}: the decisions only; pgmemory_internal.apply_claim turns them into
--- versions. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
+-- versions. Vectors (embedding) are pgvector text '[0.1,...]' as a JSON string (the pipeline
+-- sends that: cheaper to parse) or a JSON array of numbers. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
 DO $$ BEGIN  -- it returned void before claims existed
     IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.apply_episode(uuid, jsonb)')
                  AND prorettype = 'void'::regtype) THEN
@@ -90,13 +91,21 @@ BEGIN
     END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
-        -- Looked up first: Citus plans no subquery inside INSERT ... VALUES.
-        v_lineage := (SELECT f.lineage FROM pgmemory.facts f
-                       WHERE f.group_id = g AND f.id = (item->>'duplicate_of')::uuid
-                       ORDER BY f.version_id DESC LIMIT 1);
-        v_contradicts := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
-                                WHERE f.group_id = g AND f.id IN (
-                                      SELECT x::uuid FROM jsonb_array_elements_text(coalesce(item->'contradicts', '[]')) x));
+        -- Looked up first: Citus plans no subquery inside INSERT ... VALUES. Only when there is
+        -- something to look up (most claims are new facts that contradict nothing): a lookup of
+        -- NULL is planned anew on every call, as its custom plan always looks cheapest.
+        v_lineage := NULL;
+        IF item->>'duplicate_of' IS NOT NULL THEN
+            v_lineage := (SELECT f.lineage FROM pgmemory.facts f
+                           WHERE f.group_id = g AND f.id = (item->>'duplicate_of')::uuid
+                           ORDER BY f.version_id DESC LIMIT 1);
+        END IF;
+        v_contradicts := '{}';
+        IF jsonb_array_length(coalesce(item->'contradicts', '[]')) > 0 THEN
+            v_contradicts := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                                    WHERE f.group_id = g AND f.id IN (
+                                          SELECT x::uuid FROM jsonb_array_elements_text(item->'contradicts') x));
+        END IF;
         -- The claim is applied first and then stored with the fact it landed on: one write of
         -- the claim row (apply_claim reads no claim of its own; an UPDATE of the stored row was
         -- rarely HOT and rewrote its embedding and every index of fact_claims).

@@ -3,9 +3,15 @@
 -- kept choosing custom plans and re-planned both on every call: 3.2-4.8 ms per call against
 -- 0.41 ms with the generic plan (200 calls on a 2k-episode group; bench/README.md, "Issue 9,
 -- session 5"). Both read by the group and by entity keys, so one generic plan serves every call.
--- Not the whole apply step nor the candidate reads: forcing generic plans there showed no gain in
--- the same-run ingest benchmark, and the nearest-name search needs the value of its LIMIT to
--- choose the HNSW index (a generic plan read an 18k-entity group 5x slower).
+-- read_fact_candidates (both fact candidate sets of an episode, one call per episode): its custom
+-- plan cost more to plan than to run (1.7-1.9 ms planning, 1.1-1.2 ms execution at 1.5k
+-- episodes); the generic plan returned the same rows in 150 of 150 interleaved calls at 5.2 ms
+-- against 13.1 ms per call (load 6.5; bench/README.md, "Issue 9, session 6"). Its limits are
+-- constants, so the generic plan keeps the index reads. The SET clause stops the function being
+-- inlined into the caller's statement, so its body's plan is cached with the function.
+-- Not the whole apply step nor the entity candidate read: forcing generic plans there showed no
+-- gain in the same-run ingest benchmark, and the nearest-name search needs the value of its LIMIT
+-- to choose the HNSW index (a generic plan read an 18k-entity group 5x slower).
 -- Not on Citus, which routes a statement by the group's value and cannot plan these with
 -- parameters (as sql/fulltext/tsvector.sql). Last in sql/: CREATE OR REPLACE drops a function's
 -- SET clauses, so this runs after them all.
@@ -13,8 +19,12 @@ DO $plan$
 BEGIN
     IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) RESET plan_cache_mode;
+        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
+            RESET plan_cache_mode;
     ELSE
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) SET plan_cache_mode = force_generic_plan;
+        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
+            SET plan_cache_mode = force_generic_plan;
     END IF;
 END
 $plan$;

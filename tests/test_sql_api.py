@@ -66,13 +66,14 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
 
 
-GENERIC_PLANNED = ("derive_summaries",)
+GENERIC_PLANNED = ("derive_summaries", "read_fact_candidates")
 
 
 def test_entity_summaries_run_generic_plans_after_every_init(empty_dsn):
-    """Issue 9: derive_summaries' statements are planned once per session, not on every episode
-    (sql/90_write_plans.sql); a re-init, which re-creates every function, keeps it so. The
-    candidate reads keep custom plans (their HNSW search needs the LIMIT's value)."""
+    """Issue 9: derive_summaries' statements and the fact candidate read are planned once per
+    session, not on every episode (sql/90_write_plans.sql); a re-init, which re-creates every
+    function, keeps it so. The entity candidate read keeps custom plans (its HNSW search needs
+    the LIMIT's value)."""
     def modes(conn) -> dict[str, list[str]]:
         return {name: [c for c in (config or []) if c.startswith("plan_cache_mode=")]
                 for name, config in conn.execute(

@@ -250,6 +250,7 @@ BEGIN
             ('apply_episode', 'Internal (ingestion): apply one episode''s decisions in one transaction'),
             ('apply_if_unchanged', 'Internal (ingestion): apply under the group lock if the group did not change since the read'),
             ('claims_summary', 'Internal: what a list of applied claims did'),
+            ('refresh_statistics', 'Internal (ingestion): analyse the tables that grew eightfold since their planner statistics (young tables outgrow autovacuum)'),
             ('derive_summaries', 'Internal: rebuild the stored summaries of entities from their believed facts'),
             ('entity_by_name', 'Internal: the entity of a group by exact name, created if missing'),
             ('detect_communities', 'Full community detection of one group (multilevel label propagation and modularity merges over believed, currently valid facts); old communities kept as ended versions'),
