@@ -227,7 +227,16 @@ class Memory:
                 if communities and items:
                     await self.refresh_communities(items[0][1].group_id)
 
-        await asyncio.gather(*(run_group(items) for items in by_group.values()))
+        # A failure that is not an episode's own (the server gone) stops every group: the others
+        # are cancelled and awaited before it propagates, so none is left running past the call.
+        tasks = [asyncio.create_task(run_group(items)) for items in by_group.values()]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         return results  # type: ignore[return-value]
 
     async def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
