@@ -10,7 +10,7 @@ default database (as `search_latency --locomo` left them, questions embedded now
 model) or a loaded search_latency scenario (`--scenario 100k`, `1m`).
 
     PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.search_ab --baseline HEAD~1 \
-        --scenario 100k --recipe edge_hybrid_rrf --queries 100
+        --scenario 100k --recipe edge_hybrid_rrf --queries 100 [--limit 10]
 """
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ from bench.search_latency import Scenario, db_dsn, log, make_queries, pct
 from bench.stats import backend_cpu_s
 from pgmemory.eval.ingestion import group_id as eval_group
 from pgmemory.eval.readers import read_locomo
-from pgmemory.search.candidates import options
+from pgmemory.search import rerank
+from pgmemory.search.candidates import decode, options
+from pgmemory.search.engine import _rerank
 from pgmemory.search.config import SearchFilters, resolve_config
 from pgmemory.storage.connect import resolve_dsn
 from pgmemory.storage.vectors import vector_literals
@@ -65,16 +67,32 @@ async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, l
     return [(g, q, list(map(float, v))) for (g, q), v in zip(asked, vectors)]
 
 
+async def top(rows: list, query: str, config, limit: int) -> list[tuple]:
+    """What a search returns from these rows: each kind's hits reranked as run_search does, cut to
+    the limit."""
+    found = decode(rows)
+    out = []
+    for kind in ("facts", "entities", "communities", "episodes"):
+        hits = rerank.described_first(await _rerank(getattr(found, kind), query, None, limit, config, None))
+        out.append((kind, [(str(h.id), getattr(h, "version_id", None), round(h.score, 12)) for h in hits[:limit]]))
+    return out
+
+
 async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int,
-                  with_fulltext: bool = False) -> None:
+                  with_fulltext: bool = False, limit: int | None = None) -> None:
     """Time baseline and current on every query (the order alternating), print p50/p95, the server's
-    mean CPU time per call, and ratios."""
+    mean CPU time per call, and ratios. With `limit`, the current call is told the result limit
+    (options(limit=...)), each call's time includes decoding its rows into hits, and what is compared is
+    each kind's top `limit` after RRF."""
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(baseline_function(rev, with_fulltext))
+        await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
-        opts = json.dumps(options(resolve_config(recipe), SearchFilters(), with_embeddings=False))
+        config = resolve_config(recipe)
+        opts = {"baseline": options(config, SearchFilters(), with_embeddings=False),
+                "current": options(config, SearchFilters(), with_embeddings=False, limit=limit)}
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         differ = 0
         for n, (g, q, v) in enumerate(queries):
@@ -84,13 +102,17 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
                 fn = "pg_temp.search_candidates" if label == "baseline" else "pgmemory.search_candidates"
                 cpu_before = backend_cpu_s(pid)
                 started = time.perf_counter()
-                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts)
+                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts[label])
+                if limit is not None:
+                    found = await top(found, q, config, limit)
                 if n >= warmup:
                     times[label].append((time.perf_counter() - started) * 1000)
                     cpu_after = backend_cpu_s(pid)
                     if cpu_before is not None and cpu_after is not None:
                         cpu[label] += cpu_after - cpu_before
-                rows[label] = sorted((r["kind"], str(r["id"]), r["version_id"], r["ranks"], r["detail"]) for r in found)
+                rows[label] = found if limit is not None else sorted(
+                    (r["kind"], str(r["id"]), r["version_id"], json.dumps(r["ranks"], sort_keys=True),
+                     json.dumps(r["detail"], sort_keys=True)) for r in found)
             differ += rows["baseline"] != rows["current"]
         b, c = pct(times["baseline"]), pct(times["current"])
         cb, cc = (cpu[label] * 1000 / max(len(times[label]), 1) for label in ("baseline", "current"))
@@ -112,6 +134,8 @@ def main() -> None:
     ap.add_argument("--recipe", default="combined_hybrid_rrf")
     ap.add_argument("--queries", type=int, default=100, help="measured queries (after warm-up)")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--limit", type=int, help="tell the current call the result limit, include decoding, and "
+                    "compare each kind's top LIMIT after RRF (Memory.search's default limit is 10)")
     ap.add_argument("--with-fulltext", action="store_true",
                     help="the baseline's full-text functions too (text_top_k and the *_text_hits it calls)")
     args = ap.parse_args()
@@ -125,7 +149,7 @@ def main() -> None:
         dsn = db_dsn(server, sc.db)
         queries = [(q.group, q.text, q.vector) for q in make_queries(dsn, sc, total)[0]]
     log(f"scenario {args.scenario}: baseline {args.baseline}, {args.queries} queries after {args.warmup} warm-up")
-    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext))
+    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext, args.limit))
 
 
 if __name__ == "__main__":

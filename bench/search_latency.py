@@ -56,7 +56,7 @@ from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.storage.connect import connect, resolve_dsn
-from pgmemory.storage.setup import init_database
+from pgmemory.storage.setup import ensure_current, init_database
 from pgmemory.storage.vectors import vector_literals
 
 RESULTS = Path(__file__).parent / "results"
@@ -160,6 +160,8 @@ def table_stats(conn: psycopg.Connection) -> dict[str, Any]:
     """Rows and total size (MB) per loaded table, and fact version kinds."""
     out: dict[str, Any] = {}
     for table in COLUMNS:
+        if conn.execute("SELECT to_regclass(%s)", (f"pgmemory.{table}",)).fetchone()[0] is None:
+            continue  # a reused database of an older version: its next init creates the table
         rows, size = conn.execute(
             f"SELECT count(*), pg_total_relation_size('pgmemory.{table}') FROM pgmemory.{table}").fetchone()
         out[table] = {"rows": rows, "mb": round(size / 2**20, 1)}
@@ -358,7 +360,7 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
     try:
         for recipe in recipes:
             cfg = resolve_config(recipe)
-            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr")
+            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr", limit=10)  # as Memory.search asks
             probes = floor_probes(cfg, or_probes)
             raw_ms, api_ms, counts = [], [], Counter()
             probe_ms: dict[str, list[float]] = {name: [] for name, *_ in probes}
@@ -407,7 +409,8 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
                 f"{api['p50']:7.2f} p95 {api['p95']:7.2f} ms = {r['p95_over_floor']}x floor | stages p50 "
                 + ", ".join(f"{st} {r['stages_ms'][st]['p50']:.2f}" for st in STAGES)
                 + f" | load {r['loadavg_1m']}")
-            log(f"      candidates {r['candidates_per_query']}; floor probes p50/p95 "
+            log("      rows returned per method (facts: only those RRF can keep in the top 10) "
+                f"{r['candidates_per_query']}; floor probes p50/p95 "
                 + ", ".join(f"{k} {v['p50']:.2f}/{v['p95']:.2f}" for k, v in probes_pct.items()))
     finally:
         await probe_conn.close()
@@ -525,6 +528,9 @@ def run_scenario(server_dsn: str, sc: Scenario, n_queries: int, keep: bool, reus
     if reuse and db_exists(server_dsn, sc.db):
         dsn = db_dsn(server_dsn, sc.db)
         with connect(dsn) as conn:
+            started = time.perf_counter()
+            ensure_current(conn, DIM)  # pending migrations and changed SQL, before anything reads the tables
+            log(f"  {sc.db}: init checked in {time.perf_counter() - started:.1f} s")
             load = {"database": sc.db, "reused": True, "tables": table_stats(conn)}
         prev = RESULTS / f"search-{sc.name}.json"
         if prev.exists():

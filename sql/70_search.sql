@@ -116,7 +116,9 @@ $$;
 -- 'via', the fact versions that brought an episode, and 'matches' instead of filtering by
 -- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
 -- single_node (the caller expects one node: on a distributed database a search of several
--- groups then fails with SQLSTATE PMDST instead of running each group in turn).
+-- groups then fails with SQLSTATE PMDST instead of running each group in turn); fuse
+-- ({k, weights, limit}: the caller fuses the fact lists by plain RRF and keeps `limit`, so only the
+-- facts that can be among those are returned).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -159,13 +161,20 @@ DECLARE
     prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
     prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
     prf_query text;
-    query_lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
+    query_lexemes text[];  -- (PRF only: parsed there)
     with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
+    -- The caller's fusion of the fact lists when it is plain RRF (SearchConfig.rrf_k, the method
+    -- weights and the result limit): facts it would rank below the limit are not described (their
+    -- entities, episodes and JSON were most of the rows' cost). Not with with_keys (ranks are
+    -- merged across groups outside) nor a metadata filter (it drops hits after ranking).
+    fuse jsonb := CASE WHEN NOT with_keys AND meta_filter IS NULL THEN NULLIF(p_opts->'fuse', 'null'::jsonb) END;
+    fuse_k float8 := coalesce((fuse->>'k')::float8, 60);
+    fuse_limit integer := (fuse->>'limit')::integer;
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
                                  THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
-    tq tsquery := pgmemory_internal.or_tsquery(p_query);
+    tq tsquery;  -- the query's lexemes ORed (communities only: parsed there)
     gid text;
     -- The group filter: with one group an equality (Citus routes a query to one shard only
     -- when every distributed table is pinned by '=': '= ANY' pins it in simple queries only).
@@ -225,8 +234,12 @@ BEGIN
         RETURN;
     END IF;
     -- Every id the caller passes must be an entity of the searched groups.
-    PERFORM pgmemory_internal.require_group_entities(p_groups, seeds, 'bfs seed');
-    PERFORM pgmemory_internal.require_group_entities(p_groups, ARRAY[center], 'center');
+    IF cardinality(seeds) > 0 THEN  -- (a call costs ~0.2 ms even with nothing to check)
+        PERFORM pgmemory_internal.require_group_entities(p_groups, seeds, 'bfs seed');
+    END IF;
+    IF center IS NOT NULL THEN
+        PERFORM pgmemory_internal.require_group_entities(p_groups, ARRAY[center], 'center');
+    END IF;
     -- Without an explicit valid-time point, "now" unless ended facts are wanted.
     point := coalesce(as_of, CASE WHEN include_invalid THEN NULL ELSE now() END);
     IF 'bfs' = ANY (methods) AND cardinality(seeds) = 0 THEN
@@ -332,6 +345,7 @@ BEGIN
              ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
+        tq := pgmemory_internal.or_tsquery(p_query);
         com_text := ARRAY(
             SELECT cm.id FROM pgmemory.communities cm
              WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq
@@ -383,6 +397,7 @@ BEGIN
         -- `prf_terms` lexemes, without the query's own (the fulltext list has those), rank the
         -- episodes holding their rare ones by BM25 as the "prf" list.
         IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
+            query_lexemes := tsvector_to_array(to_tsvector('english', p_query));
             SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
               FROM (SELECT u.lexeme AS term,
                            sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
@@ -461,14 +476,23 @@ BEGIN
     -- statement for all four joins every kind's tables even when their lists are empty).
     IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
         RETURN QUERY
-        WITH fact_hits AS (
-            SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+        WITH fact_ranked AS (
+            SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.version_id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s
                   FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
                 UNION ALL SELECT x.version_id, 'fulltext', x.r::integer, x.s
                   FROM unnest(fact_text, fact_text_score) WITH ORDINALITY AS x (version_id, s, r)
                 UNION ALL SELECT x.version_id, 'bfs', x.r::integer, NULL FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
              GROUP BY h.version_id
+        ),
+        -- With `fuse` (see above), only the facts whose RRF score reaches the limit-th one (less a
+        -- margin for the order of summation) are described; the others could not be returned.
+        fact_hits AS (
+            SELECT * FROM fact_ranked fr
+             WHERE fuse_limit IS NULL
+                OR fr.fused >= coalesce((SELECT y.fused FROM fact_ranked y ORDER BY y.fused DESC
+                                          OFFSET fuse_limit - 1 LIMIT 1), '-infinity') - 1e-9
         ),
         from_center AS (
             SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)

@@ -1,6 +1,7 @@
 """Full text: Okapi BM25 over tsvector with per-group statistics kept in the writers' transactions."""
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 
@@ -306,3 +307,27 @@ def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, gro
                 cut = expected[k - 1][1] if len(expected) >= k else -1
                 assert ({i for i, s in hits if s > cut * (1 + 1e-9)}
                         == {i for i, s in expected if s > cut * (1 + 1e-9)}), (query, k)
+
+
+def test_top_k_is_exact_when_more_sets_are_probed_before_a_whole_unit(db_dsn, group):
+    # The rarest of four lexemes is in 1,300 documents, so after the first 2 x 4 sets (which hold
+    # fewer than 30 documents) the other sets of two lexemes are probed before any lexeme's
+    # documents are read whole (cheaper than 1,300 rows). Exact for every k all the same.
+    words = ("walker", "patrick", "seattle", "visit")
+    with psycopg.connect(db_dsn) as conn:
+        for n, word in zip((1300, 1400, 1500, 1600), words):
+            conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
+                         " SELECT gen_random_uuid(), %s, 'text', %s || ' number ' || i || repeat(' extra words', i %% 3), now()"
+                         " FROM generate_series(1, %s) AS i", (group, word, n))
+        combos = [" ".join(c) for r in (2, 3, 4) for c in itertools.combinations(words, r)]
+        add_texts(conn, group, [f"{c} {extra}" for c in combos for extra in ("", "again", "and so on")])
+        query = "when did Patrick Walker visit Seattle"
+        reference = EPISODE_REFERENCE.replace(" AND ep.valid_at <= '2024-06-01'", "")
+        expected = conn.execute(reference, {"g": group, "q": query}).fetchall()
+        for k in (1, 5, 10, 20, 30, 33, 40, 60):
+            hits = conn.execute("SELECT id, score FROM pgmemory_internal.episode_text_hits(ARRAY[%s], %s, %s, NULL, NULL)",
+                                (group, query, k)).fetchall()
+            assert len(hits) == k
+            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k
+            cut = expected[k - 1][1]
+            assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}, k

@@ -18,9 +18,16 @@ from pgmemory.search.types import SINCE_FOREVER, CommunityHit, EntityHit, Episod
 from pgmemory.storage.vectors import vector_literals
 
 
-def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bool) -> dict[str, Any]:
-    """The jsonb options of one search call."""
+def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bool,
+            limit: int | None = None) -> dict[str, Any]:
+    """The jsonb options of one search call. With `limit` and the plain RRF reranker, the database
+    describes only the facts RRF can rank within the limit ("fuse"; facts are reordered by nothing
+    after RRF, so the returned facts are the same)."""
+    fuse = None
+    if limit is not None and config.reranker == "rrf":
+        fuse = {"k": config.rrf_k, "weights": dict(config.method_weights), "limit": limit}
     return {
+        "fuse": fuse,
         **filters.to_options(),
         "kinds": list(config.kinds),
         "methods": list(config.methods),
