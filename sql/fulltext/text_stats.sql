@@ -36,9 +36,14 @@ DECLARE
     v_tfs integer[];
     v_removed boolean;
 BEGIN
+    -- The length is tsv_length written out: a SQL function with a FROM is not inlined, and its
+    -- call per document cost ~0.07 ms of ~0.6 per call of this function (two documents).
     FOR v_group, v_docs, v_len IN
-        SELECT d.g, sum(d.sign), sum(d.sign * pgmemory_internal.tsv_length(d.tsv))
-          FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign) GROUP BY d.g ORDER BY d.g
+        SELECT d.g, sum(d.sign), sum(d.sign * l.len)
+          FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign)
+         CROSS JOIN LATERAL (SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) AS len
+                               FROM unnest(d.tsv) u) l
+         GROUP BY d.g ORDER BY d.g
     LOOP
         SELECT array_agg(t.lexeme ORDER BY t.lexeme), array_agg(t.n ORDER BY t.lexeme),
                array_agg(t.tf ORDER BY t.lexeme), coalesce(min(t.n) < 0, false)
