@@ -91,6 +91,22 @@ def test_term_frequency_bound_is_never_below_the_true_one(db_dsn, group):
     assert all(bound == true for bound, true in rebuilt.values()) and rebuilt["sail"] == (1, 1)
 
 
+def test_term_frequency_is_the_count_of_occurrences_up_to_any_bound(db_dsn):
+    """A lexeme said tf times (1-40) scores as tf occurrences whatever max_tf bound the statistics
+    give (tf up to that bound: ts_rank's count below 33, ts_rank_cd's above)."""
+    with psycopg.connect(db_dsn) as conn:
+        rows = conn.execute("""
+            SELECT s.tf, b.max_tf,
+                   pgmemory_internal.bm25_share('g', s.tsv, 'g', 2.0, 'zz'::tsquery, 5.0, b.max_tf),
+                   2.0 * pgmemory_internal.bm25_term(s.tf, length(s.tsv), 5.0)
+              FROM (SELECT n AS tf, to_tsvector('simple', repeat('zz aa ', n) || 'bb cc') AS tsv
+                      FROM generate_series(1, 40) n) s
+             CROSS JOIN LATERAL (VALUES (s.tf), (32), (33), (NULL)) AS b (max_tf)
+             WHERE b.max_tf IS NULL OR b.max_tf >= s.tf""").fetchall()
+    assert len(rows) == 40 + 32 + 33 + 40
+    assert all(math.isclose(share, expected, rel_tol=1e-12) for _, _, share, expected in rows)
+
+
 def bm25_reference(conn: psycopg.Connection, group: str, terms: tuple[str, ...]) -> list[tuple[uuid.UUID, float]]:
     """Okapi BM25 of every episode of the group for the given lexemes, best first; the document
     length counts distinct lexemes (the group's average, from text_stats, counts positions)."""
