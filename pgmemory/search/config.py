@@ -130,9 +130,9 @@ RECIPES: dict[str, SearchConfig] = {
     "combined_cross_encoder": SearchConfig(methods=METHODS, reranker="cross_encoder"),
     # Facts only: each method's pool is twice the limit, the rule of Graphiti's own edge_search
     # (`edge_fulltext_search(..., 2 * limit)`, `edge_similarity_search(..., 2 * limit, ...)`).
-    # At limit 10 that is 20 instead of 30: the same top 10 on 99.5% of the rows of the 100k
-    # bench's queries, LoCoMo dev recall unchanged, ~13% less server CPU per call (bench/README.md,
-    # issue 17). A caller's explicit `candidates` still wins.
+    # At limit 10 that is 20 instead of 30: 99.5% of the top-10 facts of the 100k bench's queries
+    # and all of the 1M bench's are the same, LoCoMo dev recall unchanged, server CPU per call
+    # x0.91-0.94 (bench/README.md, issue 17, session 8). A caller's explicit `candidates` wins.
     "edge_hybrid_rrf": SearchConfig(kinds=("facts",), candidates=None),
     "edge_hybrid_mmr": SearchConfig(kinds=("facts",), reranker="mmr"),
     "edge_node_distance": SearchConfig(kinds=("facts",), methods=METHODS, reranker="node_distance"),
