@@ -6,6 +6,7 @@ import math
 import uuid
 
 import psycopg
+import pytest
 
 from tests.support import utc
 
@@ -347,3 +348,160 @@ def test_top_k_is_exact_when_more_sets_are_probed_before_a_whole_unit(db_dsn, gr
             assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k
             cut = expected[k - 1][1]
             assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}, k
+
+
+# Per kind: insert the texts (%(g)s, %(t)s: a text[]) as documents of one group, in one statement;
+# the exact top k and its unpruned reference (documents in view now, scored per lexeme).
+KINDS = {
+    "episodes": ("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
+                 " SELECT gen_random_uuid(), %(g)s, 'text', t, now() FROM unnest(%(t)s::text[]) AS t",
+                 "SELECT id, score FROM pgmemory_internal.episode_text_hits(ARRAY[%s], %s, %s, NULL, NULL)",
+                 EPISODE_REFERENCE.replace(" AND ep.valid_at <= '2024-06-01'", "")),
+    "entities": ("INSERT INTO pgmemory.entities (id, group_id, name)"
+                 " SELECT gen_random_uuid(), %(g)s, t FROM unnest(%(t)s::text[]) AS t",
+                 ENTITY_HITS, ENTITY_REFERENCE),
+    "facts": ("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid)"
+              " SELECT f, f, %(g)s, (SELECT id FROM pgmemory.entities WHERE group_id = %(g)s AND name = 'A'),"
+              "        (SELECT id FROM pgmemory.entities WHERE group_id = %(g)s AND name = 'B'), 'KNOWS', t,"
+              "        tstzrange('2020-01-01', NULL)"
+              "   FROM (SELECT gen_random_uuid() AS f, t FROM unnest(%(t)s::text[]) AS t) x",
+              FACT_HITS, FACT_REFERENCE),
+}
+# 5,000 other documents, so that "roger" (17 documents) is nearly as rare as "pharmacist" (12):
+# a document saying "roger" twice outscores one saying "pharmacist" once, one saying it once
+# does not. The documents saying it twice are listed (term_stats.repeated) unless there are more
+# than the cap (repeats=50), and then "roger" is read whole as before.
+def roger_texts(repeats: int) -> list[str]:
+    return ([f"filler number {i}" for i in range(5_000)] + [f"pharmacist {i}" for i in range(10)]
+            + ["roger pharmacist", "roger roger pharmacist"] + [f"roger {i}" for i in range(12)]
+            + [f"roger roger {i}" for i in range(repeats)])
+
+
+def test_a_common_word_said_twice_by_few_documents_is_not_read_whole(empty_dsn):
+    """The top 10 of "Roger the pharmacist" reads pharmacist's 12 documents and the 4 listed as
+    saying "roger" twice, not roger's 17 documents (a database of its own: the plans of the
+    shared one depend on the other tests' groups)."""
+    from pgmemory.storage.setup import init_database
+
+    insert, hits_sql, reference = KINDS["episodes"]
+    fetched = ("SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE schemaname = 'pgmemory'"
+               " AND relname = 'episodes'")
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, 384)
+        conn.execute(insert, {"g": "g", "t": roger_texts(3)})
+        conn.commit()
+        conn.execute("ANALYZE pgmemory.episodes")
+        conn.commit()
+        before = conn.execute(fetched).fetchone()[0]
+        hits = conn.execute(hits_sql, ("g", "Roger the pharmacist", 10)).fetchall()
+        read = conn.execute(fetched).fetchone()[0] - before
+        expected = conn.execute(reference, {"g": "g", "q": "Roger the pharmacist"}).fetchall()
+    assert [i for i, _ in hits] == [i for i, _ in expected[:10]]
+    assert 12 + 4 <= read < 12 + 17
+
+
+@pytest.mark.parametrize("kind", ["episodes", "entities", "facts"])
+def test_top_k_reads_the_documents_that_say_a_common_word_twice_by_key(db_dsn, group, kind):
+    """A word whose documents mostly say it once cannot beat the k-th score of a rarer word's
+    documents, but the few that say it twice can: those are read by key, not the word's whole
+    posting list, and the top k stays exact (for every k, with the list capped, after one of
+    the listed documents is deleted or, for a fact, closed)."""
+    insert, hits_sql, reference = KINDS[kind]
+    with psycopg.connect(db_dsn) as conn:
+        if kind == "facts":
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (gen_random_uuid(), %(g)s, 'A'),"
+                         " (gen_random_uuid(), %(g)s, 'B')", {"g": group})
+        conn.execute(insert, {"g": group, "t": roger_texts(3)})
+        conn.commit()
+        conn.execute(f"ANALYZE pgmemory.{kind}")  # as autovacuum would: plans for 5,000 more rows
+        conn.commit()
+        listed = conn.execute("SELECT cardinality(repeated) FROM pgmemory.term_stats WHERE group_id = %s"
+                              " AND kind = %s AND term = 'roger'", (group, kind)).fetchone()[0]
+        assert listed == 4  # "roger roger pharmacist" and the three "roger roger i"
+        query = "Roger the pharmacist"
+        expected = conn.execute(reference, {"g": group, "q": query}).fetchall()
+        text_of = (dict(conn.execute(f"SELECT {'version_id, fact' if kind == 'facts' else 'id, ' + ('name' if kind == 'entities' else 'content')}"
+                                     f" FROM pgmemory.{kind} WHERE group_id = %s", (group,)).fetchall()))
+        top10 = [text_of[i] for i, _ in expected[:10]]
+        assert top10[:2] == ["roger roger pharmacist", "roger pharmacist"] and "roger roger 0" in top10
+        hits = conn.execute(hits_sql, (group, query, 10)).fetchall()
+        assert [i for i, _ in hits] == [i for i, _ in expected[:10]]
+        for k in range(1, 31):
+            hits = conn.execute(hits_sql, (group, query, k)).fetchall()
+            assert len(hits) == min(k, len(expected)), k
+            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k
+            cut = expected[k - 1][1] if len(expected) >= k else -1
+            assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}, k
+        # A listed document gone (or a fact closed) stays listed: harmless, it is not found.
+        gone = next(i for i, t in text_of.items() if t == "roger roger 0")
+        if kind == "facts":
+            conn.execute("UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())"
+                         " WHERE group_id = %s AND version_id = %s", (group, gone))
+        else:
+            conn.execute(f"DELETE FROM pgmemory.{kind} WHERE group_id = %s AND id = %s", (group, gone))
+        assert conn.execute("SELECT cardinality(repeated) FROM pgmemory.term_stats WHERE group_id = %s"
+                            " AND kind = %s AND term = 'roger'", (group, kind)).fetchone()[0] == 4
+        expected = conn.execute(reference, {"g": group, "q": query}).fetchall()
+        hits = conn.execute(hits_sql, (group, query, 10)).fetchall()
+        assert [i for i, _ in hits] == [i for i, _ in expected[:10]] and gone not in {i for i, _ in hits}
+        conn.rollback()
+        if kind != "facts":  # more than the cap say it twice: unknown, the word is read whole, exact
+            capped = f"{group}-capped"
+            conn.execute(insert, {"g": capped, "t": roger_texts(50)})
+            assert conn.execute("SELECT repeated IS NULL FROM pgmemory.term_stats WHERE group_id = %s"
+                                " AND kind = %s AND term = 'roger'", (capped, kind)).fetchone()[0]
+            expected = conn.execute(reference, {"g": capped, "q": query}).fetchall()
+            for k in (1, 5, 10, 30):
+                hits = conn.execute(hits_sql, (capped, query, k)).fetchall()
+                assert [s for _, s in hits] == pytest.approx([e for _, e in expected[:k]], rel=1e-9), k
+
+
+# Per lexeme of the group's episodes: the keys the statistics list as saying it twice or more.
+REPEATED = "SELECT term, repeated FROM pgmemory.term_stats WHERE group_id = %s AND kind = 'episodes'"
+
+
+def test_documents_saying_a_word_twice_are_listed_as_a_superset(db_dsn, group):
+    """term_stats.repeated lists the episodes that say a lexeme twice: added by inserts and by
+    rewrites (once each), kept after the episode is gone or says it once (a superset, like
+    max_tf); rebuild_text_stats gives the exact lists."""
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, group, ["sailing in Oslo", "sailing sailing sailing", "a boat"])
+        id_of = {t: str(i) for i, t in conn.execute("SELECT id, content FROM pgmemory.episodes WHERE group_id = %s",
+                                                    (group,)).fetchall()}
+        kept = dict(conn.execute(REPEATED, (group,)).fetchall())
+        assert kept == {"sail": [id_of["sailing sailing sailing"]], "oslo": [], "boat": []}
+        for text in ("a boat, a boat", "boats and boats and boats"):
+            conn.execute("UPDATE pgmemory.episodes SET content = %s WHERE group_id = %s AND id = %s",
+                         (text, group, id_of["a boat"]))
+        conn.execute("DELETE FROM pgmemory.episodes WHERE group_id = %s AND id = %s",
+                     (group, id_of["sailing sailing sailing"]))
+        kept = dict(conn.execute(REPEATED, (group,)).fetchall())
+        assert kept == {"sail": [id_of["sailing sailing sailing"]], "oslo": [], "boat": [id_of["a boat"]]}
+        conn.execute("SELECT pgmemory.rebuild_text_stats()")
+        rebuilt = dict(conn.execute(REPEATED, (group,)).fetchall())
+        conn.rollback()
+    assert rebuilt == {"sail": [], "oslo": [], "boat": [id_of["a boat"]]}
+
+
+def test_upgrade_lists_the_documents_saying_a_word_twice(empty_dsn):
+    """0460: statistics kept before the lists existed (NULL: unknown, the word read whole) are
+    rebuilt by init, so the lists are known right after the upgrade."""
+    from pgmemory.storage import migrate
+    from pgmemory.storage.setup import init_database
+
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 460])
+        conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at) VALUES"
+                     " ('00000000-0000-0000-0000-00000000000a', 'g', 'text', 'sailing sailing', now()),"
+                     " ('00000000-0000-0000-0000-00000000000b', 'g', 'text', 'sailing boat', now())")
+        # what an init of that version left: statistics kept, none stale
+        conn.execute("INSERT INTO pgmemory.term_stats (group_id, kind, term, docs, max_tf)"
+                     " VALUES ('g', 'episodes', 'sail', 2, 2), ('g', 'episodes', 'boat', 1, 1)")
+        conn.execute("DELETE FROM pgmemory.settings WHERE key = 'text_stats_stale'")
+        conn.commit()
+        report = init_database(conn, 384)
+        conn.commit()
+        assert "0460_term_repeated.sql" in report.migrations_applied
+        assert dict(conn.execute(REPEATED, ("g",)).fetchall()) == {
+            "sail": ["00000000-0000-0000-0000-00000000000a"], "boat": []}

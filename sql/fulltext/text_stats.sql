@@ -3,7 +3,10 @@
 -- episodes, facts and entities to pgmemory.text_stats and pgmemory.term_stats (rows locked
 -- in (group, term) order, so concurrent writers never deadlock on them; writers of one group
 -- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing.
--- term_stats.max_tf bounds each lexeme's term frequency (for the exact top k's upper bounds).
+-- term_stats.max_tf bounds each lexeme's term frequency (for the exact top k's upper bounds), and
+-- term_stats.repeated lists the documents that say the lexeme twice or more (at most
+-- pgmemory_internal.repeated_cap() keys; beyond, NULL: unknown), so the top k reads only those
+-- when a document saying the lexeme once cannot reach the k-th score.
 -- Applied by init in every full-text mode. On Citus the same triggers run (init allows
 -- triggers on distributed tables): they fire on the shard, and the statistics rows they write
 -- belong to the same group, hence to a co-located shard on the same worker, written locally in
@@ -23,8 +26,20 @@ $$;
 -- Citus would run it through intermediate results: 56 of 124 ms per applied episode. The
 -- term counts are therefore selected through the group's own text_stats row, written just
 -- before, which makes the INSERT ... SELECT one Citus pushes down to the co-located shard.)
+-- The most keys term_stats.repeated holds before it becomes NULL (unknown): 48 ids of episodes
+-- or entities (uuids) stay below the 2 kB at which Postgres would move the row's array out of
+-- line (TOAST) and rewrite it there at every insert of the lexeme. Facts at 100k / 1M: 10 / 13
+-- of 663 / 792 lexemes are said twice by more documents than that.
+CREATE OR REPLACE FUNCTION pgmemory_internal.repeated_cap()
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 48 $$;
+
+-- p_keys: each document's key (a fact's version_id, an episode's or entity's id), for the
+-- documents that say a lexeme twice or more (term_stats.repeated). A document's keys are listed
+-- when a version saying the lexeme twice is added and never removed: the list is a superset
+-- (a removed or rewritten document may stay listed; the reader scores what it finds).
+DROP FUNCTION IF EXISTS pgmemory_internal.add_text_stats(text, text[], tsvector[], integer[]);
 CREATE OR REPLACE FUNCTION pgmemory_internal.add_text_stats(
-    p_kind text, p_groups text[], p_tsvs tsvector[], p_signs integer[])
+    p_kind text, p_groups text[], p_tsvs tsvector[], p_signs integer[], p_keys text[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_group text;
@@ -34,6 +49,7 @@ DECLARE
     v_terms text[];
     v_counts bigint[];
     v_tfs integer[];
+    v_reps text[];               -- per lexeme, the keys saying it twice, comma-separated (NULL: too many)
     v_removed boolean;
 BEGIN
     -- The length is tsv_length written out: a SQL function with a FROM is not inlined, and its
@@ -46,11 +62,17 @@ BEGIN
          GROUP BY d.g ORDER BY d.g
     LOOP
         SELECT array_agg(t.lexeme ORDER BY t.lexeme), array_agg(t.n ORDER BY t.lexeme),
-               array_agg(t.tf ORDER BY t.lexeme), coalesce(min(t.n) < 0, false)
-          INTO v_terms, v_counts, v_tfs, v_removed
+               array_agg(t.tf ORDER BY t.lexeme), array_agg(t.rep ORDER BY t.lexeme), coalesce(min(t.n) < 0, false)
+          INTO v_terms, v_counts, v_tfs, v_reps, v_removed
           FROM (SELECT u.lexeme, sum(d.sign) AS n,
-                       max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) AS tf
-                  FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign) CROSS JOIN LATERAL unnest(d.tsv) u
+                       max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) AS tf,
+                       CASE WHEN count(*) FILTER (WHERE d.sign > 0 AND array_length(u.positions, 1) > 1)
+                                 <= pgmemory_internal.repeated_cap()
+                            THEN coalesce(string_agg(d.key, ',') FILTER (WHERE d.sign > 0
+                                                                         AND array_length(u.positions, 1) > 1), '')
+                       END AS rep
+                  FROM unnest(p_groups, p_tsvs, p_signs, p_keys) AS d (g, tsv, sign, key)
+                 CROSS JOIN LATERAL unnest(d.tsv) u
                  WHERE d.g = v_group GROUP BY u.lexeme
                 HAVING sum(d.sign) <> 0
                     OR max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) > 1) t;
@@ -63,15 +85,20 @@ BEGIN
         IF v_terms IS NOT NULL THEN
             -- max_tf only rises (an upper bound of the lexeme's term frequency; NULL: unknown,
             -- stays so): a text rewritten with a lexeme said more often raises it even when df
-            -- does not change.
-            INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs, max_tf)
-            SELECT s.group_id, p_kind, x.term, x.n, x.tf
-              FROM pgmemory.text_stats s CROSS JOIN unnest(v_terms, v_counts, v_tfs) AS x (term, n, tf)
+            -- does not change. repeated only grows (NULL: unknown, stays so; beyond the cap it
+            -- becomes NULL); keys it holds already (an entity's summary rewritten) are not added.
+            INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs, max_tf, repeated)
+            SELECT s.group_id, p_kind, x.term, x.n, x.tf, string_to_array(x.rep, ',')
+              FROM pgmemory.text_stats s CROSS JOIN unnest(v_terms, v_counts, v_tfs, v_reps) AS x (term, n, tf, rep)
              WHERE s.group_id = v_group AND s.kind = p_kind
              ORDER BY x.term
             ON CONFLICT (group_id, kind, term) DO UPDATE
                SET docs = t.docs + excluded.docs,
-                   max_tf = CASE WHEN t.max_tf IS NOT NULL THEN greatest(t.max_tf, excluded.max_tf) END;
+                   max_tf = CASE WHEN t.max_tf IS NOT NULL THEN greatest(t.max_tf, excluded.max_tf) END,
+                   repeated = CASE WHEN t.repeated IS NULL OR excluded.repeated <@ t.repeated THEN t.repeated
+                                   WHEN cardinality(t.repeated) + cardinality(excluded.repeated)
+                                        <= pgmemory_internal.repeated_cap()
+                                   THEN t.repeated || excluded.repeated END;
             IF v_removed THEN
                 DELETE FROM pgmemory.term_stats
                  WHERE group_id = v_group AND kind = p_kind AND term = ANY (v_terms) AND docs <= 0;
@@ -90,24 +117,34 @@ DECLARE
     groups text[];
     tsvs tsvector[];
     signs integer[];
+    keys text[];
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        SELECT array_agg(group_id), array_agg(tsv), array_agg(1) INTO groups, tsvs, signs FROM new_rows;
-    ELSIF TG_OP = 'DELETE' THEN
-        SELECT array_agg(group_id), array_agg(tsv), array_agg(-1) INTO groups, tsvs, signs FROM old_rows;
+    IF TG_OP = 'INSERT' AND TG_ARGV[0] = 'facts' THEN
+        SELECT array_agg(group_id), array_agg(tsv), array_agg(1), array_agg(version_id::text)
+          INTO groups, tsvs, signs, keys FROM new_rows;
+    ELSIF TG_OP = 'INSERT' THEN
+        SELECT array_agg(group_id), array_agg(tsv), array_agg(1), array_agg(id::text)
+          INTO groups, tsvs, signs, keys FROM new_rows;
+    ELSIF TG_OP = 'DELETE' THEN  -- keys only of added documents
+        SELECT array_agg(group_id), array_agg(tsv), array_agg(-1), array_agg(NULL::text)
+          INTO groups, tsvs, signs, keys FROM old_rows;
     ELSIF TG_ARGV[0] = 'facts' THEN  -- only rows whose text changed (not closed versions)
-        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign) INTO groups, tsvs, signs
+        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign), array_agg(x.key)
+          INTO groups, tsvs, signs, keys
           FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.version_id = o.version_id
-         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1), (n.group_id, n.tsv, 1)) AS x (group_id, tsv, sign)
+         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1, NULL), (n.group_id, n.tsv, 1, n.version_id::text))
+                   AS x (group_id, tsv, sign, key)
          WHERE o.tsv IS DISTINCT FROM n.tsv;
     ELSE  -- episodes, entities: only rows whose text changed (not status or embedding updates)
-        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign) INTO groups, tsvs, signs
+        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign), array_agg(x.key)
+          INTO groups, tsvs, signs, keys
           FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.id = o.id
-         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1), (n.group_id, n.tsv, 1)) AS x (group_id, tsv, sign)
+         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1, NULL), (n.group_id, n.tsv, 1, n.id::text))
+                   AS x (group_id, tsv, sign, key)
          WHERE o.tsv IS DISTINCT FROM n.tsv;
     END IF;
     IF groups IS NOT NULL THEN
-        PERFORM pgmemory_internal.add_text_stats(TG_ARGV[0], groups, tsvs, signs);
+        PERFORM pgmemory_internal.add_text_stats(TG_ARGV[0], groups, tsvs, signs, keys);
     END IF;
     RETURN NULL;
 END
@@ -126,9 +163,14 @@ BEGIN
         EXECUTE format('INSERT INTO pgmemory.text_stats (group_id, kind, docs, total_len)'
                        ' SELECT group_id, %L, count(*), sum(pgmemory_internal.tsv_length(tsv)) FROM pgmemory.%I'
                        ' GROUP BY group_id', kind, kind);
-        EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs, max_tf)'
-                       ' SELECT d.group_id, %L, u.lexeme, count(*), max(coalesce(array_length(u.positions, 1), 1))'
-                       ' FROM pgmemory.%I d, unnest(d.tsv) u GROUP BY d.group_id, u.lexeme', kind, kind);
+        EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs, max_tf, repeated)'
+                       ' SELECT d.group_id, %L, u.lexeme, count(*), max(coalesce(array_length(u.positions, 1), 1)),'
+                       '        CASE WHEN count(*) FILTER (WHERE array_length(u.positions, 1) > 1)'
+                       '                  <= pgmemory_internal.repeated_cap()'
+                       '             THEN coalesce(array_agg(d.%I::text) FILTER (WHERE array_length(u.positions, 1) > 1),'
+                       '                           ''{}'') END'
+                       ' FROM pgmemory.%I d, unnest(d.tsv) u GROUP BY d.group_id, u.lexeme', kind,
+                       CASE WHEN kind = 'facts' THEN 'version_id' ELSE 'id' END, kind);
     END LOOP;
     DELETE FROM pgmemory.settings WHERE key = 'text_stats_stale';
 END

@@ -30,20 +30,21 @@ $$;
 -- for a top p_k (the rarest lexemes are rare until they hold 2 x p_k documents together, the
 -- rest is common: a speaker's name in a chat, a common word in 100k facts), and the largest
 -- share of the score a document can get from it: idf x the BM25 factor of its largest term
--- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown), and that
--- largest term frequency (NULL: unknown; 1: a document holding the lexeme says it once).
+-- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown), that
+-- largest term frequency (NULL: unknown; 1: a document holding the lexeme says it once), and the
+-- keys of the documents saying it twice or more (term_stats.repeated; NULL: unknown).
 DO $$
-BEGIN  -- the result gained columns (bound, max_tf): an older definition must go first
+BEGIN  -- the result gained columns (bound, max_tf, repeated): an older definition must go first
     IF EXISTS (SELECT FROM pg_proc
                 WHERE oid = to_regprocedure('pgmemory_internal.bm25_terms(text, text[], text, integer)')
-                  AND NOT 'max_tf' = ANY (proargnames)) THEN
+                  AND NOT 'repeated' = ANY (proargnames)) THEN
         DROP FUNCTION pgmemory_internal.bm25_terms(text, text[], text, integer);
     END IF;
 END
 $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
-               common boolean, bound double precision, max_tf integer)
+               common boolean, bound double precision, max_tf integer, repeated text[])
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
@@ -61,7 +62,7 @@ BEGIN
                sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
                (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
                    * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision,
-               t.max_tf
+               t.max_tf, t.repeated
           FROM pgmemory.text_stats s
           JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
          WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
@@ -79,12 +80,15 @@ DROP FUNCTION IF EXISTS pgmemory.bm25_score(tsvector, text[], double precision[]
 -- beat the current p_k-th score (theta) only if the bounds of the lexemes it holds add up to
 -- theta. The query's
 -- lexemes (at most 10 units: beyond that the commonest form one unit, any of them) are combined
--- into every set, highest bound first:
+-- into every set, highest bound first (the bound of a document saying each unit once, bound1:
+-- the few that say one twice are listed in term_stats.repeated and read by key in step 2):
 --   1. the documents holding every unit of each of the first 2 x n sets (GIN intersections, few
 --      rows) are scored and theta raised, while a set's bound can still beat theta; then, while
 --      fewer than p_k documents are scored, the documents of single units, rarest first;
 --   2. one query reads the documents not scored yet that hold a (smallest) set whose bound
 --      reaches theta (with theta 0: any unit); a set holding one read whole in step 1 is left out.
+--      Here too a unit's bound is bound1; the documents listed as saying a unit twice are read
+--      by key.
 -- text_scores reads and scores the documents of one probe and keeps its best p_k (a document
 -- beaten by p_k others of one probe is beaten overall; one found by two probes is kept once);
 -- text_top_k drives the steps.
@@ -128,11 +132,17 @@ $$;
 DROP FUNCTION IF EXISTS pgmemory_internal.text_scores(  -- the form that excluded scored documents
     text, text[], tsquery, text[], text[], text[], double precision[], tsquery[], double precision[],
     timestamptz, timestamptz, timestamptz, boolean, text[], timestamptz[], text[]);
+DROP FUNCTION IF EXISTS pgmemory_internal.text_scores(  -- the form without p_keys
+    text, text[], tsquery, text[], double precision[], tsquery[], double precision[], integer[],
+    timestamptz, timestamptz, timestamptz, boolean, text[], timestamptz[], text[], double precision, integer);
+-- With p_keys (not NULL) the documents are those keys (the primary key's index; p_probe unused):
+-- text_top_k reads the few documents that say a lexeme twice that way.
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_scores(
     p_kind text, p_groups text[], p_probe tsquery,
     p_terms_group text[], p_terms_idf double precision[], p_terms_tq tsquery[], p_terms_avgdl double precision[],
     p_terms_tf integer[], p_known_at timestamptz, p_point timestamptz, p_as_of timestamptz, p_superseded boolean,
-    p_relations text[], p_bounds timestamptz[], p_labels text[], p_min double precision, p_k integer)
+    p_relations text[], p_bounds timestamptz[], p_labels text[], p_min double precision, p_k integer,
+    p_keys text[] DEFAULT NULL)
 RETURNS TABLE (group_id text, key text, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
@@ -141,7 +151,30 @@ DECLARE
     docs tsvector[];
 BEGIN
     FOREACH g IN ARRAY p_groups LOOP
-        IF p_kind = 'facts' THEN
+        IF p_keys IS NOT NULL AND p_kind = 'facts' THEN
+            SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
+                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                       f.is_event) THEN f.version_id::text END), '{}'),
+                   coalesce(array_agg(f.tsv), '{}')
+              INTO keys, docs
+              FROM pgmemory.facts f
+             WHERE f.group_id = g AND f.version_id = ANY (p_keys::bigint[]);
+        ELSIF p_keys IS NOT NULL AND p_kind = 'entities' THEN
+            SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR e.created_at <= p_known_at)
+                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels) THEN e.id::text END), '{}'),
+                   coalesce(array_agg(e.tsv), '{}')
+              INTO keys, docs
+              FROM pgmemory.entities e
+             WHERE e.group_id = g AND e.id = ANY (p_keys::uuid[]);
+        ELSIF p_keys IS NOT NULL THEN
+            SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
+                   coalesce(array_agg(ep.tsv), '{}')
+              INTO keys, docs
+              FROM pgmemory.episodes ep
+             WHERE ep.group_id = g AND ep.id = ANY (p_keys::uuid[]);
+        ELSIF p_kind = 'facts' THEN
             SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
                        f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
                        f.is_event) THEN f.version_id::text END), '{}'),
@@ -214,19 +247,24 @@ DECLARE
     terms_idf double precision[];
     terms_tq tsquery[];
     terms_avgdl double precision[];
-    terms_bound double precision[];
     terms_tf integer[];
     terms_df bigint[];
+    terms_bound double precision[];
+    terms_bound1 double precision[];  -- the bound of a document not listed in terms_rep
+    terms_rep text[];            -- the keys saying the lexeme twice, comma-separated (NULL: none needed)
     unit_tq tsquery[];           -- the lexemes, rarest first; the last may be several (OR)
     unit_bound double precision[];
+    unit_bound1 double precision[];  -- the bound of a document not listed in unit_rep
+    unit_rep text[];             -- the keys of the documents that may say the unit twice
     unit_df bigint[];            -- documents holding the unit (summed over the groups)
     mask_df bigint[];            -- the documents of each set's units, summed (its probe's cost)
     spent double precision := 0; -- the cost of the sets probed beyond the first 2 x n, in rows
     cost double precision;
     rare_left bigint;            -- the documents of the rarest unit not read whole yet
     n integer;
-    masks integer[];             -- every non-empty set of units, highest bound first
-    mask_bound double precision[];
+    masks integer[];             -- every non-empty set of units, highest bound1 first
+    mask_bound double precision[];   -- the sum of the units' bound1
+    rep_keys text[];             -- step 2: the documents read by key
     theta double precision := 0;
     seen_group text[] := '{}';
     seen text[] := '{}';
@@ -241,30 +279,41 @@ BEGIN
     END IF;
     SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
            array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text),
-           array_agg(t.bound ORDER BY t.df, t.tq::text), array_agg(t.max_tf ORDER BY t.df, t.tq::text),
-           array_agg(t.df ORDER BY t.df, t.tq::text)
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_bound, terms_tf, terms_df
+           array_agg(t.max_tf ORDER BY t.df, t.tq::text), array_agg(t.bound ORDER BY t.df, t.tq::text),
+           array_agg(t.df ORDER BY t.df, t.tq::text),
+           array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1
+                          THEN t.idf * pgmemory_internal.bm25_term(1, 0, 1) ELSE t.bound END ORDER BY t.df, t.tq::text),
+           array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END
+                     ORDER BY t.df, t.tq::text)
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, terms_bound, terms_df, terms_bound1, terms_rep
       FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
     -- Units: one per lexeme (statistics are per group: a lexeme of several groups is one unit with
-    -- the largest bound), the commonest merged into the tenth.
-    SELECT array_agg(u.tq ORDER BY u.r), array_agg(u.b ORDER BY u.r), array_agg(u.df ORDER BY u.r)
-      INTO unit_tq, unit_bound, unit_df
-      FROM (SELECT least(x.r, 10) AS r, string_agg(x.tq::text, ' | ')::tsquery AS tq, sum(x.b) AS b,
-                   sum(x.df) AS df
-              FROM (SELECT row_number() OVER (ORDER BY min(w.ord)) AS r, w.tq, max(w.bound) AS b, sum(w.df) AS df
-                      FROM unnest(terms_tq, terms_bound, terms_df) WITH ORDINALITY AS w (tq, bound, df, ord)
+    -- the largest bound), the commonest merged into the tenth. A unit's second bound (bound1) holds
+    -- for the documents not in its list of keys: those say each of its lexemes once (a lexeme
+    -- whose list is unknown keeps its full bound there).
+    SELECT array_agg(u.tq ORDER BY u.r), array_agg(u.df ORDER BY u.r), array_agg(u.b ORDER BY u.r),
+           array_agg(u.b1 ORDER BY u.r), array_agg(u.rep ORDER BY u.r)
+      INTO unit_tq, unit_df, unit_bound, unit_bound1, unit_rep
+      FROM (SELECT least(x.r, 10) AS r, string_agg(x.tq::text, ' | ')::tsquery AS tq, sum(x.df) AS df,
+                   sum(x.b) AS b, sum(x.b1) AS b1, string_agg(x.rep, ',') AS rep
+              FROM (SELECT row_number() OVER (ORDER BY min(w.ord)) AS r, w.tq, sum(w.df) AS df,
+                           max(w.bound) AS b, max(w.bound1) AS b1, string_agg(w.rep, ',') AS rep
+                      FROM unnest(terms_tq, terms_df, terms_bound, terms_bound1, terms_rep) WITH ORDINALITY
+                           AS w (tq, df, bound, bound1, rep, ord)
                      GROUP BY w.tq) x
              GROUP BY least(x.r, 10)) u;
     n := cardinality(unit_tq);
+    -- Sets by the bound of the documents not listed (all but a few): a set whose bound1 is below
+    -- theta is not probed, its listed documents are read by key in step 2.
     SELECT array_agg(m.mask ORDER BY m.b DESC, m.mask), array_agg(m.b ORDER BY m.b DESC, m.mask),
            array_agg(m.df ORDER BY m.b DESC, m.mask)
       INTO masks, mask_bound, mask_df
       FROM (SELECT g AS mask, s.b, s.df
               FROM generate_series(1, (1 << n) - 1) AS g
-             CROSS JOIN LATERAL (SELECT sum(unit_bound[b + 1]) AS b, sum(unit_df[b + 1]) AS df
+             CROSS JOIN LATERAL (SELECT sum(unit_bound1[b + 1]) AS b, sum(unit_df[b + 1]) AS df
                                    FROM generate_series(0, n - 1) AS b WHERE g & (1 << b) <> 0) s) m;
     -- Step 1: the documents holding whole sets, best sets first (at most 2 x n sets), then, while
     -- fewer than p_k documents are scored, more sets of several units (GIN intersections: few rows
@@ -312,17 +361,33 @@ BEGIN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
         END IF;
     END LOOP;
-    -- Step 2: every other document that could still reach theta: it holds a set whose bound does
-    -- (the smallest such sets suffice; with theta 0, any single unit).
+    -- Step 2: every other document that could still reach theta. One not listed as saying a unit
+    -- twice scores at most the units' bound1 it holds: it holds a set whose bound1 reaches theta
+    -- (the smallest such sets suffice; with theta 0, any single unit), read through the GIN index.
+    -- A listed one is read by its key (the lists of the units whose bound1 is below theta: with a
+    -- unit at or above, its documents are read through the index; none of a unit read whole in
+    -- step 1). So a common word said twice by a few documents is not read whole for their sake.
     probe := (SELECT string_agg('(' || (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')
                                           FROM generate_series(0, n - 1) AS b WHERE m.mask & (1 << b) <> 0) || ')', ' | ')
                 FROM unnest(masks, mask_bound) AS m (mask, bound)
                WHERE m.bound >= theta AND (theta = 0 AND m.mask & (m.mask - 1) = 0
                      OR theta > 0 AND NOT EXISTS (  -- minimal: no unit can be left out
                          SELECT FROM generate_series(0, n - 1) AS b
-                          WHERE m.mask & (1 << b) <> 0 AND m.bound - unit_bound[b + 1] >= theta))
+                          WHERE m.mask & (1 << b) <> 0 AND m.bound - unit_bound1[b + 1] >= theta))
                  -- a set none of whose documents is unscored: it holds a set read whole in step 1
                  AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d))::tsquery;
+    -- The keys of a unit are read when a listed document can reach theta: it holds a set with the
+    -- unit, holding no set read whole, whose full bounds (bound1 is not theirs) reach theta.
+    IF theta > 0 AND EXISTS (SELECT FROM unnest(unit_rep) r WHERE r IS NOT NULL) THEN
+        rep_keys := (SELECT array_remove(string_to_array(string_agg(unit_rep[b + 1], ','), ','), '')
+                       FROM generate_series(0, n - 1) AS b
+                      WHERE unit_bound1[b + 1] < theta AND unit_rep[b + 1] IS NOT NULL AND (1 << b) <> ALL (done)
+                        AND EXISTS (SELECT FROM unnest(masks) AS m (mask)
+                                     WHERE m.mask & (1 << b) <> 0
+                                       AND (SELECT sum(unit_bound[c + 1]) FROM generate_series(0, n - 1) AS c
+                                             WHERE m.mask & (1 << c) <> 0) >= theta
+                                       AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d)));
+    END IF;
     RETURN QUERY
     SELECT a.group_id, a.key, a.score FROM (
         SELECT h.group_id, h.key, h.score
@@ -330,6 +395,12 @@ BEGIN
                                              terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
                                              p_labels, theta, p_k) h
          WHERE probe IS NOT NULL
+        UNION
+        SELECT h.group_id, h.key, h.score
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, NULL, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                             terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
+                                             p_labels, theta, p_k, rep_keys) h
+         WHERE cardinality(rep_keys) > 0
         UNION SELECT * FROM unnest(seen_group, seen, seen_score)) a (group_id, key, score)
      ORDER BY a.score DESC, length(a.key), a.key COLLATE "C" LIMIT p_k;
 END
