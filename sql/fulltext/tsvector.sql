@@ -151,29 +151,31 @@ DECLARE
     docs tsvector[];
 BEGIN
     FOREACH g IN ARRAY p_groups LOOP
-        IF p_keys IS NOT NULL AND p_kind = 'facts' THEN
-            SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
-                       f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
-                       f.is_event) THEN f.version_id::text END), '{}'),
-                   coalesce(array_agg(f.tsv), '{}')
-              INTO keys, docs
-              FROM pgmemory.facts f
-             WHERE f.group_id = g AND f.version_id = ANY (p_keys::bigint[]);
-        ELSIF p_keys IS NOT NULL AND p_kind = 'entities' THEN
-            SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR e.created_at <= p_known_at)
-                       AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
-                       AND (cardinality(p_labels) = 0 OR e.labels && p_labels) THEN e.id::text END), '{}'),
-                   coalesce(array_agg(e.tsv), '{}')
-              INTO keys, docs
-              FROM pgmemory.entities e
-             WHERE e.group_id = g AND e.id = ANY (p_keys::uuid[]);
-        ELSIF p_keys IS NOT NULL THEN
-            SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
-                       AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
-                   coalesce(array_agg(ep.tsv), '{}')
-              INTO keys, docs
-              FROM pgmemory.episodes ep
-             WHERE ep.group_id = g AND ep.id = ANY (p_keys::uuid[]);
+        IF p_keys IS NULL THEN
+            IF p_kind = 'facts' THEN
+                SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
+                           f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
+                           f.is_event) THEN f.version_id::text END), '{}'),
+                       coalesce(array_agg(f.tsv), '{}')
+                  INTO keys, docs
+                  FROM pgmemory.facts f
+                 WHERE f.group_id = g AND f.tsv @@ p_probe;
+            ELSIF p_kind = 'entities' THEN
+                SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR e.created_at <= p_known_at)
+                           AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                           AND (cardinality(p_labels) = 0 OR e.labels && p_labels) THEN e.id::text END), '{}'),
+                       coalesce(array_agg(e.tsv), '{}')
+                  INTO keys, docs
+                  FROM pgmemory.entities e
+                 WHERE e.group_id = g AND e.tsv @@ p_probe;
+            ELSE
+                SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                           AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
+                       coalesce(array_agg(ep.tsv), '{}')
+                  INTO keys, docs
+                  FROM pgmemory.episodes ep
+                 WHERE ep.group_id = g AND ep.tsv @@ p_probe;
+            END IF;
         ELSIF p_kind = 'facts' THEN
             SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
                        f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
@@ -181,7 +183,7 @@ BEGIN
                    coalesce(array_agg(f.tsv), '{}')
               INTO keys, docs
               FROM pgmemory.facts f
-             WHERE f.group_id = g AND f.tsv @@ p_probe;
+             WHERE f.group_id = g AND f.version_id = ANY (p_keys::bigint[]);
         ELSIF p_kind = 'entities' THEN
             SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR e.created_at <= p_known_at)
                        AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
@@ -189,14 +191,14 @@ BEGIN
                    coalesce(array_agg(e.tsv), '{}')
               INTO keys, docs
               FROM pgmemory.entities e
-             WHERE e.group_id = g AND e.tsv @@ p_probe;
+             WHERE e.group_id = g AND e.id = ANY (p_keys::uuid[]);
         ELSE
             SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
                        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
                    coalesce(array_agg(ep.tsv), '{}')
               INTO keys, docs
               FROM pgmemory.episodes ep
-             WHERE ep.group_id = g AND ep.tsv @@ p_probe;
+             WHERE ep.group_id = g AND ep.id = ANY (p_keys::uuid[]);
         END IF;
         RETURN QUERY
         SELECT g, x.key, x.score FROM (
@@ -378,7 +380,7 @@ BEGIN
                  AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d))::tsquery;
     -- The keys of a unit are read when a listed document can reach theta: it holds a set with the
     -- unit, holding no set read whole, whose full bounds (bound1 is not theirs) reach theta.
-    IF theta > 0 AND EXISTS (SELECT FROM unnest(unit_rep) r WHERE r IS NOT NULL) THEN
+    IF theta > 0 AND cardinality(array_remove(unit_rep, NULL)) > 0 THEN
         rep_keys := (SELECT array_remove(string_to_array(string_agg(unit_rep[b + 1], ','), ','), '')
                        FROM generate_series(0, n - 1) AS b
                       WHERE unit_bound1[b + 1] < theta AND unit_rep[b + 1] IS NOT NULL AND (1 << b) <> ALL (done)
@@ -387,6 +389,16 @@ BEGIN
                                        AND (SELECT sum(unit_bound[c + 1]) FROM generate_series(0, n - 1) AS c
                                              WHERE m.mask & (1 << c) <> 0) >= theta
                                        AND NOT EXISTS (SELECT FROM unnest(done) AS d WHERE d & m.mask = d)));
+        IF cardinality(rep_keys) > 0 THEN
+            SELECT seen_group || coalesce(array_agg(h.group_id), '{}'), seen || coalesce(array_agg(h.key), '{}'),
+                   seen_score || coalesce(array_agg(h.score), '{}')
+              INTO seen_group, seen, seen_score
+              FROM pgmemory_internal.text_scores(p_kind, p_groups, NULL, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                                 terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations,
+                                                 p_bounds, p_labels, theta, p_k, rep_keys) h
+             WHERE NOT EXISTS (SELECT FROM unnest(seen_group, seen) AS y (group_id, key)
+                                WHERE y.group_id = h.group_id AND y.key = h.key);
+        END IF;
     END IF;
     RETURN QUERY
     SELECT a.group_id, a.key, a.score FROM (
@@ -395,12 +407,6 @@ BEGIN
                                              terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
                                              p_labels, theta, p_k) h
          WHERE probe IS NOT NULL
-        UNION
-        SELECT h.group_id, h.key, h.score
-          FROM pgmemory_internal.text_scores(p_kind, p_groups, NULL, terms_group, terms_idf, terms_tq, terms_avgdl,
-                                             terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations, p_bounds,
-                                             p_labels, theta, p_k, rep_keys) h
-         WHERE cardinality(rep_keys) > 0
         UNION SELECT * FROM unnest(seen_group, seen, seen_score)) a (group_id, key, score)
      ORDER BY a.score DESC, length(a.key), a.key COLLATE "C" LIMIT p_k;
 END
