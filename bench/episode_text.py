@@ -11,7 +11,8 @@ leave-one-conversation-out. The shipped vectors are written back at the end.
 Recipes: `shipped` ("actor: content"), `coref` (I / me / my / mine / myself -> the speaker, "I'm"
 -> "<speaker> is" ...), `coref_you` (also you / your -> the previous turn's speaker when it is
 another person), `trim` (sentences that are questions, or of at most 3 words, left out unless
-nothing else is left), `coref_trim` (both).
+nothing else is left), `coref_trim` (both), `dated` ("speaker on 8 May 2023: text", the session's date), `next w` (the shipped text, and the vector also gains w x the own vector of
+the turn after, in the same session: the reply, known once it arrives).
 """
 from __future__ import annotations
 
@@ -68,13 +69,21 @@ def texts(conv: Conversation, recipe: str) -> list[str]:
             text = trimmed(text)
         if "coref" in recipe:
             text = resolved(text, t.speaker, other if "you" in recipe else None)
-        out.append(f"{t.speaker}: {text}")
+        out.append(f"{t.speaker} on {t.time:%-d %B %Y}: {text}" if recipe == "dated" else f"{t.speaker}: {text}")
     return out
 
 
 async def vectors(memory: Memory, conv: Conversation, recipe: str) -> list[np.ndarray]:
+    """The episodes' vectors: own + PREVIOUS_WEIGHT x the turn before's own (+ w x the turn after's
+    own for `next w`)."""
     own = [np.array(v) for v in await memory.embedder.embed(texts(conv, recipe))]
-    return [unit(own[i] + (PREVIOUS_WEIGHT * own[b[0]] if b else 0)) for i, b in enumerate(befores(conv))]
+    out = [own[i] + (PREVIOUS_WEIGHT * own[b[0]] if b else 0) for i, b in enumerate(befores(conv))]
+    if recipe.startswith("next "):
+        w = float(recipe.split()[1])
+        for i, b in enumerate(befores(conv)):
+            if b:  # turn i is the turn after b[0]
+                out[b[0]] = out[b[0]] + w * own[i]
+    return [unit(v) for v in out]
 
 
 async def main(args: argparse.Namespace) -> None:
