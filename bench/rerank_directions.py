@@ -277,13 +277,14 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
     return rank_turns(out, a.turn_of, 10_000 if v.get("all_turns") else max(DEFAULT_KS)).ids
 
 
-def gold_positions(asked: list[Asked], groups: dict[str, Episodes], pool: int, category: str = "multi-hop") -> Counter:
-    """Where the category's gold turns stand in the default ranking of the pool of `pool` per list:
-    1-10, 11-20, 21-50, beyond 50, or in no list."""
+def gold_positions(asked: list[Asked], groups: dict[str, Episodes], pool: int, category: str = "multi-hop",
+                   variant: Variant | None = None) -> Counter:
+    """Where the category's gold turns stand in the default ranking (or the variant's) of the pool
+    of `pool` per list: 1-10, 11-20, 21-50, beyond 50, or in no list."""
     config, out = resolve_config(None), Counter()
     for a in asked:
         if a.question.category == category:
-            ids = ranked_turns(a, groups[a.conversation], config, {"pool": pool, "all_turns": True})
+            ids = ranked_turns(a, groups[a.conversation], config, {**(variant or {}), "pool": pool, "all_turns": True})
             for turn in set(a.question.evidence):
                 r = ids.index(turn) + 1 if turn in ids else 0
                 out["in no list" if not r else "1-10" if r <= 10 else "11-20" if r <= 20
@@ -345,6 +346,9 @@ async def run(path: Path, only: Sequence[str], k: int) -> None:
           f"{dict(Counter((a.question.category, is_list_question(a.question.question)) for a in asked))}"
           + "".join(f"; multi-hop gold turns in the default ranking of {n} candidates per list: "
                     f"{dict(sorted(gold_positions(asked, groups, n).items()))}" for n in (30, POOL)) + "\n")
+    if "sentences" in only:
+        added = {"sentences": ("add", 0.5), "blended": True}
+        print(f"with the blended sentence list added (0.5): {dict(sorted(gold_positions(asked, groups, 30, variant=added).items()))}\n")
     for name in only or DIRECTIONS:
         base, variants = DIRECTIONS[name]
         tables = table(asked, groups, variants, k)
