@@ -104,9 +104,10 @@ def unit(v: np.ndarray) -> np.ndarray:
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*(?=\[shares )")
 
 
-def sentences(text: str) -> list[str]:
-    """The sentences of a turn: split after . ! ? and before an attached photo's caption."""
-    return [s for s in (x.strip() for x in SENTENCE_END.split(text)) if s] or [text]
+def sentences(text: str, captions: bool = True) -> list[str]:
+    """The sentences of a turn: split after . ! ? and (`captions`) before an attached photo's caption."""
+    split = SENTENCE_END.split(text) if captions else re.split(r"(?<=[.!?])\s+(?!\[shares )", text)
+    return [s for s in (x.strip() for x in split) if s] or [text]
 
 
 def is_list_question(question: str) -> bool:

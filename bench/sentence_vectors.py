@@ -69,6 +69,7 @@ SENTENCE_COSINE = f"""            IF EXISTS (SELECT FROM {TABLE} sx WHERE sx.gro
 {SHIPPED_COSINE}
             END IF;"""
 COSINE_WEIGHTS = (0.5, 0.75, 1.0)
+CAPTIONS = True  # a photo's caption is a sentence of its own (--captions attached: part of the one before)
 
 
 async def run_script(conn: asyncpg.Connection, text: str) -> None:
@@ -80,7 +81,7 @@ async def sentence_rows(memory: Memory, conv: Conversation) -> dict[str, list[tu
     """Variant -> rows (group, episode id, vector) of the scratch table."""
     group = group_id("locomo", conv.conversation_id)
     own = np.array(await memory.embedder.embed([f"{t.speaker}: {t.text}" for t in conv.turns]))
-    split = [(i, f"{t.speaker}: {s}") for i, t in enumerate(conv.turns) for s in sentences(t.text)]
+    split = [(i, f"{t.speaker}: {s}") for i, t in enumerate(conv.turns) for s in sentences(t.text, CAPTIONS)]
     plain = np.array(await memory.embedder.embed([s for _, s in split]))
     before = [i - 1 if i and conv.turns[i - 1].session_id == t.session_id else None
               for i, t in enumerate(conv.turns)]
@@ -123,7 +124,7 @@ async def encode_cost(memory: Memory, conv: Conversation, turns: int) -> tuple[f
         await encode([f"{t.speaker}: {t.text}"])
         own.append(1000 * (time.perf_counter() - started))
         started = time.perf_counter()
-        await encode([f"{t.speaker}: {s}" for s in sentences(t.text)])
+        await encode([f"{t.speaker}: {s}" for s in sentences(t.text, CAPTIONS)])
         split.append(1000 * (time.perf_counter() - started))
     return statistics.median(own), statistics.median(split)
 
@@ -147,7 +148,7 @@ async def main(args: argparse.Namespace) -> None:
                 group = group_id("locomo", conv.conversation_id)
                 if args.cost_turns:
                     own_ms, split_ms = await encode_cost(memory, conv, args.cost_turns)
-                    n_sent = sum(len(sentences(t.text)) for t in conv.turns)
+                    n_sent = sum(len(sentences(t.text, CAPTIONS)) for t in conv.turns)
                     print(f"load {os.getloadavg()[0]:.1f} {conv.conversation_id}: {len(conv.turns)} turns, {n_sent} "
                           f"sentences ({n_sent / len(conv.turns):.2f} per turn); encode per turn ({args.cost_turns} "
                           f"turns) median: own text {own_ms:.1f} ms, its sentences {split_ms:.1f} ms "
@@ -192,4 +193,8 @@ if __name__ == "__main__":
     parser.add_argument("path", help="a LoCoMo file")
     parser.add_argument("--recipe", default="combined_hybrid_rrf")
     parser.add_argument("--cost-turns", type=int, default=200, help="turns timed per conversation (0: none)")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--captions", choices=("apart", "attached"), default="apart",
+                        help="a photo's caption: a sentence of its own (default) or part of the sentence before")
+    args = parser.parse_args()
+    CAPTIONS = args.captions == "apart"
+    asyncio.run(main(args))
