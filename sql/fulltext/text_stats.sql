@@ -49,7 +49,7 @@ DECLARE
     v_terms text[];
     v_counts bigint[];
     v_tfs integer[];
-    v_reps text[];               -- per lexeme, the keys saying it twice, comma-separated (NULL: too many)
+    v_reps text[];               -- per lexeme, the keys saying it twice, comma-separated (NULL: none)
     v_removed boolean;
 BEGIN
     -- The length is tsv_length written out: a SQL function with a FROM is not inlined, and its
@@ -66,11 +66,7 @@ BEGIN
           INTO v_terms, v_counts, v_tfs, v_reps, v_removed
           FROM (SELECT u.lexeme, sum(d.sign) AS n,
                        max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) AS tf,
-                       CASE WHEN count(*) FILTER (WHERE d.sign > 0 AND array_length(u.positions, 1) > 1)
-                                 <= pgmemory_internal.repeated_cap()
-                            THEN coalesce(string_agg(d.key, ',') FILTER (WHERE d.sign > 0
-                                                                         AND array_length(u.positions, 1) > 1), '')
-                       END AS rep
+                       string_agg(d.key, ',') FILTER (WHERE d.sign > 0 AND array_length(u.positions, 1) > 1) AS rep
                   FROM unnest(p_groups, p_tsvs, p_signs, p_keys) AS d (g, tsv, sign, key)
                  CROSS JOIN LATERAL unnest(d.tsv) u
                  WHERE d.g = v_group GROUP BY u.lexeme
@@ -88,14 +84,18 @@ BEGIN
             -- does not change. repeated only grows (NULL: unknown, stays so; beyond the cap it
             -- becomes NULL); keys it holds already (an entity's summary rewritten) are not added.
             INSERT INTO pgmemory.term_stats AS t (group_id, kind, term, docs, max_tf, repeated)
-            SELECT s.group_id, p_kind, x.term, x.n, x.tf, string_to_array(x.rep, ',')
+            SELECT s.group_id, p_kind, x.term, x.n, x.tf,
+                   CASE WHEN x.rep IS NULL THEN '{}'
+                        WHEN array_length(string_to_array(x.rep, ','), 1) <= pgmemory_internal.repeated_cap()
+                        THEN string_to_array(x.rep, ',') END
               FROM pgmemory.text_stats s CROSS JOIN unnest(v_terms, v_counts, v_tfs, v_reps) AS x (term, n, tf, rep)
              WHERE s.group_id = v_group AND s.kind = p_kind
              ORDER BY x.term
             ON CONFLICT (group_id, kind, term) DO UPDATE
                SET docs = t.docs + excluded.docs,
                    max_tf = CASE WHEN t.max_tf IS NOT NULL THEN greatest(t.max_tf, excluded.max_tf) END,
-                   repeated = CASE WHEN t.repeated IS NULL OR excluded.repeated <@ t.repeated THEN t.repeated
+                   repeated = CASE WHEN t.repeated IS NULL OR cardinality(excluded.repeated) = 0
+                                        OR excluded.repeated <@ t.repeated THEN t.repeated
                                    WHEN cardinality(t.repeated) + cardinality(excluded.repeated)
                                         <= pgmemory_internal.repeated_cap()
                                    THEN t.repeated || excluded.repeated END;
