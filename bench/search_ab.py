@@ -7,7 +7,11 @@ current ones, so this measures the body of search_candidates only, unless --with
 baseline's full-text functions too (bench/fulltext_kinds.py copies them) and its search_candidates
 calls those. Besides wall times, the server's CPU time per call (bench/stats.py). Data: the LoCoMo groups of the
 default database (as `search_latency --locomo` left them, questions embedded now with the local
-model) or a loaded search_latency scenario (`--scenario 100k`, `1m`).
+model) or a loaded search_latency scenario (`--scenario 100k`, `1m`). The baseline call is not told
+the limit, so a recipe whose pool follows the limit (candidates=None) gets the default pool (30)
+there; `--baseline-candidates N` tells it the limit too and gives it N candidates per method, so
+only the pools differ. With --limit, the overlap of each kind's top LIMIT with the baseline's is
+printed.
 
     PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.search_ab --baseline HEAD~1 \
         --scenario 100k --recipe edge_hybrid_rrf --queries 100 [--limit 10]
@@ -21,6 +25,7 @@ import os
 import random
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
@@ -79,7 +84,8 @@ async def top(rows: list, query: str, config, limit: int) -> list[tuple]:
 
 
 async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int,
-                  with_fulltext: bool = False, limit: int | None = None) -> None:
+                  with_fulltext: bool = False, limit: int | None = None,
+                  baseline_candidates: int | None = None) -> None:
     """Time baseline and current on every query (the order alternating), print p50/p95, the server's
     mean CPU time per call, and ratios. With `limit`, the current call is told the result limit
     (options(limit=...)), each call's time includes decoding its rows into hits, and what is compared is
@@ -91,10 +97,14 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
         config = resolve_config(recipe)
-        opts = {"baseline": options(config, SearchFilters(), with_embeddings=False),
+        baseline = (options(replace(config, candidates=baseline_candidates), SearchFilters(),
+                            with_embeddings=False, limit=limit)
+                    if baseline_candidates else options(config, SearchFilters(), with_embeddings=False))
+        opts = {"baseline": baseline,
                 "current": options(config, SearchFilters(), with_embeddings=False, limit=limit)}
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         differ = 0
+        overlap: dict[str, list[float]] = {}
         for n, (g, q, v) in enumerate(queries):
             rows = {}
             order = ("baseline", "current") if n % 2 else ("current", "baseline")
@@ -114,12 +124,20 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
                     (r["kind"], str(r["id"]), r["version_id"], json.dumps(r["ranks"], sort_keys=True),
                      json.dumps(r["detail"], sort_keys=True)) for r in found)
             differ += rows["baseline"] != rows["current"]
+            if limit is not None and n >= warmup:  # each kind's top `limit` ids: the share the current call keeps
+                for (kind, b_hits), (_, c_hits) in zip(rows["baseline"], rows["current"]):
+                    if b_hits:
+                        kept = {h[0] for h in b_hits} & {h[0] for h in c_hits}
+                        overlap.setdefault(kind, []).append(len(kept) / len(b_hits))
         b, c = pct(times["baseline"]), pct(times["current"])
         cb, cc = (cpu[label] * 1000 / max(len(times[label]), 1) for label in ("baseline", "current"))
         log(f"  {recipe} n={b['n']} baseline p50 {b['p50']:7.2f} p95 {b['p95']:7.2f} | current p50 {c['p50']:7.2f} "
             f"p95 {c['p95']:7.2f} ms | ratio p50 {c['p50'] / max(b['p50'], 1e-9):.2f} p95 "
             f"{c['p95'] / max(b['p95'], 1e-9):.2f} | server CPU per call {cb:.2f} -> {cc:.2f} ms (x{cc / max(cb, 1e-9):.2f})"
             f" | queries whose rows differ: {differ} | load {os.getloadavg()[0]:.2f}")
+        for kind, shares in overlap.items():
+            log(f"  {kind}: overlap@{limit} with the baseline's top {limit} {100 * sum(shares) / len(shares):.2f}% "
+                f"({sum(s < 1 for s in shares)} of {len(shares)} queries not the same set)")
     finally:
         await conn.close()
 
@@ -136,6 +154,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--limit", type=int, help="tell the current call the result limit, include decoding, and "
                     "compare each kind's top LIMIT after RRF (Memory.search's default limit is 10)")
+    ap.add_argument("--baseline-candidates", type=int,
+                    help="tell the baseline call the limit too, with this many candidates per method")
     ap.add_argument("--with-fulltext", action="store_true",
                     help="the baseline's full-text functions too (text_top_k and the *_text_hits it calls)")
     args = ap.parse_args()
@@ -149,7 +169,8 @@ def main() -> None:
         dsn = db_dsn(server, sc.db)
         queries = [(q.group, q.text, q.vector) for q in make_queries(dsn, sc, total)[0]]
     log(f"scenario {args.scenario}: baseline {args.baseline}, {args.queries} queries after {args.warmup} warm-up")
-    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext, args.limit))
+    asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext, args.limit,
+                        args.baseline_candidates))
 
 
 if __name__ == "__main__":

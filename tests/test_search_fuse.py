@@ -73,3 +73,30 @@ async def test_only_plain_rrf_without_keys_or_metadata_is_cut(memory, group):
     assert await facts(replace(config, reranker="episode_mentions")) == every
     assert await facts(replace(config, reranker="mmr")) == every
     assert await facts(config, with_keys=True) == every
+
+
+async def test_edge_recipe_fuses_twice_the_limit_per_method_unless_candidates_is_given(memory, group):
+    """edge_hybrid_rrf asks each method for 2 x limit candidates (Graphiti's edge_search rule); a
+    caller's explicit `candidates` wins; the default recipe keeps its fixed pool."""
+    await _facts(memory, group)
+    edge = RECIPES["edge_hybrid_rrf"]
+    for limit in (1, 3, 7):
+        assert options(edge, SearchFilters(), with_embeddings=False, limit=limit)["candidates"] == 2 * limit
+        assert options(resolve_config("edge_hybrid_rrf", candidates=30), SearchFilters(), with_embeddings=False,
+                       limit=limit)["candidates"] == 30
+        assert options(RECIPES["combined_hybrid_rrf"], SearchFilters(), with_embeddings=False,
+                       limit=limit)["candidates"] == 30
+    for query in ("who likes green tea", "does anyone own a dog or a cat"):
+        embedding = (await memory.embedder.embed([query]))[0]
+        for limit in (3, 7):
+            pool = replace(edge, candidates=2 * limit)
+            async with memory.pool.acquire() as conn:
+                lists = await fetch_candidates(conn, [group], query, embedding,
+                                               options(pool, SearchFilters(), with_embeddings=False))
+            wider = replace(edge, candidates=30)
+            async with memory.pool.acquire() as conn:
+                every = await fetch_candidates(conn, [group], query, embedding,
+                                               options(wider, SearchFilters(), with_embeddings=False))
+            assert len(lists.facts) < len(every.facts), (query, limit)  # the pool is smaller
+            found = await memory.search(query, group_ids=[group], limit=limit, config="edge_hybrid_rrf")
+            assert [(h.version_id, h.score, h.fact) for h in found.facts] == _expected(lists, edge, limit)

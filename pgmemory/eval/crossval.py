@@ -109,7 +109,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 
 def _parse_values(field: str, text: str) -> list[Any]:
     kinds = {f.name: f.type for f in fields(resolve_config(None))}
-    kind = {"float": float, "int": int}.get(str(kinds.get(field)))
+    kind = {"float": float, "int": int, "int | None": int}.get(str(kinds.get(field)))
     if kind is None:
         raise InvalidInput(f"--field must be a numeric SearchConfig field, got {field!r}")
     try:

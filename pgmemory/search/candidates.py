@@ -20,9 +20,9 @@ from pgmemory.storage.vectors import vector_literals
 
 def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bool,
             limit: int | None = None) -> dict[str, Any]:
-    """The jsonb options of one search call. With `limit` and the plain RRF reranker, the database
-    describes only the facts RRF can rank within the limit ("fuse"; facts are reordered by nothing
-    after RRF, so the returned facts are the same)."""
+    """The jsonb options of one search call; each method's pool is config.pool(limit). With `limit`
+    and the plain RRF reranker, the database describes only the facts RRF can rank within the limit
+    ("fuse"; facts are reordered by nothing after RRF, so the returned facts are the same)."""
     fuse = None
     if limit is not None and config.reranker == "rrf":
         fuse = {"k": config.rrf_k, "weights": dict(config.method_weights), "limit": limit}
@@ -31,7 +31,7 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         **filters.to_options(),
         "kinds": list(config.kinds),
         "methods": list(config.methods),
-        "candidates": config.candidates,
+        "candidates": config.pool(limit),
         "bfs_depth": config.bfs_depth,
         "bfs_recent_episodes": config.bfs_recent_episodes,
         "bfs_max_entities": config.bfs_max_entities,
