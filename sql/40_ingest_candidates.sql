@@ -4,7 +4,7 @@
 -- Existing entities of p_group that may be the same as each new name:
 -- exact (case-insensitive) name matches or, without one, the nearest name
 -- embeddings (cosine, pgmemory.entity_name_vectors) and full-text matches on name + summary. One row per
--- (input index, candidate). p_k: at most 40 nearest names (the index read's constant limit).
+-- (input index, candidate).
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(
     p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
     p_min_similarity double precision DEFAULT 0.6)
@@ -26,15 +26,10 @@ AS $$
             SELECT x.id FROM pgmemory.entities x
              WHERE x.group_id = p_group AND lower(x.name) = lower(i.name) AND x.retired_at IS NULL
             UNION
-            -- A constant LIMIT for the index: with p_k there, a cached generic plan (which
-            -- does not know its value) sorts every name vector instead; p_k is applied after.
-            (SELECT near.id FROM (
-                    SELECT x.id, v.name_embedding <=> i.embedding AS d FROM pgmemory.entity_name_vectors v
-                      JOIN pgmemory.entities x ON x.group_id = p_group AND x.id = v.entity_id
-                     WHERE v.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
-                     ORDER BY v.name_embedding <=> i.embedding
-                     LIMIT 40) near
-              ORDER BY near.d
+            (SELECT x.id FROM pgmemory.entity_name_vectors v
+               JOIN pgmemory.entities x ON x.group_id = p_group AND x.id = v.entity_id
+              WHERE v.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
+              ORDER BY v.name_embedding <=> i.embedding
               LIMIT p_k)
             UNION
             (SELECT x.id FROM pgmemory.entities x

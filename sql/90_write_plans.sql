@@ -9,13 +9,9 @@
 -- against 13.1 ms per call (load 6.5; bench/README.md, "Issue 9, session 6"). Its limits are
 -- constants, so the generic plan keeps the index reads. The SET clause stops the function being
 -- inlined into the caller's statement, so its body's plan is cached with the function.
--- entity_candidates (the new names of an episode, one call per episode): its custom plan was
--- built on every call (5.6% of the ingesting backend's CPU, bench/README.md "Issue 9, session 7");
--- its nearest-name read has a constant LIMIT (p_k applied after it), so the generic plan keeps the
--- HNSW index: 1.2 -> 0.36 ms per call, identical rows in 300 of 300 calls on a 10k-episode group
--- ("Issue 9, session 8"). (With LIMIT p_k a generic plan read an 18k-entity group 5x slower.)
--- Not the whole apply step: forcing generic plans there showed no gain in the same-run ingest
--- benchmark.
+-- Not the whole apply step nor the entity candidate read: forcing generic plans there showed no
+-- gain in the same-run ingest benchmark, and the nearest-name search needs the value of its LIMIT
+-- to choose the HNSW index (a generic plan read an 18k-entity group 5x slower).
 -- Not on Citus, which routes a statement by the group's value and cannot plan these with
 -- parameters (as sql/fulltext/tsvector.sql). Last in sql/: CREATE OR REPLACE drops a function's
 -- SET clauses, so this runs after them all.
@@ -25,13 +21,9 @@ BEGIN
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) RESET plan_cache_mode;
         ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
             RESET plan_cache_mode;
-        ALTER FUNCTION pgmemory_internal.entity_candidates(text, text[], vector[], integer, double precision)
-            RESET plan_cache_mode;
     ELSE
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) SET plan_cache_mode = force_generic_plan;
         ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
-            SET plan_cache_mode = force_generic_plan;
-        ALTER FUNCTION pgmemory_internal.entity_candidates(text, text[], vector[], integer, double precision)
             SET plan_cache_mode = force_generic_plan;
     END IF;
 END
