@@ -13,7 +13,7 @@
 -- gain in the same-run ingest benchmark, and the nearest-name search needs the value of its LIMIT
 -- to choose the HNSW index (a generic plan read an 18k-entity group 5x slower). With a constant
 -- LIMIT a generic plan keeps the index (1.2 -> 0.36 ms per call at 10k episodes, bench/README.md
--- "Issue 9, session 8") but then reads every group through it, while a custom plan reads a small
+-- "Issue 9, session 8") but then reads every group through it, while a custom plan can read a small
 -- group of a large shared table exactly by its key: filtered to such a group, the index read stops
 -- (hnsw.max_scan_tuples) before it meets the group's names. So custom plans stay.
 -- Not on Citus, which routes a statement by the group's value and cannot plan these with
