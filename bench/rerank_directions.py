@@ -27,6 +27,10 @@ Directions (value `0` / the recipe's own value is the baseline):
   to the best) minus l x their largest cosine to the episodes already picked;
 - `speaker_channel w`: one more list fused by RRF with weight w: the episodes spoken by the
   person the question names, nearest to the query vector first (30);
+- `sentences`: the episodes ranked by their best sentence ("actor: sentence", split after . ! ?
+  and before a photo's caption; `blended`: each sentence's vector blended with the turn before's
+  own vector as episode vectors are), 30, either replacing the cosine list (`replace`; `sum`: ranked
+  by stored cosine + best sentence) or added as one more list with RRF weight w (`add w`);
 - `stripped_query a`: the cosine list from normalise(query vector + a x the vector of the query
   without its question words, "What activities does Melanie partake in?" -> "activities Melanie
   partake in"); `a` = -1 stands for the stripped query alone.
@@ -53,6 +57,8 @@ from pgmemory.eval.ingestion import episode_map, group_id, ingest_conversation
 from pgmemory.eval.metrics import DEFAULT_KS, mean, recall_at_k
 from pgmemory.eval.readers import Question
 from pgmemory.eval.retrieval import rank_turns
+from pgmemory.ingest.embed_episode import PREVIOUS_WEIGHT
+from pgmemory.ingest.episode import episode_uuid
 from pgmemory.memory import Memory, default_extractor
 from pgmemory.search import rerank
 from pgmemory.search.candidates import fetch_candidates, options
@@ -80,11 +86,28 @@ class Asked:
 
 @dataclass
 class Episodes:
-    """A group's episodes: ids, speakers and own vectors (rows of a matrix)."""
+    """A group's episodes: ids, speakers and own vectors (rows of a matrix); the vectors of their
+    sentences ("actor: sentence") and, per sentence, the row of its episode."""
 
     ids: list
     actors: list[str]
     vectors: np.ndarray
+    sentence_vectors: np.ndarray
+    blended_sentence_vectors: np.ndarray
+    sentence_owner: np.ndarray
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*(?=\[shares )")
+
+
+def sentences(text: str, captions: bool = True) -> list[str]:
+    """The sentences of a turn: split after . ! ? and (`captions`) before an attached photo's caption."""
+    split = SENTENCE_END.split(text) if captions else re.split(r"(?<=[.!?])\s+(?!\[shares )", text)
+    return [s for s in (x.strip() for x in split) if s] or [text]
 
 
 def is_list_question(question: str) -> bool:
@@ -124,12 +147,21 @@ async def fetch(path: Path) -> tuple[list[Asked], dict[str, Episodes], dict[str,
                     prf_pool = await fetch_candidates(conn, [group], q.question, v,
                                                       options(with_prf, SearchFilters(), with_embeddings=True))
                     asked.append(Asked(c.conversation_id, q, np.array(v), np.array(s), pool, prf_pool, turn_of))
-                rows = await conn.fetch("SELECT id, actor, embedding::text AS v FROM pgmemory.episodes "
+                rows = await conn.fetch("SELECT id, actor, content, embedding::text AS v FROM pgmemory.episodes "
                                         "WHERE group_id = $1 ORDER BY id", group)
                 facts[c.conversation_id] = await conn.fetchval(
                     "SELECT count(*) FROM pgmemory.facts WHERE group_id = $1 AND upper_inf(recorded)", group)
+            row_of = {r["id"]: i for i, r in enumerate(rows)}
+            turn_rows = [row_of[episode_uuid(group, t.turn_id)] for t in c.turns]
+            own = np.array(await memory.embedder.embed([f"{t.speaker}: {t.text}" for t in c.turns]))
+            split = [(i, f"{t.speaker}: {x}") for i, t in enumerate(c.turns) for x in sentences(t.text)]
+            plain = np.array(await memory.embedder.embed([x for _, x in split]))
+            before = [i - 1 if i and c.turns[i - 1].session_id == t.session_id else None for i, t in enumerate(c.turns)]
+            blended = np.array([unit(v + (PREVIOUS_WEIGHT * own[before[i]] if before[i] is not None else 0))
+                                for (i, _), v in zip(split, plain)])
             groups[c.conversation_id] = Episodes([r["id"] for r in rows], [r["actor"] or "" for r in rows],
-                                                 np.array([json.loads(r["v"]) for r in rows]))
+                                                 np.array([json.loads(r["v"]) for r in rows]),
+                                                 plain, blended, np.array([turn_rows[i] for i, _ in split]))
     return asked, groups, facts
 
 
@@ -211,6 +243,20 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
             h.ranks.pop("cosine", None)
         episodes = [h for h in with_list(episodes, "cosine", [group.ids[i] for i in order], actors)
                     if h.ranks or h.neighbour_of]
+    if "sentences" in v:
+        mode, w = v["sentences"]
+        best = np.full(len(group.ids), -1.0)
+        vectors = group.blended_sentence_vectors if v.get("blended") else group.sentence_vectors
+        np.maximum.at(best, group.sentence_owner, vectors @ a.vector)
+        score = best + (group.vectors @ a.vector if mode == "sum" else 0)
+        order = [group.ids[i] for i in np.argsort(-score)[:30]]
+        if mode in ("replace", "sum"):
+            for h in episodes:
+                h.ranks.pop("cosine", None)
+            episodes = [h for h in with_list(episodes, "cosine", order, actors) if h.ranks or h.neighbour_of]
+        else:
+            episodes = with_list(episodes, "sentences", order, actors)
+            weights["sentences"] = w
     if v.get("speaker"):
         named = {x for x in set(group.actors) if x and names(a.question.question, x)}
         if named:
@@ -232,13 +278,14 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
     return rank_turns(out, a.turn_of, 10_000 if v.get("all_turns") else max(DEFAULT_KS)).ids
 
 
-def gold_positions(asked: list[Asked], groups: dict[str, Episodes], pool: int, category: str = "multi-hop") -> Counter:
-    """Where the category's gold turns stand in the default ranking of the pool of `pool` per list:
-    1-10, 11-20, 21-50, beyond 50, or in no list."""
+def gold_positions(asked: list[Asked], groups: dict[str, Episodes], pool: int, category: str = "multi-hop",
+                   variant: Variant | None = None) -> Counter:
+    """Where the category's gold turns stand in the default ranking (or the variant's) of the pool
+    of `pool` per list: 1-10, 11-20, 21-50, beyond 50, or in no list."""
     config, out = resolve_config(None), Counter()
     for a in asked:
         if a.question.category == category:
-            ids = ranked_turns(a, groups[a.conversation], config, {"pool": pool, "all_turns": True})
+            ids = ranked_turns(a, groups[a.conversation], config, {**(variant or {}), "pool": pool, "all_turns": True})
             for turn in set(a.question.evidence):
                 r = ids.index(turn) + 1 if turn in ids else 0
                 out["in no list" if not r else "1-10" if r <= 10 else "11-20" if r <= 20
@@ -285,6 +332,11 @@ DIRECTIONS: dict[str, tuple[Any, dict[Any, Variant]]] = {
                                              for d in (0.3, 0.5, 0.7, 0.85) for f in (1, 2)}}),
     "list_mmr": (0, {0: {}, **{lam: {"mmr": lam} for lam in (0.1, 0.2, 0.3, 0.5, 0.8)}}),
     "speaker_channel": (0, {0: {}, **{w: {"speaker": w} for w in (0.1, 0.25, 0.5, 1.0)}}),
+    "sentences": ("off", {"off": {}, "replace": {"sentences": ("replace", 0)}, "sum": {"sentences": ("sum", 0)},
+                          **{f"add {w}": {"sentences": ("add", w)} for w in (0.25, 0.5, 1.0)},
+                          "blended replace": {"sentences": ("replace", 0), "blended": True},
+                          "blended sum": {"sentences": ("sum", 0), "blended": True},
+                          **{f"blended add {w}": {"sentences": ("add", w), "blended": True} for w in (0.25, 0.5, 1.0)}}),
     "stripped_query": (0, {0: {}, -1: {"stripped": -1}, 0.5: {"stripped": 0.5}, 1: {"stripped": 1.0}}),
 }
 
@@ -295,6 +347,9 @@ async def run(path: Path, only: Sequence[str], k: int) -> None:
           f"{dict(Counter((a.question.category, is_list_question(a.question.question)) for a in asked))}"
           + "".join(f"; multi-hop gold turns in the default ranking of {n} candidates per list: "
                     f"{dict(sorted(gold_positions(asked, groups, n).items()))}" for n in (30, POOL)) + "\n")
+    if "sentences" in only:
+        added = {"sentences": ("add", 0.5), "blended": True}
+        print(f"with the blended sentence list added (0.5): {dict(sorted(gold_positions(asked, groups, 30, variant=added).items()))}\n")
     for name in only or DIRECTIONS:
         base, variants = DIRECTIONS[name]
         tables = table(asked, groups, variants, k)
