@@ -69,6 +69,10 @@ $$;
 -- recently recorded still-valid facts touching its source or target, the
 -- p_k nearest in meaning; plus every believed fact with the same source and
 -- relation type (one employer, ...), ended or not.
+-- Each "100 most recent" is the top 100 of the two endpoints' own top 100s, each read in the
+-- order of its index (facts_current_*_recent), so a hub entity's still-valid facts are not all
+-- read and sorted (they grow with the group). The rows carry their columns out of the union
+-- (no second lookup of each fact by version).
 CREATE OR REPLACE FUNCTION pgmemory_internal.contradiction_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
     p_k integer DEFAULT 10)
@@ -76,30 +80,54 @@ RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source
                target_name text, relation text, fact text, valid_from timestamptz,
                valid_to timestamptz, similarity double precision)
 LANGUAGE sql STABLE AS $$
-    SELECT i.idx::integer, f.id, f.source_id, f.target_id, s.name, t.name, f.relation, f.fact,
-           lower(f.valid), upper(f.valid), coalesce(1 - (f.embedding <=> i.embedding), 0)
+    SELECT i.idx::integer, c.id, c.source_id, c.target_id, s.name, t.name, c.relation, c.fact,
+           lower(c.valid), upper(c.valid), coalesce(1 - c.dist, 0)
       FROM unnest(p_sources, p_targets, p_relations, p_embeddings)
            WITH ORDINALITY AS i (source_id, target_id, relation, embedding, idx)
       CROSS JOIN LATERAL (
-            (SELECT near.version_id FROM (
-                    (SELECT r.version_id, r.embedding, lower(r.recorded) AS rec FROM pgmemory.facts r
-                      WHERE r.group_id = p_group AND r.source_id IN (i.source_id, i.target_id)
-                        AND upper_inf(r.recorded) AND upper_inf(r.valid)
-                      ORDER BY lower(r.recorded) DESC LIMIT 100)
-                    UNION ALL
-                    (SELECT r.version_id, r.embedding, lower(r.recorded) FROM pgmemory.facts r
-                      WHERE r.group_id = p_group AND r.target_id IN (i.source_id, i.target_id)
-                        AND upper_inf(r.recorded) AND upper_inf(r.valid)
-                      ORDER BY lower(r.recorded) DESC LIMIT 100)) near
-              ORDER BY near.embedding <=> i.embedding NULLS LAST
-              LIMIT p_k)
-            UNION
-            SELECT same.version_id FROM pgmemory.facts same
-             WHERE same.group_id = p_group AND same.source_id = i.source_id AND same.relation = i.relation
-               AND upper_inf(same.recorded)) c
-      JOIN pgmemory.facts f ON f.version_id = c.version_id AND f.group_id = p_group
-      JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = f.source_id
-      JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = f.target_id
+            SELECT DISTINCT ON (u.version_id) u.* FROM (
+                (SELECT near.version_id, near.id, near.source_id, near.target_id, near.relation, near.fact,
+                        near.valid, near.embedding <=> i.embedding AS dist
+                   FROM ((SELECT * FROM (
+                            (SELECT r.version_id, r.id, r.source_id, r.target_id, r.relation, r.fact, r.valid,
+                                    r.embedding, lower(r.recorded) AS rec FROM pgmemory.facts r
+                              WHERE r.group_id = p_group AND r.source_id = i.source_id
+                                AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                              ORDER BY lower(r.recorded) DESC LIMIT 100)
+                            UNION ALL
+                            (SELECT r.version_id, r.id, r.source_id, r.target_id, r.relation, r.fact, r.valid,
+                                    r.embedding, lower(r.recorded) FROM pgmemory.facts r
+                              WHERE r.group_id = p_group AND r.source_id = i.target_id
+                                AND i.target_id IS DISTINCT FROM i.source_id
+                                AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                              ORDER BY lower(r.recorded) DESC LIMIT 100)) by_source
+                          ORDER BY by_source.rec DESC LIMIT 100)
+                         UNION ALL
+                         (SELECT * FROM (
+                            (SELECT r.version_id, r.id, r.source_id, r.target_id, r.relation, r.fact, r.valid,
+                                    r.embedding, lower(r.recorded) AS rec FROM pgmemory.facts r
+                              WHERE r.group_id = p_group AND r.target_id = i.source_id
+                                AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                              ORDER BY lower(r.recorded) DESC LIMIT 100)
+                            UNION ALL
+                            (SELECT r.version_id, r.id, r.source_id, r.target_id, r.relation, r.fact, r.valid,
+                                    r.embedding, lower(r.recorded) FROM pgmemory.facts r
+                              WHERE r.group_id = p_group AND r.target_id = i.target_id
+                                AND i.target_id IS DISTINCT FROM i.source_id
+                                AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                              ORDER BY lower(r.recorded) DESC LIMIT 100)) by_target
+                          ORDER BY by_target.rec DESC LIMIT 100)) near
+                  ORDER BY near.embedding <=> i.embedding NULLS LAST
+                  LIMIT p_k)
+                UNION ALL
+                SELECT same.version_id, same.id, same.source_id, same.target_id, same.relation, same.fact,
+                       same.valid, same.embedding <=> i.embedding
+                  FROM pgmemory.facts same
+                 WHERE same.group_id = p_group AND same.source_id = i.source_id AND same.relation = i.relation
+                   AND upper_inf(same.recorded)) u
+             ORDER BY u.version_id) c
+      JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = c.source_id
+      JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = c.target_id
      ORDER BY 1, 11 DESC
 $$;
 

@@ -230,20 +230,27 @@ BEGIN
     UPDATE pgmemory.entities e
        SET summary = s.summary
       FROM summaries s
-     WHERE e.group_id = p_group AND e.id = s.id AND e.summary IS DISTINCT FROM s.summary;
+     -- id = ANY: the entities are read by key (the generic plan otherwise read the group's whole
+     -- entity table into a hash).
+     WHERE e.group_id = p_group AND e.id = ANY (p_entities) AND e.id = s.id
+       AND e.summary IS DISTINCT FROM s.summary;
 
     -- Without believed facts: the description of its earliest live mention.
     UPDATE pgmemory.entities e
        SET summary = d.summary
-      FROM (SELECT ent.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
-                                      WHERE m.group_id = p_group AND m.entity_id = ent.id AND m.summary <> ''
-                                      ORDER BY m.seq LIMIT 1), '') AS summary
-              FROM unnest(p_entities) AS ent (id)
-             -- Two probes that stop at the first row (an OR would read every believed fact of a hub).
-             WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
-                                WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded))
-               AND NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
-                                WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded))) d
+      FROM (SELECT n.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
+                                    WHERE m.group_id = p_group AND m.entity_id = n.id AND m.summary <> ''
+                                    ORDER BY m.seq LIMIT 1), '') AS summary
+              FROM (SELECT ent.id FROM unnest(p_entities) AS ent (id)
+                     -- Two probes that stop at the first row (an OR would read every believed fact
+                     -- of a hub).
+                     WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
+                                        WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded))
+                       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
+                                        WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded))
+                    -- Kept apart (OFFSET 0): the plan otherwise read the mentions of an entity before
+                    -- probing its facts, every mention of a hub on every episode (11 ms at 10k).
+                    OFFSET 0) n) d
      WHERE e.group_id = p_group AND e.id = d.id AND e.summary IS DISTINCT FROM d.summary;
 END
 $$;

@@ -11,7 +11,11 @@
 -- inlined into the caller's statement, so its body's plan is cached with the function.
 -- Not the whole apply step nor the entity candidate read: forcing generic plans there showed no
 -- gain in the same-run ingest benchmark, and the nearest-name search needs the value of its LIMIT
--- to choose the HNSW index (a generic plan read an 18k-entity group 5x slower).
+-- to choose the HNSW index (a generic plan read an 18k-entity group 5x slower). With a constant
+-- LIMIT a generic plan keeps the index (1.2 -> 0.36 ms per call at 10k episodes, bench/README.md
+-- "Issue 9, session 8") but then reads every group through it, while a custom plan can read a small
+-- group of a large shared table exactly by its key: filtered to such a group, the index read stops
+-- (hnsw.max_scan_tuples) before it meets the group's names. So custom plans stay.
 -- Not on Citus, which routes a statement by the group's value and cannot plan these with
 -- parameters (as sql/fulltext/tsvector.sql). Last in sql/: CREATE OR REPLACE drops a function's
 -- SET clauses, so this runs after them all.

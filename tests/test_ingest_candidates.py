@@ -1,0 +1,81 @@
+"""The contradiction candidates of a new fact (sql/40_ingest_candidates.sql) around hub entities:
+the set the extractor sees must be the one the definition names, however the read is bounded."""
+from __future__ import annotations
+
+import random
+import uuid
+
+# The definition written plainly (every still-valid fact of both endpoints read and sorted): the
+# p_k nearest among the 100 most recently recorded still-valid facts with the source or target
+# as their source, and among those with either as their target; plus every believed fact with
+# the same source and relation, ended or not.
+REFERENCE = """
+SELECT f.id, s.name, t.name, f.relation, lower(f.valid), upper(f.valid),
+       coalesce(1 - (f.embedding <=> %(emb)s::vector), 0)
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE f.group_id = %(g)s AND f.version_id IN (
+       SELECT near.version_id FROM (
+              (SELECT r.version_id, r.embedding FROM pgmemory.facts r
+                WHERE r.group_id = %(g)s AND r.source_id IN (%(a)s, %(b)s)
+                  AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                ORDER BY lower(r.recorded) DESC LIMIT 100)
+              UNION ALL
+              (SELECT r.version_id, r.embedding FROM pgmemory.facts r
+                WHERE r.group_id = %(g)s AND r.target_id IN (%(a)s, %(b)s)
+                  AND upper_inf(r.recorded) AND upper_inf(r.valid)
+                ORDER BY lower(r.recorded) DESC LIMIT 100)) near
+        ORDER BY near.embedding <=> %(emb)s::vector LIMIT 10)
+    OR (f.group_id = %(g)s AND f.source_id = %(a)s AND f.relation = %(rel)s AND upper_inf(f.recorded))
+ ORDER BY 7 DESC
+"""
+
+
+def vec(rng: random.Random) -> str:
+    return "[" + ",".join(f"{rng.uniform(-1, 1):.6f}" for _ in range(384)) + "]"
+
+
+def test_contradiction_candidates_of_hubs_are_the_defined_set(conn, group):
+    """Two hubs with 130 still-valid facts each as source and 110 as target (each recorded at
+    its own time, distinct vectors), 40 ended facts of one relation: the candidates of a new fact
+    between the hubs are exactly the reference's rows in the reference's order, and of a fact
+    from a hub to a new entity too."""
+    rng = random.Random(9)
+    ids = {name: uuid.uuid4() for name in ("A", "B", "C")}
+    others = [uuid.uuid4() for _ in range(60)]
+    with conn.transaction():
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) SELECT x.id, %s, x.name"
+                     " FROM unnest(%s::uuid[], %s::text[]) AS x (id, name)",
+                     (group, list(ids.values()) + others, list(ids) + [f"E{i}" for i in range(60)]))
+        rows = []
+        n = 0
+        for hub in ("A", "B"):
+            for i in range(130):
+                rows.append((ids[hub], rng.choice(others), rng.choice(["LIKES", "VISITED", "HAS_FRIEND"]), True))
+            for i in range(110):
+                rows.append((rng.choice(others), ids[hub], "KNOWS", True))
+        for i in range(40):
+            rows.append((ids["A"], rng.choice(others), "LIVES_IN", False))
+        rng.shuffle(rows)
+        for source, target, relation, open_ in rows:
+            n += 1
+            conn.execute(
+                "INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, embedding,"
+                " valid, recorded)"
+                " VALUES (%(id)s, %(id)s, %(g)s, %(s)s, %(t)s, %(rel)s, %(fact)s, %(emb)s::vector,"
+                "  tstzrange('2020-01-01'::timestamptz + %(n)s * interval '1 day',"
+                "            CASE WHEN NOT %(open)s THEN '2020-01-01'::timestamptz + (%(n)s + 1) * interval '1 day' END),"
+                "  tstzrange('2025-01-01'::timestamptz + %(n)s * interval '1 minute', NULL))",
+                {"id": uuid.uuid4(), "g": group, "s": source, "t": target, "rel": relation,
+                 "fact": f"fact {n}", "emb": vec(rng), "n": n, "open": open_})
+    for a, b in ((ids["A"], ids["B"]), (ids["A"], ids["C"]), (ids["B"], ids["A"])):
+        for rel in ("LIVES_IN", "LIKES"):
+            emb = vec(rng)
+            got = conn.execute(
+                "SELECT fact_id, source_name, target_name, relation, valid_from, valid_to, similarity"
+                " FROM pgmemory_internal.contradiction_candidates(%s, %s, %s, %s, ARRAY[%s::vector])",
+                (group, [a], [b], [rel], emb)).fetchall()
+            want = conn.execute(REFERENCE, {"g": group, "a": a, "b": b, "rel": rel, "emb": emb}).fetchall()
+            assert len(want) >= 10
+            assert got == want
