@@ -271,7 +271,6 @@ DECLARE
     batch integer[];             -- step 1: sets probed together (one OR of their units' ANDs)
     batched integer := 0;        -- the last position of masks probed in a batch
     est double precision;        -- the documents a batch is expected to hold
-    docs_total double precision; -- the documents of the searched groups (from a lexeme's idf and df)
     correlated boolean := false; -- a set held far more documents than estimated: no batches
     before integer;
     rep_keys text[];             -- step 2: the documents read by key
@@ -318,16 +317,18 @@ BEGIN
     n := cardinality(unit_tq);
     -- Sets by the bound of the documents not listed (all but a few): a set whose bound1 is below
     -- theta is not probed, its listed documents are read by key in step 2.
-    docs_total := (SELECT sum(y.docs) FROM (SELECT DISTINCT ON (x.g) (exp(x.idf) - 1) * (x.df + 0.5) + x.df - 0.5 AS docs
-                                       FROM unnest(terms_group, terms_idf, terms_df) AS x (g, idf, df)) y);
     SELECT array_agg(m.mask ORDER BY m.b DESC, m.mask), array_agg(m.b ORDER BY m.b DESC, m.mask),
            array_agg(m.df ORDER BY m.b DESC, m.mask), array_agg(m.e ORDER BY m.b DESC, m.mask)
       INTO masks, mask_bound, mask_df, mask_est
       FROM (SELECT g AS mask, s.b, s.df, s.e
               FROM generate_series(1, (1 << n) - 1) AS g
+             -- the documents of the searched groups, from a lexeme's idf and df in each
+             CROSS JOIN (SELECT sum(y.docs) AS docs_total
+                           FROM (SELECT DISTINCT ON (x.g) (exp(x.idf) - 1) * (x.df + 0.5) + x.df - 0.5 AS docs
+                                   FROM unnest(terms_group, terms_idf, terms_df) AS x (g, idf, df)) y) t
              CROSS JOIN LATERAL (SELECT sum(unit_bound1[b + 1]) AS b, sum(unit_df[b + 1]) AS df,
-                                        docs_total * exp(sum(ln(greatest(unit_df[b + 1], 1) / greatest(docs_total, 1))))
-                                            AS e
+                                        t.docs_total * exp(sum(ln(greatest(unit_df[b + 1], 1)
+                                                                   / greatest(t.docs_total, 1)))) AS e
                                    FROM generate_series(0, n - 1) AS b WHERE g & (1 << b) <> 0) s) m;
     -- Step 1: the documents holding whole sets, best sets first (at most 2 x n sets), then, while
     -- fewer than p_k documents are scored, more sets of several units (GIN intersections: few rows
