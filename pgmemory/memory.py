@@ -27,7 +27,7 @@ from pgmemory.providers.llm import LLMClient
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
 from pgmemory import reads
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
-from pgmemory.search.config import SearchConfig, SearchFilters, resolve_config
+from pgmemory.search.config import NO_FILTERS, SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.candidates import refused_ids_as_input_errors
 from pgmemory.search.context import build_context
 from pgmemory.search.engine import check_request, run_search
@@ -282,7 +282,7 @@ class Memory:
         if cfg.reranker == "cross_encoder" and self.cross_encoder is None:
             self.cross_encoder = cross_encoder_from_env()
         return await run_search(self.pool, self.embedder, self.cross_encoder, query, groups, limit,
-                                cfg, filters or SearchFilters(), layout=self.layout)
+                                cfg, filters or NO_FILTERS, layout=self.layout)
 
     async def context(self, query: str, *, group_ids: list[str] | str, limit: int = 10,
                       config: SearchConfig | str | None = None, filters: SearchFilters | None = None,

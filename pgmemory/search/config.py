@@ -145,15 +145,25 @@ RECIPES: dict[str, SearchConfig] = {
 
 
 def resolve_config(config: SearchConfig | str | None, **overrides: Any) -> SearchConfig:
-    """A recipe name or config object (default: combined_hybrid_rrf), with overrides, validated."""
-    if config is None:
-        config = RECIPES["combined_hybrid_rrf"]
-    elif isinstance(config, str):
-        if config not in RECIPES:
-            raise InvalidInput(f"unknown search recipe {config!r}: use one of {', '.join(sorted(RECIPES))}")
-        config = RECIPES[config]
+    """A recipe name or config object (default: combined_hybrid_rrf), with overrides, validated.
+    A recipe asked by name without overrides is validated once and reused (every search asks;
+    validating costs ~50 us): reused only while RECIPES still holds the same object."""
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    name = "combined_hybrid_rrf" if config is None else config
+    if isinstance(name, str):
+        if name not in RECIPES:
+            raise InvalidInput(f"unknown search recipe {name!r}: use one of {', '.join(sorted(RECIPES))}")
+        config = RECIPES[name]
+        if not overrides:
+            source, validated = _VALIDATED.get(name, (None, None))
+            if source is not config:
+                validated = config.validate()
+                _VALIDATED[name] = (config, validated)
+            return validated
     return replace(config, **overrides).validate()
+
+
+_VALIDATED: dict[str, tuple[SearchConfig, SearchConfig]] = {}  # recipe name -> (RECIPES' object, validated)
 
 
 @dataclass(frozen=True)
@@ -207,8 +217,13 @@ class SearchFilters:
         }
         if self.metadata:
             out["metadata"] = self.metadata
-        for f in fields(self):
-            if f.type == "datetime | None":
-                value = getattr(self, f.name)
-                out[f.name] = value.isoformat() if value is not None else None
+        for name in _TIME_FIELDS:
+            value = getattr(self, name)
+            out[name] = value.isoformat() if value is not None else None
         return out
+
+
+_TIME_FIELDS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
+
+
+NO_FILTERS = SearchFilters()  # no filter: the default view (frozen, so one shared instance)

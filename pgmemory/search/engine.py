@@ -62,9 +62,11 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
     fetched = time.perf_counter()
     out = SearchResults()
     for kind in ("facts", "entities", "communities", "episodes"):
-        hits = rerank.described_first(
-            await _rerank(getattr(found, kind), query, embedding, limit, config, cross_encoder))
-        setattr(out, kind, hits[:limit])
+        found_hits = getattr(found, kind)
+        if found_hits:  # a kind not searched (or without candidates) has nothing to rerank
+            hits = rerank.described_first(
+                await _rerank(found_hits, query, embedding, limit, config, cross_encoder))
+            setattr(out, kind, hits[:limit])
     if timings is not None:
         timings["embed"] = timings.get("embed", 0.0) + embedded - started
         timings["rerank"] = timings.get("rerank", 0.0) + time.perf_counter() - fetched
