@@ -179,7 +179,11 @@ async def test_a_memory_that_took_the_database_for_one_node_fans_out_once_it_is_
     fanned = ranked(await memory.search("where does he work", group_ids=[a, b], limit=10))
     # Merged ranks: one group's fact ranks second (run in turn, each group's would rank first).
     assert any(2 in dict(r[2]).values() for r in fanned), fanned
+    only_a = ranked(await memory.search("where does he work", group_ids=[a], limit=10))
     memory.layout = Layout(distributed=False)  # as read before init distributed the database
+    # One group: the call is delegated with the vector as pgvector's own type (the one-node
+    # statement), which a worker runs all the same.
+    assert ranked(await memory.search("where does he work", group_ids=[a], limit=10)) == only_a
     assert ranked(await memory.search("where does he work", group_ids=[a, b], limit=10)) == fanned
     assert memory.layout.distributed is True
 

@@ -1,11 +1,15 @@
-"""The query vector of a search travels in binary (a real[] cast to vector): the same hits as the
-text literal it replaced, for one group and several, from a list, a tuple or a numpy array."""
+"""The query vector of a search travels in binary (a real[] cast to vector, or on one node
+pgvector's own binary vector): the same hits as the text literal it replaced, for one group and
+several, from a list, a tuple or a numpy array."""
 from __future__ import annotations
 
 import numpy as np
 
-from pgmemory.search.candidates import SEARCH_MANY, SEARCH_ONE, fetch_rows, options
-from pgmemory.search.config import RECIPES, SearchFilters
+from pgmemory.search.candidates import (SEARCH_MANY, SEARCH_MANY_NODE, SEARCH_ONE, SEARCH_ONE_NODE, fetch_rows,
+                                         options)
+from pgmemory.search.config import RECIPES, SearchFilters, resolve_config
+from pgmemory.search.engine import run_search
+from pgmemory.search.fanout import Layout
 from pgmemory.storage.vectors import vector_literals
 from tests.support import utc
 
@@ -38,5 +42,27 @@ async def test_binary_query_vector_finds_what_the_text_literal_found(memory, gro
                                                vector_literals([embedding])[0], opts)
                     assert as_text, (recipe, query)
                     for sent in (embedding, tuple(embedding), np.array(embedding, dtype=np.float32)):
-                        found = await fetch_rows(conn, statement, target, query, sent, opts)
-                        assert _rows(found) == _rows(as_text), (recipe, query, type(sent))
+                        for binary in (statement, statement.replace("$3::real[]::vector", "$3::vector")):
+                            found = await fetch_rows(conn, binary, target, query, sent, opts)
+                            assert _rows(found) == _rows(as_text), (recipe, query, type(sent), binary)
+
+
+
+async def test_a_search_on_one_node_returns_what_the_real_array_returns(memory, group):
+    """Memory knows the database is one node, so its searches send the vector as a vector
+    (fetch_candidates, distributed=False); a caller that does not know the layout sends a real[]:
+    the same hits, ranks and scores."""
+    for i, text in enumerate(STORY):
+        await memory.add_episode(group, text, actor="Narrator", reference_time=utc(f"2024-01-0{i + 1}"))
+    assert memory.layout.distributed is False
+
+    def seen(results) -> list[tuple]:
+        return [(kind, str(h.id), sorted(h.ranks.items()), round(h.score, 9))
+                for kind in ("facts", "entities", "communities", "episodes") for h in getattr(results, kind)]
+    for recipe in ("combined_hybrid_rrf", "edge_hybrid_rrf"):
+        config = resolve_config(recipe)
+        for query in ("where does Alice work", "who plays chess", "a cat"):
+            as_vector = await memory.search(query, group_ids=[group], config=recipe)
+            as_array = await run_search(memory.pool, memory.embedder, None, query, [group], 10, config,
+                                        SearchFilters(), layout=Layout())
+            assert seen(as_vector) and seen(as_vector) == seen(as_array), (recipe, query)

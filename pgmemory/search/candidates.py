@@ -47,15 +47,19 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
 
 async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,
                            embedding: list[float] | None, opts: dict[str, Any],
-                           timings: dict[str, float] | None = None) -> SearchResults:
+                           timings: dict[str, float] | None = None, *,
+                           distributed: bool | None = None) -> SearchResults:
     """All candidates of every kind and method, in one round trip. One group: search_group (on
     Citus delegated to the group's worker); several: search_candidates over all of them (on
-    Citus, pgmemory.search.fanout instead). With `timings`, the seconds spent in the SQL call
-    ("sql") and in decoding its rows ("decode") are added to it."""
+    Citus, pgmemory.search.fanout instead). `distributed` False (the database is known to be one
+    node): the query vector goes as pgvector's own binary `vector` (SEARCH_ONE_NODE); otherwise
+    as a real[] (SEARCH_ONE). With `timings`, the seconds spent in the SQL call ("sql") and in
+    decoding its rows ("decode") are added to it."""
     opts = widened(opts)
+    one, many = (SEARCH_ONE_NODE, SEARCH_MANY_NODE) if distributed is False else (SEARCH_ONE, SEARCH_MANY)
     if len(group_ids) == 1:
-        return await timed_decode(fetch_rows(conn, SEARCH_ONE, group_ids[0], query, embedding, opts), timings)
-    return await timed_decode(fetch_rows(conn, SEARCH_MANY, group_ids, query, embedding, opts), timings)
+        return await timed_decode(fetch_rows(conn, one, group_ids[0], query, embedding, opts), timings)
+    return await timed_decode(fetch_rows(conn, many, group_ids, query, embedding, opts), timings)
 
 
 async def timed_decode(rows: Awaitable[list[asyncpg.Record]], timings: dict[str, float] | None) -> SearchResults:
@@ -86,8 +90,14 @@ async def fetch_rows(conn: asyncpg.Connection, statement: str, groups: str | lis
     binary as a real[] (asyncpg's own codec, any connection; any sequence of floats, a numpy array
     too), cast to vector by the server: no text literal to format and parse (~0.3 ms a call at 384
     dimensions). Not pgvector's binary vector codec: Citus cannot EXPLAIN a delegated call whose
-    parameter is of an extension's type ("Could not get remote plan")."""
+    parameter is of an extension's type ("Could not get remote plan"); on one node the *_NODE
+    statements take the vector as pgvector's binary `vector` (its codec, registered on every
+    pooled connection, packs the floats in C; asyncpg's real[] encoder checks each of the 384
+    floats for being a sub-array, ~0.2-0.3 ms a call). Both round each component once to the
+    nearest float4: the server sees the same vector."""
     limit = Timeouts.from_env().search_s
+    if embedding is not None and not isinstance(embedding, list) and not hasattr(embedding, "ndim"):
+        embedding = list(embedding)  # pgvector's codec takes a list or a numpy array
     try:
         return await conn.fetch(statement, groups, query, embedding, opts, timeout=limit)
     except TimeoutError:
@@ -108,6 +118,10 @@ SEARCH_ONE = ("SELECT kind, id, version_id, ranks, detail"
               " FROM pgmemory.search_group($1, $2, $3::real[]::vector, $4::jsonb) c")
 SEARCH_MANY = ("SELECT kind, id, version_id, ranks, detail"
                " FROM pgmemory.search_candidates($1, $2, $3::real[]::vector, $4::jsonb) c")
+# On a database known to be one node (Memory reads the layout when it opens): the vector in
+# pgvector's binary format, which Citus could not EXPLAIN when delegating the call (fetch_rows).
+SEARCH_ONE_NODE = SEARCH_ONE.replace("$3::real[]::vector", "$3::vector")
+SEARCH_MANY_NODE = SEARCH_MANY.replace("$3::real[]::vector", "$3::vector")
 METADATA_WIDEN = 4  # candidates per method read when a metadata filter will drop some
 
 _LISTS = {"fact": "facts", "entity": "entities", "community": "communities", "episode": "episodes"}

@@ -52,7 +52,8 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
             if not fan_out:
                 try:  # single_node: a database distributed since the layout was read says so
                     found = await fetch_candidates(conn, group_ids, query, embedding,
-                                                   {**opts, "single_node": len(group_ids) > 1}, timings)
+                                                   {**opts, "single_node": len(group_ids) > 1}, timings,
+                                                   distributed=layout.distributed)
                 except asyncpg.PostgresError as exc:
                     if exc.sqlstate != DISTRIBUTED_SINCE:
                         raise
