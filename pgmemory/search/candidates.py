@@ -84,17 +84,17 @@ def widened(opts: dict[str, Any]) -> dict[str, Any]:
 
 async def fetch_rows(conn: asyncpg.Connection, statement: str, groups: str | list[str], query: str,
                      embedding: list[float] | None, opts: dict[str, Any]) -> list[asyncpg.Record]:
-    """One search call (SEARCH_ONE or SEARCH_MANY), cancelled after PGMEMORY_SEARCH_TIMEOUT. The
-    metadata filter travels in `opts` (search_candidates applies it), so a one-group call stays a
-    bare function call, which Citus delegates to the group's worker. The query vector goes in
-    binary as a real[] (asyncpg's own codec, any connection; any sequence of floats, a numpy array
-    too), cast to vector by the server: no text literal to format and parse (~0.3 ms a call at 384
-    dimensions). Not pgvector's binary vector codec: Citus cannot EXPLAIN a delegated call whose
-    parameter is of an extension's type ("Could not get remote plan"); on one node the *_NODE
-    statements take the vector as pgvector's binary `vector` (its codec, registered on every
-    pooled connection, packs the floats in C; asyncpg's real[] encoder checks each of the 384
-    floats for being a sub-array, ~0.2-0.3 ms a call). Both round each component once to the
-    nearest float4: the server sees the same vector."""
+    """One search call (SEARCH_ONE or SEARCH_MANY, or their *_NODE forms), cancelled after
+    PGMEMORY_SEARCH_TIMEOUT. The metadata filter travels in `opts` (search_candidates applies it),
+    so a one-group call stays a bare function call, which Citus delegates to the group's worker.
+    The query vector goes in binary (any sequence of floats, a numpy array too), no text literal
+    to format and parse (~0.3 ms a call at 384 dimensions): SEARCH_ONE / SEARCH_MANY take a real[]
+    (asyncpg's own codec) cast to vector by the server, because Citus cannot EXPLAIN a delegated
+    call whose parameter is of an extension's type ("Could not get remote plan"); the *_NODE forms,
+    for a database known to be one node, take pgvector's binary `vector` (its codec, registered on
+    every pooled connection, packs the floats in C, where asyncpg's real[] encoder asks each of the
+    384 floats whether it is a sub-array). Both round each component once to the nearest float4:
+    the server sees the same vector."""
     limit = Timeouts.from_env().search_s
     if embedding is not None and not isinstance(embedding, list) and not hasattr(embedding, "ndim"):
         embedding = list(embedding)  # pgvector's codec takes a list or a numpy array
