@@ -37,12 +37,13 @@ async def test_binary_query_vector_finds_what_the_text_literal_found(memory, gro
         for query in ("where does Alice work", "who plays chess", "a cat"):
             embedding = (await memory.embedder.embed([query]))[0]
             async with memory.pool.acquire() as conn:
-                for statement, target in ((SEARCH_ONE, group), (SEARCH_MANY, groups)):
+                for statement, node, target in ((SEARCH_ONE, SEARCH_ONE_NODE, group),
+                                                (SEARCH_MANY, SEARCH_MANY_NODE, groups)):
                     as_text = await conn.fetch(statement.replace("$3::real[]::vector", "$3::text::vector"), target, query,
                                                vector_literals([embedding])[0], opts)
                     assert as_text, (recipe, query)
                     for sent in (embedding, tuple(embedding), np.array(embedding, dtype=np.float32)):
-                        for binary in (statement, statement.replace("$3::real[]::vector", "$3::vector")):
+                        for binary in (statement, node):
                             found = await fetch_rows(conn, binary, target, query, sent, opts)
                             assert _rows(found) == _rows(as_text), (recipe, query, type(sent), binary)
 
