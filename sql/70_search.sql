@@ -11,6 +11,20 @@ RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
 $$;
 
+-- Does the query name the episode's actor, as pgmemory/search/rerank.py's named_speakers decides:
+-- the actor's words (\w+ of its casefold) appear in a row among p_query_words (the query's words
+-- so, computed by the caller, joined by spaces). NULL when SQL cannot decide it the same way: an
+-- actor with a non-ASCII character (lower() and the regex classes are not casefold() and \w
+-- there); on ASCII, casefold() is lower() in the C collation and \w is [a-z0-9_].
+CREATE OR REPLACE FUNCTION pgmemory_internal.names_speaker(p_actor text, p_query_words text)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_actor IS NULL OR p_actor = '' THEN false
+                WHEN p_actor !~ '^[\x01-\x7f]*$' THEN NULL
+                ELSE coalesce((SELECT strpos(' ' || p_query_words || ' ', ' ' || string_agg(m.w[1], ' ' ORDER BY m.n) || ' ') > 0
+                                 FROM regexp_matches(lower(p_actor COLLATE "C"), '[a-z0-9_]+', 'g') WITH ORDINALITY AS m (w, n)),
+                              false) END
+$$;
+
 -- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
 -- no id of another group can enter a query. The message is the same for an id
 -- of another group and for one that does not exist: it reveals nothing.
@@ -117,8 +131,10 @@ $$;
 -- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
 -- single_node (the caller expects one node: on a distributed database a search of several
 -- groups then fails with SQLSTATE PMDST instead of running each group in turn); fuse
--- ({k, weights, limit}: the caller fuses the fact lists by plain RRF and keeps `limit`, so only the
--- facts that can be among those are returned).
+-- ({k, weights, limit, episodes}: the caller fuses each kind's lists by plain RRF and keeps `limit`,
+-- so only the facts, entities and episodes that can be among those are returned; `episodes`,
+-- {neighbour_weight, speaker_weight, query_words} or null, is how it reranks episodes after RRF:
+-- null when it does otherwise, e.g. by session proximity, and then every episode is returned).
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -171,6 +187,12 @@ DECLARE
     fuse jsonb := CASE WHEN NOT with_keys AND meta_filter IS NULL THEN NULLIF(p_opts->'fuse', 'null'::jsonb) END;
     fuse_k float8 := coalesce((fuse->>'k')::float8, 60);
     fuse_limit integer := (fuse->>'limit')::integer;
+    -- Episodes: RRF, + the neighbour bonus, x the speaker factor (pgmemory/search/rerank.py) bound
+    -- the final score, so only the episodes that can reach the limit-th are described.
+    fuse_episodes jsonb := NULLIF(fuse->'episodes', 'null'::jsonb);
+    neighbour_weight float8 := coalesce((fuse_episodes->>'neighbour_weight')::float8, 0);
+    speaker_weight float8 := coalesce((fuse_episodes->>'speaker_weight')::float8, 0);
+    query_words text := coalesce(fuse_episodes->>'query_words', '');
     seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
                                  THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
     point timestamptz;
@@ -538,20 +560,39 @@ BEGIN
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
         RETURN QUERY
         WITH ent_hits AS (
-            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(ent_text, ent_text_score) WITH ORDINALITY AS x (id, s, r)
                 UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
              GROUP BY h.id
+        ),
+        ent_rows AS (
+            SELECT eh.*, sm.summary, coalesce(sm.summary, '') <> '' AS described
+              FROM ent_hits eh
+              JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
+             CROSS JOIN LATERAL (SELECT CASE WHEN as_of_view THEN (SELECT sa.summary FROM pgmemory_internal.entity_summary_at(
+                                                 e.group_id, e.id, point, known_at) sa)
+                                             ELSE e.summary END AS summary) sm
+        ),
+        -- With `fuse`, the caller ranks entities by RRF, those with a summary first
+        -- (rerank.described_first), and keeps `limit`: only the entities that reach the limit-th
+        -- one in that order (less a margin for the order of summation) are described.
+        ent_cut AS (
+            SELECT y.described, y.fused FROM ent_rows y
+             WHERE fuse_limit IS NOT NULL ORDER BY y.described DESC, y.fused DESC OFFSET fuse_limit - 1 LIMIT 1
+        ),
+        ent_kept AS (
+            SELECT r.* FROM ent_rows r
+             WHERE NOT EXISTS (SELECT FROM ent_cut)
+                OR EXISTS (SELECT FROM ent_cut c WHERE (r.described, r.fused) >= (c.described, c.fused - 1e-9))
         ),
         from_center AS (
             SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
         )
         SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
                    'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-                   'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
-                                       e.group_id, e.id, point, known_at) sm)
-                                   ELSE e.summary END,
+                   'summary', eh.summary,
                    'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
                    'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
                                  WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
@@ -571,7 +612,7 @@ BEGIN
                           'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
                                      (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
                   ELSE '{}'::jsonb END
-          FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
+          FROM ent_kept eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
           LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
                AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
          WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities);
@@ -600,20 +641,50 @@ BEGIN
         RETURN QUERY
         WITH epi_hits AS (
             SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) FILTER (WHERE h.method = 'fulltext') AS text_score,
-                   max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score FROM (
+                   max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)
                 UNION ALL SELECT x.id, 'prf', x.r::integer, x.s FROM unnest(epi_prf, epi_prf_score) WITH ORDINALITY AS x (id, s, r)) h
              GROUP BY h.id
         ),
-        -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
+        near AS (
+            SELECT * FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d)
+        ),
+        -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}; `fused`: its
+        -- RRF score plus the neighbour bonus (rerank.neighbours) when fuse.episodes asks for it.
         epi_all AS (
-            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits
+            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits,
+                   coalesce(h.fused, 0) + neighbour_weight * coalesce(nb.bonus, 0) AS fused
               FROM epi_hits h
-              FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
-                           FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
+              FULL JOIN (SELECT n.id, jsonb_object_agg(n.hit, n.d) AS hits, max(s.fused / n.d) AS bonus
+                           FROM near n LEFT JOIN epi_hits s ON s.id = n.hit GROUP BY n.id) nb
                 ON nb.id = h.id
+        ),
+        -- With fuse.episodes, each episode's final score (rerank.py: RRF, + the neighbour bonus,
+        -- x the speaker factor) lies in [low, high]: they differ only when SQL cannot tell whether
+        -- the query names the actor (names_speaker is NULL). An episode whose `high` is below the
+        -- limit-th `low` (less a margin for the order of summation) cannot be returned.
+        epi_bounds AS (
+            SELECT a.id, a.fused * CASE WHEN sp.named THEN 1 + speaker_weight ELSE 1 END AS low,
+                   a.fused * CASE WHEN sp.named IS NOT FALSE THEN 1 + speaker_weight ELSE 1 END AS high
+              FROM epi_all a
+              JOIN pgmemory.episodes ep ON ep.id = a.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+             CROSS JOIN LATERAL (SELECT CASE WHEN speaker_weight > 0 THEN pgmemory_internal.names_speaker(ep.actor, query_words)
+                                             ELSE false END AS named) sp
+             WHERE fuse_limit IS NOT NULL AND fuse_episodes IS NOT NULL
+        ),
+        epi_top AS (
+            SELECT b.id FROM epi_bounds b
+             WHERE b.high >= coalesce((SELECT y.low FROM epi_bounds y ORDER BY y.low DESC OFFSET fuse_limit - 1 LIMIT 1),
+                                      '-infinity') - 1e-9
+        ),
+        -- ... and the hits a returned neighbour takes its bonus from: the caller fuses the rows it
+        -- receives (rerank.py stays the one definition of the final score; the bounds here only
+        -- prune), so it scores that neighbour the same as when every candidate is returned.
+        epi_kept AS (
+            SELECT t.id FROM epi_top t UNION SELECT n.hit FROM near n JOIN epi_top t ON t.id = n.id
         )
         SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
                    'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
@@ -629,7 +700,8 @@ BEGIN
                           'fulltext', -eph.text_score, 'prf', -eph.prf_score)))
                   ELSE '{}'::jsonb END
           FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-         WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);
+         WHERE (meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes))
+           AND (fuse_limit IS NULL OR fuse_episodes IS NULL OR eph.id IN (SELECT k.id FROM epi_kept k));
     END IF;
 END
 $$;
