@@ -20,9 +20,8 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.names_speaker(p_actor text, p_query
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN p_actor IS NULL OR p_actor = '' THEN false
                 WHEN p_actor !~ '^[\x01-\x7f]*$' THEN NULL
-                ELSE coalesce((SELECT strpos(' ' || p_query_words || ' ', ' ' || string_agg(m.w[1], ' ' ORDER BY m.n) || ' ') > 0
-                                 FROM regexp_matches(lower(p_actor COLLATE "C"), '[a-z0-9_]+', 'g') WITH ORDINALITY AS m (w, n)),
-                              false) END
+                ELSE strpos(' ' || p_query_words || ' ', ' ' || w.words || ' ') > 0 AND w.words <> '' END
+      FROM (SELECT btrim(regexp_replace(lower(p_actor COLLATE "C"), '[^a-z0-9_]+', ' ', 'g')) AS words) w
 $$;
 
 -- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
@@ -666,14 +665,20 @@ BEGIN
         -- x the speaker factor) lies in [low, high]: they differ only when SQL cannot tell whether
         -- the query names the actor (names_speaker is NULL). An episode whose `high` is below the
         -- limit-th `low` (less a margin for the order of summation) cannot be returned.
+        epi_actors AS (
+            SELECT a.id, a.fused, ep.actor FROM epi_all a
+              JOIN pgmemory.episodes ep ON ep.id = a.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+             WHERE fuse_limit IS NOT NULL AND fuse_episodes IS NOT NULL
+        ),
+        speakers AS MATERIALIZED (  -- each actor once (no actor: '', never named)
+            SELECT s.actor, CASE WHEN speaker_weight > 0 THEN pgmemory_internal.names_speaker(s.actor, query_words)
+                                 ELSE false END AS named
+              FROM (SELECT DISTINCT coalesce(x.actor, '') AS actor FROM epi_actors x) s
+        ),
         epi_bounds AS (
             SELECT a.id, a.fused * CASE WHEN sp.named THEN 1 + speaker_weight ELSE 1 END AS low,
                    a.fused * CASE WHEN sp.named IS NOT FALSE THEN 1 + speaker_weight ELSE 1 END AS high
-              FROM epi_all a
-              JOIN pgmemory.episodes ep ON ep.id = a.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-             CROSS JOIN LATERAL (SELECT CASE WHEN speaker_weight > 0 THEN pgmemory_internal.names_speaker(ep.actor, query_words)
-                                             ELSE false END AS named) sp
-             WHERE fuse_limit IS NOT NULL AND fuse_episodes IS NOT NULL
+              FROM epi_actors a JOIN speakers sp ON sp.actor = coalesce(a.actor, '')
         ),
         epi_top AS (
             SELECT b.id FROM epi_bounds b
