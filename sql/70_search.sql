@@ -566,55 +566,58 @@ BEGIN
                 UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
              GROUP BY h.id
         ),
+        -- Each candidate with its summary; with `fuse`, the caller ranks entities by RRF, those
+        -- with a summary first (rerank.described_first), and keeps `limit`: only the entities that
+        -- reach the limit-th one in that order (less a margin for the order of summation) are
+        -- described. One join and one window: a statement with more steps costs more to plan.
         ent_rows AS (
-            SELECT eh.*, sm.summary, coalesce(sm.summary, '') <> '' AS described
+            SELECT eh.*, e.group_id, e.name, e.labels, e.attributes, sm.summary,
+                   coalesce(sm.summary, '') <> '' AS described
               FROM ent_hits eh
               JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
              CROSS JOIN LATERAL (SELECT CASE WHEN as_of_view THEN (SELECT sa.summary FROM pgmemory_internal.entity_summary_at(
                                                  e.group_id, e.id, point, known_at) sa)
                                              ELSE e.summary END AS summary) sm
         ),
-        -- With `fuse`, the caller ranks entities by RRF, those with a summary first
-        -- (rerank.described_first), and keeps `limit`: only the entities that reach the limit-th
-        -- one in that order (less a margin for the order of summation) are described.
         ent_cut AS (
-            SELECT y.described, y.fused FROM ent_rows y
-             WHERE fuse_limit IS NOT NULL ORDER BY y.described DESC, y.fused DESC OFFSET fuse_limit - 1 LIMIT 1
+            SELECT r.*, nth_value(r.described, fuse_limit) OVER w AS cut_described,
+                   nth_value(r.fused, fuse_limit) OVER w AS cut_fused
+              FROM ent_rows r
+            WINDOW w AS (ORDER BY r.described DESC, r.fused DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
         ),
         ent_kept AS (
-            SELECT r.* FROM ent_rows r
-             WHERE NOT EXISTS (SELECT FROM ent_cut)
-                OR EXISTS (SELECT FROM ent_cut c WHERE (r.described, r.fused) >= (c.described, c.fused - 1e-9))
+            SELECT c.* FROM ent_cut c
+             WHERE c.cut_fused IS NULL OR (c.described, c.fused) >= (c.cut_described, c.cut_fused - 1e-9)
         ),
         from_center AS (
             SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
         )
-        SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
-                   'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
+        SELECT 'entity', eh.id, NULL::bigint, eh.ranks, jsonb_build_object(
+                   'group_id', eh.group_id, 'name', coalesce(ev.name, eh.name),
                    'summary', eh.summary,
-                   'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
+                   'labels', coalesce(ev.labels, eh.labels), 'attributes', coalesce(ev.attributes, eh.attributes),
                    'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
-                                 WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
-                   'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
+                                 WHERE m.group_id = eh.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = eh.id),
+                   'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = eh.id),
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN (
                                     SELECT nv.name_embedding::text FROM pgmemory.entity_name_vectors nv
-                                     WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
-                                       AND nv.entity_id = e.id) END)
+                                     WHERE nv.group_id = eh.group_id AND (nv.group_id = one OR one IS NULL)
+                                       AND nv.entity_id = eh.id) END)
                || CASE WHEN with_keys THEN jsonb_build_object(
-                      'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
+                      'matches', meta_filter IS NULL OR eh.id = ANY (keep_entities),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
                           'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN (
                                         SELECT nv.name_embedding <=> p_embedding FROM pgmemory.entity_name_vectors nv
-                                         WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
-                                           AND nv.entity_id = e.id) END,
+                                         WHERE nv.group_id = eh.group_id AND (nv.group_id = one OR one IS NULL)
+                                           AND nv.entity_id = eh.id) END,
                           'fulltext', -eh.text_score,
                           'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
-                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
+                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = eh.id)) END)))
                   ELSE '{}'::jsonb END
-          FROM ent_kept eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
-          LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
-               AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
-         WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities);
+          FROM ent_kept eh
+          LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = eh.group_id
+               AND ev.entity_id = eh.id AND ev.recorded @> coalesce(known_at, '-infinity')
+         WHERE meta_filter IS NULL OR with_keys OR eh.id = ANY (keep_entities);
     END IF;
     IF cardinality(com_cos) + cardinality(com_text) > 0 THEN
         RETURN QUERY
@@ -661,52 +664,52 @@ BEGIN
                            FROM near n LEFT JOIN epi_hits s ON s.id = n.hit GROUP BY n.id) nb
                 ON nb.id = h.id
         ),
+        -- Each episode with what is returned of it (one join; its vector only when asked for).
+        epi_rows AS (
+            SELECT eph.*, ep.group_id, ep.content, ep.kind, ep.actor, ep.valid_at, ep.recorded_at, ep.source_description,
+                   CASE WHEN with_keys OR (p_opts->>'with_embeddings')::boolean THEN ep.embedding END AS embedding
+              FROM epi_all eph
+              JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+        ),
+        speakers AS MATERIALIZED (  -- each actor once (no actor: '', never named)
+            SELECT s.actor, CASE WHEN fuse_episodes IS NOT NULL AND speaker_weight > 0
+                                 THEN pgmemory_internal.names_speaker(s.actor, query_words) ELSE false END AS named
+              FROM (SELECT DISTINCT coalesce(x.actor, '') AS actor FROM epi_rows x) s
+        ),
         -- With fuse.episodes, each episode's final score (rerank.py: RRF, + the neighbour bonus,
         -- x the speaker factor) lies in [low, high]: they differ only when SQL cannot tell whether
         -- the query names the actor (names_speaker is NULL). An episode whose `high` is below the
-        -- limit-th `low` (less a margin for the order of summation) cannot be returned.
-        epi_actors AS (
-            SELECT a.id, a.fused, ep.actor FROM epi_all a
-              JOIN pgmemory.episodes ep ON ep.id = a.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-             WHERE fuse_limit IS NOT NULL AND fuse_episodes IS NOT NULL
-        ),
-        speakers AS MATERIALIZED (  -- each actor once (no actor: '', never named)
-            SELECT s.actor, CASE WHEN speaker_weight > 0 THEN pgmemory_internal.names_speaker(s.actor, query_words)
-                                 ELSE false END AS named
-              FROM (SELECT DISTINCT coalesce(x.actor, '') AS actor FROM epi_actors x) s
-        ),
-        epi_bounds AS (
-            SELECT a.id, a.fused * CASE WHEN sp.named THEN 1 + speaker_weight ELSE 1 END AS low,
-                   a.fused * CASE WHEN sp.named IS NOT FALSE THEN 1 + speaker_weight ELSE 1 END AS high
-              FROM epi_actors a JOIN speakers sp ON sp.actor = coalesce(a.actor, '')
-        ),
-        epi_top AS (
-            SELECT b.id FROM epi_bounds b
-             WHERE b.high >= coalesce((SELECT y.low FROM epi_bounds y ORDER BY y.low DESC OFFSET fuse_limit - 1 LIMIT 1),
-                                      '-infinity') - 1e-9
-        ),
-        -- ... and the hits a returned neighbour takes its bonus from: the caller fuses the rows it
-        -- receives (rerank.py stays the one definition of the final score; the bounds here only
-        -- prune), so it scores that neighbour the same as when every candidate is returned.
-        epi_kept AS (
-            SELECT t.id FROM epi_top t UNION SELECT n.hit FROM near n JOIN epi_top t ON t.id = n.id
+        -- limit-th `low` (less a margin for the order of summation) cannot be returned: `top` is
+        -- false (NULL: no cut, fewer candidates than the limit or no fuse.episodes).
+        epi_cut AS (
+            SELECT b.*, b.high >= nth_value(b.low, CASE WHEN fuse_episodes IS NOT NULL THEN fuse_limit END)
+                                     OVER (ORDER BY b.low DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+                                  - 1e-9 AS top
+              FROM (SELECT r.*, r.fused * CASE WHEN sp.named THEN 1 + speaker_weight ELSE 1 END AS low,
+                           r.fused * CASE WHEN sp.named IS NOT FALSE THEN 1 + speaker_weight ELSE 1 END AS high
+                      FROM epi_rows r JOIN speakers sp ON sp.actor = coalesce(r.actor, '')) b
         )
-        SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
-                   'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
-                   'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
-                   'source_description', ep.source_description,
+        -- Returned: those that can reach the top, and the hits such a neighbour takes its bonus
+        -- from: the caller fuses the rows it receives (rerank.py stays the one definition of the
+        -- final score; the bounds here only prune), so it scores that neighbour the same as when
+        -- every candidate is returned.
+        SELECT 'episode', eph.id, NULL::bigint, eph.ranks, jsonb_build_object(
+                   'group_id', eph.group_id, 'content', eph.content, 'kind', eph.kind, 'actor', eph.actor,
+                   'valid_at', eph.valid_at, 'recorded_at', eph.recorded_at,
+                   'source_description', eph.source_description,
                    'neighbour_of', eph.hits,
-                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN eph.embedding::text END)
                || CASE WHEN with_keys THEN jsonb_build_object(
-                      'matches', meta_filter IS NULL OR ep.id = ANY (keep_episodes),
-                      'via', epi_via->(ep.id::text),
+                      'matches', meta_filter IS NULL OR eph.id = ANY (keep_episodes),
+                      'via', epi_via->(eph.id::text),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
-                          'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
+                          'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN eph.embedding <=> p_embedding END,
                           'fulltext', -eph.text_score, 'prf', -eph.prf_score)))
                   ELSE '{}'::jsonb END
-          FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-         WHERE (meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes))
-           AND (fuse_limit IS NULL OR fuse_episodes IS NULL OR eph.id IN (SELECT k.id FROM epi_kept k));
+          FROM epi_cut eph
+         WHERE (meta_filter IS NULL OR with_keys OR eph.id = ANY (keep_episodes))
+           AND (eph.top IS NOT FALSE
+                OR eph.id IN (SELECT n.hit FROM near n JOIN epi_cut t ON t.id = n.id WHERE t.top IS NOT FALSE));
     END IF;
 END
 $$;
