@@ -46,8 +46,9 @@ async def test_a_search_returns_the_facts_of_fusing_every_candidate(memory, grou
                                            options(config, SearchFilters(), with_embeddings=False))
         assert len(every.facts) >= 15, query  # the lists full
         for limit in (1, 3, 10):
-            found = await memory.search(query, group_ids=[group], limit=limit, config=config)
-            assert [(h.version_id, h.score, h.fact) for h in found.facts] == _expected(every, config, limit)
+            # On one connection with custom plans: the approximate vector index may find other
+            # candidates under another plan (the facts' cosine statement), which is not what is compared.
+            _same(*await _fused_and_every(memory, [group], query, config, limit), query, limit)
             async with memory.pool.acquire() as conn:
                 rows = await fetch_rows(conn, SEARCH_ONE, group, query, embedding,
                                         options(config, SearchFilters(), with_embeddings=False, limit=limit))
