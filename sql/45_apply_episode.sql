@@ -8,15 +8,30 @@
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
 -- attributes}: the decisions only; pgmemory_internal.apply_claim turns them into
--- versions. Vectors (embedding) are pgvector text '[0.1,...]' as a JSON string (the pipeline
--- sends that: cheaper to parse) or a JSON array of numbers. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
+-- versions. Vectors (embedding) are given as p_vectors[n + 1] by a JSON integer n (the pipeline
+-- sends its vectors that way, as one binary vector[] parameter: neither printed nor parsed as
+-- text), or as pgvector text '[0.1,...]' in a JSON string, or as a JSON array of numbers.
+-- Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
 DO $$ BEGIN  -- it returned void before claims existed
     IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.apply_episode(uuid, jsonb)')
                  AND prorettype = 'void'::regtype) THEN
         DROP FUNCTION pgmemory_internal.apply_episode(uuid, jsonb);
     END IF;
 END $$;
-CREATE OR REPLACE FUNCTION pgmemory_internal.apply_episode(p_group text, p_episode uuid, p_plan jsonb)
+
+-- A vector of an apply payload (see apply_episode): p_vectors[n + 1] for a JSON integer n,
+-- else the pgvector text of a JSON string or array; NULL for JSON null or no value.
+CREATE OR REPLACE FUNCTION pgmemory_internal.plan_vector(p_value jsonb, p_vectors vector[])
+RETURNS vector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE jsonb_typeof(p_value)
+               WHEN 'number' THEN p_vectors[(p_value)::integer + 1]
+               WHEN 'string' THEN (p_value #>> '{}')::vector
+               WHEN 'array' THEN (p_value::text)::vector
+           END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_episode(p_group text, p_episode uuid, p_plan jsonb,
+                                                           p_vectors vector[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     g text := p_group;
@@ -41,16 +56,21 @@ BEGIN
     -- The payload's rows are selected through the episode's own row (pinned by group and id):
     -- on Citus that makes the INSERT ... SELECT one pushed down to the group's co-located shard
     -- (from jsonb alone it would go through intermediate results).
-    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
-    SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
-           ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
-           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
-      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
-     WHERE ep.group_id = g AND ep.id = p_episode;
-    INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
-    SELECT ep.group_id, (e->>'id')::uuid, (e->>'embedding')::vector
-      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
-     WHERE ep.group_id = g AND ep.id = p_episode AND e->>'embedding' IS NOT NULL;
+    -- Most episodes create no entity: no statement then (each would still fire the entities'
+    -- statement trigger of the text statistics).
+    IF jsonb_array_length(coalesce(p_plan->'new_entities', '[]')) > 0 THEN
+        INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
+        SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
+               ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
+               coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
+          FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+         WHERE ep.group_id = g AND ep.id = p_episode;
+        INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
+        SELECT ep.group_id, (e->>'id')::uuid, pgmemory_internal.plan_vector(e->'embedding', p_vectors)
+          FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+         WHERE ep.group_id = g AND ep.id = p_episode
+           AND pgmemory_internal.plan_vector(e->'embedding', p_vectors) IS NOT NULL;
+    END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
@@ -119,7 +139,7 @@ BEGIN
         c.target_id := (item->>'target')::uuid;
         c.relation := item->>'relation';
         c.fact := item->>'fact';
-        c.embedding := (item->>'embedding')::vector;
+        c.embedding := pgmemory_internal.plan_vector(item->'embedding', p_vectors);
         c.attributes := coalesce(item->'attributes', '{}');
         c.valid_from := (item->>'valid_from')::timestamptz;
         c.valid_to := (item->>'valid_to')::timestamptz;
@@ -164,7 +184,7 @@ BEGIN
            llm_calls = llm_calls + (p_plan #>> '{usage,calls}')::integer,
            prompt_tokens = prompt_tokens + (p_plan #>> '{usage,prompt_tokens}')::integer,
            completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
-           embedding = (p_plan->>'embedding')::vector
+           embedding = pgmemory_internal.plan_vector(p_plan->'embedding', p_vectors)
      WHERE id = p_episode AND group_id = g;
     RETURN pgmemory_internal.claims_summary(results);
 END
