@@ -20,10 +20,11 @@ import psycopg
 PARAMS = ((16, 64), (16, 32), (8, 32), (8, 16))  # pgvector's default first
 
 
-def measure(conn: psycopg.Connection, m: int, efc: int, base: list[str], held: list[str]) -> tuple[float, float, float]:
+def measure(conn: psycopg.Connection, m: int, efc: int, base: list[str], held: list[str],
+            dim: int) -> tuple[float, float, float]:
     """(median ms per insert, mean ms per insert, recall@10) for one parameter pair."""
     conn.execute("DROP TABLE IF EXISTS public.bench_hnsw_params")
-    conn.execute("CREATE TABLE public.bench_hnsw_params (id bigserial PRIMARY KEY, v vector)")
+    conn.execute(f"CREATE TABLE public.bench_hnsw_params (id bigserial PRIMARY KEY, v vector({int(dim)}))")
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO public.bench_hnsw_params (v) VALUES (%s::vector)", [(v,) for v in base])
     conn.execute(f"CREATE INDEX ON public.bench_hnsw_params USING hnsw (v vector_cosine_ops)"
@@ -58,13 +59,15 @@ def main() -> None:
         order = "seq" if args.table == "episodes" else "version_id"
         vectors = [r[0] for r in conn.execute(
             f"SELECT embedding::text FROM pgmemory.{args.table} WHERE embedding IS NOT NULL ORDER BY {order}")]
+        dim = conn.execute(f"SELECT vector_dims(embedding) FROM pgmemory.{args.table} WHERE embedding IS NOT NULL"
+                           " LIMIT 1").fetchone()[0]
         ef_search = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0]
         base, held = vectors[:-args.held], vectors[-args.held:]
         print(f"{args.table}: index built on {len(base)} vectors, {len(held)} inserted and queried;"
               f" hnsw.ef_search {ef_search}; 1-minute load {os.getloadavg()[0]:.2f}", flush=True)
         try:
             for m, efc in PARAMS:
-                median, mean, recall = measure(conn, m, efc, base, held)
+                median, mean, recall = measure(conn, m, efc, base, held, dim)
                 print(f"  m={m:2d} ef_construction={efc:3d}: insert median {median:.3f} ms, mean {mean:.3f} ms;"
                       f" recall@10 {recall:.4f}; load {os.getloadavg()[0]:.2f}", flush=True)
         finally:
