@@ -119,6 +119,19 @@ $$;
 -- groups then fails with SQLSTATE PMDST instead of running each group in turn); fuse
 -- ({k, weights, limit}: the caller fuses the fact lists by plain RRF and keeps `limit`, so only the
 -- facts that can be among those are returned).
+-- The options search_candidates reads, parsed in one call (jsonb_populate_record) as it starts:
+-- six ARRAY(SELECT jsonb_array_elements_text(..)) were an executor run each, ~0.07 ms of every
+-- call. Re-created by init (nothing stores it; search_candidates names it in its body only).
+DROP TYPE IF EXISTS pgmemory_internal.search_options CASCADE;
+CREATE TYPE pgmemory_internal.search_options AS (
+    candidates integer, kinds text[], methods text[], as_of timestamptz, known_at timestamptz,
+    include_invalidated boolean, include_superseded boolean, relation_types text[], labels text[],
+    valid_at_from timestamptz, valid_at_to timestamptz, invalid_at_from timestamptz, invalid_at_to timestamptz,
+    created_at_from timestamptz, created_at_to timestamptz, expired_at_from timestamptz, expired_at_to timestamptz,
+    bfs_depth integer, bfs_recent_episodes integer, bfs_max_entities integer, bfs_seeds uuid[], center uuid,
+    neighbours integer, neighbour_span integer, neighbour_window_s integer, prf_docs integer, prf_terms integer,
+    with_keys boolean, bfs_seed_episodes uuid[]);
+
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
@@ -127,42 +140,38 @@ SET hnsw.iterative_scan = 'relaxed_order'
 AS $$
 #variable_conflict use_column
 DECLARE
-    k integer := coalesce((p_opts->>'candidates')::integer, 30);
-    kinds text[] := coalesce(NULLIF(ARRAY(SELECT jsonb_array_elements_text(p_opts->'kinds')), '{}'),
-                             ARRAY['facts', 'entities', 'communities', 'episodes']);
-    methods text[] := coalesce(NULLIF(ARRAY(SELECT jsonb_array_elements_text(p_opts->'methods')), '{}'),
-                               ARRAY['cosine', 'fulltext']);
-    as_of timestamptz := (p_opts->>'as_of')::timestamptz;
-    known_at timestamptz := (p_opts->>'known_at')::timestamptz;
+    o pgmemory_internal.search_options := jsonb_populate_record(NULL::pgmemory_internal.search_options, p_opts);
+    k integer := coalesce(o.candidates, 30);
+    kinds text[] := coalesce(NULLIF(o.kinds, '{}'), ARRAY['facts', 'entities', 'communities', 'episodes']);
+    methods text[] := coalesce(NULLIF(o.methods, '{}'), ARRAY['cosine', 'fulltext']);
+    as_of timestamptz := o.as_of;
+    known_at timestamptz := o.known_at;
     -- An as-of search shows entities through the slice of facts (sql/65_entities_as_of.sql).
     as_of_view boolean := as_of IS NOT NULL OR known_at IS NOT NULL;
-    include_invalid boolean := coalesce((p_opts->>'include_invalidated')::boolean, false);
-    include_superseded boolean := coalesce((p_opts->>'include_superseded')::boolean, false);
-    relations text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'relation_types'));
-    want_labels text[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'labels'));
+    include_invalid boolean := coalesce(o.include_invalidated, false);
+    include_superseded boolean := coalesce(o.include_superseded, false);
+    relations text[] := coalesce(o.relation_types, '{}');
+    want_labels text[] := coalesce(o.labels, '{}');
     -- valid_at, invalid_at, created_at, expired_at ranges: [from, to] each (NULL = open)
-    bounds timestamptz[] := ARRAY[
-        (p_opts->>'valid_at_from')::timestamptz, (p_opts->>'valid_at_to')::timestamptz,
-        (p_opts->>'invalid_at_from')::timestamptz, (p_opts->>'invalid_at_to')::timestamptz,
-        (p_opts->>'created_at_from')::timestamptz, (p_opts->>'created_at_to')::timestamptz,
-        (p_opts->>'expired_at_from')::timestamptz, (p_opts->>'expired_at_to')::timestamptz];
-    bfs_depth integer := coalesce((p_opts->>'bfs_depth')::integer, 2);
-    bfs_recent integer := coalesce((p_opts->>'bfs_recent_episodes')::integer, 3);
-    bfs_max integer := coalesce((p_opts->>'bfs_max_entities')::integer, 2000);
-    seeds uuid[] := ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seeds')::uuid);
-    center uuid := (p_opts->>'center')::uuid;
+    bounds timestamptz[] := ARRAY[o.valid_at_from, o.valid_at_to, o.invalid_at_from, o.invalid_at_to,
+                                  o.created_at_from, o.created_at_to, o.expired_at_from, o.expired_at_to];
+    bfs_depth integer := coalesce(o.bfs_depth, 2);
+    bfs_recent integer := coalesce(o.bfs_recent_episodes, 3);
+    bfs_max integer := coalesce(o.bfs_max_entities, 2000);
+    seeds uuid[] := coalesce(o.bfs_seeds, '{}');
+    center uuid := o.center;
     -- Neighbouring turns: the `neighbour_span` previous and next episodes (by valid_at, then
     -- arrival) of the best `neighbours` episode candidates, within `neighbour_window_s` of the hit.
-    neighbours integer := coalesce((p_opts->>'neighbours')::integer, 0);
-    neighbour_span integer := coalesce((p_opts->>'neighbour_span')::integer, 1);
-    neighbour_window interval := make_interval(secs => coalesce((p_opts->>'neighbour_window_s')::integer, 1800));
+    neighbours integer := coalesce(o.neighbours, 0);
+    neighbour_span integer := coalesce(o.neighbour_span, 1);
+    neighbour_window interval := make_interval(secs => coalesce(o.neighbour_window_s, 1800));
     -- Lexical pseudo-relevance feedback: the `prf_terms` best lexemes of the best `prf_docs`
     -- full-text hits of episodes (not in the query) are one more full-text query. 0 = off.
-    prf_docs integer := coalesce((p_opts->>'prf_docs')::integer, 0);
-    prf_terms integer := coalesce((p_opts->>'prf_terms')::integer, 10);
+    prf_docs integer := coalesce(o.prf_docs, 0);
+    prf_terms integer := coalesce(o.prf_terms, 10);
     prf_query text;
     query_lexemes text[];  -- (PRF only: parsed there)
-    with_keys boolean := coalesce((p_opts->>'with_keys')::boolean, false);
+    with_keys boolean := coalesce(o.with_keys, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     -- The caller's fusion of the fact lists when it is plain RRF (SearchConfig.rrf_k, the method
     -- weights and the result limit): facts it would rank below the limit are not described (their
@@ -171,8 +180,7 @@ DECLARE
     fuse jsonb := CASE WHEN NOT with_keys AND meta_filter IS NULL THEN NULLIF(p_opts->'fuse', 'null'::jsonb) END;
     fuse_k float8 := coalesce((fuse->>'k')::float8, 60);
     fuse_limit integer := (fuse->>'limit')::integer;
-    seed_episodes uuid[] := CASE WHEN p_opts->'bfs_seed_episodes' IS NOT NULL
-                                 THEN ARRAY(SELECT jsonb_array_elements_text(p_opts->'bfs_seed_episodes')::uuid) END;
+    seed_episodes uuid[] := o.bfs_seed_episodes;
     point timestamptz;
     tq tsquery;  -- the query's lexemes ORed (communities only: parsed there)
     gid text;

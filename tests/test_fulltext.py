@@ -12,6 +12,17 @@ from tests.support import utc
 
 K1, B = 0.3, 0.1  # the constants of sql/fulltext/tsvector.sql
 
+# The two ways text_top_k finds the exact top k: the steps (bounds over sets of lexemes) and the
+# one pass (every document holding a query lexeme scored) it takes when the lexemes hold few
+# documents. pgmemory.text_probe_rows prices a probe: 0 forces the steps, a huge price the one pass.
+PATHS = {"steps": "-c pgmemory.text_probe_rows=0", "one_pass": "-c pgmemory.text_probe_rows=1e9"}
+
+
+@pytest.fixture(params=sorted(PATHS))
+def text_path(request) -> str:
+    """The connection options that force one of text_top_k's two paths."""
+    return PATHS[request.param]
+
 STATS = """
     SELECT 'doc', kind, '', docs, total_len FROM pgmemory.text_stats WHERE group_id = %(g)s AND docs <> 0
     UNION ALL
@@ -153,7 +164,7 @@ def test_scores_are_okapi_bm25_of_the_group(db_dsn, group):
     assert first == "sailing in Oslo"
 
 
-def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
+def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group, text_path):
     # "dog" is in 261 of 291 documents (a common lexeme with a long list), "zebra" in 5 and
     # "lion" in 6. For a top 1 or 2 of "dog zebra" the zebra documents set a threshold no
     # dog-only document can reach, so dog's list is never read; with "lion", the lion documents
@@ -162,7 +173,7 @@ def test_top_k_is_exact_whether_or_not_common_lexemes_are_read(db_dsn, group):
     texts = ([f"dog number {i} dog" if i % 2 else f"a dog called {i}" for i in range(250)]
              + ["zebra and dog", "zebra zebra dog dog dog", "a zebra", "zebra dog", "old zebra dog"]
              + [f"lion {i} dog" for i in range(6)] + [f"cat {i}" for i in range(30)])
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         add_texts(conn, group, texts)
         for query, lexemes, ks in (("dogs and zebras", ("dog", "zebra"), (1, 2, 3, 10, 40)),
                                    ("dogs, zebras and lions", ("dog", "zebra", "lion"), (2, 10))):
@@ -209,11 +220,11 @@ EPISODE_REFERENCE = """
      GROUP BY ep.id ORDER BY 2 DESC, 1"""
 
 
-def test_episode_top_k_is_exact_and_in_view(db_dsn, group):
+def test_episode_top_k_is_exact_and_in_view(db_dsn, group, text_path):
     # Hidden from an as-of 2024-06-01 search: later episodes, the best zebra documents of all;
     # another group's zebras count neither in the scores nor the hits.
     insert = "INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at) VALUES (%s, %s, 'text', %s, %s)"
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         for text in ANIMALS:
             conn.execute(insert, (uuid.uuid4(), group, text, utc("2024-01-01")))
         for text in ("zebra zebra zebra", "zebra zebra zebra zebra lion"):
@@ -236,11 +247,11 @@ ENTITY_REFERENCE = """
      GROUP BY e.id ORDER BY 2 DESC, 1"""
 
 
-def test_entity_top_k_is_exact_and_in_view(db_dsn, group):
+def test_entity_top_k_is_exact_and_in_view(db_dsn, group, text_path):
     # Hidden: retired entities (merged into others), the best zebra names of all, and another
     # group's; the label filter keeps only the entities with the label asked for.
     insert = "INSERT INTO pgmemory.entities (id, group_id, name, labels, retired_at) VALUES (%s, %s, %s, %s, %s)"
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         for n, name in enumerate(ANIMALS):
             conn.execute(insert, (uuid.uuid4(), group, name, ["Animal"] if n % 3 else ["Entity"], None))
         for name in ("zebra zebra zebra", "zebra zebra zebra zebra lion"):
@@ -267,7 +278,7 @@ FACT_REFERENCE = """
      GROUP BY f.version_id ORDER BY 2 DESC, 1"""
 
 
-def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
+def test_fact_top_k_is_exact_and_in_view(db_dsn, group, text_path):
     # Facts: "dog" in ~290 (with "knows", the relation, in all), "zebra" in 5 believed facts and in
     # 3 that are not in view (a superseded version, an ended one, one of another group), "lion" in 6.
     a, b = uuid.uuid4(), uuid.uuid4()
@@ -277,7 +288,7 @@ def test_fact_top_k_is_exact_and_in_view(db_dsn, group):
     insert = ("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid, recorded)"
               " SELECT f, f, %s, %s, %s, 'KNOWS', x, {valid}, {recorded} FROM (SELECT gen_random_uuid() AS f, x"
               " FROM unnest(%s::text[]) AS x) y")
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         for g in (group, f"{group}-other"):
             conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'A'), (%s, %s, 'B')",
                          (a, g, b, g))
@@ -307,11 +318,11 @@ TWO_GROUP_REFERENCE = """
      GROUP BY ep.id ORDER BY 2 DESC, 1"""
 
 
-def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, group):
+def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, group, text_path):
     # The same words are common in one group and rare in the other, so a lexeme's share differs by
     # group; a query of many lexemes gives more terms (group x lexeme) than the scorer writes out.
     groups = [group, f"{group}-b"]
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         add_texts(conn, groups[0], ANIMALS)
         add_texts(conn, groups[1], [f"zebra lion number {i}" for i in range(40)] + ["a dog", "old cat", "dog called 2"])
         for query in ANIMAL_QUERIES:
@@ -326,12 +337,41 @@ def test_top_k_of_two_groups_scores_each_document_with_its_own_group(db_dsn, gro
                         == {i for i, s in expected if s > cut * (1 + 1e-9)}), (query, k)
 
 
-def test_top_k_is_exact_when_more_sets_are_probed_before_a_whole_unit(db_dsn, group):
+def test_one_pass_and_steps_return_the_same_rows_in_the_same_order(db_dsn, group):
+    """Both paths give the same rows with the same scores in the same order, exact ties included
+    (ANIMALS has many: "a dog called i" of equal length), for two groups at once and as of a time
+    that hides the best zebra episodes, for every k."""
+    groups = [group, f"{group}-b"]
+    insert = "INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at) VALUES (%s, %s, 'text', %s, %s)"
+    calls = ("SELECT group_id, key, score FROM pgmemory_internal.text_top_k('episodes', %s, %s, %s, NULL, NULL,"
+             " '2024-06-01', NULL, NULL, NULL, '{}')")
+    with psycopg.connect(db_dsn) as conn:
+        for text in ANIMALS:
+            conn.execute(insert, (uuid.uuid4(), group, text, utc("2024-01-01")))
+        for text in ("zebra zebra zebra", "zebra zebra zebra zebra lion"):
+            conn.execute(insert, (uuid.uuid4(), group, text, utc("2024-07-01")))
+        for i in range(40):
+            conn.execute(insert, (uuid.uuid4(), groups[1], f"zebra lion number {i % 7}", utc("2024-01-01")))
+        conn.commit()
+        for query in ANIMAL_QUERIES + ("zebra", "a dog"):
+            for k in range(1, 41):
+                found = {}
+                for path, options in PATHS.items():
+                    conn.execute("SELECT set_config('pgmemory.text_probe_rows', %s, false)",
+                                 (options.split("=")[1],))
+                    found[path] = conn.execute(calls, (groups, query, k)).fetchall()
+                assert len(found["steps"]) == k or query == "zebra", (query, k)
+                assert [r[:2] for r in found["one_pass"]] == [r[:2] for r in found["steps"]], (query, k)
+                assert all(math.isclose(a[2], b[2], rel_tol=1e-12)
+                           for a, b in zip(found["one_pass"], found["steps"])), (query, k)
+
+
+def test_top_k_is_exact_when_more_sets_are_probed_before_a_whole_unit(db_dsn, group, text_path):
     # The rarest of four lexemes is in 1,300 documents, so after the first 2 x 4 sets (which hold
     # fewer than 30 documents) the other sets of two lexemes are probed before any lexeme's
     # documents are read whole (cheaper than 1,300 rows). Exact for every k all the same.
     words = ("walker", "patrick", "seattle", "visit")
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=text_path) as conn:
         for n, word in zip((1300, 1400, 1500, 1600), words):
             conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at)"
                          " SELECT gen_random_uuid(), %s, 'text', %s || ' number ' || i || repeat(' extra words', i %% 3), now()"
@@ -378,9 +418,10 @@ def roger_texts(repeats: int) -> list[str]:
 
 
 def test_a_common_word_said_twice_by_few_documents_is_not_read_whole(empty_dsn):
-    """The top 10 of "Roger the pharmacist" reads pharmacist's 12 documents and the 4 listed as
-    saying "roger" twice, not roger's 17 documents (a database of its own: the plans of the
-    shared one depend on the other tests' groups)."""
+    """The top 10 of "Roger the pharmacist" by the steps reads pharmacist's 12 documents and the 4
+    listed as saying "roger" twice, not roger's 17 documents; by default, with so few documents,
+    the one pass reads the 27 holding either word once (a database of its own: the plans of the shared one depend on
+    the other tests' groups)."""
     from pgmemory.storage.setup import init_database
 
     insert, hits_sql, reference = KINDS["episodes"]
@@ -392,12 +433,21 @@ def test_a_common_word_said_twice_by_few_documents_is_not_read_whole(empty_dsn):
         conn.commit()
         conn.execute("ANALYZE pgmemory.episodes")
         conn.commit()
-        before = conn.execute(fetched).fetchone()[0]
-        hits = conn.execute(hits_sql, ("g", "Roger the pharmacist", 10)).fetchall()
-        read = conn.execute(fetched).fetchone()[0] - before
-        expected = conn.execute(reference, {"g": "g", "q": "Roger the pharmacist"}).fetchall()
-    assert [i for i, _ in hits] == [i for i, _ in expected[:10]]
-    assert 12 + 4 <= read < 12 + 17
+        read = {}
+        for path in ("steps", "default"):
+            if path == "steps":
+                conn.execute("SET pgmemory.text_probe_rows = 0")
+            else:
+                conn.execute("RESET pgmemory.text_probe_rows")
+            before = conn.execute(fetched).fetchone()[0]
+            hits = conn.execute(hits_sql, ("g", "Roger the pharmacist", 10)).fetchall()
+            read[path] = conn.execute(fetched).fetchone()[0] - before
+            expected = conn.execute(reference, {"g": "g", "q": "Roger the pharmacist"}).fetchall()
+            assert [i for i, _ in hits] == [i for i, _ in expected[:10]], path
+    assert 12 + 4 <= read["steps"] < 12 + 17
+    # By default so few documents are cheaper scored in one pass than probed: each of the 27
+    # holding either word (two hold both) is read once.
+    assert read["default"] == 12 + 17 - 2
 
 
 @pytest.mark.parametrize("kind", ["episodes", "entities", "facts"])
@@ -407,7 +457,7 @@ def test_top_k_reads_the_documents_that_say_a_common_word_twice_by_key(db_dsn, g
     posting list, and the top k stays exact (for every k, with the list capped, after one of
     the listed documents is deleted or, for a fact, closed)."""
     insert, hits_sql, reference = KINDS[kind]
-    with psycopg.connect(db_dsn) as conn:
+    with psycopg.connect(db_dsn, options=PATHS["steps"]) as conn:
         if kind == "facts":
             conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (gen_random_uuid(), %(g)s, 'A'),"
                          " (gen_random_uuid(), %(g)s, 'B')", {"g": group})

@@ -44,6 +44,7 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
                 "SELECT p.oid::regprocedure::text FROM pg_proc p"
                 " WHERE p.pronamespace = 'pgmemory_internal'::regnamespace").fetchall():
             conn.execute(psycopg.sql.SQL("ALTER FUNCTION {} SET SCHEMA pgmemory").format(psycopg.sql.SQL(signature)))
+        conn.execute("DROP TYPE pgmemory_internal.search_options")  # of a later release
         conn.execute("DROP SCHEMA pgmemory_internal")
         conn.execute("DELETE FROM pgmemory.schema_migrations WHERE version = 210")
         conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")

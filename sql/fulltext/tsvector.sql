@@ -282,6 +282,8 @@ DECLARE
     probe tsquery;
     i integer;
     j integer;
+    lexemes integer;             -- distinct query lexemes known to the groups
+    postings bigint;             -- the documents holding them, summed over lexemes and groups
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes') THEN
         RAISE EXCEPTION 'unknown text kind: %', p_kind USING ERRCODE = '22023';
@@ -293,12 +295,31 @@ BEGIN
            array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1
                           THEN t.idf * pgmemory_internal.bm25_term(1, 0, 1) ELSE t.bound END ORDER BY t.df, t.tq::text),
            array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END
-                     ORDER BY t.df, t.tq::text)
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, terms_bound, terms_df, terms_bound1, terms_rep
+                     ORDER BY t.df, t.tq::text),
+           count(DISTINCT t.tq), sum(t.df), string_agg(DISTINCT t.tq::text, ' | ')::tsquery
+      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, terms_bound, terms_df, terms_bound1, terms_rep,
+           lexemes, postings, probe
       FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
+    -- One pass when the query's lexemes hold few documents: every document holding any of them
+    -- scored in one text_scores call (theta 0: the exhaustive BM25, the same scores, view and tie
+    -- order), no units or sets. Chosen by cost: the one pass scores at most `postings` rows; the
+    -- steps below plan to probe the first 2 x n sets (n units: lexemes, at most 10) and step 2,
+    -- each probe priced at pgmemory.text_probe_rows rows (100, as step 1 prices a set's probe;
+    -- 0: never one pass, as tests set to cover the steps on small data).
+    IF postings <= coalesce(nullif(current_setting('pgmemory.text_probe_rows', true), '')::float8, 100)
+                   * (least(2 * least(lexemes, 10), (1 << least(lexemes, 10)) - 1) + 1) THEN
+        RETURN QUERY
+        SELECT h.group_id, h.key, h.score
+          FROM pgmemory_internal.text_scores(p_kind, p_groups, probe, terms_group, terms_idf, terms_tq, terms_avgdl,
+                                             terms_tf, p_known_at, p_point, p_as_of, p_superseded, p_relations,
+                                             p_bounds, p_labels, 0, p_k) h
+         ORDER BY h.score DESC, length(h.key), h.key COLLATE "C" LIMIT p_k;
+        RETURN;
+    END IF;
+    probe := NULL;
     -- Units: one per lexeme (statistics are per group: a lexeme of several groups is one unit with
     -- the largest bound), the commonest merged into the tenth. A unit's second bound (bound1) holds
     -- for the documents not in its list of keys: those say each of its lexemes once (a lexeme
