@@ -112,7 +112,10 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
                 fn = "pg_temp.search_candidates" if label == "baseline" else "pgmemory.search_candidates"
                 cpu_before = backend_cpu_s(pid)
                 started = time.perf_counter()
-                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], opts[label])
+                call_opts = opts[label]
+                if label == "current" and limit is not None:  # as Memory.search asks (the query's words)
+                    call_opts = options(config, SearchFilters(), with_embeddings=False, limit=limit, query=q)
+                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], call_opts)
                 if limit is not None:
                     found = await top(found, q, config, limit)
                 if n >= warmup:

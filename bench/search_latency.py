@@ -345,6 +345,11 @@ async def _timed(mem: Memory, embedder: PrecomputedEmbedder, probe_conn: asyncpg
     return out
 
 
+def call_options(cfg: SearchConfig, filters: SearchFilters, q: Query) -> dict[str, Any]:
+    """The options of the raw call, as Memory.search asks for its limit of 10 and this query."""
+    return options(cfg, filters, with_embeddings=cfg.reranker == "mmr", limit=10, query=q.text)
+
+
 async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
                   filters: SearchFilters | None = None, embedder_name: str = "bench-precomputed",
                   or_probes: bool = True) -> dict[str, Any]:
@@ -360,7 +365,6 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
     try:
         for recipe in recipes:
             cfg = resolve_config(recipe)
-            opts = options(cfg, filters, with_embeddings=cfg.reranker == "mmr", limit=10)  # as Memory.search asks
             probes = floor_probes(cfg, or_probes)
             raw_ms, api_ms, counts = [], [], Counter()
             probe_ms: dict[str, list[float]] = {name: [] for name, *_ in probes}
@@ -371,13 +375,13 @@ async def measure(dsn: str, queries: list[Query], recipes: tuple[str, ...],
 
             started = time.perf_counter()
             for i, q in enumerate(queries[:WARMUP]):
-                await _timed(mem, embedder, probe_conn, q, recipe, opts, probes, i % 2 == 0, filters)
+                await _timed(mem, embedder, probe_conn, q, recipe, call_options(cfg, filters, q), probes, i % 2 == 0, filters)
             per_query = (time.perf_counter() - started) / WARMUP
             n = len(queries)
             if per_query * n > SLOW_RECIPE_BUDGET_S:
                 n = max(30, int(SLOW_RECIPE_BUDGET_S / per_query))
             for i, q in enumerate(queries[:n]):
-                t = await _timed(mem, embedder, probe_conn, q, recipe, opts, probes, i % 2 == 0, filters)
+                t = await _timed(mem, embedder, probe_conn, q, recipe, call_options(cfg, filters, q), probes, i % 2 == 0, filters)
                 raw_ms.append(t["raw"])
                 api_ms.append(t["api"])
                 for name, ms in t["probes"].items():

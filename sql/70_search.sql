@@ -11,6 +11,19 @@ RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
 $$;
 
+-- Does the query name the episode's actor, as pgmemory/search/rerank.py's named_speakers decides:
+-- the actor's words (\w+ of its casefold) appear in a row among p_query_words (the query's words
+-- so, computed by the caller, joined by spaces). NULL when SQL cannot decide it the same way: an
+-- actor with a non-ASCII character (lower() and the regex classes are not casefold() and \w
+-- there); on ASCII, casefold() is lower() in the C collation and \w is [a-z0-9_].
+CREATE OR REPLACE FUNCTION pgmemory_internal.names_speaker(p_actor text, p_query_words text)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_actor IS NULL OR p_actor = '' THEN false
+                WHEN p_actor !~ '^[\x01-\x7f]*$' THEN NULL
+                ELSE strpos(' ' || p_query_words || ' ', ' ' || w.words || ' ') > 0 AND w.words <> '' END
+      FROM (SELECT btrim(regexp_replace(lower(p_actor COLLATE "C"), '[^a-z0-9_]+', ' ', 'g')) AS words) w
+$$;
+
 -- Refuse ids that are not entities of the caller's groups (SQLSTATE 22023), so
 -- no id of another group can enter a query. The message is the same for an id
 -- of another group and for one that does not exist: it reveals nothing.
@@ -117,8 +130,10 @@ $$;
 -- metadata) and bfs_seed_episodes (BFS seeds from these episodes instead of the latest ones);
 -- single_node (the caller expects one node: on a distributed database a search of several
 -- groups then fails with SQLSTATE PMDST instead of running each group in turn); fuse
--- ({k, weights, limit}: the caller fuses the fact lists by plain RRF and keeps `limit`, so only the
--- facts that can be among those are returned).
+-- ({k, weights, limit, episodes}: the caller fuses each kind's lists by plain RRF and keeps `limit`,
+-- so only the facts, entities and episodes that can be among those are returned; `episodes`,
+-- {neighbour_weight, speaker_weight, query_words} or null, is how it reranks episodes after RRF:
+-- null when it does otherwise, e.g. by session proximity, and then every episode is returned).
 -- The options search_candidates reads, parsed in one call (jsonb_populate_record) as it starts:
 -- six ARRAY(SELECT jsonb_array_elements_text(..)) were an executor run each, ~0.07 ms of every
 -- call. Re-created by init (nothing stores it; search_candidates names it in its body only).
@@ -180,6 +195,12 @@ DECLARE
     fuse jsonb := CASE WHEN NOT with_keys AND meta_filter IS NULL THEN NULLIF(p_opts->'fuse', 'null'::jsonb) END;
     fuse_k float8 := coalesce((fuse->>'k')::float8, 60);
     fuse_limit integer := (fuse->>'limit')::integer;
+    -- Episodes: RRF, + the neighbour bonus, x the speaker factor (pgmemory/search/rerank.py) bound
+    -- the final score, so only the episodes that can reach the limit-th are described.
+    fuse_episodes jsonb := NULLIF(fuse->'episodes', 'null'::jsonb);
+    neighbour_weight float8 := coalesce((fuse_episodes->>'neighbour_weight')::float8, 0);
+    speaker_weight float8 := coalesce((fuse_episodes->>'speaker_weight')::float8, 0);
+    query_words text := coalesce(fuse_episodes->>'query_words', '');
     seed_episodes uuid[] := o.bfs_seed_episodes;
     point timestamptz;
     tq tsquery;  -- the query's lexemes ORed (communities only: parsed there)
@@ -557,43 +578,65 @@ BEGIN
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
         RETURN QUERY
         WITH ent_hits AS (
-            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score FROM (
+            SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.id, 'cosine' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(ent_cos) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(ent_text, ent_text_score) WITH ORDINALITY AS x (id, s, r)
                 UNION ALL SELECT x.id, 'bfs', x.r::integer, NULL FROM unnest(ent_bfs) WITH ORDINALITY AS x (id, r)) h
              GROUP BY h.id
         ),
+        -- Each candidate with its summary; with `fuse`, the caller ranks entities by RRF, those
+        -- with a summary first (rerank.described_first), and keeps `limit`: only the entities that
+        -- reach the limit-th one in that order (less a margin for the order of summation) are
+        -- described. One join and one window: a statement with more steps costs more to plan.
+        ent_rows AS (
+            SELECT eh.*, e.group_id, e.name, e.labels, e.attributes, sm.summary,
+                   coalesce(sm.summary, '') <> '' AS described
+              FROM ent_hits eh
+              JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
+             CROSS JOIN LATERAL (SELECT CASE WHEN as_of_view THEN (SELECT sa.summary FROM pgmemory_internal.entity_summary_at(
+                                                 e.group_id, e.id, point, known_at) sa)
+                                             ELSE e.summary END AS summary) sm
+        ),
+        ent_cut AS (
+            SELECT r.*, nth_value(r.described, fuse_limit) OVER w AS cut_described,
+                   nth_value(r.fused, fuse_limit) OVER w AS cut_fused
+              FROM ent_rows r
+            WINDOW w AS (ORDER BY r.described DESC, r.fused DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+        ),
+        ent_kept AS (
+            SELECT c.* FROM ent_cut c
+             WHERE c.cut_fused IS NULL OR (c.described, c.fused) >= (c.cut_described, c.cut_fused - 1e-9)
+        ),
         from_center AS (
             SELECT * FROM unnest(center_ids, center_dist) AS b (entity_id, distance)
         )
-        SELECT 'entity', e.id, NULL::bigint, eh.ranks, jsonb_build_object(
-                   'group_id', e.group_id, 'name', coalesce(ev.name, e.name),
-                   'summary', CASE WHEN as_of_view THEN (SELECT sm.summary FROM pgmemory_internal.entity_summary_at(
-                                       e.group_id, e.id, point, known_at) sm)
-                                   ELSE e.summary END,
-                   'labels', coalesce(ev.labels, e.labels), 'attributes', coalesce(ev.attributes, e.attributes),
+        SELECT 'entity', eh.id, NULL::bigint, eh.ranks, jsonb_build_object(
+                   'group_id', eh.group_id, 'name', coalesce(ev.name, eh.name),
+                   'summary', eh.summary,
+                   'labels', coalesce(ev.labels, eh.labels), 'attributes', coalesce(ev.attributes, eh.attributes),
                    'mentions', (SELECT count(*) FROM pgmemory.episode_mentions m
-                                 WHERE m.group_id = e.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = e.id),
-                   'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = e.id),
+                                 WHERE m.group_id = eh.group_id AND (m.group_id = one OR one IS NULL) AND m.entity_id = eh.id),
+                   'distance', (SELECT b.distance FROM from_center b WHERE b.entity_id = eh.id),
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN (
                                     SELECT nv.name_embedding::text FROM pgmemory.entity_name_vectors nv
-                                     WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
-                                       AND nv.entity_id = e.id) END)
+                                     WHERE nv.group_id = eh.group_id AND (nv.group_id = one OR one IS NULL)
+                                       AND nv.entity_id = eh.id) END)
                || CASE WHEN with_keys THEN jsonb_build_object(
-                      'matches', meta_filter IS NULL OR e.id = ANY (keep_entities),
+                      'matches', meta_filter IS NULL OR eh.id = ANY (keep_entities),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
                           'cosine', CASE WHEN eh.ranks->'cosine' IS NOT NULL THEN (
                                         SELECT nv.name_embedding <=> p_embedding FROM pgmemory.entity_name_vectors nv
-                                         WHERE nv.group_id = e.group_id AND (nv.group_id = one OR one IS NULL)
-                                           AND nv.entity_id = e.id) END,
+                                         WHERE nv.group_id = eh.group_id AND (nv.group_id = one OR one IS NULL)
+                                           AND nv.entity_id = eh.id) END,
                           'fulltext', -eh.text_score,
                           'bfs', CASE WHEN eh.ranks->'bfs' IS NOT NULL THEN jsonb_build_array(
-                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = e.id)) END)))
+                                     (SELECT min(r.d) FROM unnest(reach_ids, reach_dist) AS r (id, d) WHERE r.id = eh.id)) END)))
                   ELSE '{}'::jsonb END
-          FROM ent_hits eh JOIN pgmemory.entities e ON (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups)) AND e.id = eh.id
-          LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = e.group_id
-               AND ev.entity_id = e.id AND ev.recorded @> coalesce(known_at, '-infinity')
-         WHERE meta_filter IS NULL OR with_keys OR e.id = ANY (keep_entities);
+          FROM ent_kept eh
+          LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = eh.group_id
+               AND ev.entity_id = eh.id AND ev.recorded @> coalesce(known_at, '-infinity')
+         WHERE meta_filter IS NULL OR with_keys OR eh.id = ANY (keep_entities);
     END IF;
     IF cardinality(com_cos) + cardinality(com_text) > 0 THEN
         RETURN QUERY
@@ -619,36 +662,73 @@ BEGIN
         RETURN QUERY
         WITH epi_hits AS (
             SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) FILTER (WHERE h.method = 'fulltext') AS text_score,
-                   max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score FROM (
+                   max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score,
+                   sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)
                 UNION ALL SELECT x.id, 'prf', x.r::integer, x.s FROM unnest(epi_prf, epi_prf_score) WITH ORDINALITY AS x (id, s, r)) h
              GROUP BY h.id
         ),
-        -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}.
+        near AS (
+            SELECT * FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d)
+        ),
+        -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}; `fused`: its
+        -- RRF score plus the neighbour bonus (rerank.neighbours) when fuse.episodes asks for it.
         epi_all AS (
-            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits
+            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits,
+                   coalesce(h.fused, 0) + neighbour_weight * coalesce(nb.bonus, 0) AS fused
               FROM epi_hits h
-              FULL JOIN (SELECT x.id, jsonb_object_agg(x.hit, x.d) AS hits
-                           FROM unnest(near_ids, near_hits, near_dist) AS x (id, hit, d) GROUP BY x.id) nb
+              FULL JOIN (SELECT n.id, jsonb_object_agg(n.hit, n.d) AS hits, max(s.fused / n.d) AS bonus
+                           FROM near n LEFT JOIN epi_hits s ON s.id = n.hit GROUP BY n.id) nb
                 ON nb.id = h.id
+        ),
+        -- Each episode with what is returned of it (one join; its vector only when asked for).
+        epi_rows AS (
+            SELECT eph.*, ep.group_id, ep.content, ep.kind, ep.actor, ep.valid_at, ep.recorded_at, ep.source_description,
+                   CASE WHEN with_keys OR (p_opts->>'with_embeddings')::boolean THEN ep.embedding END AS embedding
+              FROM epi_all eph
+              JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+        ),
+        speakers AS MATERIALIZED (  -- each actor once (no actor: '', never named)
+            SELECT s.actor, CASE WHEN fuse_episodes IS NOT NULL AND speaker_weight > 0
+                                 THEN pgmemory_internal.names_speaker(s.actor, query_words) ELSE false END AS named
+              FROM (SELECT DISTINCT coalesce(x.actor, '') AS actor FROM epi_rows x) s
+        ),
+        -- With fuse.episodes, each episode's final score (rerank.py: RRF, + the neighbour bonus,
+        -- x the speaker factor) lies in [low, high]: they differ only when SQL cannot tell whether
+        -- the query names the actor (names_speaker is NULL). An episode whose `high` is below the
+        -- limit-th `low` (less a margin for the order of summation) cannot be returned: `top` is
+        -- false (NULL: no cut, fewer candidates than the limit or no fuse.episodes).
+        epi_cut AS (
+            SELECT b.*, b.high >= nth_value(b.low, CASE WHEN fuse_episodes IS NOT NULL THEN fuse_limit END)
+                                     OVER (ORDER BY b.low DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+                                  - 1e-9 AS top
+              FROM (SELECT r.*, r.fused * CASE WHEN sp.named THEN 1 + speaker_weight ELSE 1 END AS low,
+                           r.fused * CASE WHEN sp.named IS NOT FALSE THEN 1 + speaker_weight ELSE 1 END AS high
+                      FROM epi_rows r JOIN speakers sp ON sp.actor = coalesce(r.actor, '')) b
         )
-        SELECT 'episode', ep.id, NULL::bigint, eph.ranks, jsonb_build_object(
-                   'group_id', ep.group_id, 'content', ep.content, 'kind', ep.kind, 'actor', ep.actor,
-                   'valid_at', ep.valid_at, 'recorded_at', ep.recorded_at,
-                   'source_description', ep.source_description,
+        -- Returned: those that can reach the top, and the hits such a neighbour takes its bonus
+        -- from: the caller fuses the rows it receives (rerank.py stays the one definition of the
+        -- final score; the bounds here only prune), so it scores that neighbour the same as when
+        -- every candidate is returned.
+        SELECT 'episode', eph.id, NULL::bigint, eph.ranks, jsonb_build_object(
+                   'group_id', eph.group_id, 'content', eph.content, 'kind', eph.kind, 'actor', eph.actor,
+                   'valid_at', eph.valid_at, 'recorded_at', eph.recorded_at,
+                   'source_description', eph.source_description,
                    'neighbour_of', eph.hits,
-                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN ep.embedding::text END)
+                   'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN eph.embedding::text END)
                || CASE WHEN with_keys THEN jsonb_build_object(
-                      'matches', meta_filter IS NULL OR ep.id = ANY (keep_episodes),
-                      'via', epi_via->(ep.id::text),
+                      'matches', meta_filter IS NULL OR eph.id = ANY (keep_episodes),
+                      'via', epi_via->(eph.id::text),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
-                          'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN ep.embedding <=> p_embedding END,
+                          'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN eph.embedding <=> p_embedding END,
                           'fulltext', -eph.text_score, 'prf', -eph.prf_score)))
                   ELSE '{}'::jsonb END
-          FROM epi_all eph JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-         WHERE meta_filter IS NULL OR with_keys OR ep.id = ANY (keep_episodes);
+          FROM epi_cut eph
+         WHERE (meta_filter IS NULL OR with_keys OR eph.id = ANY (keep_episodes))
+           AND (eph.top IS NOT FALSE
+                OR eph.id IN (SELECT n.hit FROM near n JOIN epi_cut t ON t.id = n.id WHERE t.top IS NOT FALSE));
     END IF;
 END
 $$;

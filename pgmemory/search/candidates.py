@@ -13,18 +13,28 @@ import asyncpg
 
 from pgmemory.config import Timeouts
 from pgmemory.errors import DatabaseTimeout, InvalidInput
+from pgmemory.search import rerank
 from pgmemory.search.config import SearchConfig, SearchFilters
 from pgmemory.search.types import SINCE_FOREVER, CommunityHit, EntityHit, EpisodeHit, FactHit, Hit, SearchResults
 
 
 def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bool,
-            limit: int | None = None) -> dict[str, Any]:
+            limit: int | None = None, query: str | None = None) -> dict[str, Any]:
     """The jsonb options of one search call; each method's pool is config.pool(limit). With `limit`
-    and the plain RRF reranker, the database describes only the facts RRF can rank within the limit
-    ("fuse"; facts are reordered by nothing after RRF, so the returned facts are the same)."""
+    and the plain RRF reranker, the database describes only what can be among each kind's best
+    `limit` after the reranking of pgmemory.search.engine ("fuse"): facts by RRF, entities by RRF
+    with described ones first, episodes by RRF, the neighbour bonus and the speaker factor (the
+    query's words decide that, so episodes are cut only with `query`, or without a speaker weight)
+    unless session proximity reorders them. The caller still reranks what it receives: the same
+    formula on the same candidates gives the same results."""
     fuse = None
     if limit is not None and config.reranker == "rrf":
-        fuse = {"k": config.rrf_k, "weights": dict(config.method_weights), "limit": limit}
+        episodes = None
+        if not config.session_weight and (query is not None or not config.speaker_weight):
+            episodes = {"neighbour_weight": config.neighbour_weight, "speaker_weight": config.speaker_weight,
+                        "query_words": " ".join(rerank.casefolded_words(query or ""))}
+        fuse = {"k": config.rrf_k, "weights": {**dict(config.method_weights), "prf": config.prf_weight},
+                "limit": limit, "episodes": episodes}
     return {
         "fuse": fuse,
         **filters.to_options(),

@@ -44,7 +44,7 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
     started = time.perf_counter()
     embedding = (await embedder.embed([query]))[0] if needs_embedding else None
     embedded = time.perf_counter()
-    opts = options(config, filters, with_embeddings=config.reranker == "mmr", limit=limit)
+    opts = options(config, filters, with_embeddings=config.reranker == "mmr", limit=limit, query=query)
     layout = layout or Layout()
     with refused_ids_as_input_errors():
         async with pool.acquire() as conn:

@@ -56,18 +56,24 @@ def neighbours(hits: Sequence[H], weight: float) -> list[H]:
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
 
+def casefolded_words(text: str) -> tuple[str, ...]:
+    """The words a name is matched by (named_speakers): runs of \\w in the casefolded text. The
+    query's are sent to the database too, which bounds the speaker factor with them ("fuse")."""
+    return tuple(re.findall(r"\w+", text.casefold()))
+
+
 def named_speakers(hits: Sequence[H], query: str, weight: float) -> list[H]:
     """Episodes spoken by someone the query names first: an episode whose actor appears in the
     query as whole words (any case) counts (1 + weight) times its score. Naming both speakers
     of a conversation lifts both alike; other hits are returned unchanged."""
-    words = tuple(re.findall(r"\w+", query.casefold()))
+    words = casefolded_words(query)
     named: dict[str, bool] = {}
     for h in hits:
         actor = getattr(h, "actor", None)
         if not actor or weight <= 0:
             continue
         if actor not in named:
-            name = tuple(re.findall(r"\w+", actor.casefold()))
+            name = casefolded_words(actor)
             named[actor] = bool(name) and any(words[i:i + len(name)] == name for i in range(len(words)))
         if named[actor]:
             h.scores["speaker"] = weight * h.score

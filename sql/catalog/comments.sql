@@ -292,6 +292,7 @@ BEGIN
             ('bfs_entities', 'Entities within n hops of seed entities of the given groups (recursive SQL)'),
             ('bfs_entities_age', 'Entities within n hops of seed entities of the given groups (AGE Cypher)'),
             ('or_tsquery', 'Internal: a query text as an OR of its lexemes'),
+            ('names_speaker', 'Internal (search): does a query (its words) name an episode''s actor, as the speaker factor decides; NULL for a non-ASCII name'),
             ('entity_text_hits', 'Internal (search): entity full-text hits'),
             ('episode_text_hits', 'Internal (search): episode full-text hits'),
             ('episode_rare_text_hits', 'Internal (search): episodes holding the rare words of a bag of words (pseudo-relevance feedback), by BM25'),
