@@ -8,15 +8,30 @@
 -- {id, kind (assert|negate), duplicate_of (fact id or null), contradicts
 -- (fact ids), source, target, relation, fact, valid_from, valid_to, embedding,
 -- attributes}: the decisions only; pgmemory_internal.apply_claim turns them into
--- versions. Vectors (embedding) are pgvector text '[0.1,...]' as a JSON string (the pipeline
--- sends that: cheaper to parse) or a JSON array of numbers. Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
+-- versions. Vectors (embedding) are given as p_vectors[n + 1] by a JSON integer n (the pipeline
+-- sends its vectors that way, as one binary vector[] parameter: neither printed nor parsed as
+-- text), or as pgvector text '[0.1,...]' in a JSON string, or as a JSON array of numbers.
+-- Returns {claims: [what each claim did], created, duplicates, ended, withdrawn}.
 DO $$ BEGIN  -- it returned void before claims existed
     IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('pgmemory_internal.apply_episode(uuid, jsonb)')
                  AND prorettype = 'void'::regtype) THEN
         DROP FUNCTION pgmemory_internal.apply_episode(uuid, jsonb);
     END IF;
 END $$;
-CREATE OR REPLACE FUNCTION pgmemory_internal.apply_episode(p_group text, p_episode uuid, p_plan jsonb)
+
+-- A vector of an apply payload (see apply_episode): p_vectors[n + 1] for a JSON integer n,
+-- else the pgvector text of a JSON string or array; NULL for JSON null or no value.
+CREATE OR REPLACE FUNCTION pgmemory_internal.plan_vector(p_value jsonb, p_vectors vector[])
+RETURNS vector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE jsonb_typeof(p_value)
+               WHEN 'number' THEN p_vectors[(p_value)::integer + 1]
+               WHEN 'string' THEN (p_value #>> '{}')::vector
+               WHEN 'array' THEN (p_value::text)::vector
+           END
+$$;
+
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_episode(p_group text, p_episode uuid, p_plan jsonb,
+                                                           p_vectors vector[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     g text := p_group;
@@ -41,16 +56,21 @@ BEGIN
     -- The payload's rows are selected through the episode's own row (pinned by group and id):
     -- on Citus that makes the INSERT ... SELECT one pushed down to the group's co-located shard
     -- (from jsonb alone it would go through intermediate results).
-    INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
-    SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
-           ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
-           coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
-      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
-     WHERE ep.group_id = g AND ep.id = p_episode;
-    INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
-    SELECT ep.group_id, (e->>'id')::uuid, (e->>'embedding')::vector
-      FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
-     WHERE ep.group_id = g AND ep.id = p_episode AND e->>'embedding' IS NOT NULL;
+    -- Most episodes create no entity: no statement then (each would still fire the entities'
+    -- statement trigger of the text statistics).
+    IF jsonb_array_length(coalesce(p_plan->'new_entities', '[]')) > 0 THEN
+        INSERT INTO pgmemory.entities (id, group_id, name, labels, summary, attributes)
+        SELECT (e->>'id')::uuid, ep.group_id, e->>'name',
+               ARRAY(SELECT jsonb_array_elements_text(e->'labels')),
+               coalesce(e->>'summary', ''), coalesce(e->'attributes', '{}')
+          FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+         WHERE ep.group_id = g AND ep.id = p_episode;
+        INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)
+        SELECT ep.group_id, (e->>'id')::uuid, pgmemory_internal.plan_vector(e->'embedding', p_vectors)
+          FROM pgmemory.episodes ep CROSS JOIN jsonb_array_elements(p_plan->'new_entities') e
+         WHERE ep.group_id = g AND ep.id = p_episode
+           AND pgmemory_internal.plan_vector(e->'embedding', p_vectors) IS NOT NULL;
+    END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
         UPDATE pgmemory.entities
@@ -119,7 +139,7 @@ BEGIN
         c.target_id := (item->>'target')::uuid;
         c.relation := item->>'relation';
         c.fact := item->>'fact';
-        c.embedding := (item->>'embedding')::vector;
+        c.embedding := pgmemory_internal.plan_vector(item->'embedding', p_vectors);
         c.attributes := coalesce(item->'attributes', '{}');
         c.valid_from := (item->>'valid_from')::timestamptz;
         c.valid_to := (item->>'valid_to')::timestamptz;
@@ -164,7 +184,7 @@ BEGIN
            llm_calls = llm_calls + (p_plan #>> '{usage,calls}')::integer,
            prompt_tokens = prompt_tokens + (p_plan #>> '{usage,prompt_tokens}')::integer,
            completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
-           embedding = (p_plan->>'embedding')::vector
+           embedding = pgmemory_internal.plan_vector(p_plan->'embedding', p_vectors)
      WHERE id = p_episode AND group_id = g;
     RETURN pgmemory_internal.claims_summary(results);
 END
@@ -200,6 +220,8 @@ DO $$ BEGIN  -- it was a SQL function before
 END $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.derive_summaries(p_group text, p_entities uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_bare uuid[];
 BEGIN
     WITH open_facts AS NOT MATERIALIZED (  -- inlined: Citus would plan a shared CTE apart
         SELECT ent.id, u.fact, u.rec, u.version_id
@@ -235,22 +257,24 @@ BEGIN
      WHERE e.group_id = p_group AND e.id = ANY (p_entities) AND e.id = s.id
        AND e.summary IS DISTINCT FROM s.summary;
 
-    -- Without believed facts: the description of its earliest live mention.
-    UPDATE pgmemory.entities e
-       SET summary = d.summary
-      FROM (SELECT n.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
-                                    WHERE m.group_id = p_group AND m.entity_id = n.id AND m.summary <> ''
-                                    ORDER BY m.seq LIMIT 1), '') AS summary
-              FROM (SELECT ent.id FROM unnest(p_entities) AS ent (id)
-                     -- Two probes that stop at the first row (an OR would read every believed fact
-                     -- of a hub).
+    -- Without believed facts: the description of its earliest live mention. Those entities are
+    -- found first (two probes that stop at the first row; an OR would read every believed fact of
+    -- a hub), so their mentions are read only for them (read before the probes, every mention of
+    -- a hub was read on every episode: 11 ms at 10k), and most episodes, which have none, run no
+    -- UPDATE (nor its statement trigger).
+    v_bare := ARRAY(SELECT ent.id FROM unnest(p_entities) AS ent (id)
                      WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
                                         WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded))
                        AND NOT EXISTS (SELECT 1 FROM pgmemory.facts fa
-                                        WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded))
-                    -- Kept apart (OFFSET 0): the plan otherwise read the mentions of an entity before
-                    -- probing its facts, every mention of a hub on every episode (11 ms at 10k).
-                    OFFSET 0) n) d
-     WHERE e.group_id = p_group AND e.id = d.id AND e.summary IS DISTINCT FROM d.summary;
+                                        WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded)));
+    IF cardinality(v_bare) > 0 THEN
+        UPDATE pgmemory.entities e
+           SET summary = d.summary
+          FROM (SELECT n.id, coalesce((SELECT m.summary FROM pgmemory.episode_mentions m
+                                        WHERE m.group_id = p_group AND m.entity_id = n.id AND m.summary <> ''
+                                        ORDER BY m.seq LIMIT 1), '') AS summary
+                  FROM unnest(v_bare) AS n (id)) d
+         WHERE e.group_id = p_group AND e.id = d.id AND e.summary IS DISTINCT FROM d.summary;
+    END IF;
 END
 $$;

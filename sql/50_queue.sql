@@ -300,11 +300,13 @@ SELECT group_id,
 -- Apply one episode's decisions in a single statement (so no transaction sits idle between
 -- round trips): under the group lock, if this worker still holds the episode's lease and the
 -- group's counter is still p_version (nothing changed since the candidates were read), apply
--- them (pgmemory_internal.apply_episode) and count the change. Returns {"state": s, "applied": what
+-- them (pgmemory_internal.apply_episode; p_vectors: the vectors the plan refers to by number)
+-- and count the change. Returns {"state": s, "applied": what
 -- apply_episode returned} with s 'applied', 'changed' (nothing written: read again), 'done'
 -- (already applied) or 'lost' (the lease is someone else's now).
 CREATE OR REPLACE FUNCTION pgmemory_internal.apply_if_unchanged(p_group text, p_episode uuid, p_worker text,
-                                                       p_version bigint, p_plan jsonb)
+                                                       p_version bigint, p_plan jsonb,
+                                                       p_vectors vector[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_status text;
@@ -323,7 +325,7 @@ BEGIN
     IF pgmemory_internal.group_version(p_group) <> p_version THEN
         RETURN jsonb_build_object('state', 'changed');
     END IF;
-    v_applied := pgmemory_internal.apply_episode(p_group, p_episode, p_plan);
+    v_applied := pgmemory_internal.apply_episode(p_group, p_episode, p_plan, p_vectors);
     PERFORM pgmemory.bump_group_version(p_group);
     RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
 END

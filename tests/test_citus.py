@@ -111,7 +111,7 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     assert "pgmemory.settings" in dist.reference
     assert dist.colocation_groups == 1
     assert len(dist.workers) == 2 or os.environ.get("PGMEMORY_CITUS_DSN")
-    assert {"pgmemory_internal.apply_if_unchanged(text,uuid,text,bigint,jsonb)",
+    assert {"pgmemory_internal.apply_if_unchanged(text,uuid,text,bigint,jsonb,vector[])",
             "pgmemory.search_group(text,text,vector,jsonb)",
             "pgmemory.delete_episode(text,uuid,boolean)",
             "pgmemory.add_fact(text,text,text,text,text,timestamp with time zone,timestamp with time zone,"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import asyncpg
+from pgvector import Vector
 
 from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
@@ -232,9 +233,8 @@ class Ingestor:
             version, resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous,
                                                     usage)
             episode_vec = await episode_embedding  # computed meanwhile; done before any lock is taken
-            out = await db.fetchval("SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)",
-                                    ep.group_id, ep.id, self.owner, version,
-                                    _payload(ep, resolved, plan, usage, episode_vec))
+            out = await db.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
+                                    *_payload(ep, resolved, plan, usage, episode_vec))
             if out["state"] == "changed":
                 # Another writer changed the group since the read. With an LLM: read again (no
                 # lock, no transaction); only questions whose candidates changed go back to it.
@@ -251,9 +251,8 @@ class Ingestor:
                                                                     decisions.cached(), previous, usage)
                         except _NotDecided:
                             continue  # cannot happen with a local extractor; read again to be safe
-                        out = await conn.fetchval(
-                            "SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb)", ep.group_id, ep.id,
-                            self.owner, version, _payload(ep, resolved, plan, usage, episode_vec))
+                        out = await conn.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
+                                                  *_payload(ep, resolved, plan, usage, episode_vec))
                 finally:
                     db.seconds += time.perf_counter() - started
             if out["state"] in ("done", "lost"):  # applied by someone else / our lease was taken over
@@ -416,20 +415,36 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _vec(values) -> str | None:
-    """A vector for the apply payload in pgvector's text form: a JSON string, which the server
-    takes as it is, where a JSON array of numbers is parsed into numerics and printed back
-    before the cast (~0.1 ms per 384-d vector). Same digits as json.dumps, so the same vector."""
-    return None if values is None else "[" + ",".join(repr(float(x)) for x in values) + "]"
+# The apply: the payload (JSON) and the vectors it refers to by number (one binary vector[]).
+_APPLY = "SELECT pgmemory_internal.apply_if_unchanged($1, $2, $3, $4, $5::jsonb, $6::vector[])"
+
+
+class _Vectors:
+    """The vectors of one apply payload, sent apart as a binary vector[] parameter: the payload
+    names each by its position (a JSON integer), so no vector is printed as text here and parsed
+    back on the server (0.63 vs 0.23 ms per payload of five 384-d vectors; the same float4s)."""
+
+    def __init__(self) -> None:
+        self.values: list[Vector] = []
+
+    def ref(self, values) -> int | None:
+        """The payload's reference to `values` (None stays None)."""
+        if values is None:
+            return None
+        self.values.append(Vector(list(values)))
+        return len(self.values) - 1
 
 
 def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage: Usage,
-             episode_vec) -> dict:
-    """The decisions of one episode for pgmemory_internal.apply_episode (format documented there)."""
+             episode_vec) -> tuple[dict, list[Vector]]:
+    """The decisions of one episode for pgmemory_internal.apply_episode (format documented there)
+    and the vectors they refer to."""
+    vectors = _Vectors()
+    ref = vectors.ref
     unique = {r.id: r for r in resolved}.values()
     new_entities = [{
         "id": str(r.id), "name": r.name, "labels": r.entity.labels, "summary": r.entity.summary,
-        "attributes": r.entity.attributes, "embedding": _vec(r.embedding)} for r in unique if r.is_new]
+        "attributes": r.entity.attributes, "embedding": ref(r.embedding)} for r in unique if r.is_new]
     updates = [{
         "id": str(r.id), "name": r.name if r.renamed else None,
         "labels": r.new_labels, "attributes": r.entity.attributes}
@@ -439,9 +454,9 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "source": str(c.judged.source.id), "target": str(c.judged.target.id),
         "relation": c.judged.fact.relation, "fact": c.judged.fact.fact,
         "valid_from": _iso(c.judged.fact.valid_at), "valid_to": _iso(c.judged.fact.invalid_at),
-        "embedding": _vec(c.judged.embedding), "attributes": c.judged.fact.attributes}
+        "embedding": ref(c.judged.embedding), "attributes": c.judged.fact.attributes}
         for c in plan.claims]
-    return {
+    payload = {
         "group": ep.group_id,
         "reference_time": ep.reference_time.isoformat(),
         "new_entities": new_entities,
@@ -454,8 +469,9 @@ def _payload(ep: Episode, resolved: list[ResolvedEntity], plan: FactPlan, usage:
         "claims": claims,
         "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
                   "completion_tokens": usage.completion_tokens},
-        "embedding": _vec(episode_vec),
+        "embedding": ref(episode_vec),
     }
+    return payload, vectors.values
 
 
 def _fill(result: EpisodeResult, resolved: list[ResolvedEntity], applied: dict, usage: Usage) -> None:

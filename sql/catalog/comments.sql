@@ -251,6 +251,7 @@ BEGIN
             ('apply_episode', 'Internal (ingestion): apply one episode''s decisions in one transaction'),
             ('apply_if_unchanged', 'Internal (ingestion): apply under the group lock if the group did not change since the read'),
             ('claims_summary', 'Internal: what a list of applied claims did'),
+            ('plan_vector', 'Internal (ingestion): a vector of an apply payload (by number into the vectors parameter, or pgvector text)'),
             ('refresh_statistics', 'Internal (ingestion): analyse the tables that grew eightfold since their planner statistics (young tables outgrow autovacuum)'),
             ('derive_summaries', 'Internal: rebuild the stored summaries of entities from their believed facts'),
             ('entity_by_name', 'Internal: the entity of a group by exact name, created if missing'),
