@@ -1,4 +1,6 @@
-"""Vector values for SQL: arrays of vectors travel as pgvector text literals (asyncpg has no vector[] codec)."""
+"""Vector values for SQL as pgvector text literals, for the reads that send arrays of vectors
+(`$n::text[]::vector[]`). The apply (ingest/pipeline.py) and the search's query vector
+(search/candidates.py) send theirs in binary instead, through pgvector's codec on the pool."""
 from __future__ import annotations
 
 from collections.abc import Sequence
