@@ -293,25 +293,32 @@ BEGIN
              WHERE (m.group_id = one OR one IS NULL AND m.group_id = ANY (p_groups)));
     END IF;
 
+    -- Each cosine list of facts is re-sorted by its exact distance (ties by version): the HNSW
+    -- scan's relaxed order (hnsw.iterative_scan) and an exact plan of the same statement may list
+    -- the same k facts in another order, so ranks would depend on a connection's cached plan.
     -- The current facts with no other filter (the usual search) as fact_in_view says them for those
     -- arguments, written out: the custom plan of this statement inlined fact_in_view (its SQL text
     -- parsed) and folded its eleven tests at every call (~6% of an edge-only search's CPU at 100k).
     IF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL AND known_at IS NULL
        AND NOT include_superseded AND cardinality(relations) = 0 AND cardinality(array_remove(bounds, NULL)) = 0 THEN
         fact_cos := ARRAY(
-            SELECT f.version_id FROM pgmemory.facts f
-             WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, point)
-             ORDER BY f.embedding <=> p_embedding
-             LIMIT k);
+            SELECT c.version_id FROM (
+                SELECT f.version_id, f.embedding <=> p_embedding AS d FROM pgmemory.facts f
+                 WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
+                   AND upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, point)
+                 ORDER BY f.embedding <=> p_embedding
+                 LIMIT k) c
+             ORDER BY c.d, c.version_id);
     ELSIF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         fact_cos := ARRAY(
-            SELECT f.version_id FROM pgmemory.facts f
-             WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                         include_superseded, relations, bounds, f.is_event)
-             ORDER BY f.embedding <=> p_embedding
-             LIMIT k);
+            SELECT c.version_id FROM (
+                SELECT f.version_id, f.embedding <=> p_embedding AS d FROM pgmemory.facts f
+                 WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
+                   AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
+                                             include_superseded, relations, bounds, f.is_event)
+                 ORDER BY f.embedding <=> p_embedding
+                 LIMIT k) c
+             ORDER BY c.d, c.version_id);
     END IF;
     IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
