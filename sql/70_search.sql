@@ -747,12 +747,12 @@ $$;
 
 -- The search of one group: what every one-group search calls. On Citus it is delegated to
 -- the worker that holds the group (its first argument is the group), so the whole search
--- runs there, against that group's shards only.
+-- runs there, against that group's shards only. One SQL statement, so on one node the planner
+-- inlines it: the call is search_candidates' alone (a plpgsql layer copied every row through a
+-- second tuplestore). On Citus its SET clause (storage/citus.py) keeps it a function, delegated.
 CREATE OR REPLACE FUNCTION pgmemory.search_group(
     p_group text, p_query text, p_embedding vector, p_opts jsonb)
 RETURNS TABLE (kind text, id uuid, version_id bigint, ranks jsonb, detail jsonb)
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN QUERY SELECT * FROM pgmemory.search_candidates(ARRAY[p_group], p_query, p_embedding, p_opts);
-END
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgmemory.search_candidates(ARRAY[p_group], p_query, p_embedding, p_opts)
 $$;
