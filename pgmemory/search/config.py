@@ -208,7 +208,8 @@ class SearchFilters:
                 check_time(getattr(self, f.name), f.name)
 
     def to_options(self) -> dict[str, Any]:
-        """The filters as search_candidates options (values only; never SQL text)."""
+        """The filters as search_candidates options (values only; never SQL text); a time bound
+        not set is left out (the database reads a missing key as null)."""
         out: dict[str, Any] = {
             "include_invalidated": self.include_invalidated,
             "include_superseded": self.include_superseded,
@@ -219,7 +220,8 @@ class SearchFilters:
             out["metadata"] = self.metadata
         for name in _TIME_FIELDS:
             value = getattr(self, name)
-            out[name] = value.isoformat() if value is not None else None
+            if value is not None:
+                out[name] = value.isoformat()
         return out
 
 
