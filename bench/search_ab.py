@@ -11,10 +11,14 @@ model) or a loaded search_latency scenario (`--scenario 100k`, `1m`). The baseli
 the limit, so a recipe whose pool follows the limit (candidates=None) gets the default pool (30)
 there; `--baseline-candidates N` tells it the limit too and gives it N candidates per method, so
 only the pools differ. With --limit, the overlap of each kind's top LIMIT with the baseline's is
-printed.
+printed. Both copies run as the installed search_candidates does (SECURITY DEFINER and its
+search_path, when init set them), so neither pays a function entry the other does not.
+--as-memory times the call as Memory.search makes it on one node: the group's search_group (the
+baseline's own definition, in pg_temp, calling its search_candidates) with the query vector in
+pgvector's binary format, instead of search_candidates with a text literal.
 
     PGMEMORY_DATA_DIR=/tmp/pgm-bench-search python -m bench.search_ab --baseline HEAD~1 \
-        --scenario 100k --recipe edge_hybrid_rrf --queries 100 [--limit 10]
+        --scenario 100k --recipe edge_hybrid_rrf --queries 100 [--limit 10] [--as-memory]
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
+from pgvector.asyncpg import register_vector
 
 from bench.fulltext_kinds import baseline_functions
 from bench.search_latency import Scenario, db_dsn, log, make_queries, pct
@@ -43,22 +48,47 @@ from pgmemory.storage.connect import resolve_dsn
 from pgmemory.storage.vectors import vector_literals
 
 CALL = "SELECT kind, id, version_id, ranks, detail FROM {fn}(ARRAY[$1], $2, $3::text::vector, $4::jsonb)"
+# --as-memory: what Memory.search sends for one group on one node (candidates.SEARCH_ONE_NODE).
+CALL_GROUP = "SELECT kind, id, version_id, ranks, detail FROM {fn}($1, $2, $3::vector, $4::jsonb) c"
 
 
-def baseline_function(rev: str, with_fulltext: bool = False) -> str:
+def _defined(text: str, name: str) -> str:
+    """The CREATE statement of function `name` in a SQL file's text (its $$ body included)."""
+    start = text.index(f"CREATE OR REPLACE FUNCTION {name}(")
+    return text[start:text.index("$$;", text.index("AS $$", start)) + 3]
+
+
+def baseline_function(rev: str, with_fulltext: bool = False, as_memory: bool = False) -> str:
     """The baseline's search_candidates, renamed pg_temp.search_candidates; with_fulltext: preceded by
-    the baseline's full-text functions in pg_temp, which it then calls."""
+    the baseline's full-text functions in pg_temp, which it then calls; as_memory: followed by the
+    baseline's search_group as pg_temp.search_group, calling that copy."""
     root = Path(__file__).parent.parent
     text = subprocess.run(["git", "show", f"{rev}:sql/70_search.sql"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
-    start = text.index("CREATE OR REPLACE FUNCTION pgmemory.search_candidates(")
-    end = text.index("$$;", text.index("AS $$", start)) + 3
-    body = text[start:end].replace("pgmemory.search_candidates(", "pg_temp.search_candidates(", 1)
+    body = _defined(text, "pgmemory.search_candidates").replace(
+        "pgmemory.search_candidates(", "pg_temp.search_candidates(", 1)
+    if as_memory:
+        body += "\n" + _defined(text, "pgmemory.search_group").replace(
+            "pgmemory.search_group(", "pg_temp.search_group(", 1).replace(
+            "pgmemory.search_candidates(", "pg_temp.search_candidates(")
     if not with_fulltext:
         return body
     for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits"):
         body = body.replace(f"pgmemory_internal.{name}(", f"pg_temp.{name}(")
     return baseline_functions(rev) + "\n" + body
+
+
+async def run_as_installed(conn: asyncpg.Connection) -> None:
+    """Give pg_temp.search_candidates the installed one's SECURITY DEFINER and search_path (init
+    sets them where it can: sql/catalog/tenancy.sql), so both pay the same function entry."""
+    row = await conn.fetchrow(
+        "SELECT p.prosecdef, (SELECT c FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\\_path=%') AS path"
+        " FROM pg_proc p WHERE p.oid = 'pgmemory.search_candidates(text[], text, vector, jsonb)'::regprocedure")
+    signature = "pg_temp.search_candidates(text[], text, vector, jsonb)"
+    if row["path"]:  # as pg_get_functiondef would write it: a list of quoted or plain schema names
+        await conn.execute(f"ALTER FUNCTION {signature} SET search_path = {row['path'].split('=', 1)[1]}")
+    if row["prosecdef"]:
+        await conn.execute(f"ALTER FUNCTION {signature} SECURITY DEFINER")
 
 
 async def locomo_queries(dsn: str, path: Path, n: int) -> list[tuple[str, str, list[float]]]:
@@ -85,15 +115,18 @@ async def top(rows: list, query: str, config, limit: int) -> list[tuple]:
 
 async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: str, recipe: str, warmup: int,
                   with_fulltext: bool = False, limit: int | None = None,
-                  baseline_candidates: int | None = None) -> None:
+                  baseline_candidates: int | None = None, as_memory: bool = False) -> None:
     """Time baseline and current on every query (the order alternating), print p50/p95, the server's
     mean CPU time per call, and ratios. With `limit`, the current call is told the result limit
     (options(limit=...)), each call's time includes decoding its rows into hits, and what is compared is
     each kind's top `limit` after RRF."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(baseline_function(rev, with_fulltext))
+        await conn.execute(baseline_function(rev, with_fulltext, as_memory))
+        await run_as_installed(conn)
         await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        if as_memory:
+            await register_vector(conn)
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
         config = resolve_config(recipe)
@@ -109,13 +142,16 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
             rows = {}
             order = ("baseline", "current") if n % 2 else ("current", "baseline")
             for label in order:
-                fn = "pg_temp.search_candidates" if label == "baseline" else "pgmemory.search_candidates"
+                fn = f"{'pg_temp' if label == 'baseline' else 'pgmemory'}.search_{'group' if as_memory else 'candidates'}"
                 cpu_before = backend_cpu_s(pid)
                 started = time.perf_counter()
                 call_opts = opts[label]
                 if label == "current" and limit is not None:  # as Memory.search asks (the query's words)
                     call_opts = options(config, SearchFilters(), with_embeddings=False, limit=limit, query=q)
-                found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], call_opts)
+                if as_memory:
+                    found = await conn.fetch(CALL_GROUP.format(fn=fn), g, q, v, call_opts)
+                else:
+                    found = await conn.fetch(CALL.format(fn=fn), g, q, vector_literals([v])[0], call_opts)
                 if limit is not None:
                     found = await top(found, q, config, limit)
                 if n >= warmup:
@@ -161,6 +197,8 @@ def main() -> None:
                     help="tell the baseline call the limit too, with this many candidates per method")
     ap.add_argument("--with-fulltext", action="store_true",
                     help="the baseline's full-text functions too (text_top_k and the *_text_hits it calls)")
+    ap.add_argument("--as-memory", action="store_true",
+                    help="call search_group with the vector in binary, as Memory.search does on one node")
     args = ap.parse_args()
     server = resolve_dsn()
     total = args.queries + args.warmup
@@ -173,7 +211,7 @@ def main() -> None:
         queries = [(q.group, q.text, q.vector) for q in make_queries(dsn, sc, total)[0]]
     log(f"scenario {args.scenario}: baseline {args.baseline}, {args.queries} queries after {args.warmup} warm-up")
     asyncio.run(measure(dsn, queries, args.baseline, args.recipe, args.warmup, args.with_fulltext, args.limit,
-                        args.baseline_candidates))
+                        args.baseline_candidates, args.as_memory))
 
 
 if __name__ == "__main__":
