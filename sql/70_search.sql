@@ -555,8 +555,8 @@ BEGIN
                    'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
                    -- An endpoint's name as recorded at known_at, when it has changed since (its
                    -- entity_versions row then; versions do not overlap). Without known_at (the usual
-                   -- view) the current name, with no probe of entity_versions: two LEFT JOINs that
-                   -- matched nothing there were ~20% of this statement's time at LoCoMo scale.
+                   -- view) the current name, with no probe of entity_versions (two LEFT JOINs that
+                   -- matched nothing there probed its index twice per fact).
                    'source_id', f.source_id,
                    'source', CASE WHEN known_at IS NULL THEN s.name ELSE coalesce(
                                  (SELECT sv.name FROM pgmemory.entity_versions sv
