@@ -30,21 +30,25 @@ $$;
 -- for a top p_k (the rarest lexemes are rare until they hold 2 x p_k documents together, the
 -- rest is common: a speaker's name in a chat, a common word in 100k facts), and the largest
 -- share of the score a document can get from it: idf x the BM25 factor of its largest term
--- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown), that
--- largest term frequency (NULL: unknown; 1: a document holding the lexeme says it once), and the
--- keys of the documents saying it twice or more (term_stats.repeated; NULL: unknown).
+-- frequency in the group's shortest document (text_stats.min_len; length 0 when unknown; 1.3 x
+-- idf, the k1 limit, when max_tf is unknown), that largest term frequency (NULL: unknown; 1: a
+-- document holding the lexeme says it once), the keys of the documents saying it twice or more
+-- (term_stats.repeated; NULL: unknown), and bound1, the largest share of a document saying it
+-- once. A document of exactly the shortest length scores its bound: the bounds are raised by a
+-- factor 1 + 1e-9 (far above the rounding of a sum of shares), so that a set of lexemes whose
+-- bound is the k-th score can hold no document scoring it (text_top_k stops there).
 DO $$
-BEGIN  -- the result gained columns (bound, max_tf, repeated): an older definition must go first
+BEGIN  -- the result gained columns (bound, max_tf, repeated, bound1): an older definition must go first
     IF EXISTS (SELECT FROM pg_proc
                 WHERE oid = to_regprocedure('pgmemory_internal.bm25_terms(text, text[], text, integer)')
-                  AND NOT 'repeated' = ANY (proargnames)) THEN
+                  AND NOT 'bound1' = ANY (proargnames)) THEN
         DROP FUNCTION pgmemory_internal.bm25_terms(text, text[], text, integer);
     END IF;
 END
 $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
-               common boolean, bound double precision, max_tf integer, repeated text[])
+               common boolean, bound double precision, max_tf integer, repeated text[], bound1 double precision)
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
@@ -61,8 +65,14 @@ BEGIN
                greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
                sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
                (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision,
-               t.max_tf, t.repeated
+                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                          greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                              * (1 + 1e-9), 1.3))::double precision,
+               t.max_tf, t.repeated,
+               (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                   * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                                 greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                   * (1 + 1e-9))::double precision
           FROM pgmemory.text_stats s
           JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
          WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
@@ -293,7 +303,7 @@ BEGIN
            array_agg(t.max_tf ORDER BY t.df, t.tq::text), array_agg(t.bound ORDER BY t.df, t.tq::text),
            array_agg(t.df ORDER BY t.df, t.tq::text),
            array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1
-                          THEN t.idf * pgmemory_internal.bm25_term(1, 0, 1) ELSE t.bound END ORDER BY t.df, t.tq::text),
+                          THEN t.bound1 ELSE t.bound END ORDER BY t.df, t.tq::text),
            array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END
                      ORDER BY t.df, t.tq::text),
            count(DISTINCT t.tq), sum(t.df), string_agg(DISTINCT t.tq::text, ' | ')::tsquery
