@@ -58,24 +58,48 @@ BEGIN
     -- One group per statement, pinned by equality: on Citus `= ANY (groups)` here (a join and a
     -- window) read the statistics of all 32 shards, over the network for the other worker's
     -- (48 ms of a 70 ms one-group search on the worker).
+    -- p_k NULL: `common` is not computed (NULL), which spares the window and its sort (~40 us a call;
+    -- text_top_k does not use it). The two statements differ only in that column.
     FOREACH g IN ARRAY p_groups LOOP
-        RETURN QUERY
-        SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision,
-               quote_literal(t.term)::tsquery,
-               greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
-               sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
-               (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
-                                                          greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                              * (1 + 1e-9), 1.3))::double precision,
-               t.max_tf, t.repeated,
-               (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                   * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
-                                                 greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                   * (1 + 1e-9))::double precision
-          FROM pgmemory.text_stats s
-          JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
-         WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
+        IF p_k IS NULL THEN
+            RETURN QUERY
+            SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df, NULL::boolean, x.bound, x.max_tf, x.repeated, x.bound1
+              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
+                           quote_literal(t.term)::tsquery AS tq,
+                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                                          * (1 + 1e-9), 1.3))::double precision AS bound,
+                           t.max_tf, t.repeated,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                               * (1 + 1e-9))::double precision AS bound1
+                      FROM pgmemory.text_stats s
+                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
+                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+        ELSE
+            RETURN QUERY
+            SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df,
+                   sum(x.df) OVER (ORDER BY x.df, x.term ROWS UNBOUNDED PRECEDING) - x.df >= 2 * p_k,
+                   x.bound, x.max_tf, x.repeated, x.bound1
+              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
+                           quote_literal(t.term)::tsquery AS tq,
+                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                                          * (1 + 1e-9), 1.3))::double precision AS bound,
+                           t.max_tf, t.repeated,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                               * (1 + 1e-9))::double precision AS bound1
+                      FROM pgmemory.text_stats s
+                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
+                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+        END IF;
     END LOOP;
 END
 $$;
@@ -292,24 +316,26 @@ DECLARE
     probe tsquery;
     i integer;
     j integer;
+    m integer;
+    b integer;
+    q tsquery;
     lexemes integer;             -- distinct query lexemes known to the groups
     postings bigint;             -- the documents holding them, summed over lexemes and groups
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes') THEN
         RAISE EXCEPTION 'unknown text kind: %', p_kind USING ERRCODE = '22023';
     END IF;
-    SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
-           array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text),
-           array_agg(t.max_tf ORDER BY t.df, t.tq::text), array_agg(t.bound ORDER BY t.df, t.tq::text),
-           array_agg(t.df ORDER BY t.df, t.tq::text),
-           array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1
-                          THEN t.bound1 ELSE t.bound END ORDER BY t.df, t.tq::text),
-           array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END
-                     ORDER BY t.df, t.tq::text),
+    -- (the rows sorted once, rarest first, for aggregates that keep their input's order: an ORDER BY
+    -- in each of nine aggregates was nine sorts; `common` is not needed)
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
+           array_agg(t.bound), array_agg(t.df),
+           array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1 THEN t.bound1 ELSE t.bound END),
+           array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END),
            count(DISTINCT t.tq), sum(t.df), string_agg(DISTINCT t.tq::text, ' | ')::tsquery
       INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, terms_bound, terms_df, terms_bound1, terms_rep,
            lexemes, postings, probe
-      FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
+      FROM (SELECT * FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, NULL) x
+             ORDER BY x.df, x.tq::text) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
@@ -406,9 +432,18 @@ BEGIN
                 est := est + mask_est[batched];
             END LOOP;
         END IF;
-        probe := (SELECT string_agg('(' || (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')
-                                              FROM generate_series(0, n - 1) AS b WHERE m & (1 << b) <> 0) || ')', ' | ')
-                    FROM unnest(batch) AS m)::tsquery;
+        -- the OR of the batch's sets, each the AND of its units (tsquery operators: plain
+        -- expressions, where a statement building the text cost ~10% of a call's CPU with the others)
+        probe := NULL;
+        FOREACH m IN ARRAY batch LOOP
+            q := NULL;
+            FOR b IN 0 .. n - 1 LOOP
+                IF m & (1 << b) <> 0 THEN
+                    q := CASE WHEN q IS NULL THEN unit_tq[b + 1] ELSE q && unit_tq[b + 1] END;
+                END IF;
+            END LOOP;
+            probe := CASE WHEN probe IS NULL THEN q ELSE probe || q END;
+        END LOOP;
         before := cardinality(seen);
         SELECT seen_group || coalesce(array_agg(h.group_id), '{}'), seen || coalesce(array_agg(h.key), '{}'),
                seen_score || coalesce(array_agg(h.score), '{}')
@@ -423,8 +458,13 @@ BEGIN
             correlated := true;  -- e.g. the words of a company's name: their sets hold about the same documents
         END IF;
         IF j & (j - 1) = 0 OR rare_left IS NULL THEN
-            rare_left := (SELECT coalesce(min(unit_df[b + 1]), 0) FROM generate_series(0, n - 1) AS b
-                           WHERE (1 << b) <> ALL (done));
+            rare_left := NULL;
+            FOR b IN 0 .. n - 1 LOOP
+                IF (1 << b) <> ALL (done) THEN
+                    rare_left := least(rare_left, unit_df[b + 1]);
+                END IF;
+            END LOOP;
+            rare_left := coalesce(rare_left, 0);
         END IF;
         IF cardinality(seen) >= p_k THEN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
