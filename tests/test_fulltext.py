@@ -555,3 +555,57 @@ def test_upgrade_lists_the_documents_saying_a_word_twice(empty_dsn):
         assert "0460_term_repeated.sql" in report.migrations_applied
         assert dict(conn.execute(REPEATED, ("g",)).fetchall()) == {
             "sail": ["00000000-0000-0000-0000-00000000000a"], "boat": []}
+
+
+# Per kind of the group: the kept lower bound of its documents' length (distinct lexemes, empty
+# documents aside) and the true shortest.
+SHORTEST = """
+    SELECT s.min_len, (SELECT min(length(e.tsv)) FROM pgmemory.episodes e
+                        WHERE e.group_id = s.group_id AND length(e.tsv) > 0)
+      FROM pgmemory.text_stats s WHERE s.group_id = %s AND s.kind = 'episodes'"""
+
+
+def test_shortest_length_bound_is_never_above_the_true_one(db_dsn, group):
+    """text_stats.min_len (what the exact top k bounds a share by: a document's length is at least
+    that) is set by inserts, lowered by a rewrite to a shorter text, kept after the shortest document
+    is gone; rebuild_text_stats gives the exact value; an empty document does not count."""
+    with psycopg.connect(db_dsn) as conn:
+        add_texts(conn, group, ["sailing in Oslo with Ann", "a boat trip to Bergen", "the"])
+        assert conn.execute(SHORTEST, (group,)).fetchone() == (3, 3)
+        conn.execute("UPDATE pgmemory.episodes SET content = 'a boat' WHERE group_id = %s"
+                     " AND content = 'a boat trip to Bergen'", (group,))
+        assert conn.execute(SHORTEST, (group,)).fetchone() == (1, 1)
+        conn.execute("DELETE FROM pgmemory.episodes WHERE group_id = %s AND content = 'a boat'", (group,))
+        assert conn.execute(SHORTEST, (group,)).fetchone() == (1, 3)
+        conn.execute("SELECT pgmemory.rebuild_text_stats()")
+        assert conn.execute(SHORTEST, (group,)).fetchone() == (3, 3)
+        conn.rollback()
+
+
+def test_a_word_whose_documents_cannot_reach_the_kth_score_at_the_shortest_length_is_not_read(db_dsn, group):
+    """"alpha" (30 documents) and "beta" (31) are nearly as rare; every document has two lexemes or
+    more. The top 2 of "alpha beta" is the one document with both and an alpha document; a beta
+    document scores idf(beta) x the BM25 factor of its length, below that k-th score at any length of
+    two or more, though not at length 0: the statistics' shortest length spares reading beta's
+    documents (2 probes, not 3), and every top k is exact."""
+    texts = ([f"filler number {i}" for i in range(1_000)] + [f"alpha a{i}" for i in range(29)]
+             + [f"beta b{i}" for i in range(30)] + ["alpha beta"])
+    insert, hits_sql, reference = KINDS["episodes"]
+    with psycopg.connect(db_dsn, options=PATHS["steps"]) as conn:
+        conn.execute(insert, {"g": group, "t": texts})
+        conn.commit()
+        expected = conn.execute(reference, {"g": group, "q": "alpha beta"}).fetchall()
+        for k in range(1, 41):
+            hits = conn.execute(hits_sql, (group, "alpha beta", k)).fetchall()
+            assert len(hits) == k
+            assert all(math.isclose(s, e, rel_tol=1e-9) for (_, s), (_, e) in zip(hits, expected)), k
+            cut = expected[k - 1][1]
+            assert {i for i, s in hits if s > cut * (1 + 1e-9)} == {i for i, s in expected if s > cut * (1 + 1e-9)}, k
+        with conn.transaction(force_rollback=True):
+            conn.execute("SET LOCAL track_functions = 'pl'")
+            calls = ("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
+                     " WHERE schemaname = 'pgmemory_internal' AND funcname = 'text_scores'")
+            before = conn.execute(calls).fetchone()[0]
+            conn.execute(hits_sql, (group, "alpha beta", 2)).fetchall()
+            probes = conn.execute(calls).fetchone()[0] - before
+    assert probes == 2

@@ -106,6 +106,7 @@ BEGIN
             ('text_stats', 'kind', 'Kind of text: episodes, facts or entities'),
             ('text_stats', 'docs', 'Documents of this kind in the group'),
             ('text_stats', 'total_len', 'Total length (tokens) of those documents'),
+            ('text_stats', 'min_len', 'Lower bound of the length (distinct lexemes) of its non-empty documents (lowered, never raised; NULL: unknown)'),
             ('term_stats', 'kind', 'Kind of text: episodes, facts or entities'),
             ('term_stats', 'term', 'Lexeme'),
             ('term_stats', 'docs', 'Documents of this kind in the group that contain the lexeme'),

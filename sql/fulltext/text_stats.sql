@@ -3,7 +3,8 @@
 -- episodes, facts and entities to pgmemory.text_stats and pgmemory.term_stats (rows locked
 -- in (group, term) order, so concurrent writers never deadlock on them; writers of one group
 -- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing.
--- term_stats.max_tf bounds each lexeme's term frequency (for the exact top k's upper bounds), and
+-- text_stats.min_len bounds the length of a group's documents from below and term_stats.max_tf each
+-- lexeme's term frequency from above (for the exact top k's upper bounds), and
 -- term_stats.repeated lists the documents that say the lexeme twice or more (at most
 -- pgmemory_internal.repeated_cap() keys; beyond, NULL: unknown), so the top k reads only those
 -- when a document saying the lexeme once cannot reach the k-th score.
@@ -45,6 +46,7 @@ DECLARE
     v_group text;
     v_docs bigint;
     v_len bigint;
+    v_min integer;               -- the shortest added non-empty document (distinct lexemes)
     v_left bigint;
     v_terms text[];
     v_counts bigint[];
@@ -54,8 +56,8 @@ DECLARE
 BEGIN
     -- The length is tsv_length written out: a SQL function with a FROM is not inlined, and its
     -- call per document cost ~0.07 ms of ~0.6 per call of this function (two documents).
-    FOR v_group, v_docs, v_len IN
-        SELECT d.g, sum(d.sign), sum(d.sign * l.len)
+    FOR v_group, v_docs, v_len, v_min IN
+        SELECT d.g, sum(d.sign), sum(d.sign * l.len), min(length(d.tsv)) FILTER (WHERE d.sign > 0 AND length(d.tsv) > 0)
           FROM unnest(p_groups, p_tsvs, p_signs) AS d (g, tsv, sign)
          CROSS JOIN LATERAL (SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) AS len
                                FROM unnest(d.tsv) u) l
@@ -73,10 +75,12 @@ BEGIN
                 HAVING sum(d.sign) <> 0
                     OR max(coalesce(array_length(u.positions, 1), 1)) FILTER (WHERE d.sign > 0) > 1) t;
         CONTINUE WHEN v_docs = 0 AND v_len = 0 AND v_terms IS NULL;
-        INSERT INTO pgmemory.text_stats AS s (group_id, kind, docs, total_len)
-        VALUES (v_group, p_kind, v_docs, v_len)
+        -- min_len only falls (a lower bound: NULL, unknown, stays so; a removal leaves it).
+        INSERT INTO pgmemory.text_stats AS s (group_id, kind, docs, total_len, min_len)
+        VALUES (v_group, p_kind, v_docs, v_len, v_min)
         ON CONFLICT (group_id, kind) DO UPDATE
-           SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len
+           SET docs = s.docs + excluded.docs, total_len = s.total_len + excluded.total_len,
+               min_len = CASE WHEN s.min_len IS NOT NULL THEN least(s.min_len, excluded.min_len) END
         RETURNING s.docs INTO v_left;
         IF v_terms IS NOT NULL THEN
             -- max_tf only rises (an upper bound of the lexeme's term frequency; NULL: unknown,
@@ -160,8 +164,9 @@ BEGIN
     DELETE FROM pgmemory.text_stats;
     DELETE FROM pgmemory.term_stats;
     FOREACH kind IN ARRAY ARRAY['episodes', 'facts', 'entities'] LOOP
-        EXECUTE format('INSERT INTO pgmemory.text_stats (group_id, kind, docs, total_len)'
-                       ' SELECT group_id, %L, count(*), sum(pgmemory_internal.tsv_length(tsv)) FROM pgmemory.%I'
+        EXECUTE format('INSERT INTO pgmemory.text_stats (group_id, kind, docs, total_len, min_len)'
+                       ' SELECT group_id, %L, count(*), sum(pgmemory_internal.tsv_length(tsv)),'
+                       '        min(length(tsv)) FILTER (WHERE length(tsv) > 0) FROM pgmemory.%I'
                        ' GROUP BY group_id', kind, kind);
         EXECUTE format('INSERT INTO pgmemory.term_stats (group_id, kind, term, docs, max_tf, repeated)'
                        ' SELECT d.group_id, %L, u.lexeme, count(*), max(coalesce(array_length(u.positions, 1), 1)),'

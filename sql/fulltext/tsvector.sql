@@ -30,21 +30,25 @@ $$;
 -- for a top p_k (the rarest lexemes are rare until they hold 2 x p_k documents together, the
 -- rest is common: a speaker's name in a chat, a common word in 100k facts), and the largest
 -- share of the score a document can get from it: idf x the BM25 factor of its largest term
--- frequency in the shortest document (1.3 x idf, the k1 limit, when max_tf is unknown), that
--- largest term frequency (NULL: unknown; 1: a document holding the lexeme says it once), and the
--- keys of the documents saying it twice or more (term_stats.repeated; NULL: unknown).
+-- frequency in the group's shortest document (text_stats.min_len; length 0 when unknown; 1.3 x
+-- idf, the k1 limit, when max_tf is unknown), that largest term frequency (NULL: unknown; 1: a
+-- document holding the lexeme says it once), the keys of the documents saying it twice or more
+-- (term_stats.repeated; NULL: unknown), and bound1, the largest share of a document saying it
+-- once. A document of exactly the shortest length scores its bound: the bounds are raised by a
+-- factor 1 + 1e-9 (far above the rounding of a sum of shares), so that a set of lexemes whose
+-- bound is the k-th score can hold no document scoring it (text_top_k stops there).
 DO $$
-BEGIN  -- the result gained columns (bound, max_tf, repeated): an older definition must go first
+BEGIN  -- the result gained columns (bound, max_tf, repeated, bound1): an older definition must go first
     IF EXISTS (SELECT FROM pg_proc
                 WHERE oid = to_regprocedure('pgmemory_internal.bm25_terms(text, text[], text, integer)')
-                  AND NOT 'repeated' = ANY (proargnames)) THEN
+                  AND NOT 'bound1' = ANY (proargnames)) THEN
         DROP FUNCTION pgmemory_internal.bm25_terms(text, text[], text, integer);
     END IF;
 END
 $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_terms(p_kind text, p_groups text[], p_query text, p_k integer)
 RETURNS TABLE (group_id text, idf double precision, tq tsquery, avgdl double precision, df bigint,
-               common boolean, bound double precision, max_tf integer, repeated text[])
+               common boolean, bound double precision, max_tf integer, repeated text[], bound1 double precision)
 LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
@@ -54,18 +58,48 @@ BEGIN
     -- One group per statement, pinned by equality: on Citus `= ANY (groups)` here (a join and a
     -- window) read the statistics of all 32 shards, over the network for the other worker's
     -- (48 ms of a 70 ms one-group search on the worker).
+    -- p_k NULL: `common` is not computed (NULL), which spares the window and its sort (~40 us a call;
+    -- text_top_k does not use it). The two statements differ only in that column.
     FOREACH g IN ARRAY p_groups LOOP
-        RETURN QUERY
-        SELECT s.group_id, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision,
-               quote_literal(t.term)::tsquery,
-               greatest(s.total_len::double precision / greatest(s.docs, 1), 1), t.docs::bigint,
-               sum(t.docs) OVER (ORDER BY t.docs, t.term ROWS UNBOUNDED PRECEDING) - t.docs >= 2 * p_k,
-               (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                   * coalesce(pgmemory_internal.bm25_term(t.max_tf, 0, 1), 1.3))::double precision,
-               t.max_tf, t.repeated
-          FROM pgmemory.text_stats s
-          JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
-         WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes);
+        IF p_k IS NULL THEN
+            RETURN QUERY
+            SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df, NULL::boolean, x.bound, x.max_tf, x.repeated, x.bound1
+              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
+                           quote_literal(t.term)::tsquery AS tq,
+                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                                          * (1 + 1e-9), 1.3))::double precision AS bound,
+                           t.max_tf, t.repeated,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                               * (1 + 1e-9))::double precision AS bound1
+                      FROM pgmemory.text_stats s
+                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
+                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+        ELSE
+            RETURN QUERY
+            SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df,
+                   sum(x.df) OVER (ORDER BY x.df, x.term ROWS UNBOUNDED PRECEDING) - x.df >= 2 * p_k,
+                   x.bound, x.max_tf, x.repeated, x.bound1
+              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
+                           quote_literal(t.term)::tsquery AS tq,
+                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                                          * (1 + 1e-9), 1.3))::double precision AS bound,
+                           t.max_tf, t.repeated,
+                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                               * (1 + 1e-9))::double precision AS bound1
+                      FROM pgmemory.text_stats s
+                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
+                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+        END IF;
     END LOOP;
 END
 $$;
@@ -152,7 +186,18 @@ DECLARE
 BEGIN
     FOREACH g IN ARRAY p_groups LOOP
         IF p_keys IS NULL THEN
-            IF p_kind = 'facts' THEN
+            IF p_kind = 'facts' AND p_known_at IS NULL AND NOT coalesce(p_superseded, false)
+               AND cardinality(p_relations) = 0 AND cardinality(array_remove(p_bounds, NULL)) = 0 THEN
+                -- the current facts with no other filter (the usual search): fact_in_view for those
+                -- arguments, written out (its generic plan tests all eleven conditions on every row:
+                -- ~15% of reading a probe's rows)
+                SELECT coalesce(array_agg(CASE WHEN upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, p_point)
+                                               THEN f.version_id::text END), '{}'),
+                       coalesce(array_agg(f.tsv), '{}')
+                  INTO keys, docs
+                  FROM pgmemory.facts f
+                 WHERE f.group_id = g AND f.tsv @@ p_probe;
+            ELSIF p_kind = 'facts' THEN
                 SELECT coalesce(array_agg(CASE WHEN pgmemory_internal.fact_in_view(
                            f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded, p_relations, p_bounds,
                            f.is_event) THEN f.version_id::text END), '{}'),
@@ -282,24 +327,26 @@ DECLARE
     probe tsquery;
     i integer;
     j integer;
+    m integer;
+    b integer;
+    q tsquery;
     lexemes integer;             -- distinct query lexemes known to the groups
     postings bigint;             -- the documents holding them, summed over lexemes and groups
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes') THEN
         RAISE EXCEPTION 'unknown text kind: %', p_kind USING ERRCODE = '22023';
     END IF;
-    SELECT array_agg(t.group_id ORDER BY t.df, t.tq::text), array_agg(t.idf ORDER BY t.df, t.tq::text),
-           array_agg(t.tq ORDER BY t.df, t.tq::text), array_agg(t.avgdl ORDER BY t.df, t.tq::text),
-           array_agg(t.max_tf ORDER BY t.df, t.tq::text), array_agg(t.bound ORDER BY t.df, t.tq::text),
-           array_agg(t.df ORDER BY t.df, t.tq::text),
-           array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1
-                          THEN t.idf * pgmemory_internal.bm25_term(1, 0, 1) ELSE t.bound END ORDER BY t.df, t.tq::text),
-           array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END
-                     ORDER BY t.df, t.tq::text),
+    -- (the rows sorted once, rarest first, for aggregates that keep their input's order: an ORDER BY
+    -- in each of nine aggregates was nine sorts; `common` is not needed)
+    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
+           array_agg(t.bound), array_agg(t.df),
+           array_agg(CASE WHEN t.repeated IS NOT NULL AND t.max_tf IS DISTINCT FROM 1 THEN t.bound1 ELSE t.bound END),
+           array_agg(CASE WHEN t.max_tf IS DISTINCT FROM 1 THEN nullif(array_to_string(t.repeated, ','), '') END),
            count(DISTINCT t.tq), sum(t.df), string_agg(DISTINCT t.tq::text, ' | ')::tsquery
       INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, terms_bound, terms_df, terms_bound1, terms_rep,
            lexemes, postings, probe
-      FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, p_k) t;
+      FROM (SELECT * FROM pgmemory_internal.bm25_terms(p_kind, p_groups, p_query, NULL) x
+             ORDER BY x.df, x.tq::text) t;
     IF terms_tq IS NULL OR p_k < 1 THEN
         RETURN;
     END IF;
@@ -396,9 +443,18 @@ BEGIN
                 est := est + mask_est[batched];
             END LOOP;
         END IF;
-        probe := (SELECT string_agg('(' || (SELECT string_agg('(' || unit_tq[b + 1]::text || ')', ' & ')
-                                              FROM generate_series(0, n - 1) AS b WHERE m & (1 << b) <> 0) || ')', ' | ')
-                    FROM unnest(batch) AS m)::tsquery;
+        -- the OR of the batch's sets, each the AND of its units (tsquery operators: plain
+        -- expressions, where a statement building the text cost ~10% of a call's CPU with the others)
+        probe := NULL;
+        FOREACH m IN ARRAY batch LOOP
+            q := NULL;
+            FOR b IN 0 .. n - 1 LOOP
+                IF m & (1 << b) <> 0 THEN
+                    q := CASE WHEN q IS NULL THEN unit_tq[b + 1] ELSE q && unit_tq[b + 1] END;
+                END IF;
+            END LOOP;
+            probe := CASE WHEN probe IS NULL THEN q ELSE probe || q END;
+        END LOOP;
         before := cardinality(seen);
         SELECT seen_group || coalesce(array_agg(h.group_id), '{}'), seen || coalesce(array_agg(h.key), '{}'),
                seen_score || coalesce(array_agg(h.score), '{}')
@@ -413,8 +469,13 @@ BEGIN
             correlated := true;  -- e.g. the words of a company's name: their sets hold about the same documents
         END IF;
         IF j & (j - 1) = 0 OR rare_left IS NULL THEN
-            rare_left := (SELECT coalesce(min(unit_df[b + 1]), 0) FROM generate_series(0, n - 1) AS b
-                           WHERE (1 << b) <> ALL (done));
+            rare_left := NULL;
+            FOR b IN 0 .. n - 1 LOOP
+                IF (1 << b) <> ALL (done) THEN
+                    rare_left := least(rare_left, unit_df[b + 1]);
+                END IF;
+            END LOOP;
+            rare_left := coalesce(rare_left, 0);
         END IF;
         IF cardinality(seen) >= p_k THEN
             theta := (SELECT s FROM unnest(seen_score) AS s ORDER BY s DESC OFFSET p_k - 1 LIMIT 1);
