@@ -244,6 +244,8 @@ BEGIN
             ('claim_component', 'Internal: the lineages whose belief depends on the given ones'),
             ('refold_lineages', 'Internal: re-derive the believed versions of lineages from their live claims'),
             ('entity_candidates', 'Internal (ingestion): entity candidates for resolution (exact name, cosine, full text)'),
+            ('entity_candidates_generic', 'Internal (ingestion): entity_candidates with its default limits, on a cached generic plan'),
+            ('holds_most_entities', 'Internal (ingestion): whether a group holds at least half of the entity name vectors'),
             ('fact_candidates', 'Internal (ingestion): fact dedupe candidates between the same entity pair'),
             ('contradiction_candidates', 'Internal (ingestion): believed facts a new fact may contradict'),
             ('read_entity_candidates', 'Internal (ingestion): the group''s change counter and the entity candidates, one snapshot'),
