@@ -67,7 +67,7 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
 
 
-GENERIC_PLANNED = ("derive_summaries", "read_fact_candidates", "entity_candidates_generic")
+GENERIC_PLANNED = ("derive_summaries", "read_fact_candidates", "entity_candidates_generic", "apply_episode")
 
 
 def test_entity_summaries_run_generic_plans_after_every_init(empty_dsn):
