@@ -5,14 +5,17 @@
 -- exact (case-insensitive) name matches or, without one, the nearest name
 -- embeddings (cosine, pgmemory.entity_name_vectors) and full-text matches on name + summary. One row per
 -- (input index, candidate).
-CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(
-    p_group text, p_names text[], p_embeddings vector[], p_k integer DEFAULT 5,
-    p_min_similarity double precision DEFAULT 0.6)
-RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary text,
-               exact boolean, similarity double precision)
-LANGUAGE sql STABLE
-SET hnsw.iterative_scan = 'relaxed_order'
-AS $$
+-- Two functions of one body (written once below): entity_candidates takes the limits as
+-- parameters and is planned for each call with the group's value (custom plans: the nearest-name
+-- read's plan needs its LIMIT's value to use the HNSW index, and a small group of a large shared
+-- table is read exactly by its key, where the HNSW read filtered to the group would stop after
+-- hnsw.max_scan_tuples before meeting its names); entity_candidates_generic has the default limits
+-- (5, 0.6) as constants, so one generic plan, cached per session (sql/90_write_plans.sql), is the
+-- plan a custom one would be when the group holds most of the table (read_entity_candidates picks
+-- it then): planning was ~0.8 of the ~1.4 ms per call (bench/README.md, "Issue 9, session 10").
+DO $define$
+DECLARE
+    body constant text := $body$
     SELECT i.idx::integer, e.id, e.name, e.labels, e.summary,
            lower(e.name) = lower(i.name) AS exact,
            coalesce(1 - (nv.name_embedding <=> i.embedding), 0) AS similarity
@@ -30,19 +33,45 @@ AS $$
                JOIN pgmemory.entities x ON x.group_id = p_group AND x.id = v.entity_id
               WHERE v.group_id = p_group AND i.embedding IS NOT NULL AND NOT exact.found AND x.retired_at IS NULL
               ORDER BY v.name_embedding <=> i.embedding
-              LIMIT p_k)
+              LIMIT %1$s)
             UNION
             (SELECT x.id FROM pgmemory.entities x
               WHERE x.group_id = p_group AND NOT exact.found AND x.retired_at IS NULL
                 AND x.tsv @@ plainto_tsquery('english', i.name)
               ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
-              LIMIT p_k)) c
+              LIMIT %1$s)) c
       JOIN pgmemory.entities e ON e.group_id = p_group AND e.id = c.id
       LEFT JOIN pgmemory.entity_name_vectors nv ON nv.group_id = p_group AND nv.entity_id = e.id
      WHERE lower(e.name) = lower(i.name)
-        OR coalesce(1 - (nv.name_embedding <=> i.embedding), 0) >= p_min_similarity
+        OR coalesce(1 - (nv.name_embedding <=> i.embedding), 0) >= %2$s
         OR e.tsv @@ plainto_tsquery('english', i.name)
      ORDER BY 1, 6 DESC, 7 DESC
+$body$;
+    result constant text := 'RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary text,'
+                            ' exact boolean, similarity double precision)'
+                            ' LANGUAGE sql STABLE SET hnsw.iterative_scan = ''relaxed_order''';
+BEGIN
+    EXECUTE format('CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates(p_group text, p_names text[],'
+                   ' p_embeddings vector[], p_k integer DEFAULT 5, p_min_similarity double precision DEFAULT 0.6)'
+                   ' %s AS %L', result, format(body, 'p_k', 'p_min_similarity'));
+    EXECUTE format('CREATE OR REPLACE FUNCTION pgmemory_internal.entity_candidates_generic(p_group text,'
+                   ' p_names text[], p_embeddings vector[]) %s AS %L', result, format(body, '5', '0.6'));
+END
+$define$;
+
+-- Whether p_group holds at least half of the entity name vectors (its entity count in text_stats
+-- against the table's row count in the planner's statistics): then the plan made without the
+-- group's value (entity_candidates_generic) is the one made with it. Unknown counts (a group
+-- whose statistics row the caller cannot see) answer false: planned per call, as always. Two
+-- statements (PL/pgSQL), so no query joins a distributed table with the catalog on Citus.
+CREATE OR REPLACE FUNCTION pgmemory_internal.holds_most_entities(p_group text)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_docs bigint := (SELECT s.docs FROM pgmemory.text_stats s WHERE s.group_id = p_group AND s.kind = 'entities');
+BEGIN
+    RETURN coalesce(v_docs * 2 >= (SELECT greatest(c.reltuples, 0) FROM pg_class c
+                                    WHERE c.oid = 'pgmemory.entity_name_vectors'::regclass), false);
+END
 $$;
 
 -- Believed facts between the same entity pair (either direction): the only
@@ -157,9 +186,17 @@ RETURNS TABLE (version bigint, idx integer, entity_id uuid, name text, labels te
                exact boolean, similarity double precision)
 LANGUAGE sql STABLE AS $$
     SELECT v.version, c.idx, c.entity_id, c.name, c.labels, c.summary, c.exact, c.similarity
-      FROM (SELECT pgmemory_internal.group_version(p_group) AS version) v
-      LEFT JOIN LATERAL pgmemory_internal.entity_candidates(p_group, coalesce(p_names, '{}'),
-                                                   coalesce(p_embeddings, '{}')) c ON true
+      FROM (SELECT pgmemory_internal.group_version(p_group) AS version,
+                   pgmemory_internal.holds_most_entities(p_group) AS most) v
+      -- Only one of the two runs (each arm is gated on v.most before its function is called).
+      LEFT JOIN LATERAL (
+            SELECT * FROM pgmemory_internal.entity_candidates_generic(p_group, coalesce(p_names, '{}'),
+                                                                      coalesce(p_embeddings, '{}'))
+             WHERE v.most
+            UNION ALL
+            SELECT * FROM pgmemory_internal.entity_candidates(p_group, coalesce(p_names, '{}'),
+                                                              coalesce(p_embeddings, '{}'))
+             WHERE NOT v.most) c ON true
 $$;
 
 -- Then, once entities are resolved: both candidate sets of the new facts in one call, each row

@@ -70,10 +70,16 @@ async def test_statistics_follow_text_updates_and_skip_other_updates(memory, db_
         assert conn.execute(STATS, {"g": group}).fetchall() == before
         conn.execute("UPDATE pgmemory.entities SET summary = CASE WHEN name = 'Ben' THEN 'a quokka keeper'"
                      " ELSE summary END WHERE group_id = %s", (group,))
+        # Text rewritten in several rows of one statement (episodes and facts count them per row).
+        conn.execute("UPDATE pgmemory.episodes SET content = content || ' Wombats wombats.', error = NULL"
+                     " WHERE group_id = %s", (group,))
+        conn.execute("UPDATE pgmemory.facts SET fact = fact || ' Platypus!' WHERE group_id = %s", (group,))
         kept, rebuilt = stats_now_and_rebuilt(conn, group)
         conn.rollback()
     assert kept == rebuilt
     assert "quokka" in {r[2] for r in kept if r[1] == "entities"}
+    assert "wombat" in {r[2] for r in kept if r[1] == "episodes"}
+    assert "platypus" in {r[2] for r in kept if r[1] == "facts"}
 
 # Per lexeme of the group's episodes: the kept bound of its term frequency and the true largest one.
 TERM_FREQUENCIES = """

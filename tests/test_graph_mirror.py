@@ -94,3 +94,38 @@ def test_vertex_counts_match_tables(db_dsn, group):
             in_table = conn.execute(f"SELECT id::text FROM pgmemory.{table} WHERE group_id = %s",
                                     (group,)).fetchall()
             assert sorted(r[0] for r in in_graph) == sorted(r[0] for r in in_table)
+
+
+def test_mentions_added_by_one_statement_are_mirrored_each(conn, group):
+    """Issue 9: an episode's mentions are one INSERT, mirrored by a statement trigger: each row is
+    one MENTIONS edge from the episode to its entity, with its key in graph_edges; a mention whose
+    entity has no vertex still fails the statement, as the row trigger did."""
+    ids, _, _ = build(conn, group)
+    ep = uuid.uuid4()
+    conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, valid_at)"
+                 " VALUES (%s, %s, 'message', 'Alice left Acme for Globex', 'Alice', now())", (ep, group))
+    conn.execute("INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id)"
+                 " SELECT %s, x, %s FROM unnest(%s::uuid[]) AS x", (ep, group, list(ids.values())))
+    mentions = cypher_rows(conn, "MATCH (e:Episode)-[m:MENTIONS]->(n:Entity) WHERE e.uuid = $ep"
+                                 " RETURN n.name, m.group_id, e.group_id", {"ep": str(ep)})
+    assert sorted(mentions) == [(name, group, group) for name in ("Acme", "Alice", "Globex")]
+    keys = conn.execute("SELECT count(*) FROM pgmemory.graph_edges WHERE edge_key LIKE %s",
+                        (f"mention:{ep}:%",)).fetchone()[0]
+    assert keys == 3
+    conn.execute("DELETE FROM pgmemory.episode_mentions WHERE episode_id = %s AND entity_id = %s",
+                 (ep, ids["Acme"]))
+    assert sorted(m[0] for m in cypher_rows(
+        conn, "MATCH (e:Episode)-[m:MENTIONS]->(n:Entity) WHERE e.uuid = $ep RETURN n.name, m.group_id, e.uuid",
+        {"ep": str(ep)})) == ["Alice", "Globex"]
+    conn.commit()
+    lost = uuid.uuid4()
+    conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'Initech')", (lost, group))
+    conn.execute("DELETE FROM pgmemory.graph_vertices WHERE node_id = %s", (lost,))
+    try:
+        conn.execute("INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id)"
+                     " VALUES (%s, %s, %s), (%s, %s, %s)", (ep, ids["Acme"], group, ep, lost, group))
+    except psycopg.errors.RaiseException as exc:
+        assert "has no vertex" in str(exc)
+    else:
+        raise AssertionError("a mention without a vertex was accepted")
+    conn.rollback()

@@ -5,6 +5,10 @@ from __future__ import annotations
 import random
 import uuid
 
+import psycopg
+
+from pgmemory.storage.setup import init_database
+
 # The definition written plainly (every still-valid fact of both endpoints read and sorted): the
 # p_k nearest among the 100 most recently recorded still-valid facts with the source or target
 # as their source, and among those with either as their target; plus every believed fact with
@@ -79,3 +83,45 @@ def test_contradiction_candidates_of_hubs_are_the_defined_set(conn, group):
             want = conn.execute(REFERENCE, {"g": group, "a": a, "b": b, "rel": rel, "emb": emb}).fetchall()
             assert len(want) >= 10
             assert got == want
+
+
+def test_entity_candidates_generic_plan_only_where_a_group_holds_most_entities(empty_dsn):
+    """Issue 9: read_entity_candidates answers from the generic-planned twin
+    (entity_candidates_generic, constant limits) only for a group that holds at least half of the
+    entity name vectors, where a custom plan is the same plan; a small group of a larger table keeps
+    plans made with its value (the HNSW read filtered to it could miss its names). Both give the
+    same candidates as entity_candidates with its default limits: exact names, nearest names,
+    full-text matches, no match."""
+    rng = random.Random(5)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        init_database(conn, 384)
+        vectors = {}
+        for group, count in (("big", 60), ("small", 4)):
+            for i in range(count):
+                name = f"{group.title()} Person{i} Lake{i % 7}"
+                vectors[(group, name)] = vec(rng)
+                conn.execute("WITH e AS (INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, %s)"
+                             " RETURNING id, group_id)"
+                             " INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
+                             " SELECT group_id, id, %s::vector FROM e",
+                             (uuid.uuid4(), group, name, vectors[(group, name)]))
+        conn.execute("ANALYZE pgmemory.entity_name_vectors")
+        most = {g: conn.execute("SELECT pgmemory_internal.holds_most_entities(%s)", (g,)).fetchone()[0]
+                for g in ("big", "small", "nobody")}
+        assert most == {"big": True, "small": False, "nobody": False}
+        for group in ("big", "small"):
+            first = f"{group.title()} Person1 Lake1"
+            names = [first.upper(), "Someone Else", "Lake3", "Nothing Like It"]
+            embeddings = [vec(rng), vectors[(group, f"{group.title()} Person2 Lake2")], None, vec(rng)]
+            args = (group, names, embeddings)
+            custom = conn.execute("SELECT * FROM pgmemory_internal.entity_candidates(%s, %s, %s::vector[])",
+                                  args).fetchall()
+            generic = conn.execute("SELECT * FROM pgmemory_internal.entity_candidates_generic(%s, %s, %s::vector[])",
+                                   args).fetchall()
+            read = conn.execute("SELECT idx, entity_id, name, labels, summary, exact, similarity"
+                                " FROM pgmemory_internal.read_entity_candidates(%s, %s, %s::vector[])",
+                                args).fetchall()
+            assert generic == custom and read == custom
+            found = {(r[0], r[2]) for r in custom}
+            assert (1, first) in found and (2, f"{group.title()} Person2 Lake2") in found
+            assert {r[0] for r in custom} >= {1, 2, 3} and 4 not in {r[0] for r in custom}

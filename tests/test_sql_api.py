@@ -67,14 +67,14 @@ def test_older_database_gets_its_helpers_moved_and_keeps_working(empty_dsn):
         assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = 'g1'").fetchone() == (1,)
 
 
-GENERIC_PLANNED = ("derive_summaries", "read_fact_candidates")
+GENERIC_PLANNED = ("derive_summaries", "read_fact_candidates", "entity_candidates_generic", "apply_episode")
 
 
 def test_entity_summaries_run_generic_plans_after_every_init(empty_dsn):
     """Issue 9: derive_summaries' statements and the fact candidate read are planned once per
     session, not on every episode (sql/90_write_plans.sql); a re-init, which re-creates every
-    function, keeps it so. The entity candidate read keeps custom plans (its HNSW search needs
-    the LIMIT's value)."""
+    function, keeps it so. The entity candidate read with its limits as parameters keeps custom
+    plans (its HNSW search needs the LIMIT's value); its constant-limit twin is generic."""
     def modes(conn) -> dict[str, list[str]]:
         return {name: [c for c in (config or []) if c.startswith("plan_cache_mode=")]
                 for name, config in conn.execute(
@@ -88,6 +88,9 @@ def test_entity_summaries_run_generic_plans_after_every_init(empty_dsn):
         assert modes(conn) == {name: ["plan_cache_mode=force_generic_plan"] for name in GENERIC_PLANNED}
         assert conn.execute("SELECT proconfig FROM pg_proc WHERE oid = 'pgmemory_internal.read_entity_candidates"
                             "(text, text[], vector[])'::regprocedure").fetchone()[0] is None
+        assert conn.execute("SELECT proconfig FROM pg_proc WHERE oid = 'pgmemory_internal.entity_candidates"
+                            "(text, text[], vector[], integer, double precision)'::regprocedure"
+                            ).fetchone()[0] == ["hnsw.iterative_scan=relaxed_order"]
         conn.execute("DELETE FROM pgmemory.settings WHERE key = 'sql_fingerprint'")
         conn.commit()
         init_database(conn, 384)

@@ -397,16 +397,20 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     return stored["status"]
 
 
+# The LIMIT is a constant, not a parameter: with a parameter the generic plan is costed for 10% of
+# the group's episodes, so the prepared statement was planned anew on every call (custom plan).
+_PREVIOUS = (
+    "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
+    " WHERE group_id = $1 AND id <> $2 AND (valid_at, seq) < ($3, coalesce("
+    "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
+    f" ORDER BY valid_at DESC, seq DESC LIMIT {int(CONTEXT_EPISODES)}")
+
+
 async def _previous(conn: asyncpg.Connection, ep: Episode) -> list[EpisodeInput]:
     """The episodes just before this one in its group, by reference time and then arrival (seq):
     the extractor's context and the turn before in the episode's vector. Episodes with the same
     time that arrived later (a queued session's next turns) are not before it."""
-    rows = await conn.fetch(
-        "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
-        " WHERE group_id = $1 AND id <> $2 AND (valid_at, seq) < ($3, coalesce("
-        "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
-        " ORDER BY valid_at DESC, seq DESC LIMIT $4",
-        ep.group_id, ep.id, ep.reference_time, CONTEXT_EPISODES)
+    rows = await conn.fetch(_PREVIOUS, ep.group_id, ep.id, ep.reference_time)
     return [EpisodeInput(r["content"], r["kind"], r["valid_at"], r["actor"], r["source_description"])
             for r in reversed(rows)]
 

@@ -340,7 +340,8 @@ def _drop_graph(conn: psycopg.Connection) -> None:
     """Turn the mirror off: its triggers and functions go, the AGE graph and its bookkeeping too."""
     for table, trigger in (("episodes", "mirror_episode"), ("entities", "mirror_entity"),
                            ("communities", "mirror_community"), ("facts", "mirror_fact"),
-                           ("episode_mentions", "mirror_mention"), ("community_members", "mirror_members_added"),
+                           ("episode_mentions", "mirror_mention"), ("episode_mentions", "mirror_mentions_added"),
+                           ("community_members", "mirror_members_added"),
                            ("community_members", "mirror_members_ended"), ("community_members", "mirror_members_deleted")):
         conn.execute(pgsql.SQL("DROP TRIGGER IF EXISTS {} ON pgmemory.{}").format(
             pgsql.Identifier(trigger), pgsql.Identifier(table)))

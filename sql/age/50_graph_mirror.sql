@@ -266,14 +266,58 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention_row(m pgmemory.episo
         pgmemory_internal.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
+-- A deleted mention drops its edge (added ones: pgmemory_internal.mirror_mentions_added).
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory_internal.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
-        RETURN OLD;
+    PERFORM pgmemory_internal.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
+    RETURN OLD;
+END
+$$;
+
+-- Mentions added by one statement (an episode's mention set is one INSERT) become MENTIONS edges
+-- set-wise: their vertices read in one statement, the edges and their keys written in another,
+-- instead of a graph_put_edge call (five statements) per row. A row whose edge is mirrored already
+-- or that has no vertex goes through graph_put_edge as before (it updates the edge; it raises).
+CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mentions_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    keys text[];
+    starts bigint[];
+    ends bigint[];
+    groups text[];
+    made integer := 0;
+BEGIN
+    SELECT array_agg(x.key), array_agg(vf.vertex_id), array_agg(vt.vertex_id), array_agg(n.group_id)
+      INTO keys, starts, ends, groups
+      FROM new_mentions n
+     CROSS JOIN LATERAL (SELECT 'mention:' || n.episode_id || ':' || n.entity_id AS key) x
+      JOIN pgmemory.graph_vertices vf ON vf.node_id = pgmemory_internal.episode_node(n.group_id, n.episode_id)
+      JOIN pgmemory.graph_vertices vt ON vt.node_id = n.entity_id
+     WHERE NOT EXISTS (SELECT 1 FROM pgmemory.graph_edges g WHERE g.edge_key = x.key);
+    IF keys IS NOT NULL THEN
+        WITH edges AS (
+            INSERT INTO pgmemory_graph."MENTIONS" (start_id, end_id, properties)
+            SELECT u.s::text::ag_catalog.graphid, u.e::text::ag_catalog.graphid,
+                   jsonb_build_object('group_id', u.g)::text::ag_catalog.agtype
+              FROM unnest(starts, ends, groups) AS u (s, e, g)
+            RETURNING id, start_id, end_id)
+        INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
+        SELECT u.k, m.id::text::bigint
+          FROM edges m JOIN unnest(keys, starts, ends) AS u (k, s, e)
+            ON m.start_id::text::bigint = u.s AND m.end_id::text::bigint = u.e;
+        GET DIAGNOSTICS made = ROW_COUNT;
+        IF made <> cardinality(keys) THEN
+            RAISE EXCEPTION 'graph mirror: % MENTIONS edges written for % new mentions', made, cardinality(keys);
+        END IF;
     END IF;
-    PERFORM pgmemory_internal.mirror_mention_row(NEW);
-    RETURN NEW;
+    IF made < (SELECT count(*) FROM new_mentions) THEN
+        PERFORM pgmemory_internal.graph_put_edge('MENTIONS', x.key,
+                    pgmemory_internal.episode_node(n.group_id, n.episode_id), n.entity_id,
+                    jsonb_build_object('group_id', n.group_id))
+           FROM new_mentions n
+          CROSS JOIN LATERAL (SELECT 'mention:' || n.episode_id || ':' || n.entity_id AS key) x
+          WHERE x.key <> ALL (coalesce(keys, '{}'));
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -380,7 +424,8 @@ DECLARE
     fn text;
 BEGIN
     FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
-                              'mirror_mention', 'mirror_members_added', 'mirror_members_gone'] LOOP
+                              'mirror_mention', 'mirror_mentions_added', 'mirror_members_added',
+                              'mirror_members_gone'] LOOP
         EXECUTE format('ALTER FUNCTION pgmemory_internal.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory, pgmemory_internal', fn);
     END LOOP;
 END
@@ -401,8 +446,11 @@ DROP TRIGGER IF EXISTS mirror_fact ON pgmemory.facts;
 CREATE TRIGGER mirror_fact AFTER INSERT OR UPDATE OR DELETE ON pgmemory.facts
     FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_fact();
 DROP TRIGGER IF EXISTS mirror_mention ON pgmemory.episode_mentions;
-CREATE TRIGGER mirror_mention AFTER INSERT OR DELETE ON pgmemory.episode_mentions
+CREATE TRIGGER mirror_mention AFTER DELETE ON pgmemory.episode_mentions
     FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_mention();
+DROP TRIGGER IF EXISTS mirror_mentions_added ON pgmemory.episode_mentions;
+CREATE TRIGGER mirror_mentions_added AFTER INSERT ON pgmemory.episode_mentions
+    REFERENCING NEW TABLE AS new_mentions FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.mirror_mentions_added();
 DROP TRIGGER IF EXISTS mirror_member ON pgmemory.community_members;
 DROP FUNCTION IF EXISTS pgmemory.mirror_member();
 DROP TRIGGER IF EXISTS mirror_members_added ON pgmemory.community_members;

@@ -2,7 +2,10 @@
 -- triggers with transition tables add the net change of each INSERT / UPDATE / DELETE on
 -- episodes, facts and entities to pgmemory.text_stats and pgmemory.term_stats (rows locked
 -- in (group, term) order, so concurrent writers never deadlock on them; writers of one group
--- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing.
+-- are serialised by the group lock anyway). Unchanged texts (status updates) write nothing;
+-- an UPDATE of episodes or facts fires a row trigger only for the rows whose text changed (no
+-- code path rewrites the text of many of them at once; such a statement would lock each row's
+-- terms in turn).
 -- text_stats.min_len bounds the length of a group's documents from below and term_stats.max_tf each
 -- lexeme's term frequency from above (for the exact top k's upper bounds), and
 -- term_stats.repeated lists the documents that say the lexeme twice or more (at most
@@ -123,6 +126,17 @@ DECLARE
     signs integer[];
     keys text[];
 BEGIN
+    -- Episodes and facts: a row trigger that fires only for an UPDATE that changed the row's text
+    -- (WHEN OLD.tsv IS DISTINCT FROM NEW.tsv, see below).
+    IF TG_LEVEL = 'ROW' AND TG_ARGV[0] = 'facts' THEN
+        PERFORM pgmemory_internal.add_text_stats('facts', ARRAY[OLD.group_id, NEW.group_id], ARRAY[OLD.tsv, NEW.tsv],
+                                                 ARRAY[-1, 1], ARRAY[NULL, NEW.version_id::text]);
+        RETURN NULL;
+    ELSIF TG_LEVEL = 'ROW' THEN
+        PERFORM pgmemory_internal.add_text_stats(TG_ARGV[0], ARRAY[OLD.group_id, NEW.group_id],
+                                                 ARRAY[OLD.tsv, NEW.tsv], ARRAY[-1, 1], ARRAY[NULL, NEW.id::text]);
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'INSERT' AND TG_ARGV[0] = 'facts' THEN
         SELECT array_agg(group_id), array_agg(tsv), array_agg(1), array_agg(version_id::text)
           INTO groups, tsvs, signs, keys FROM new_rows;
@@ -132,14 +146,7 @@ BEGIN
     ELSIF TG_OP = 'DELETE' THEN  -- keys only of added documents
         SELECT array_agg(group_id), array_agg(tsv), array_agg(-1), array_agg(NULL::text)
           INTO groups, tsvs, signs, keys FROM old_rows;
-    ELSIF TG_ARGV[0] = 'facts' THEN  -- only rows whose text changed (not closed versions)
-        SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign), array_agg(x.key)
-          INTO groups, tsvs, signs, keys
-          FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.version_id = o.version_id
-         CROSS JOIN LATERAL (VALUES (o.group_id, o.tsv, -1, NULL), (n.group_id, n.tsv, 1, n.version_id::text))
-                   AS x (group_id, tsv, sign, key)
-         WHERE o.tsv IS DISTINCT FROM n.tsv;
-    ELSE  -- episodes, entities: only rows whose text changed (not status or embedding updates)
+    ELSE  -- an UPDATE of entities: only rows whose text changed
         SELECT array_agg(x.group_id), array_agg(x.tsv), array_agg(x.sign), array_agg(x.key)
           INTO groups, tsvs, signs, keys
           FROM old_rows o JOIN new_rows n ON n.group_id = o.group_id AND n.id = o.id
@@ -182,23 +189,43 @@ END
 $$;
 
 -- Triggers are created once (init must not drop and recreate what is current).
+-- The UPDATE trigger of episodes and facts is a row trigger with a WHEN clause: their UPDATEs
+-- rarely change the text (the episode's status and vector, a closed fact version's recorded range:
+-- ~1.4 per ingested episode), and a statement trigger fired for each of them, captured the old and
+-- new rows (vectors included) and found no text changed; a trigger with a column list or a WHEN
+-- clause cannot have transition tables. Entities keep the statement trigger: a summary UPDATE
+-- changes the text of several rows at once, counted in one call.
 DO $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT * FROM (VALUES ('episodes'), ('facts'), ('entities')) AS v (tbl) LOOP
+    FOR t IN SELECT * FROM (VALUES ('episodes', true), ('facts', true), ('entities', false)) AS v (tbl, by_row) LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('pgmemory.%I', t.tbl)::regclass
                                                    AND tgname = t.tbl || '_text_stats_ins') THEN
             EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON pgmemory.%I REFERENCING NEW TABLE AS new_rows'
                            ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
                            t.tbl || '_text_stats_ins', t.tbl, t.tbl);
-            EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON pgmemory.%I'
-                           ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
-                           ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
-                           t.tbl || '_text_stats_upd', t.tbl, t.tbl);
             EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON pgmemory.%I REFERENCING OLD TABLE AS old_rows'
                            ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
                            t.tbl || '_text_stats_del', t.tbl, t.tbl);
+        END IF;
+        -- The UPDATE trigger: made when missing, or remade when its level is not the wanted one
+        -- (databases made before the row trigger).
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('pgmemory.%I', t.tbl)::regclass
+                                                   AND tgname = t.tbl || '_text_stats_upd'
+                                                   AND (tgtype::integer & 1 = 1) = t.by_row) THEN
+            EXECUTE format('DROP TRIGGER IF EXISTS %I ON pgmemory.%I', t.tbl || '_text_stats_upd', t.tbl);
+            IF t.by_row THEN
+                EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON pgmemory.%I'
+                               ' FOR EACH ROW WHEN (OLD.tsv IS DISTINCT FROM NEW.tsv)'
+                               ' EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
+                               t.tbl || '_text_stats_upd', t.tbl, t.tbl);
+            ELSE
+                EXECUTE format('CREATE TRIGGER %I AFTER UPDATE ON pgmemory.%I'
+                               ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
+                               ' FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.track_text_stats(%L)',
+                               t.tbl || '_text_stats_upd', t.tbl, t.tbl);
+            END IF;
         END IF;
     END LOOP;
 END
