@@ -293,7 +293,8 @@ BEGIN
              WHERE (m.group_id = one OR one IS NULL AND m.group_id = ANY (p_groups)));
     END IF;
 
-    -- Each cosine list of facts is re-sorted by its exact distance (ties by version): the HNSW
+    -- Each cosine list (facts here; entities, communities and episodes below the same way) is
+    -- re-sorted by its exact distance (ties by version or id): the HNSW
     -- scan's relaxed order (hnsw.iterative_scan) and an exact plan of the same statement may list
     -- the same k facts in another order, so ranks would depend on a connection's cached plan.
     -- The current facts with no other filter (the usual search) as fact_in_view says them for those
@@ -347,15 +348,17 @@ BEGIN
 
     IF 'entities' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         ent_cos := ARRAY(
-            SELECT e.id FROM pgmemory.entity_name_vectors v
-              JOIN pgmemory.entities e ON e.group_id = v.group_id AND e.id = v.entity_id
-             WHERE (v.group_id = one OR one IS NULL AND v.group_id = ANY (p_groups))
-               AND (known_at IS NULL OR e.created_at <= known_at)
-               AND (e.retired_at IS NULL OR e.retired_at > known_at)
-               AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
-               AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
-             ORDER BY v.name_embedding <=> p_embedding
-             LIMIT k);
+            SELECT c.id FROM (
+                SELECT e.id, v.name_embedding <=> p_embedding AS d FROM pgmemory.entity_name_vectors v
+                  JOIN pgmemory.entities e ON e.group_id = v.group_id AND e.id = v.entity_id
+                 WHERE (v.group_id = one OR one IS NULL AND v.group_id = ANY (p_groups))
+                   AND (known_at IS NULL OR e.created_at <= known_at)
+                   AND (e.retired_at IS NULL OR e.retired_at > known_at)
+                   AND (cardinality(want_labels) = 0 OR e.labels && want_labels)
+                   AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
+                 ORDER BY v.name_embedding <=> p_embedding
+                 LIMIT k) c
+             ORDER BY c.d, c.id);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
         SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
@@ -387,9 +390,11 @@ BEGIN
 
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         com_cos := ARRAY(
-            SELECT cm.id FROM pgmemory.communities cm
-             WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.ended_at IS NULL
-             ORDER BY cm.name_embedding <=> p_embedding LIMIT k);
+            SELECT c.id FROM (
+                SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
+                 WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.ended_at IS NULL
+                 ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
+             ORDER BY c.d, c.id);
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
         tq := pgmemory_internal.or_tsquery(p_query);
@@ -425,11 +430,13 @@ BEGIN
                  LIMIT k) x;
         IF 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
             epi_cos := ARRAY(
-                SELECT ep.id FROM pgmemory.episodes ep
-                 WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
-                   AND (known_at IS NULL OR ep.recorded_at <= known_at)
-                   AND (as_of IS NULL OR ep.valid_at <= as_of)
-                 ORDER BY ep.embedding <=> p_embedding LIMIT k);
+                SELECT c.id FROM (
+                    SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
+                     WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
+                       AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                       AND (as_of IS NULL OR ep.valid_at <= as_of)
+                     ORDER BY ep.embedding <=> p_embedding LIMIT k) c
+                 ORDER BY c.d, c.id);
         END IF;
         IF 'fulltext' = ANY (methods) THEN
             SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
