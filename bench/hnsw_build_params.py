@@ -4,7 +4,7 @@ The vectors of an ingest database's table (episodes or facts) are copied into a 
 for each (element type, m, ef_construction) the index is built on all but the last --held
 vectors, which are then inserted one by one through the index (timed, in one transaction, as
 ingestion adds them; with the backend's CPU time and the WAL written per insert), and each held
-vector's 10 nearest by the index (hnsw.ef_search as the server has it; probe latency timed) are
+vector's 10 nearest by the index (hnsw.ef_search as the server has it, or each of --ef-search; probe latency timed) are
 compared with the exact 10 nearest by the full-precision vectors (recall@10). Element types:
 `vector` indexes the column itself (vector_cosine_ops); `halfvec` indexes the expression
 `v::halfvec(D)` (halfvec_cosine_ops: 2 bytes per component) and the probe orders by the same
@@ -42,8 +42,8 @@ class Run:
     cpu_new_ms: list[float]  # backend CPU of each insert of a vector not yet in the table
     cpu_dup_ms: list[float]  # ... of a vector already in it (pgvector adds the row to its element)
     wal_kb: float  # WAL per insert
-    probe_ms: list[float]
-    recall: float
+    probe_ms: dict[int, list[float]]  # by hnsw.ef_search
+    recall: dict[int, float]  # by hnsw.ef_search
     index_bytes: int
 
 
@@ -55,7 +55,7 @@ def index_expression(kind: str, dim: int) -> tuple[str, str]:
 
 
 def measure(conn: psycopg.Connection, kind: str, m: int, efc: int, base: list[str], held: list[str],
-            dim: int) -> Run:
+            dim: int, ef_search: list[int]) -> Run:
     """Build, insert the held vectors, probe with each of them: one element type and parameter pair."""
     expr, opclass = index_expression(kind, dim)
     conn.execute("DROP TABLE IF EXISTS public.bench_hnsw_params")
@@ -85,24 +85,32 @@ def measure(conn: psycopg.Connection, kind: str, m: int, efc: int, base: list[st
     wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s::pg_lsn)", (wal_before,)).fetchone()[0]
     conn.commit()
     if kind == "none":
-        return Run(times, cpu, per_insert[False], per_insert[True], float(wal) / 1024 / len(held), [], float("nan"), 0)
+        return Run(times, cpu, per_insert[False], per_insert[True], float(wal) / 1024 / len(held), {}, {}, 0)
     size = conn.execute("SELECT pg_relation_size('public.bench_hnsw_params_v')").fetchone()[0]
     order = (f"v::halfvec({int(dim)}) <=> %s::vector::halfvec({int(dim)})" if kind == "halfvec" else "v <=> %s::vector")
     probe = f"SELECT id FROM public.bench_hnsw_params ORDER BY {order} LIMIT 10"
     plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + probe, (held[0],)))
     assert "bench_hnsw_params_v" in plan, plan  # the probe must read the index it measures
-    recall, probes = [], []
+    exact = []
     for v in held:
-        started = time.perf_counter()
-        approx = {r[0] for r in conn.execute(probe, (v,))}
-        probes.append((time.perf_counter() - started) * 1000)
         conn.execute("SET LOCAL enable_indexscan = off")
-        exact = {r[0] for r in conn.execute(
-            "SELECT id FROM public.bench_hnsw_params ORDER BY v <=> %s::vector LIMIT 10", (v,))}
+        exact.append({r[0] for r in conn.execute(
+            "SELECT id FROM public.bench_hnsw_params ORDER BY v <=> %s::vector LIMIT 10", (v,))})
         conn.rollback()
-        recall.append(len(approx & exact) / 10)
-    return Run(times, cpu, per_insert[False], per_insert[True], float(wal) / 1024 / len(held), probes,
-               statistics.mean(recall), size)
+    probes: dict[int, list[float]] = {}
+    recall: dict[int, float] = {}
+    for ef in ef_search:
+        conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+        found = []
+        for v, nearest in zip(held, exact):
+            started = time.perf_counter()
+            approx = {r[0] for r in conn.execute(probe, (v,))}
+            probes.setdefault(ef, []).append((time.perf_counter() - started) * 1000)
+            found.append(len(approx & nearest) / 10)
+        conn.rollback()
+        recall[ef] = statistics.mean(found)
+    conn.execute("RESET hnsw.ef_search")
+    return Run(times, cpu, per_insert[False], per_insert[True], float(wal) / 1024 / len(held), probes, recall, size)
 
 
 def parse_params(text: str) -> tuple[tuple[int, int], ...]:
@@ -124,8 +132,9 @@ def read_vectors(dsn: str, table: str, distinct: bool) -> tuple[list[str], int]:
 def line(r: Run) -> str:
     """One run's figures."""
     cpu = "n/a" if r.cpu_ms is None else f"{r.cpu_ms:.3f}"
-    probe = (f"; probe p50 {percentile(r.probe_ms, 50):.3f} p95 {percentile(r.probe_ms, 95):.3f} ms,"
-             f" recall@10 {r.recall:.4f}; index {r.index_bytes / 2**20:.1f} MiB" if r.probe_ms else "")
+    probe = "".join(f"; ef_search {ef}: probe p50 {percentile(ms, 50):.3f} p95 {percentile(ms, 95):.3f} ms,"
+                    f" recall@10 {r.recall[ef]:.4f}" for ef, ms in r.probe_ms.items())
+    probe += f"; index {r.index_bytes / 2**20:.1f} MiB" if r.index_bytes else ""
     split = "".join(f"; {label} {len(xs)}: CPU median {statistics.median(xs):.3f} ms"
                     for label, xs in (("new vectors", r.cpu_new_ms), ("repeated vectors", r.cpu_dup_ms)) if xs)
     return (f"insert median {statistics.median(r.insert_ms):.3f} ms, backend CPU {cpu} ms,"
@@ -143,8 +152,11 @@ def main() -> None:
     p.add_argument("--distinct", action="store_true", help="each vector once")
     p.add_argument("--types", default="vector", help="comma-separated element types: vector, halfvec, none")
     p.add_argument("--params", default=",".join(f"{m}/{e}" for m, e in PARAMS), help="m/ef_construction,...")
+    p.add_argument("--ef-search", default="", help="hnsw.ef_search values to probe with (default: the server's)")
     p.add_argument("--rounds", type=int, default=1, help="rounds over every type and pair (figures pooled)")
     args = p.parse_args()
+    if any(efc < 2 * m for m, efc in parse_params(args.params)):
+        p.error("pgvector needs ef_construction >= 2 * m")
     kinds = [k for k in args.types.split(",") if k]
     if not kinds or any(k not in TYPES for k in kinds):
         p.error(f"--types takes {', '.join(TYPES)}")
@@ -154,7 +166,8 @@ def main() -> None:
     base, held = vectors[:-args.held], vectors[-args.held:]
     with psycopg.connect(args.dsn) as conn:
         conn.execute("SELECT '[1]'::vector")  # loads pgvector, whose settings are read next
-        ef_search = conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0]
+        ef_search = [int(x) for x in args.ef_search.split(",") if x] or [
+            int(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])]
         print(f"{args.table}{' (distinct vectors)' if args.distinct else ''}: index built on {len(base)} vectors,"
               f" {len(held)} inserted and queried; hnsw.ef_search {ef_search}; 1-minute load {os.getloadavg()[0]:.2f}",
               flush=True)
@@ -163,7 +176,7 @@ def main() -> None:
             for r in range(args.rounds):
                 for m, efc in parse_params(args.params):
                     for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-                        run = measure(conn, kind, m, efc, base, held, dim)
+                        run = measure(conn, kind, m, efc, base, held, dim, ef_search)
                         runs.setdefault((kind, m, efc), []).append(run)
                         print(f"  round {r + 1} {kind:7s} m={m:2d} ef_construction={efc:3d}: {line(run)};"
                               f" load {os.getloadavg()[0]:.2f}", flush=True)
@@ -177,8 +190,9 @@ def main() -> None:
             cpus = [r.cpu_ms for r in rs if r.cpu_ms is not None]
             pooled = Run([t for r in rs for t in r.insert_ms], statistics.median(cpus) if cpus else None,
                          [t for r in rs for t in r.cpu_new_ms], [t for r in rs for t in r.cpu_dup_ms],
-                         statistics.mean(r.wal_kb for r in rs), [t for r in rs for t in r.probe_ms],
-                         statistics.mean(r.recall for r in rs), rs[-1].index_bytes)
+                         statistics.mean(r.wal_kb for r in rs),
+                         {ef: [t for r in rs for t in r.probe_ms[ef]] for ef in rs[0].probe_ms},
+                         {ef: statistics.mean(r.recall[ef] for r in rs) for ef in rs[0].recall}, rs[-1].index_bytes)
             print(f"  {kind:7s} m={m:2d} ef_construction={efc:3d}: {line(pooled)}")
 
 
