@@ -310,6 +310,7 @@ BEGIN
             ('track_text_stats', 'Internal trigger: keep the BM25 statistics'),
             ('rebuild_text_stats', 'Recompute the BM25 statistics (after a bulk load that bypassed triggers)'),
             ('bm25_terms', 'Internal: a query''s lexemes in each group with idf, df, whether they are common for a top k, and the bound of their score share'),
+            ('bm25_term_rows', 'Internal: one group''s statistics of a query''s lexemes for bm25_terms (idf, df, score bounds)'),
             ('bm25_term', 'Internal: Okapi BM25 share of one lexeme in a document (tf, distinct lexemes, mean length)'),
             ('episode_node', 'Internal: the graph mirror key of an episode (group, id)'),
             ('graph_put_vertex', 'Internal (AGE mirror): write a vertex'),

@@ -37,6 +37,31 @@ $$;
 -- once. A document of exactly the shortest length scores its bound: the bounds are raised by a
 -- factor 1 + 1e-9 (far above the rounding of a sum of shares), so that a set of lexemes whose
 -- bound is the k-th score can hold no document scoring it (text_top_k stops there).
+
+-- The statistics of a group's lexemes for bm25_terms (one SQL statement: inlined into its two
+-- statements, which differ only in the `common` column): idf, the lexeme as a tsquery, the
+-- group's average length, df, and the bounds described above.
+CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_term_rows(p_group text, p_kind text, p_lexemes text[])
+RETURNS TABLE (group_id text, term text, idf double precision, tq tsquery, avgdl double precision, df bigint,
+               bound double precision, max_tf integer, repeated text[], bound1 double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
+             quote_literal(t.term)::tsquery AS tq,
+             greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
+             (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                 * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
+                                                        greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                            * (1 + 1e-9), 1.3))::double precision AS bound,
+             t.max_tf, t.repeated,
+             (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
+                 * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
+                                               greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
+                 * (1 + 1e-9))::double precision AS bound1
+        FROM pgmemory.text_stats s
+        JOIN pgmemory.term_stats t ON t.group_id = p_group AND t.kind = s.kind
+       WHERE s.group_id = p_group AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (p_lexemes)
+$$;
+
 DO $$
 BEGIN  -- the result gained columns (bound, max_tf, repeated, bound1): an older definition must go first
     IF EXISTS (SELECT FROM pg_proc
@@ -64,41 +89,13 @@ BEGIN
         IF p_k IS NULL THEN
             RETURN QUERY
             SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df, NULL::boolean, x.bound, x.max_tf, x.repeated, x.bound1
-              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
-                           quote_literal(t.term)::tsquery AS tq,
-                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
-                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
-                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                                          * (1 + 1e-9), 1.3))::double precision AS bound,
-                           t.max_tf, t.repeated,
-                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
-                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                               * (1 + 1e-9))::double precision AS bound1
-                      FROM pgmemory.text_stats s
-                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
-                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+              FROM pgmemory_internal.bm25_term_rows(g, p_kind, lexemes) x;
         ELSE
             RETURN QUERY
             SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df,
                    sum(x.df) OVER (ORDER BY x.df, x.term ROWS UNBOUNDED PRECEDING) - x.df >= 2 * p_k,
                    x.bound, x.max_tf, x.repeated, x.bound1
-              FROM (SELECT s.group_id, t.term, ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))::double precision AS idf,
-                           quote_literal(t.term)::tsquery AS tq,
-                           greatest(s.total_len::double precision / greatest(s.docs, 1), 1) AS avgdl, t.docs::bigint AS df,
-                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                               * coalesce(pgmemory_internal.bm25_term(t.max_tf, coalesce(s.min_len, 0),
-                                                                      greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                                          * (1 + 1e-9), 1.3))::double precision AS bound,
-                           t.max_tf, t.repeated,
-                           (ln(1 + (s.docs - t.docs + 0.5) / (t.docs + 0.5))
-                               * pgmemory_internal.bm25_term(1, coalesce(s.min_len, 0),
-                                                             greatest(s.total_len::double precision / greatest(s.docs, 1), 1))
-                               * (1 + 1e-9))::double precision AS bound1
-                      FROM pgmemory.text_stats s
-                      JOIN pgmemory.term_stats t ON t.group_id = g AND t.kind = s.kind
-                     WHERE s.group_id = g AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (lexemes)) x;
+              FROM pgmemory_internal.bm25_term_rows(g, p_kind, lexemes) x;
         END IF;
     END LOOP;
 END
