@@ -34,7 +34,7 @@ from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
-from pgmemory.storage.vectors import vector_literals
+from pgmemory.storage.vectors import as_vectors
 from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
 
 if TYPE_CHECKING:  # the analyst runner (sqlglot, ~1 s to import) loads on the first sql() call
@@ -378,9 +378,9 @@ class Memory:
         vectors = await self.embedder.embed([r["name"] for r in rows])
         await conn.executemany(
             "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
-            " SELECT e.group_id, e.id, $3::text::vector FROM pgmemory.entities e"
+            " SELECT e.group_id, e.id, $3::vector FROM pgmemory.entities e"
             " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4 ON CONFLICT DO NOTHING",
-            [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, vector_literals(vectors))])
+            [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, as_vectors(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,

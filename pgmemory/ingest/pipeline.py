@@ -35,6 +35,7 @@ from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candida
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import Usage
+from pgmemory.storage.vectors import as_vectors
 
 CONTEXT_EPISODES = 4
 DEFAULT_LEASE_SECONDS = 300.0
@@ -435,7 +436,7 @@ class _Vectors:
         """The payload's reference to `values` (None stays None)."""
         if values is None:
             return None
-        self.values.append(Vector(list(values)))
+        self.values.extend(as_vectors([values]))
         return len(self.values) - 1
 
 

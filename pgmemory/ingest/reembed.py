@@ -26,7 +26,7 @@ from pgmemory.ingest.embed_episode import episode_vectors
 from pgmemory.ingest.episode import validate_group_id
 from pgmemory.ingest.pipeline import FACT_TEXT_RECIPE, fact_embedding_text
 from pgmemory.providers.embedder import Embedder
-from pgmemory.storage.vectors import vector_literals
+from pgmemory.storage.vectors import as_vectors
 
 KINDS = ("episodes", "entities", "facts")  # what a caller names; facts covers their claims too
 DEFAULT_BATCH = 256
@@ -67,7 +67,7 @@ class _Walk:
 
     kind: str
     select: str   # $1 group, $2 key after (jsonb, NULL: from the start), $3 limit
-    update: str   # $1 group, $2 row key, $3 vector literal (, $4 what the text was made from)
+    update: str   # $1 group, $2 row key, $3 vector (, $4 what the text was made from)
     count: str    # $1 group
 
 
@@ -80,7 +80,7 @@ def _fact_walk(kind: str, table: str, key: str) -> _Walk:
         "  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id"
         f" WHERE f.group_id = $1 AND ($2::jsonb IS NULL OR f.{key} > ($2::jsonb #>> '{{}}')::bigint)"
         f" ORDER BY f.{key} LIMIT $3",
-        f"UPDATE pgmemory.{table} SET embedding = $3::text::vector WHERE group_id = $1 AND {key} = $2",
+        f"UPDATE pgmemory.{table} SET embedding = $3::vector WHERE group_id = $1 AND {key} = $2",
         f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1")
 
 
@@ -91,7 +91,7 @@ _WALKS = {
         " WHERE group_id = $1 AND ($2::jsonb IS NULL OR (valid_at, seq) > (($2::jsonb ->> 0)::timestamptz,"
         "                                                                  ($2::jsonb ->> 1)::bigint))"
         " ORDER BY valid_at, seq LIMIT $3",
-        "UPDATE pgmemory.episodes SET embedding = $3::text::vector WHERE group_id = $1 AND id = $2 AND status = 'done'",
+        "UPDATE pgmemory.episodes SET embedding = $3::vector WHERE group_id = $1 AND id = $2 AND status = 'done'",
         "SELECT count(*) FROM pgmemory.episodes WHERE group_id = $1"),
     "entities": _Walk(
         "entities",
@@ -99,7 +99,7 @@ _WALKS = {
         " WHERE group_id = $1 AND ($2::jsonb IS NULL OR id > ($2::jsonb #>> '{}')::uuid) ORDER BY id LIMIT $3",
         # the entity's name vector (pgmemory.entity_name_vectors), if it still has the name embedded
         "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
-        " SELECT e.group_id, e.id, $3::text::vector FROM pgmemory.entities e"
+        " SELECT e.group_id, e.id, $3::vector FROM pgmemory.entities e"
         " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4"
         " ON CONFLICT (group_id, entity_id) DO UPDATE SET name_embedding = excluded.name_embedding",
         "SELECT count(*) FROM pgmemory.entities WHERE group_id = $1"),
@@ -209,7 +209,7 @@ def _episode_input(row: asyncpg.Record) -> EpisodeInput:
 
 async def _vectors(embedder: Embedder, kind: str, rows: list[asyncpg.Record],
                    window: deque[EpisodeInput]) -> list[tuple[Any, ...]]:
-    """(row key, vector literal[, name]) of the rows to update, their texts embedded in one call."""
+    """(row key, vector[, name]) of the rows to update, their texts embedded in one call."""
     if kind == "episodes":
         items, ids = [], []
         for r in rows:  # every episode is context for the next; only done ones hold a vector
@@ -218,9 +218,9 @@ async def _vectors(embedder: Embedder, kind: str, rows: list[asyncpg.Record],
                 items.append((ep, list(window)))
                 ids.append(r["id"])
             window.append(ep)
-        return list(zip(ids, vector_literals(await episode_vectors(embedder, items)))) if items else []
+        return list(zip(ids, as_vectors(await episode_vectors(embedder, items)))) if items else []
     if kind == "entities":
         vectors = await embedder.embed([r["name"] for r in rows])
-        return [(r["key"], v, r["name"]) for r, v in zip(rows, vector_literals(vectors))]
+        return [(r["key"], v, r["name"]) for r, v in zip(rows, as_vectors(vectors))]
     texts = [fact_embedding_text(ExtractedFact(r["source"], r["target"], r["relation"], r["fact"])) for r in rows]
-    return [(r["key"], v) for r, v in zip(rows, vector_literals(await embedder.embed(texts)))]
+    return [(r["key"], v) for r, v in zip(rows, as_vectors(await embedder.embed(texts)))]

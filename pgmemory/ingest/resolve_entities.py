@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from pgmemory.extract.types import EntityCandidate, EntityQuestion, EpisodeInput, ExtractedEntity, Extractor
-from pgmemory.storage.vectors import vector_literals
+from pgmemory.storage.vectors import as_vectors
 
 
 @dataclass
@@ -27,8 +27,8 @@ async def read_entity_candidates(db, group_id: str, entities: list[ExtractedEnti
                                  embeddings: list[list[float]]) -> tuple[int, list[asyncpg.Record]]:
     """(the group's change counter, candidate rows) in one round trip and one snapshot. `db` is
     anything with asyncpg's fetch: the pool, a held connection or the locked apply transaction."""
-    rows = await db.fetch("SELECT * FROM pgmemory_internal.read_entity_candidates($1, $2, $3::text[]::vector[])",
-                          group_id, [e.name for e in entities], vector_literals(embeddings))
+    rows = await db.fetch("SELECT * FROM pgmemory_internal.read_entity_candidates($1, $2, $3::vector[])",
+                          group_id, [e.name for e in entities], as_vectors(embeddings))
     return rows[0]["version"], [r for r in rows if r["idx"] is not None]
 
 

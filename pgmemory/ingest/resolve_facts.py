@@ -8,7 +8,7 @@ import asyncpg
 
 from pgmemory.extract.types import EpisodeInput, ExtractedFact, Extractor, FactCandidate, FactDecision, FactQuestion
 from pgmemory.ingest.resolve_entities import ResolvedEntity
-from pgmemory.storage.vectors import vector_literals
+from pgmemory.storage.vectors import as_vectors
 
 
 @dataclass
@@ -55,9 +55,9 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
         rows = await db.fetch(
-            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::text[]::vector[])",
+            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::vector[])",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
-            vector_literals([e for _, _, _, e in facts]))
+            as_vectors([e for _, _, _, e in facts]))
         for row in rows:
             into = duplicates if row["kind"] == "duplicate" else contradictions
             into.setdefault(row["idx"] - 1, []).append(_candidate(row))

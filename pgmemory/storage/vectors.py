@@ -1,11 +1,19 @@
-"""Vector values for SQL as pgvector text literals, for the reads that send arrays of vectors
-(`$n::text[]::vector[]`). The apply (ingest/pipeline.py) and the search's query vector
-(search/candidates.py) send theirs in binary instead, through pgvector's codec on the pool."""
+"""Vector values for SQL. The package sends every vector parameter in pgvector's binary form
+(`as_vectors`: its codec is registered on every pooled connection, so the floats are packed in C
+and not printed and parsed back as text). Text literals (`vector_literals`) remain for callers
+without that codec: psycopg, psql-built statements in bench/ and tests."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pgvector import Vector
+
+
+def as_vectors(vectors: Sequence[Sequence[float]]) -> list[Vector]:
+    """pgvector values for a `vector` / `vector[]` parameter of a pooled asyncpg connection."""
+    return [Vector(list(v)) for v in vectors]
+
 
 def vector_literals(vectors: Sequence[Sequence[float]]) -> list[str]:
-    """pgvector text form of each vector, for a `$n::text[]::vector[]` parameter."""
+    """pgvector text form of each vector, for a `$n::text::vector` parameter (no codec needed)."""
     return ["[" + ",".join(f"{float(x):.7g}" for x in v) + "]" for v in vectors]
