@@ -1,7 +1,8 @@
 """Vector values for SQL. The package sends every vector parameter in pgvector's binary form
 (`as_vectors`: its codec is registered on every pooled connection, so the floats are packed in C
-and not printed and parsed back as text). Text literals (`vector_literals`) remain for callers
-without that codec: psycopg, psql-built statements in bench/ and tests."""
+and not printed and parsed back as text). One exception: the search's query vector goes as real[] on
+Citus, which cannot EXPLAIN a delegated call with an extension-typed parameter (search/candidates.py).
+Text literals (`vector_literals`) remain for callers without the codec: psycopg, bench/ and tests."""
 from __future__ import annotations
 
 from collections.abc import Sequence
