@@ -17,21 +17,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import random
 import re
 import subprocess
 import time
 from pathlib import Path
 
-import psycopg
-
-from bench.search_latency import Scenario, db_dsn, db_exists, log, make_queries, pct
-from pgmemory.eval.ingestion import group_id as eval_group
-from pgmemory.eval.readers import read_locomo
-from pgmemory.storage.connect import connect, resolve_dsn
-from pgmemory.storage.setup import ensure_current, pgmemory_setting
-from bench.search_data import DIM
+from bench.search_latency import log, pct
 from bench.stats import backend_cpu_s
+from bench.text_queries import add_options, query_sets
+from pgmemory.storage.connect import connect
 
 K = 30  # what search_candidates asks of each kind
 BOUNDS = "ARRAY[NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL]::timestamptz[]"
@@ -103,30 +97,11 @@ def measure(dsn: str, name: str, queries: list[tuple[str, str]], rev: str, warmu
 def main() -> None:
     """Parse the options, then measure LoCoMo (if given) and the scenarios asked for (if loaded)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--locomo", type=Path, help="LoCoMo file whose conversations are loaded in the default database")
+    add_options(ap)
     ap.add_argument("--baseline", default="HEAD~1", help="git revision of the baseline functions")
-    ap.add_argument("--queries", type=int, default=150, help="measured queries per data set (after warm-up)")
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--scenarios", default="100k", help="loaded one-group search_latency scenarios (e.g. 100k,1m)")
     args = ap.parse_args()
-    server = resolve_dsn()
-    total = args.queries + args.warmup
-    if args.locomo:
-        asked = [(eval_group("locomo", c.conversation_id), q.question)
-                 for c in read_locomo(args.locomo) for q in c.questions]
-        random.Random(7).shuffle(asked)
-        with connect(server) as conn:
-            ensure_current(conn, pgmemory_setting(conn, "embedding_dim"))
-        measure(server, "locomo", asked[:total], args.baseline, args.warmup)
-    for name in (n for n in args.scenarios.split(",") if n):
-        sc = Scenario(name, 1, 1)
-        if db_exists(server, sc.db):
-            dsn = db_dsn(server, sc.db)
-            with connect(dsn) as conn:
-                ensure_current(conn, DIM)
-            queries, _ = make_queries(dsn, sc, total)
-            measure(dsn, name, [(q.group, q.text) for q in queries], args.baseline, args.warmup)
-
+    for name, dsn, queries in query_sets(args):
+        measure(dsn, name, queries, args.baseline, args.warmup)
 
 if __name__ == "__main__":
     main()

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import time
-from pathlib import Path
 
 import psycopg
 
 from bench.fulltext_kinds import CALLS, K
-from bench.search_latency import Scenario, db_dsn, db_exists, log, make_queries, pct
-from pgmemory.eval.ingestion import group_id as eval_group
-from pgmemory.eval.readers import read_locomo
-from pgmemory.storage.connect import resolve_dsn
+from bench.search_latency import log, pct
+from bench.text_queries import add_options, query_sets
 
 TERMS = "SELECT count(DISTINCT tq), coalesce(sum(df), 0) FROM pgmemory_internal.bm25_terms(%s, %s::text[], %s, %s)"
 PROBE_ROWS = 100  # the default of pgmemory.text_probe_rows
@@ -60,24 +56,10 @@ def measure(dsn: str, name: str, queries: list[tuple[str, str]], warmup: int) ->
 def main() -> None:
     """Parse the options, measure LoCoMo and each loaded scenario."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--locomo", type=Path, help="LoCoMo file whose conversations are loaded in the default database")
-    ap.add_argument("--scenarios", default="100k", help="loaded one-group search_latency scenarios (e.g. 100k,1m)")
-    ap.add_argument("--queries", type=int, default=150, help="measured queries per data set (after warm-up)")
-    ap.add_argument("--warmup", type=int, default=20)
+    add_options(ap)
     args = ap.parse_args()
-    server = resolve_dsn()
-    total = args.queries + args.warmup
-    if args.locomo:
-        asked = [(eval_group("locomo", c.conversation_id), q.question)
-                 for c in read_locomo(args.locomo) for q in c.questions]
-        random.Random(7).shuffle(asked)
-        measure(server, "locomo", asked[:total], args.warmup)
-    for name in (n for n in args.scenarios.split(",") if n):
-        sc = Scenario(name, 1, 1)
-        if db_exists(server, sc.db):
-            dsn = db_dsn(server, sc.db)
-            measure(dsn, name, [(q.group, q.text) for q in make_queries(dsn, sc, total)[0]], args.warmup)
-
+    for name, dsn, queries in query_sets(args):
+        measure(dsn, name, queries, args.warmup)
 
 if __name__ == "__main__":
     main()
