@@ -20,6 +20,7 @@ from pgmemory.eval.metrics import DEFAULT_KS, mean, percentile, recall_at_k
 from pgmemory.eval.readers import normalize_dia_id
 from pgmemory.eval.report import plot_latency
 from pgmemory.eval.retrieval import full_transcript, rank_turns
+from pgmemory.providers.embed_cache import EmbeddingCache, embed_reusing
 from pgmemory.providers.llm import LLMClient
 from pgmemory.search.types import EpisodeHit, FactHit, SearchResults
 from pgmemory.surfaces.cli import main
@@ -252,6 +253,49 @@ async def test_searches_run_one_at_a_time_after_all_ingestion(memory, tmp_path, 
     report = (tmp_path / "out" / "report.md").read_text()
     assert f"{os.cpu_count()} CPU cores; searches one at a time (concurrency 1), after ingestion " \
            "(up to 2 conversations at once) had finished" in report
+
+
+class _CachingEmbedder:
+    """The test's embedder behind an LRU, as the local and remote embedders are; records the texts
+    it computes (cache misses)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.cache, self.computed = inner, EmbeddingCache(), []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        async def compute(missing: list[str]) -> list[list[float]]:
+            self.computed.extend(missing)
+            return await self.inner.embed(missing)
+        return await embed_reusing(list(texts), self.cache, compute)
+
+
+async def test_each_timed_search_embeds_its_query_as_a_user_search_does(memory, tmp_path, monkeypatch):
+    # The dense baseline and the warm-up embed the questions first; a timed search served from
+    # the embedder's cache would report search latency without the query embedding.
+    path = short_locomo(tmp_path)
+    conversations = load_conversations("locomo", path)
+    embedder = _CachingEmbedder(memory.embedder)
+    monkeypatch.setattr(memory, "embedder", embedder)
+    searches: list[tuple[str, bool]] = []
+    real_search = memory.search
+
+    async def search(query, *args, **kwargs):
+        before = len(embedder.computed)
+        found = await real_search(query, *args, **kwargs)
+        searches.append((query, query in embedder.computed[before:]))
+        return found
+    monkeypatch.setattr(memory, "search", search)
+    await run_eval(options(path, tmp_path / "out"), conversations, memory, None)
+
+    questions = [q.question for q in conversations[0].questions]
+    assert len(searches) == 1 + 2 * len(questions)  # the warm-up; per question the timed one and context's
+    timed = searches[1::2]
+    assert [q for q, _ in timed] == questions
+    first_asked = [computed for i, (q, computed) in enumerate(timed) if q not in questions[:i]]
+    assert first_asked and all(first_asked), "a timed search found its query's vector in the cache"
 
 
 async def test_irregular_evidence_is_read_counted_and_reported(memory, tmp_path):

@@ -46,6 +46,7 @@ from pgmemory.eval.results import build_results
 from pgmemory.eval.retrieval import full_transcript, rank_turns, render_turns
 from pgmemory.memory import Memory, default_extractor
 from pgmemory.search.config import resolve_config
+from pgmemory.providers.embed_cache import EmbeddingCache
 from pgmemory.providers.llm import LLMClient, Usage
 from pgmemory.providers.tokens import count_tokens
 
@@ -265,12 +266,22 @@ async def answer_question(run: _Run, conv: _Conversation, question: Question, ro
         row["systems"][system]["correct"] = ok
 
 
+def _forget(memory: Memory, texts: Sequence[str]) -> None:
+    """Drop texts from the embedder's cache (when it has one): the dense baseline and the warm-up
+    embed the questions first, and a timed search must embed its query as a user's does."""
+    cache = getattr(memory.embedder, "cache", None)
+    if isinstance(cache, EmbeddingCache):
+        cache.discard(texts)
+
+
 async def _indexes(memory: Memory, conversation: Conversation) -> dict[str, BM25Index | DenseIndex]:
     """BM25 and dense indexes over "speaker: text" of each turn (what pgmemory's full text of an
     episode holds too); dense uses pgmemory's embedder, every text embedded once."""
     turns = [replace(t, text=f"{t.speaker}: {t.text}") for t in conversation.turns]
-    texts = list(dict.fromkeys([t.text for t in turns] + [q.question for q in conversation.questions]))
+    questions = [q.question for q in conversation.questions]
+    texts = list(dict.fromkeys([t.text for t in turns] + questions))
     vectors = dict(zip(texts, await memory.embedder.embed(texts)))
+    _forget(memory, questions)
     return {"bm25": BM25Index(turns), "dense": DenseIndex(turns, lambda batch: [vectors[t] for t in batch])}
 
 
@@ -294,6 +305,7 @@ async def evaluate_conversation(run: _Run, conversation: Conversation, report: I
     if conversation.questions:  # one untimed query: the first search of a group warms its caches
         await run.memory.search(conversation.questions[0].question, group_ids=[group], limit=max(DEFAULT_KS),
                                 config=run.options.recipe)
+        _forget(run.memory, [conversation.questions[0].question])
     rows = []
     for question in conversation.questions:
         rows.append(await retrieve_question(run, conv, question))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 DEFAULT_CACHE_ENTRIES = 4096
 
@@ -30,6 +30,11 @@ class EmbeddingCache:
         self._items.move_to_end(text)
         self.hits += 1
         return list(vec)
+
+    def discard(self, texts: Iterable[str]) -> None:
+        """Forget ``texts`` (those cached), e.g. so that a timed search embeds its query as a first one does."""
+        for text in texts:
+            self._items.pop(text, None)
 
     def put(self, text: str, vec: list[float]) -> None:
         """Remember ``vec`` for ``text``, evicting the least recently used entry beyond the limit."""
