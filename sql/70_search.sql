@@ -540,7 +540,7 @@ BEGIN
     -- weights read once, the same rows. Its generic plan (plpgsql keeps one) reads each fact by the
     -- group's key where the general statement's skip-scans facts_pkey for the group (three index
     -- searches a fact), and it starts no plan nodes for entity_versions, the centre or the keys:
-    -- at 100k, the statement alone ~1.46 -> ~1.11 ms of server CPU (x0.76), an edge-only call x0.97-0.98
+    -- at 100k, the statement alone ~1.46 -> ~1.16 ms of server CPU (x0.79), an edge-only call x0.97-0.98
     -- (bench/README.md, "Issue 17, session 12").
     IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 AND one IS NOT NULL
        AND known_at IS NULL AND NOT with_keys AND meta_filter IS NULL AND cardinality(center_ids) = 0
