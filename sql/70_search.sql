@@ -243,6 +243,9 @@ DECLARE
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
+    w_cosine float8;  -- the facts' method weights (fuse), read once for the usual view's statement
+    w_fulltext float8;
+    w_bfs float8;
 BEGIN
     -- The search runs with its owner's rights where init could make that safe (no row-level
     -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
@@ -300,13 +303,17 @@ BEGIN
     -- The current facts with no other filter (the usual search) as fact_in_view says them for those
     -- arguments, written out: the custom plan of this statement inlined fact_in_view (its SQL text
     -- parsed) and folded its eleven tests at every call (~6% of an edge-only search's CPU at 100k).
+    -- pgmemory.holds_at written out too (sql/25_valid_time.sql, the same test): inlining it parsed
+    -- and analysed its SQL text at every call's planning (~1.5% of an edge-only call's CPU at 100k).
     IF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL AND known_at IS NULL
        AND NOT include_superseded AND cardinality(relations) = 0 AND cardinality(array_remove(bounds, NULL)) = 0 THEN
         fact_cos := ARRAY(
             SELECT c.version_id FROM (
                 SELECT f.version_id, f.embedding <=> p_embedding AS d FROM pgmemory.facts f
                  WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-                   AND upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, point)
+                   AND upper_inf(f.recorded)
+                   AND (point IS NULL OR f.valid @> point
+                        OR (f.is_event AND NOT lower_inf(f.valid) AND lower(f.valid) <= point))
                  ORDER BY f.embedding <=> p_embedding
                  LIMIT k) c
              ORDER BY c.d, c.version_id);
@@ -528,7 +535,58 @@ BEGIN
 
     -- One statement per kind, run only when the kind has candidates (a generic plan of one
     -- statement for all four joins every kind's tables even when their lists are empty).
-    IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
+    -- Facts of one group in the usual view (no known_at, keys, metadata filter, centre or vectors
+    -- asked for): the statement below with what those options would add left out and the method
+    -- weights read once, the same rows. Its generic plan (plpgsql keeps one) reads each fact by the
+    -- group's key where the general statement's skip-scans facts_pkey for the group (three index
+    -- searches a fact), and it starts no plan nodes for entity_versions, the centre or the keys:
+    -- at 100k, the statement alone ~1.46 -> ~1.16 ms of server CPU (x0.79), an edge-only call x0.97-0.98
+    -- (bench/README.md, "Issue 17, session 12").
+    IF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 AND one IS NOT NULL
+       AND known_at IS NULL AND NOT with_keys AND meta_filter IS NULL AND cardinality(center_ids) = 0
+       AND NOT coalesce((p_opts->>'with_embeddings')::boolean, false) THEN
+        -- (the weights as the statement below reads them per row: the same float8 values)
+        w_cosine := coalesce((fuse->'weights'->>'cosine')::float8, 1);
+        w_fulltext := coalesce((fuse->'weights'->>'fulltext')::float8, 1);
+        w_bfs := coalesce((fuse->'weights'->>'bfs')::float8, 1);
+        RETURN QUERY
+        -- (each method's rank as a column: the ranks' JSON is built for the described facts only, the
+        -- same object jsonb_object_agg makes; a list names a version at most once)
+        WITH fact_ranked AS (
+            SELECT h.version_id, min(h.r) FILTER (WHERE h.method = 1) AS r_cosine,
+                   min(h.r) FILTER (WHERE h.method = 2) AS r_fulltext, min(h.r) FILTER (WHERE h.method = 3) AS r_bfs,
+                   sum(h.w / (fuse_k + h.r)) AS fused FROM (
+                SELECT x.version_id, 1 AS method, x.r::integer AS r, w_cosine AS w
+                  FROM unnest(fact_cos) WITH ORDINALITY AS x (version_id, r)
+                UNION ALL SELECT x.version_id, 2, x.r::integer, w_fulltext
+                  FROM unnest(fact_text) WITH ORDINALITY AS x (version_id, r)
+                UNION ALL SELECT x.version_id, 3, x.r::integer, w_bfs
+                  FROM unnest(fact_bfs) WITH ORDINALITY AS x (version_id, r)) h
+             GROUP BY h.version_id
+        ),
+        fact_hits AS (
+            SELECT * FROM fact_ranked fr
+             WHERE fuse_limit IS NULL
+                OR fr.fused >= coalesce((SELECT y.fused FROM fact_ranked y ORDER BY y.fused DESC
+                                          OFFSET fuse_limit - 1 LIMIT 1), '-infinity') - 1e-9
+        )
+        SELECT 'fact'::text, f.id, f.version_id,
+               jsonb_strip_nulls(jsonb_build_object('cosine', fh.r_cosine, 'fulltext', fh.r_fulltext, 'bfs', fh.r_bfs)),
+               jsonb_build_object(
+                   'group_id', f.group_id, 'relation', f.relation, 'fact', f.fact,
+                   'source_id', f.source_id, 'source', s.name, 'target_id', f.target_id, 'target', t.name,
+                   'valid_from', lower(f.valid), 'valid_to', upper(f.valid),
+                   'valid_from_unknown', lower_inf(f.valid),
+                   'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
+                   'attributes', f.attributes,
+                   'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
+                                  FROM pgmemory.fact_episodes fe WHERE fe.group_id = one AND fe.fact_id = f.id),
+                   'distance', NULL::integer, 'embedding', NULL::text)
+          FROM fact_hits fh
+          JOIN pgmemory.facts f ON f.group_id = one AND f.version_id = fh.version_id
+          JOIN pgmemory.entities s ON s.group_id = one AND s.id = f.source_id
+          JOIN pgmemory.entities t ON t.group_id = one AND t.id = f.target_id;
+    ELSIF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
         RETURN QUERY
         WITH fact_ranked AS (
             SELECT h.version_id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,

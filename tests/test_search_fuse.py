@@ -249,3 +249,40 @@ async def test_entities_are_cut_by_rrf_with_described_ones_first(memory, group):
                                                                 limit=3, query=query))
         every = await _described(memory, group, query, options(config, SearchFilters(), with_embeddings=False))
         assert 3 <= fused["entity"] < every["entity"], query
+
+
+@pytest.mark.parametrize("recipe, weights", [
+    ("edge_hybrid_rrf", None),
+    ("edge_hybrid_rrf", (("fulltext", 0.7), ("cosine", 0.3))),
+    ("combined_hybrid_rrf", None),
+])
+async def test_facts_of_one_group_in_the_usual_view_are_described_as_the_general_statement_does(
+        memory, group, recipe, weights):
+    """One group, no known_at / keys / metadata / centre / vectors asked for: search_candidates
+    describes the facts with a leaner statement of its own (sql/70_search.sql). Asking for the vectors
+    takes the general statement; apart from each fact's vector, its rows are the same: the facts kept,
+    their ranks (JSON), names, times, attributes, episodes and null distance."""
+    await _facts(memory, group)
+    config = resolve_config(recipe, candidates=15, **({"method_weights": weights} if weights else {}))
+    for query in ("who likes green tea", "does anyone own a dog or a cat", "tea in the evening"):
+        embedding = (await memory.embedder.embed([query]))[0]
+        for limit in (1, 3, 10, None):
+            rows = {}
+            async with memory.pool.acquire() as conn:
+                # one connection with custom plans (the approximate vector index may find other
+                # candidates under another plan, which is not what is compared here)
+                await conn.execute("SET plan_cache_mode = force_custom_plan")
+                try:
+                    for vectors in (False, True):
+                        found = await fetch_rows(conn, SEARCH_ONE, group, query, embedding,
+                                                 options(config, SearchFilters(), with_embeddings=vectors,
+                                                         limit=limit, query=query))
+                        rows[vectors] = sorted(
+                            (r["version_id"], r["id"], r["ranks"], {k: v for k, v in r["detail"].items() if k != "embedding"})
+                            for r in found if r["kind"] == "fact")
+                        vectors_sent = [r["detail"]["embedding"] is not None for r in found if r["kind"] == "fact"]
+                        assert set(vectors_sent) == {vectors}, (query, limit)
+                finally:
+                    await conn.execute("RESET plan_cache_mode")
+            assert rows[False], (query, limit)
+            assert rows[False] == rows[True], (query, limit)
