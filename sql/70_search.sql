@@ -300,6 +300,9 @@ BEGIN
     -- re-sorted by its exact distance (ties by version or id): the HNSW
     -- scan's relaxed order (hnsw.iterative_scan) and an exact plan of the same statement may list
     -- the same k facts in another order, so ranks would depend on a connection's cached plan.
+    -- The sort key is `c.d + 0`, not `c.d` (pgvector's own advice for relaxed order): the planner
+    -- takes the subquery's ORDER BY distance as already sorted and would only sort rows of equal
+    -- distance (an Incremental Sort), keeping the scan's out-of-order rows where they came.
     -- The current facts with no other filter (the usual search) as fact_in_view says them for those
     -- arguments, written out: the custom plan of this statement inlined fact_in_view (its SQL text
     -- parsed) and folded its eleven tests at every call (~6% of an edge-only search's CPU at 100k).
@@ -316,7 +319,7 @@ BEGIN
                         OR (f.is_event AND NOT lower_inf(f.valid) AND lower(f.valid) <= point))
                  ORDER BY f.embedding <=> p_embedding
                  LIMIT k) c
-             ORDER BY c.d, c.version_id);
+             ORDER BY c.d + 0, c.version_id);
     ELSIF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
         fact_cos := ARRAY(
             SELECT c.version_id FROM (
@@ -326,7 +329,7 @@ BEGIN
                                              include_superseded, relations, bounds, f.is_event)
                  ORDER BY f.embedding <=> p_embedding
                  LIMIT k) c
-             ORDER BY c.d, c.version_id);
+             ORDER BY c.d + 0, c.version_id);
     END IF;
     IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
@@ -365,7 +368,7 @@ BEGIN
                    AND (NOT as_of_view OR EXISTS (SELECT FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, point, known_at)))
                  ORDER BY v.name_embedding <=> p_embedding
                  LIMIT k) c
-             ORDER BY c.d, c.id);
+             ORDER BY c.d + 0, c.id);
     END IF;
     IF 'entities' = ANY (kinds) AND 'fulltext' = ANY (methods) AND NOT as_of_view THEN
         SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
@@ -401,7 +404,7 @@ BEGIN
                 SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
                  WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.ended_at IS NULL
                  ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
-             ORDER BY c.d, c.id);
+             ORDER BY c.d + 0, c.id);
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
         tq := pgmemory_internal.or_tsquery(p_query);
@@ -443,7 +446,7 @@ BEGIN
                        AND (known_at IS NULL OR ep.recorded_at <= known_at)
                        AND (as_of IS NULL OR ep.valid_at <= as_of)
                      ORDER BY ep.embedding <=> p_embedding LIMIT k) c
-                 ORDER BY c.d, c.id);
+                 ORDER BY c.d + 0, c.id);
         END IF;
         IF 'fulltext' = ANY (methods) THEN
             SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
