@@ -302,7 +302,9 @@ BEGIN
     -- the same k facts in another order, so ranks would depend on a connection's cached plan.
     -- The sort key is `c.d + 0`, not `c.d` (pgvector's own advice for relaxed order): the planner
     -- takes the subquery's ORDER BY distance as already sorted and would only sort rows of equal
-    -- distance (an Incremental Sort), keeping the scan's out-of-order rows where they came.
+    -- distance (an Incremental Sort), keeping the scan's out-of-order rows where they came once the
+    -- list is longer than the 32 rows such a sort first sorts whole (a metadata filter's widened pool,
+    -- a larger `candidates`; tests/test_search_cosine_order.py).
     -- The current facts with no other filter (the usual search) as fact_in_view says them for those
     -- arguments, written out: the custom plan of this statement inlined fact_in_view (its SQL text
     -- parsed) and folded its eleven tests at every call (~6% of an edge-only search's CPU at 100k).
