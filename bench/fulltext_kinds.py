@@ -103,5 +103,6 @@ def main() -> None:
     for name, dsn, queries in query_sets(args):
         measure(dsn, name, queries, args.baseline, args.warmup)
 
+
 if __name__ == "__main__":
     main()

@@ -61,5 +61,6 @@ def main() -> None:
     for name, dsn, queries in query_sets(args):
         measure(dsn, name, queries, args.warmup)
 
+
 if __name__ == "__main__":
     main()

@@ -380,7 +380,7 @@ class Memory:
             "INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
             " SELECT e.group_id, e.id, $3::vector FROM pgmemory.entities e"
             " WHERE e.group_id = $1 AND e.id = $2 AND e.name = $4 ON CONFLICT DO NOTHING",
-            [(group, r["id"], lit, r["name"]) for r, lit in zip(rows, as_vectors(vectors))])
+            [(group, r["id"], vec, r["name"]) for r, vec in zip(rows, as_vectors(vectors))])
 
     async def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,
