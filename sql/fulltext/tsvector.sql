@@ -148,6 +148,49 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE 0 END
 $$;
 
+-- The best p_k of documents of group p_group (their keys and tsvectors; a NULL key is out of view)
+-- scoring at least p_min, by BM25 over the query's terms (their group, idf, tsquery, the group's
+-- average length and largest term frequency, in the order their shares are summed): best first,
+-- exact ties by key. The one definition of a score: text_scores (a probe's documents) and
+-- text_one_pass (all of a small group's) call it, inlined into their statement.
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_scored(
+    p_group text, p_keys text[], p_docs tsvector[], p_terms_group text[], p_terms_idf double precision[],
+    p_terms_tq tsquery[], p_terms_avgdl double precision[], p_terms_tf integer[], p_min double precision,
+    p_k integer)
+RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
+    SELECT x.key, x.score FROM (
+        SELECT d.key,
+               pgmemory_internal.bm25_share(p_group, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
+               + pgmemory_internal.bm25_share(p_group, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
+               + pgmemory_internal.bm25_share(p_group, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
+               + pgmemory_internal.bm25_share(p_group, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
+               + CASE WHEN cardinality(p_terms_tq) > 4 THEN (
+                     SELECT coalesce(sum(pgmemory_internal.bm25_share(p_group, d.tsv, r.group_id, r.idf, r.tq,
+                                                                      r.avgdl, r.tf)), 0)
+                       FROM unnest(w.rg, w.ri, w.rq, w.ra, w.rt) AS r (group_id, idf, tq, avgdl, tf))
+                 ELSE 0 END AS score
+          FROM unnest(p_keys, p_docs) AS d (key, tsv)
+         -- the first four terms as columns of one row, read once (array subscripts per row cost
+         -- more than the score itself), and the rest, summed by a join for longer queries (four
+         -- written out: each one more costs every probe its setup, which LoCoMo-sized probes feel)
+         CROSS JOIN (SELECT
+                       p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
+                       p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
+                       p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
+                       p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
+                       p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
+                       p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
+                       p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
+                       p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
+                       p_terms_group[5:] AS rg, p_terms_idf[5:] AS ri, p_terms_tq[5:] AS rq,
+                       p_terms_avgdl[5:] AS ra, p_terms_tf[5:] AS rt
+                OFFSET 0) w
+         WHERE d.key IS NOT NULL  -- out of view
+        OFFSET 0) x  -- the score computed once, not again in the filter
+     WHERE x.score >= p_min
+     ORDER BY x.score DESC, length(x.key), x.key COLLATE "C" LIMIT p_k
+$$;
+
 -- The best p_k documents of kind p_kind holding p_probe (BM25 score at least p_min; best first,
 -- exact ties by key), per searched group, in view. Per group, two statements: the documents'
 -- keys and tsvectors from the kind's table (the GIN index alone: the view test is in the
@@ -244,37 +287,9 @@ BEGIN
         END IF;
         CONTINUE WHEN cardinality(keys) = 0;  -- (a set of words in no document: no scoring statement)
         RETURN QUERY
-        SELECT g, x.key, x.score FROM (
-            SELECT d.key,
-                   pgmemory_internal.bm25_share(g, d.tsv, w.g1, w.i1, w.q1, w.a1, w.t1)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g2, w.i2, w.q2, w.a2, w.t2)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g3, w.i3, w.q3, w.a3, w.t3)
-                   + pgmemory_internal.bm25_share(g, d.tsv, w.g4, w.i4, w.q4, w.a4, w.t4)
-                   + CASE WHEN cardinality(p_terms_tq) > 4 THEN (
-                         SELECT coalesce(sum(pgmemory_internal.bm25_share(g, d.tsv, r.group_id, r.idf, r.tq,
-                                                                          r.avgdl, r.tf)), 0)
-                           FROM unnest(w.rg, w.ri, w.rq, w.ra, w.rt) AS r (group_id, idf, tq, avgdl, tf))
-                     ELSE 0 END AS score
-              FROM unnest(keys, docs) AS d (key, tsv)
-             -- the first four terms as columns of one row, read once (array subscripts per row cost
-             -- more than the score itself), and the rest, summed by a join for longer queries (four
-             -- written out: each one more costs every probe its setup, which LoCoMo-sized probes feel)
-             CROSS JOIN (SELECT
-                           p_terms_group[1] AS g1, p_terms_idf[1] AS i1, p_terms_tq[1] AS q1,
-                           p_terms_avgdl[1] AS a1, p_terms_tf[1] AS t1,
-                           p_terms_group[2] AS g2, p_terms_idf[2] AS i2, p_terms_tq[2] AS q2,
-                           p_terms_avgdl[2] AS a2, p_terms_tf[2] AS t2,
-                           p_terms_group[3] AS g3, p_terms_idf[3] AS i3, p_terms_tq[3] AS q3,
-                           p_terms_avgdl[3] AS a3, p_terms_tf[3] AS t3,
-                           p_terms_group[4] AS g4, p_terms_idf[4] AS i4, p_terms_tq[4] AS q4,
-                           p_terms_avgdl[4] AS a4, p_terms_tf[4] AS t4,
-                           p_terms_group[5:] AS rg, p_terms_idf[5:] AS ri, p_terms_tq[5:] AS rq,
-                           p_terms_avgdl[5:] AS ra, p_terms_tf[5:] AS rt
-                    OFFSET 0) w
-             WHERE d.key IS NOT NULL  -- out of view
-            OFFSET 0) x  -- the score computed once, not again in the filter
-         WHERE x.score >= p_min
-         ORDER BY x.score DESC, length(x.key), x.key COLLATE "C" LIMIT p_k;
+        SELECT g, s.key, s.score
+          FROM pgmemory_internal.text_scored(g, keys, docs, p_terms_group, p_terms_idf, p_terms_tq, p_terms_avgdl,
+                                             p_terms_tf, p_min, p_k) s;
     END LOOP;
 END
 $$;
@@ -544,6 +559,92 @@ BEGIN
 END
 $plan$;
 
+-- The exact BM25 top p_k of one group's documents of kind p_kind in one statement: every document
+-- in view holding a query lexeme, scored (text_top_k's one pass without its PL/pgSQL layers: at
+-- LoCoMo scale the full text of an edge-only search was ~35% of its server CPU, half of it the
+-- statements and function entries of text_top_k, bm25_terms and text_scores around a dozen facts).
+-- The same terms and shares as text_top_k, summed in its order: by tsquery, the order its
+-- aggregates receive its terms in (the planner sorts their input by tq for its DISTINCT aggregates;
+-- one group has one term per lexeme), so the scores are the same to the last bit
+-- (tests/test_fulltext_one_statement.py compares the two paths row by row).
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_pass(
+    p_kind text, p_group text, p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
+    p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
+RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
+    WITH terms AS (
+        SELECT array_agg(t.group_id) AS tg, array_agg(t.idf) AS ti, array_agg(t.tq) AS tq, array_agg(t.avgdl) AS ta,
+               array_agg(t.max_tf) AS tf, string_agg(t.tq::text, ' | ')::tsquery AS probe
+          FROM (SELECT x.* FROM pgmemory_internal.bm25_term_rows(p_group, p_kind,
+                                                                  tsvector_to_array(to_tsvector('english', p_query))) x
+                 ORDER BY x.tq) t
+    ),
+    -- the documents in view holding a lexeme, as text_scores reads them (the branches of other
+    -- kinds fold away: p_kind is a constant where *_text_hits call this)
+    docs AS (
+        SELECT coalesce(array_agg(d.key), '{}') AS keys, coalesce(array_agg(d.tsv), '{}') AS tsvs
+          FROM (SELECT f.version_id::text AS key, f.tsv FROM pgmemory.facts f
+                 WHERE p_kind = 'facts' AND f.group_id = p_group AND f.tsv @@ (SELECT t.probe FROM terms t)
+                   AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, p_point, p_known_at, p_superseded,
+                                                      p_relations, p_bounds, f.is_event)
+                UNION ALL
+                SELECT e.id::text, e.tsv FROM pgmemory.entities e
+                 WHERE p_kind = 'entities' AND e.group_id = p_group AND e.tsv @@ (SELECT t.probe FROM terms t)
+                   AND (p_known_at IS NULL OR e.created_at <= p_known_at)
+                   AND (e.retired_at IS NULL OR e.retired_at > p_known_at)
+                   AND (cardinality(p_labels) = 0 OR e.labels && p_labels)
+                UNION ALL
+                SELECT ep.id::text, ep.tsv FROM pgmemory.episodes ep
+                 WHERE p_kind = 'episodes' AND ep.group_id = p_group AND ep.tsv @@ (SELECT t.probe FROM terms t)
+                   AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                   AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)) d
+    )
+    SELECT s.key, s.score
+      FROM terms, docs,
+           pgmemory_internal.text_scored(p_group, docs.keys, docs.tsvs, terms.tg, terms.ti, terms.tq, terms.ta, terms.tf,
+                                         0, p_k) s
+$$;
+
+-- Whether text_hits may take the one statement: not on Citus, which plans no SQL function reading
+-- its tables (text_top_k's statements each read one table pinned by the group, routed there).
+-- IMMUTABLE, so a statement calling it folds the branch it rules out away when planned.
+DO $one$
+BEGIN
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_statement() RETURNS boolean
+            LANGUAGE sql IMMUTABLE AS 'SELECT false';
+    ELSE
+        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_statement() RETURNS boolean
+            LANGUAGE sql IMMUTABLE AS 'SELECT true';
+    END IF;
+END
+$one$;
+
+-- The exact BM25 top p_k (text_top_k's arguments and rows): one statement (text_one_pass) for one
+-- group whose kind holds at most 2 x pgmemory.text_probe_rows documents (200 by default), where
+-- text_top_k would take its one pass anyway (the query's lexemes hold at most 200 x n documents,
+-- below its cost bound of 100 x (2 n + 1) for n lexemes up to 10); text_top_k otherwise. With
+-- text_probe_rows 0 (what tests set to cover the steps) never.
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_hits(
+    p_kind text, p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
+    p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
+RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
+    WITH small AS (
+        SELECT FROM pgmemory.text_stats s
+         WHERE pgmemory_internal.text_one_statement() AND cardinality(p_groups) = 1 AND p_k >= 1
+           AND s.group_id = p_groups[1] AND s.kind = p_kind
+           AND s.docs <= 2 * coalesce(nullif(current_setting('pgmemory.text_probe_rows', true), '')::float8, 100)
+    )
+    SELECT o.key, o.score
+      FROM pgmemory_internal.text_one_pass(p_kind, p_groups[1], p_query, p_k, p_known_at, p_point, p_as_of,
+                                           p_superseded, p_relations, p_bounds, p_labels) o
+     WHERE EXISTS (SELECT FROM small)
+    UNION ALL
+    SELECT h.key, h.score
+      FROM pgmemory_internal.text_top_k(p_kind, p_groups, p_query, p_k, p_known_at, p_point, p_as_of, p_superseded,
+                                        p_relations, p_bounds, p_labels) h
+     WHERE NOT EXISTS (SELECT FROM small)
+$$;
+
 -- The full-text hits of each kind (the signatures search_candidates calls; bm25.sql defines the
 -- same with pg_textsearch).
 CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
@@ -551,24 +652,24 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::bigint, h.score
-      FROM pgmemory_internal.text_top_k('facts', p_groups, p_query, p_k, p_known_at, p_point, NULL, p_superseded,
-                                        p_relations, p_bounds, '{}') h
+      FROM pgmemory_internal.text_hits('facts', p_groups, p_query, p_k, p_known_at, p_point, NULL, p_superseded,
+                                       p_relations, p_bounds, '{}') h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_top_k('entities', p_groups, p_query, p_k, p_known_at, NULL, NULL, NULL,
-                                        NULL, NULL, p_labels) h
+      FROM pgmemory_internal.text_hits('entities', p_groups, p_query, p_k, p_known_at, NULL, NULL, NULL,
+                                       NULL, NULL, p_labels) h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_top_k('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
-                                        NULL, NULL, '{}') h
+      FROM pgmemory_internal.text_hits('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
+                                       NULL, NULL, '{}') h
 $$;
 
 -- The episodes holding any of the rare lexemes of p_query (those not common for a top p_k, as
