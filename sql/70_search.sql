@@ -333,7 +333,18 @@ BEGIN
                  LIMIT k) c
              ORDER BY c.d + 0, c.version_id);
     END IF;
-    IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
+    -- The usual view's arguments as constants (the same view: no known_at, superseded versions,
+    -- relations or bounds), as the cosine statement writes it out: the full text of one small
+    -- group (text_one_pass, inlined here) then folds fact_in_view to its two tests when planned,
+    -- where the generic plan tested all eleven on every row (~3% of an edge-only call at LoCoMo scale).
+    IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND known_at IS NULL AND NOT include_superseded
+       AND cardinality(relations) = 0 AND cardinality(array_remove(bounds, NULL)) = 0 THEN
+        SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
+               coalesce(array_agg(h.score ORDER BY h.score DESC, h.version_id), '{}')
+          INTO fact_text, fact_text_score
+          FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, NULL, false, '{}', '{}') h
+         WHERE h.score > 0;
+    ELSIF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
                coalesce(array_agg(h.score ORDER BY h.score DESC, h.version_id), '{}')
           INTO fact_text, fact_text_score

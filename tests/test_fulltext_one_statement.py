@@ -18,6 +18,7 @@ NO_BOUNDS = [None] * 8
 # and the other views search_candidates asks for.
 VIEWS = [
     ("facts", None, "now", None, False, [], NO_BOUNDS, None),
+    ("facts", None, "now", None, False, [], [], None),  # the same view as search_candidates writes it out
     ("facts", "2021-06-01", "2021-06-01", None, False, [], NO_BOUNDS, None),   # as recorded then
     ("facts", None, None, None, True, ["KNOWS"], NO_BOUNDS, None),             # superseded too, any time
     ("facts", None, "now", None, False, ["LIKES"], NO_BOUNDS, None),            # a relation no fact has
