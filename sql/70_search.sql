@@ -333,16 +333,22 @@ BEGIN
                  LIMIT k) c
              ORDER BY c.d + 0, c.version_id);
     END IF;
-    -- The usual view's arguments as constants (the same view: no known_at, superseded versions,
-    -- relations or bounds), as the cosine statement writes it out: the full text of one small
-    -- group (text_one_pass, inlined here) then folds fact_in_view to its two tests when planned,
-    -- where the generic plan tested all eleven on every row (~3% of an edge-only call at LoCoMo scale).
-    IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND known_at IS NULL AND NOT include_superseded
-       AND cardinality(relations) = 0 AND cardinality(array_remove(bounds, NULL)) = 0 THEN
-        SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),
-               coalesce(array_agg(h.score ORDER BY h.score DESC, h.version_id), '{}')
+    -- One group holding few facts (at most text_one_pass_docs(), 200), in the usual view: the full
+    -- text in one statement (text_one_pass, sql/fulltext/tsvector.sql: the same rows and scores as
+    -- text_top_k), with the view's arguments as constants, so that fact_in_view folds to its two
+    -- tests when planned. text_top_k's PL/pgSQL layers around a dozen facts were ~35% of an
+    -- edge-only search's server CPU at LoCoMo scale; the test of the group's size costs the other
+    -- searches one small statement (a branch of one statement for both would start the one pass's
+    -- plan nodes at every call: +6% for text_top_k at 100k facts).
+    IF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) AND one IS NOT NULL AND known_at IS NULL
+       AND NOT include_superseded AND cardinality(relations) = 0 AND cardinality(array_remove(bounds, NULL)) = 0
+       AND pgmemory_internal.text_one_pass_docs() > 0
+       AND EXISTS (SELECT FROM pgmemory.text_stats s
+                    WHERE s.group_id = one AND s.kind = 'facts' AND s.docs <= pgmemory_internal.text_one_pass_docs()) THEN
+        SELECT coalesce(array_agg(h.key::bigint ORDER BY h.score DESC, h.key::bigint), '{}'),
+               coalesce(array_agg(h.score ORDER BY h.score DESC, h.key::bigint), '{}')
           INTO fact_text, fact_text_score
-          FROM pgmemory_internal.fact_text_hits(p_groups, p_query, k, point, NULL, false, '{}', '{}') h
+          FROM pgmemory_internal.text_one_pass('facts', one, p_query, k, NULL, point, NULL, false, '{}', '{}', '{}') h
          WHERE h.score > 0;
     ELSIF 'facts' = ANY (kinds) AND 'fulltext' = ANY (methods) THEN
         SELECT coalesce(array_agg(h.version_id ORDER BY h.score DESC, h.version_id), '{}'),

@@ -1,17 +1,18 @@
-"""Full text in one statement for one small group (text_hits -> text_one_pass): the same rows, in the
-same order, with the same scores to the last bit as text_top_k's two paths, and taken only where
-it applies."""
+"""Full text in one statement for one group holding few facts (text_one_pass, which search_candidates
+calls for them): the same rows, in the same order, with the same scores to the last bit as
+text_top_k's two paths, and taken only where it applies."""
 from __future__ import annotations
 
 import uuid
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from tests.support import utc
 from tests.test_fulltext import ANIMAL_QUERIES, ANIMALS
 
-# text_top_k's arguments (text_hits takes the same): kind, groups, query, k, then the view.
-CALL = ("SELECT key, score FROM pgmemory_internal.{fn}(%s, ARRAY[%s], %s, %s, %s::timestamptz, %s::timestamptz,"
+# text_top_k's arguments (text_one_pass takes one group): kind, group(s), query, k, then the view.
+CALL = ("SELECT key, score FROM pgmemory_internal.{fn}(%s, {groups}, %s, %s, %s::timestamptz, %s::timestamptz,"
         " %s::timestamptz, %s, %s::text[], %s::timestamptz[], %s::text[])")
 NO_BOUNDS = [None] * 8
 # (kind, known_at, point, as_of, superseded, relations, bounds, labels): the usual view of each kind
@@ -65,12 +66,13 @@ def load(conn: psycopg.Connection, group: str) -> None:
 
 
 def top_k(conn: psycopg.Connection, fn: str, probe_rows: str, group: str, view: tuple, query: str, k: int) -> list:
-    """The rows of text_hits or text_top_k with pgmemory.text_probe_rows set (0: steps)."""
+    """The rows of text_one_pass or text_top_k with pgmemory.text_probe_rows set (0: steps)."""
     conn.execute("SELECT set_config('pgmemory.text_probe_rows', %s, false)", (probe_rows,))
     kind, known_at, point, as_of, superseded, relations, bounds, labels = view
     point = conn.execute("SELECT now()").fetchone()[0] if point == "now" else point
-    return conn.execute(CALL.format(fn=fn), (kind, group, query, k, known_at, point, as_of, superseded, relations,
-                                             bounds, labels)).fetchall()
+    groups = "%s::text" if fn == "text_one_pass" else "ARRAY[%s]"
+    return conn.execute(CALL.format(fn=fn, groups=groups), (kind, group, query, k, known_at, point, as_of, superseded,
+                                                            relations, bounds, labels)).fetchall()
 
 
 def text_top_k_calls(conn: psycopg.Connection) -> int:
@@ -84,9 +86,7 @@ def test_one_statement_returns_what_text_top_k_returns_to_the_last_bit(db_dsn, g
         for view in VIEWS:
             for query in QUERIES:
                 for k in (1, 2, 3, 5, 10, 20, 30, 40):
-                    before = text_top_k_calls(conn)
-                    one = top_k(conn, "text_hits", "1e9", group, view, query, k)  # 2 x 1e9 documents: one statement
-                    assert text_top_k_calls(conn) == before, (view, query, k)  # it did not call text_top_k
+                    one = top_k(conn, "text_one_pass", "100", group, view, query, k)
                     steps = top_k(conn, "text_top_k", "0", group, view, query, k)
                     one_pass = top_k(conn, "text_top_k", "1e9", group, view, query, k)
                     # equal floats, not close ones: the same shares summed in the same order
@@ -95,22 +95,29 @@ def test_one_statement_returns_what_text_top_k_returns_to_the_last_bit(db_dsn, g
                         (view, query, k)
 
 
-def test_one_statement_only_for_one_group_of_few_documents(db_dsn, group):
-    """Above 2 x text_probe_rows documents of the kind text_top_k runs, as it does for two groups and
-    with text_probe_rows 0 (the tests' way to cover its steps); the rows are the same either way."""
+SEARCH = "SELECT kind, id, version_id, ranks, detail FROM pgmemory.search_candidates(%s, %s, NULL, %s)"
+
+
+def test_search_takes_the_one_statement_for_one_group_of_few_facts(db_dsn, group):
+    """search_candidates' facts full text: one statement for one group of at most 2 x text_probe_rows
+    facts in the usual view (text_top_k not called), text_top_k otherwise (more facts, text_probe_rows
+    0, several groups, another view); the same rows every time."""
     with psycopg.connect(db_dsn, options="-c track_functions=pl") as conn:
         load(conn, group)
-        view, query = VIEWS[-1], ANIMAL_QUERIES[1]
-        docs = conn.execute("SELECT docs FROM pgmemory.text_stats WHERE group_id = %s AND kind = 'episodes'",
-                            (group,)).fetchone()[0]
-        for probe_rows, runs_text_top_k in ((str(docs / 2), False), (str((docs - 1) / 2), True), ("0", True)):
-            before = text_top_k_calls(conn)
-            found = top_k(conn, "text_hits", probe_rows, group, view, query, 10)
-            assert (text_top_k_calls(conn) > before) == runs_text_top_k, probe_rows
-            assert found == top_k(conn, "text_top_k", "0", group, view, query, 10)
-        two = ("SELECT key, score FROM pgmemory_internal.text_hits('episodes', %s, %s, 10, NULL, NULL, NULL, NULL,"
-               " NULL, NULL, '{}')")
-        conn.execute("SELECT set_config('pgmemory.text_probe_rows', '1e9', false)")
-        before = text_top_k_calls(conn)
-        assert conn.execute(two, ([group, f"{group}-other"], "zebra")).fetchall()
-        assert text_top_k_calls(conn) > before
+        facts = conn.execute("SELECT docs FROM pgmemory.text_stats WHERE group_id = %s AND kind = 'facts'",
+                             (group,)).fetchone()[0]
+        usual = Jsonb({"kinds": ["facts"], "methods": ["fulltext"], "candidates": 30})
+        as_recorded = Jsonb({"kinds": ["facts"], "methods": ["fulltext"], "candidates": 30, "known_at": "2021-06-01"})
+        for query in QUERIES:
+            found = {}
+            for probe_rows, groups, opts, one_statement in (
+                    (str(facts / 2), [group], usual, True), (str((facts - 1) / 2), [group], usual, False),
+                    ("0", [group], usual, False), ("1e9", [group, f"{group}-none"], usual, False),
+                    ("1e9", [group], as_recorded, False), ("0", [group], as_recorded, False)):
+                conn.execute("SELECT set_config('pgmemory.text_probe_rows', %s, false)", (probe_rows,))
+                before = text_top_k_calls(conn)
+                rows = sorted(conn.execute(SEARCH, (groups, query, opts)).fetchall(), key=str)
+                assert (text_top_k_calls(conn) == before) == one_statement, (query, probe_rows, groups)
+                found.setdefault(opts.obj.get("known_at"), []).append(rows)
+            for runs in found.values():
+                assert runs[0] and all(r == runs[0] for r in runs), query

@@ -563,6 +563,7 @@ $plan$;
 -- in view holding a query lexeme, scored (text_top_k's one pass without its PL/pgSQL layers: at
 -- LoCoMo scale the full text of an edge-only search was ~35% of its server CPU, half of it the
 -- statements and function entries of text_top_k, bm25_terms and text_scores around a dozen facts).
+-- search_candidates calls it for the facts of one group holding few (text_one_pass_docs()).
 -- The same terms and shares as text_top_k, summed in its order: by tsquery, the order its
 -- aggregates receive its terms in (the planner sorts their input by tq for its DISTINCT aggregates;
 -- one group has one term per lexeme), so the scores are the same to the last bit
@@ -579,7 +580,7 @@ RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
                  ORDER BY x.tq) t
     ),
     -- the documents in view holding a lexeme, as text_scores reads them (the branches of other
-    -- kinds fold away: p_kind is a constant where *_text_hits call this)
+    -- kinds fold away where p_kind is a constant, as in search_candidates)
     docs AS (
         SELECT coalesce(array_agg(d.key), '{}') AS keys, coalesce(array_agg(d.tsv), '{}') AS tsvs
           FROM (SELECT f.version_id::text AS key, f.tsv FROM pgmemory.facts f
@@ -604,46 +605,29 @@ RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
                                          0, p_k) s
 $$;
 
--- Whether text_hits may take the one statement: not on Citus, which plans no SQL function reading
--- its tables (text_top_k's statements each read one table pinned by the group, routed there).
--- IMMUTABLE, so a statement calling it folds the branch it rules out away when planned.
+-- The most documents of a kind a group may hold for its full text to be the one statement
+-- (text_one_pass) rather than text_top_k: 2 x pgmemory.text_probe_rows (200 by default), where
+-- text_top_k would take its one pass anyway (the query's n lexemes hold at most 200 x n documents,
+-- below its cost bound of 100 x (2 n + 1) for n up to 10); 0 (never) with text_probe_rows 0, as
+-- tests set to cover the steps, and on Citus, which plans no SQL function reading its tables
+-- (text_top_k's statements each read one table pinned by the group, routed there).
 DO $one$
 BEGIN
     IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_statement() RETURNS boolean
-            LANGUAGE sql IMMUTABLE AS 'SELECT false';
+        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_pass_docs() RETURNS double precision
+            LANGUAGE sql STABLE AS 'SELECT 0::float8';
     ELSE
-        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_statement() RETURNS boolean
-            LANGUAGE sql IMMUTABLE AS 'SELECT true';
+        CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_pass_docs() RETURNS double precision
+            LANGUAGE sql STABLE AS $$
+                SELECT 2 * coalesce(nullif(current_setting('pgmemory.text_probe_rows', true), '')::float8, 100)
+            $$;
     END IF;
 END
 $one$;
+DROP FUNCTION IF EXISTS pgmemory_internal.text_one_statement();
 
--- The exact BM25 top p_k (text_top_k's arguments and rows): one statement (text_one_pass) for one
--- group whose kind holds at most 2 x pgmemory.text_probe_rows documents (200 by default), where
--- text_top_k would take its one pass anyway (the query's lexemes hold at most 200 x n documents,
--- below its cost bound of 100 x (2 n + 1) for n lexemes up to 10); text_top_k otherwise. With
--- text_probe_rows 0 (what tests set to cover the steps) never.
-CREATE OR REPLACE FUNCTION pgmemory_internal.text_hits(
-    p_kind text, p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_point timestamptz,
-    p_as_of timestamptz, p_superseded boolean, p_relations text[], p_bounds timestamptz[], p_labels text[])
-RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
-    WITH small AS (
-        SELECT FROM pgmemory.text_stats s
-         WHERE pgmemory_internal.text_one_statement() AND cardinality(p_groups) = 1 AND p_k >= 1
-           AND s.group_id = p_groups[1] AND s.kind = p_kind
-           AND s.docs <= 2 * coalesce(nullif(current_setting('pgmemory.text_probe_rows', true), '')::float8, 100)
-    )
-    SELECT o.key, o.score
-      FROM pgmemory_internal.text_one_pass(p_kind, p_groups[1], p_query, p_k, p_known_at, p_point, p_as_of,
-                                           p_superseded, p_relations, p_bounds, p_labels) o
-     WHERE EXISTS (SELECT FROM small)
-    UNION ALL
-    SELECT h.key, h.score
-      FROM pgmemory_internal.text_top_k(p_kind, p_groups, p_query, p_k, p_known_at, p_point, p_as_of, p_superseded,
-                                        p_relations, p_bounds, p_labels) h
-     WHERE NOT EXISTS (SELECT FROM small)
-$$;
+DROP FUNCTION IF EXISTS pgmemory_internal.text_hits(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
+                                                     boolean, text[], timestamptz[], text[]);
 
 -- The full-text hits of each kind (the signatures search_candidates calls; bm25.sql defines the
 -- same with pg_textsearch).
@@ -652,24 +636,24 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.fact_text_hits(
     p_superseded boolean, p_relations text[], p_bounds timestamptz[])
 RETURNS TABLE (version_id bigint, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::bigint, h.score
-      FROM pgmemory_internal.text_hits('facts', p_groups, p_query, p_k, p_known_at, p_point, NULL, p_superseded,
-                                       p_relations, p_bounds, '{}') h
+      FROM pgmemory_internal.text_top_k('facts', p_groups, p_query, p_k, p_known_at, p_point, NULL, p_superseded,
+                                        p_relations, p_bounds, '{}') h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_labels text[])
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_hits('entities', p_groups, p_query, p_k, p_known_at, NULL, NULL, NULL,
-                                       NULL, NULL, p_labels) h
+      FROM pgmemory_internal.text_top_k('entities', p_groups, p_query, p_k, p_known_at, NULL, NULL, NULL,
+                                        NULL, NULL, p_labels) h
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.episode_text_hits(
     p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.key::uuid, h.score
-      FROM pgmemory_internal.text_hits('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
-                                       NULL, NULL, '{}') h
+      FROM pgmemory_internal.text_top_k('episodes', p_groups, p_query, p_k, p_known_at, NULL, p_as_of, NULL,
+                                        NULL, NULL, '{}') h
 $$;
 
 -- The episodes holding any of the rare lexemes of p_query (those not common for a top p_k, as
