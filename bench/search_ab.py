@@ -73,7 +73,7 @@ def baseline_function(rev: str, with_fulltext: bool = False, as_memory: bool = F
             "pgmemory.search_candidates(", "pg_temp.search_candidates(")
     if not with_fulltext:
         return body
-    for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits"):
+    for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits", "text_one_pass"):
         body = body.replace(f"pgmemory_internal.{name}(", f"pg_temp.{name}(")
     return baseline_functions(rev) + "\n" + body
 
@@ -196,7 +196,7 @@ def main() -> None:
     ap.add_argument("--baseline-candidates", type=int,
                     help="tell the baseline call the limit too, with this many candidates per method")
     ap.add_argument("--with-fulltext", action="store_true",
-                    help="the baseline's full-text functions too (text_top_k and the *_text_hits it calls)")
+                    help="the baseline's full-text functions too (text_top_k, text_one_pass and the *_text_hits it calls)")
     ap.add_argument("--as-memory", action="store_true",
                     help="call search_group with the vector in binary, as Memory.search does on one node")
     args = ap.parse_args()
