@@ -624,10 +624,6 @@ BEGIN
     END IF;
 END
 $one$;
-DROP FUNCTION IF EXISTS pgmemory_internal.text_one_statement();
-
-DROP FUNCTION IF EXISTS pgmemory_internal.text_hits(text, text[], text, integer, timestamptz, timestamptz, timestamptz,
-                                                     boolean, text[], timestamptz[], text[]);
 
 -- The full-text hits of each kind (the signatures search_candidates calls; bm25.sql defines the
 -- same with pg_textsearch).
