@@ -44,3 +44,8 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.id, h.score FROM pgmemory_internal.episode_text_hits(p_groups, p_query, p_k, p_known_at, p_as_of) h
 $$;
+
+-- search_candidates' one-statement full text of a small group (tsvector.sql's text_one_pass) scores
+-- tsvectors; pg_textsearch ranks with its own index, so here that path is never taken.
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_pass_docs() RETURNS double precision
+    LANGUAGE sql STABLE AS 'SELECT 0::float8';
