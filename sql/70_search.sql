@@ -121,6 +121,21 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
     SELECT e.id FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (p_ids)
 $$;
 
+-- The plan_cache_mode of search_candidates' describe statements: generic plans on one node;
+-- on Citus 'auto' (it routes a statement by the group's value and plans none of these with
+-- parameters, as sql/90_write_plans.sql). IMMUTABLE: made by init for the database it runs on.
+DO $plans$
+BEGIN
+    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        CREATE OR REPLACE FUNCTION pgmemory_internal.search_plans() RETURNS text
+            LANGUAGE sql IMMUTABLE AS $$ SELECT 'auto'::text $$;
+    ELSE
+        CREATE OR REPLACE FUNCTION pgmemory_internal.search_plans() RETURNS text
+            LANGUAGE sql IMMUTABLE AS $$ SELECT 'force_generic_plan'::text $$;
+    END IF;
+END
+$plans$;
+
 -- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
 -- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback); metadata (a hit is kept when it matches: facts and
 -- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
@@ -243,6 +258,7 @@ DECLARE
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
+    plans text;  -- the caller's plan_cache_mode, given back after the describe statements
     w_cosine float8;  -- the facts' method weights (fuse), read once for the usual view's statement
     w_fulltext float8;
     w_bfs float8;
@@ -674,6 +690,15 @@ BEGIN
           JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
          WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts);
     END IF;
+    -- The entities', communities' and episodes' statements below on generic plans (one node; see
+    -- pgmemory_internal.search_plans). Over the candidate arrays a custom plan always looks cheaper,
+    -- so plpgsql kept re-planning them at every call: planning was ~36% of the server CPU of an
+    -- entities-only search and ~13% of a default one at LoCoMo scale (bench/README.md, "Issue 17,
+    -- session 13"). They read each candidate by its key; the caller's setting is given back below.
+    IF pgmemory_internal.search_plans() <> 'auto' THEN
+        plans := current_setting('plan_cache_mode');
+        PERFORM set_config('plan_cache_mode', pgmemory_internal.search_plans(), true);
+    END IF;
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
         RETURN QUERY
         WITH ent_hits AS (
@@ -828,6 +853,9 @@ BEGIN
          WHERE (meta_filter IS NULL OR with_keys OR eph.id = ANY (keep_episodes))
            AND (eph.top IS NOT FALSE
                 OR eph.id IN (SELECT n.hit FROM near n JOIN epi_cut t ON t.id = n.id WHERE t.top IS NOT FALSE));
+    END IF;
+    IF plans IS NOT NULL THEN
+        PERFORM set_config('plan_cache_mode', plans, true);
     END IF;
 END
 $$;
