@@ -209,6 +209,7 @@ $$;
 -- facts (the five most recently recorded, as source or target); with none, by
 -- its latest believed facts that have ended, each marked "(until <date>)". An
 -- entity with no believed facts is described by its earliest live mention
+-- (facts recorded at the same time: the later version first, in each branch as in the ranking)
 -- (so deleting the episode that described it leaves the next one's words).
 -- (PL/pgSQL: its statements are planned with the group's value, so Citus routes them to
 -- the group's shard.)
@@ -229,11 +230,11 @@ BEGIN
           CROSS JOIN LATERAL (
                 (SELECT fa.fact, lower(fa.recorded) AS rec, fa.version_id FROM pgmemory.facts fa
                   WHERE fa.group_id = p_group AND fa.source_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
-                  ORDER BY lower(fa.recorded) DESC LIMIT 5)
+                  ORDER BY lower(fa.recorded) DESC, fa.version_id DESC LIMIT 5)
                 UNION ALL
                 (SELECT fa.fact, lower(fa.recorded), fa.version_id FROM pgmemory.facts fa
                   WHERE fa.group_id = p_group AND fa.target_id = ent.id AND upper_inf(fa.recorded) AND upper_inf(fa.valid)
-                  ORDER BY lower(fa.recorded) DESC LIMIT 5)) u
+                  ORDER BY lower(fa.recorded) DESC, fa.version_id DESC LIMIT 5)) u
     ), ended_facts AS (
         SELECT ent.id,
                rtrim(fa.fact, '.') || ' (until ' || to_char(upper(fa.valid) AT TIME ZONE 'UTC', 'YYYY-MM-DD') || ').'

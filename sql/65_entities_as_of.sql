@@ -49,7 +49,8 @@ $$;
 -- target) that started last (unknown starts after known ones; then the most
 -- recently recorded), '' when the slice has none. Latest-started first reads
 -- facts_source_started / facts_target_started from T downwards, so a hub with
--- thousands of facts costs a few index entries. One row; inlined like the above.
+-- thousands of facts costs a few index entries. One row; inlined like the above. Each branch
+-- breaks ties as the final order does, so which five facts it keeps never depends on the plan.
 CREATE OR REPLACE FUNCTION pgmemory_internal.entity_summary_at(
     p_group text, p_entity uuid, p_point timestamptz, p_known_at timestamptz)
 RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
@@ -60,13 +61,13 @@ RETURNS TABLE (summary text) LANGUAGE sql STABLE AS $$
                   WHERE f.source_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
                     AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
-                  ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
+                  ORDER BY lower(f.valid) DESC NULLS LAST, lower(f.recorded) DESC, f.version_id DESC LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, lower(f.valid), lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.target_id = p_entity AND f.group_id = p_group
                     AND lower(f.valid) <= coalesce(p_point, 'infinity')
                     AND pgmemory_internal.fact_in_slice_unindexed(f.valid, f.recorded, p_point, p_known_at, f.is_event)
-                  ORDER BY lower(f.valid) DESC NULLS LAST LIMIT 5)
+                  ORDER BY lower(f.valid) DESC NULLS LAST, lower(f.recorded) DESC, f.version_id DESC LIMIT 5)
                 UNION ALL
                 (SELECT f.fact, NULL, lower(f.recorded), f.version_id FROM pgmemory.facts f
                   WHERE f.source_id = p_entity AND f.group_id = p_group AND lower(f.valid) IS NULL

@@ -50,7 +50,8 @@ async def test_generic_plans_return_what_custom_plans_return(memory, group, db_d
                     for searched in ([group], groups):
                         generic = await _rows(conn, searched, query, vector, opts, "force_generic_plan")
                         custom = await _rows(conn, searched, query, vector, opts, "auto")
-                        assert generic == custom, (recipe, filters, query, searched)
+                        assert generic == custom, (recipe, filters.as_of, query, searched,
+                                                   sorted(set(generic) - set(custom)), sorted(set(custom) - set(generic)))
                         kinds |= {r[0] for r in generic}
         assert kinds >= {"fact", "entity", "episode"}
     finally:
