@@ -121,7 +121,7 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
     SELECT e.id FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (p_ids)
 $$;
 
--- The plan_cache_mode of search_candidates' describe statements: generic plans on one node;
+-- The plan_cache_mode of search_candidates' entities statement: a generic plan on one node;
 -- on Citus 'auto' (it routes a statement by the group's value and plans none of these with
 -- parameters, as sql/90_write_plans.sql). IMMUTABLE: made by init for the database it runs on.
 DO $plans$
@@ -258,7 +258,8 @@ DECLARE
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
-    plans text;  -- the caller's plan_cache_mode, given back after the describe statements
+    plans text;  -- the caller's plan_cache_mode, given back after the entities' statement
+    plan_set text;
     w_cosine float8;  -- the facts' method weights (fuse), read once for the usual view's statement
     w_fulltext float8;
     w_bfs float8;
@@ -690,16 +691,16 @@ BEGIN
           JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
          WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts);
     END IF;
-    -- The entities', communities' and episodes' statements below on generic plans (one node; see
-    -- pgmemory_internal.search_plans). Over the candidate arrays a custom plan always looks cheaper,
-    -- so plpgsql kept re-planning them at every call: planning was ~36% of the server CPU of an
-    -- entities-only search and ~13% of a default one at LoCoMo scale (bench/README.md, "Issue 17,
-    -- session 13"). They read each candidate by its key; the caller's setting is given back below.
-    IF pgmemory_internal.search_plans() <> 'auto' THEN
-        plans := current_setting('plan_cache_mode');
-        PERFORM set_config('plan_cache_mode', pgmemory_internal.search_plans(), true);
-    END IF;
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
+        -- On a generic plan (one node; see pgmemory_internal.search_plans): over the candidate arrays
+        -- a custom plan always looks cheaper, so plpgsql re-planned this statement at every call
+        -- (planning ~36% of an entities-only search's server CPU at LoCoMo scale; bench/README.md,
+        -- "Issue 17, session 13"). It reads each candidate by its key. The caller's setting is given
+        -- back after it (assignments, not PERFORM: no statement of their own).
+        IF pgmemory_internal.search_plans() <> 'auto' THEN
+            plans := current_setting('plan_cache_mode');
+            plan_set := set_config('plan_cache_mode', pgmemory_internal.search_plans(), true);
+        END IF;
         RETURN QUERY
         WITH ent_hits AS (
             SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
@@ -761,6 +762,9 @@ BEGIN
           LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = eh.group_id
                AND ev.entity_id = eh.id AND ev.recorded @> coalesce(known_at, '-infinity')
          WHERE meta_filter IS NULL OR with_keys OR eh.id = ANY (keep_entities);
+        IF plans IS NOT NULL THEN
+            plan_set := set_config('plan_cache_mode', plans, true);
+        END IF;
     END IF;
     IF cardinality(com_cos) + cardinality(com_text) > 0 THEN
         RETURN QUERY
@@ -853,9 +857,6 @@ BEGIN
          WHERE (meta_filter IS NULL OR with_keys OR eph.id = ANY (keep_episodes))
            AND (eph.top IS NOT FALSE
                 OR eph.id IN (SELECT n.hit FROM near n JOIN epi_cut t ON t.id = n.id WHERE t.top IS NOT FALSE));
-    END IF;
-    IF plans IS NOT NULL THEN
-        PERFORM set_config('plan_cache_mode', plans, true);
     END IF;
 END
 $$;

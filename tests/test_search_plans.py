@@ -1,6 +1,6 @@
-"""search_candidates runs its entities', communities' and episodes' statements on generic plans
-(pgmemory_internal.search_plans): the same rows as custom plans give, and the caller's own
-plan_cache_mode is given back after every search."""
+"""search_candidates runs its entities' statement on a generic plan (pgmemory_internal.search_plans):
+the same rows as custom plans give, and the caller's own plan_cache_mode is given back after every
+search."""
 from __future__ import annotations
 
 import asyncpg
@@ -16,7 +16,7 @@ QUERIES = ("who likes chess", "a trip to Porto", "Farid and Alice", "the violin 
 
 
 async def _rows(conn, groups: list[str], query: str, vector, opts, plans: str) -> list:
-    """One search's rows, sorted, with the describe statements planned as `plans` says (the
+    """One search's rows, sorted, with the entities' statement planned as `plans` says (the
     function replaced for this transaction only)."""
     call, target = (SEARCH_ONE, groups[0]) if len(groups) == 1 else (SEARCH_MANY, groups)
     undo = conn.transaction()
