@@ -121,21 +121,6 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
     SELECT e.id FROM pgmemory.entities e WHERE e.group_id = p_group AND e.id = ANY (p_ids)
 $$;
 
--- The plan_cache_mode of search_candidates' entities statement: a generic plan on one node;
--- on Citus 'auto' (it routes a statement by the group's value and plans none of these with
--- parameters, as sql/90_write_plans.sql). IMMUTABLE: made by init for the database it runs on.
-DO $plans$
-BEGIN
-    IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
-        CREATE OR REPLACE FUNCTION pgmemory_internal.search_plans() RETURNS text
-            LANGUAGE sql IMMUTABLE AS $$ SELECT 'auto'::text $$;
-    ELSE
-        CREATE OR REPLACE FUNCTION pgmemory_internal.search_plans() RETURNS text
-            LANGUAGE sql IMMUTABLE AS $$ SELECT 'force_generic_plan'::text $$;
-    END IF;
-END
-$plans$;
-
 -- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
 -- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback); metadata (a hit is kept when it matches: facts and
 -- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
@@ -258,8 +243,6 @@ DECLARE
     near_ids uuid[] := '{}';
     near_hits uuid[] := '{}';
     near_dist integer[] := '{}';
-    plans text;  -- the caller's plan_cache_mode, given back after the entities' statement
-    plan_set text;
     w_cosine float8;  -- the facts' method weights (fuse), read once for the usual view's statement
     w_fulltext float8;
     w_bfs float8;
@@ -692,15 +675,6 @@ BEGIN
          WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts);
     END IF;
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
-        -- On a generic plan (one node; see pgmemory_internal.search_plans): over the candidate arrays
-        -- a custom plan always looks cheaper, so plpgsql re-planned this statement at every call
-        -- (planning ~36% of an entities-only search's server CPU at LoCoMo scale; bench/README.md,
-        -- "Issue 17, session 13"). It reads each candidate by its key. The caller's setting is given
-        -- back after it (assignments, not PERFORM: no statement of their own).
-        IF pgmemory_internal.search_plans() <> 'auto' THEN
-            plans := current_setting('plan_cache_mode');
-            plan_set := set_config('plan_cache_mode', pgmemory_internal.search_plans(), true);
-        END IF;
         RETURN QUERY
         WITH ent_hits AS (
             SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) AS text_score,
@@ -762,9 +736,6 @@ BEGIN
           LEFT JOIN pgmemory.entity_versions ev ON (ev.group_id = one OR one IS NULL AND ev.group_id = ANY (p_groups)) AND ev.group_id = eh.group_id
                AND ev.entity_id = eh.id AND ev.recorded @> coalesce(known_at, '-infinity')
          WHERE meta_filter IS NULL OR with_keys OR eh.id = ANY (keep_entities);
-        IF plans IS NOT NULL THEN
-            plan_set := set_config('plan_cache_mode', plans, true);
-        END IF;
     END IF;
     IF cardinality(com_cos) + cardinality(com_text) > 0 THEN
         RETURN QUERY

@@ -306,7 +306,6 @@ BEGIN
             ('text_one_pass', 'Internal (search): exact BM25 top k of one group''s documents of a kind, every document holding a query lexeme scored in one statement'),
             ('text_scored', 'Internal (search): the best k BM25 scores of given documents of one group'),
             ('text_one_pass_docs', 'Internal (search): the most documents of a kind a group may hold for its full text to be one statement (text_one_pass); 0 on Citus'),
-            ('search_plans', 'Internal (search): the plan_cache_mode of search_candidates'' entities statement: generic plans on one node, auto on Citus'),
             ('bm25_share', 'Internal: one query term''s share of a document''s BM25 score'),
             ('tsv_length', 'Internal: length of a tsvector in tokens'),
             ('add_text_stats', 'Internal: add or remove documents from the BM25 statistics'),
