@@ -206,11 +206,11 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Entity summaries: an entity is described by its latest believed, still-valid
--- facts (the five most recently recorded, as source or target); with none, by
--- its latest believed facts that have ended, each marked "(until <date>)". An
--- entity with no believed facts is described by its earliest live mention
--- (facts recorded at the same time: the later version first, in each branch as in the ranking)
--- (so deleting the episode that described it leaves the next one's words).
+-- facts (the five most recently recorded, as source or target; of facts recorded at
+-- the same time the later version, in each branch as in the ranking, so the five never
+-- depend on the plan); with none, by its latest believed facts that have ended, each
+-- marked "(until <date>)". An entity with no believed facts is described by its
+-- earliest live mention (so deleting the episode that described it leaves the next one's words).
 -- (PL/pgSQL: its statements are planned with the group's value, so Citus routes them to
 -- the group's shard.)
 DO $$ BEGIN  -- it was a SQL function before
