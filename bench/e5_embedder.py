@@ -180,16 +180,30 @@ async def blend_main(args: argparse.Namespace) -> None:
                           f"single-hop {pct(table[name].get('single-hop'))}", flush=True)
             await write_vectors(memory, conv, recipes[shipped])  # the shipped vectors back
             tables[conv.conversation_id] = table
-    print(f"\n| recipe | " + " | ".join(tables) + " | " + " | ".join(f"{c} multi-hop" for c in tables) + " |")
-    print("|---|" + "---|" * (2 * len(tables)))
-    for name in next(iter(tables.values())):
-        print(f"| {name} | " + " | ".join(pct(t[name]["all"]) for t in tables.values()) + " | "
-              + " | ".join(pct(t[name].get("multi-hop")) for t in tables.values()) + " |")
+    print_scores("recipe", tables, next(iter(tables.values())))
     blends = {c: {n: s for n, s in t.items() if n.startswith("blend ")} for c, t in tables.items()}
     print(f"\nblend weight (and cosine weight, with --cosine) chosen on the other conversation (ties keep {shipped})")
-    print(f"| held out | chosen | R@{args.k} shipped -> chosen | multi-hop shipped -> chosen |")
+    print_folds(folds(blends, shipped), args.k, "shipped")
+
+
+def print_scores(label: str, tables: dict[str, dict], rows) -> None:
+    """Each row's R@k and multi-hop per conversation, as a markdown table (after a blank line)."""
+    from bench.episode_vectors import pct
+
+    print(f"\n| {label} | " + " | ".join(tables) + " | " + " | ".join(f"{c} multi-hop" for c in tables) + " |")
+    print("|---|" + "---|" * (2 * len(tables)))
+    for row in rows:
+        print(f"| {row} | " + " | ".join(pct(t[row]["all"]) for t in tables.values()) + " | "
+              + " | ".join(pct(t[row].get("multi-hop")) for t in tables.values()) + " |")
+
+
+def print_folds(chosen: list[dict], k: int, before: str) -> None:
+    """The cross-validation folds (crossval.folds) as a markdown table: `before` -> the chosen setting."""
+    from bench.episode_vectors import pct
+
+    print(f"| held out | chosen | R@{k} {before} -> chosen | multi-hop {before} -> chosen |")
     print("|---|---|---|---|")
-    for f in folds(blends, shipped):
+    for f in chosen:
         print(f"| {f['held_out']} | {f['chosen']} | {pct(f['before']['all'])} -> {pct(f['after']['all'])} | "
               f"{pct(f['before'].get('multi-hop'))} -> {pct(f['after'].get('multi-hop'))} |")
 
@@ -219,16 +233,9 @@ async def cosine_main(args: argparse.Namespace) -> None:
                       f"{pct(table[w]['all'])} multi-hop {pct(table[w].get('multi-hop'))} "
                       f"single-hop {pct(table[w].get('single-hop'))}", flush=True)
             tables[conv.conversation_id] = table
-    print(f"\n| cosine weight | " + " | ".join(tables) + " | " + " | ".join(f"{c} multi-hop" for c in tables) + " |")
-    print("|---|" + "---|" * (2 * len(tables)))
-    for w in weights:
-        print(f"| {w} | " + " | ".join(pct(t[w]["all"]) for t in tables.values()) + " | "
-              + " | ".join(pct(t[w].get("multi-hop")) for t in tables.values()) + " |")
-    print(f"\n| held out | chosen | R@{args.k} recipe -> chosen | multi-hop recipe -> chosen |")
-    print("|---|---|---|---|")
-    for f in folds(tables, base):
-        print(f"| {f['held_out']} | {f['chosen']} | {pct(f['before']['all'])} -> {pct(f['after']['all'])} | "
-              f"{pct(f['before'].get('multi-hop'))} -> {pct(f['after'].get('multi-hop'))} |")
+    print_scores("cosine weight", tables, weights)
+    print()
+    print_folds(folds(tables, base), args.k, "recipe")
 
 
 # ---------------------------------------------------------------- encode cost per turn
