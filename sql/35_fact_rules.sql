@@ -2,29 +2,89 @@
 -- any SQL writer) only decides what a statement is (a new fact, a repeat of a
 -- lineage, a negation, which lineages it contradicts, with its dates); these
 -- functions turn that into fact versions. A fact's believed versions are the
--- fold of its lineage's live claims in ingestion order, so ingesting
--- (pgmemory_internal.apply_claim on the current belief) and re-folding after a delete
--- (pgmemory_internal.refold_lineages from nothing) follow the same rules.
+-- fold of its lineage's live claims in valid-time order (fold_key: an assertion
+-- at its evidence start, a negation at its end; claims at the same point in
+-- arrival order), so the belief does not depend on the order in which statements
+-- arrive: a statement that comes last in that order is applied to the current
+-- belief (pgmemory_internal.fold_claim, the usual case), any other re-folds the
+-- lineages it touches (pgmemory_internal.refold_lineages, as after a delete).
 --
 -- Rules for one claim c, with its evidence start es = coalesce(valid_from, ref_time):
 -- assert:  merge into the believed intervals of its lineage that overlap or
 --          touch [es, valid_to or forever]: the start moves back to es (an
 --          earlier episode extends it; an unknown start takes the stated one),
---          a stated end ends an open interval, intervals it bridges are joined.
+--          a stated end ends an open interval, intervals it bridges are joined;
+--          a claim with no stated end made at or after the end of an interval
+--          it touches opens that interval again.
 --          With none (never stated, or ended before es: a return to an earlier
 --          state), it opens a new interval, a new fact id in the same lineage.
---          Then each contradicted lineage's interval that is valid at es ends
---          at es (withdrawn if it started exactly then); one that starts after
---          es (a late-arriving statement about the past) is never ended:
---          instead the new claim's interval ends where it begins.
+--          Then each exclusive lineage's interval that is valid at es ends at
+--          es (withdrawn if it started exactly then). Exclusive: a lineage this
+--          one's claims contradict, or whose claims contradict it (a contradiction
+--          holds both ways: Acme -> Globex -> Acme ends Globex when Acme returns).
+--          One that starts after es (only a claim at the same point can leave one)
+--          is never ended: instead the new claim's interval ends where it begins.
 -- negate:  the open intervals of its lineage that started before
 --          t = coalesce(valid_to, ref_time) end at t; with no interval at all
 --          the statement is recorded as an interval ending at t.
--- retract: the fact it names is withdrawn (history kept).
+-- retract: (pgmemory.retract_fact) the claims behind the fact it names are
+--          marked retracted_by and left out of every fold, and the lineage is
+--          re-folded without them.
 
--- Apply one claim to its group's believed facts; returns what it did as
+-- Where a claim takes its place in a fold: an assertion at its evidence start, a negation at
+-- the end it states (or when it was said).
+CREATE OR REPLACE FUNCTION pgmemory_internal.fold_key(p_kind text, p_valid_from timestamptz,
+                                                      p_valid_to timestamptz, p_ref_time timestamptz)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_kind = 'negate' THEN coalesce(p_valid_to, p_ref_time) ELSE coalesce(p_valid_from, p_ref_time) END
+$$;
+
+-- The lineages that cannot hold at the same time as p_lineage: those its live claims (and
+-- p_contradicts, a claim not stored yet) contradict, and those whose live claims contradict it.
+CREATE OR REPLACE FUNCTION pgmemory_internal.exclusive_lineages(p_group text, p_lineage uuid, p_contradicts uuid[])
+RETURNS uuid[] LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(DISTINCT x), '{}') FROM (
+        SELECT unnest(p_contradicts) AS x
+        UNION ALL
+        SELECT unnest(fc.contradicts) FROM pgmemory.fact_claims fc
+         WHERE fc.group_id = p_group AND fc.lineage = p_lineage AND fc.retracted_by IS NULL
+           AND cardinality(fc.contradicts) > 0
+        UNION ALL
+        SELECT fc.lineage FROM pgmemory.fact_claims fc
+         WHERE fc.group_id = p_group AND fc.contradicts @> ARRAY[p_lineage] AND fc.retracted_by IS NULL) u
+     WHERE x <> p_lineage
+$$;
+
+-- The id of a new interval that claim c opens in a re-fold: the id this claim's interval had
+-- before (its last landing), else that of an interval of its lineage the re-fold closed that the
+-- claim overlaps or touches, else its own id; never an id believed now (then a new one). So a
+-- re-fold keeps fact ids where the belief keeps its intervals ("works at Acme since 2019", arriving
+-- after "since 2020", extends that fact rather than replacing it).
+CREATE OR REPLACE FUNCTION pgmemory_internal.interval_id(c pgmemory.fact_claims)
+RETURNS uuid LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce((
+        SELECT x.id FROM (
+            SELECT c.fact_id AS id, 0 AS pref, NULL::timestamptz AS lo
+            UNION ALL
+            SELECT f.id, 1, lower(f.valid) FROM pgmemory.facts f
+             WHERE f.group_id = c.group_id AND upper(f.recorded) = now()
+               AND f.id IN (SELECT fc.fact_id FROM pgmemory.fact_claims fc
+                             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage)
+               AND (lower_inf(f.valid) OR lower(f.valid) <= coalesce(c.valid_to, 'infinity'))
+               AND (upper_inf(f.valid) OR coalesce(c.valid_from, c.ref_time) <= upper(f.valid))
+            UNION ALL
+            SELECT c.id, 2, NULL) x
+         WHERE x.id IS NOT NULL
+           AND NOT EXISTS (SELECT FROM pgmemory.facts b
+                            WHERE b.group_id = c.group_id AND b.id = x.id AND upper_inf(b.recorded))
+         ORDER BY x.pref, x.lo NULLS FIRST LIMIT 1), gen_random_uuid())
+$$;
+
+-- Apply one claim to its group's believed facts (p_refold: as part of re-folding its lineage,
+-- where a new interval takes interval_id); returns what it did as
 -- {fact_id, action (created|extended|merged|ended|withdrawn|unchanged), ended, withdrawn}.
-CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims)
+DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims);
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_refold boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     es timestamptz := coalesce(c.valid_from, c.ref_time);
@@ -40,28 +100,19 @@ DECLARE
     new_lo timestamptz;
     new_hi timestamptz;
     cap timestamptz;
+    excl uuid[];
     ended uuid[] := '{}';
     withdrawn uuid[] := '{}';
 BEGIN
-    IF c.kind = 'retract' THEN
-        IF EXISTS (SELECT 1 FROM pgmemory.facts f
-                    WHERE f.id = c.id AND f.group_id = c.group_id AND upper_inf(f.recorded)) THEN
-            PERFORM pgmemory.withdraw_fact(c.group_id, c.id);
-            RETURN jsonb_build_object('fact_id', c.id, 'action', 'withdrawn', 'ended', '[]'::jsonb,
-                                      'withdrawn', jsonb_build_array(c.id));
-        END IF;
-        RETURN jsonb_build_object('fact_id', c.id, 'action', 'unchanged', 'ended', '[]'::jsonb,
-                                  'withdrawn', '[]'::jsonb);
-    END IF;
-
     IF c.kind = 'negate' THEN
         t := coalesce(c.valid_to, c.ref_time);
         IF NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = c.group_id
                           AND f.lineage = c.lineage AND upper_inf(f.recorded)) THEN
-            PERFORM pgmemory.record_fact(c.id, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
+            landed := CASE WHEN p_refold THEN pgmemory_internal.interval_id(c) ELSE c.id END;
+            PERFORM pgmemory.record_fact(landed, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
                                          CASE WHEN c.valid_from < t THEN c.valid_from END, t,
                                          c.embedding, c.attributes, c.episode_id, c.lineage);
-            RETURN jsonb_build_object('fact_id', c.id, 'action', 'created', 'ended', '[]'::jsonb,
+            RETURN jsonb_build_object('fact_id', landed, 'action', 'created', 'ended', '[]'::jsonb,
                                       'withdrawn', '[]'::jsonb);
         END IF;
         FOR cur IN SELECT f.id, lower(f.valid) AS lo FROM pgmemory.facts f
@@ -96,18 +147,26 @@ BEGIN
        AND (lower_inf(f.valid) OR lower(f.valid) <= coalesce(c.valid_to, 'infinity'))
        AND (upper_inf(f.valid) OR es <= upper(f.valid));
     IF ids IS NULL THEN
-        landed := c.id;
+        landed := CASE WHEN p_refold THEN pgmemory_internal.interval_id(c) ELSE c.id END;
         action := 'created';
         -- Without the episode: its provenance row is written once, below, for every outcome.
-        PERFORM pgmemory.record_fact(c.id, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
+        PERFORM pgmemory.record_fact(landed, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
                                      CASE WHEN c.valid_to IS NULL OR c.valid_from < c.valid_to
                                           THEN c.valid_from END, c.valid_to,
                                      c.embedding, c.attributes, NULL, c.lineage);
     ELSE
         landed := ids[1];
         action := 'merged';
-        new_lo := CASE WHEN any_unknown_lo THEN c.valid_from ELSE least(lo, es) END;
+        -- An unknown start takes a stated one, but not past the evidence of the claims already
+        -- in it (in fold order they come first: "works at Acme", said in 2021, then "since 2022").
+        new_lo := CASE WHEN NOT any_unknown_lo THEN least(lo, es)
+                       WHEN c.valid_from IS NOT NULL THEN least(c.valid_from, (
+                           SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time))
+                             FROM pgmemory.fact_claims fc
+                            WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
+                              AND fc.kind = 'assert' AND fc.retracted_by IS NULL)) END;
         new_hi := CASE WHEN any_open THEN c.valid_to
+                       WHEN c.valid_to IS NULL AND es >= hi THEN NULL  -- said to hold from where it ended
                        WHEN c.valid_to IS NULL THEN hi ELSE greatest(hi, c.valid_to) END;
         IF new_lo >= new_hi THEN
             new_lo := NULL;
@@ -116,6 +175,10 @@ BEGIN
             PERFORM pgmemory.withdraw_fact(c.group_id, ids[i]);
             withdrawn := withdrawn || ids[i];
         END LOOP;
+        IF cardinality(ids) > 1 THEN  -- the joined intervals' claims now land on the first
+            UPDATE pgmemory.fact_claims SET fact_id = landed
+             WHERE group_id = c.group_id AND lineage = c.lineage AND fact_id = ANY (ids[2:]);
+        END IF;
         SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
          WHERE f.group_id = c.group_id AND f.id = landed AND upper_inf(f.recorded);
         -- An interval opened by a negation ("I left Initech", read before "I work at
@@ -137,10 +200,11 @@ BEGIN
         VALUES (landed, c.episode_id, c.group_id) ON CONFLICT DO NOTHING;
     END IF;
 
-    -- contradictions: end what held at es; never end what only began after es.
-    IF cardinality(c.contradicts) > 0 THEN  -- most claims contradict nothing: no statement then
+    -- contradictions (both ways): end what held at es; never end what only began after es.
+    excl := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts);
+    IF cardinality(excl) > 0 THEN  -- most claims contradict nothing: no statement then
         FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
-                    WHERE f.group_id = c.group_id AND f.lineage = ANY (c.contradicts) AND f.lineage <> c.lineage
+                    WHERE f.group_id = c.group_id AND f.lineage = ANY (excl)
                       AND upper_inf(f.recorded)
                     ORDER BY f.version_id LOOP
             CONTINUE WHEN cur.hi IS NOT NULL AND cur.hi <= es;
@@ -215,8 +279,9 @@ BEGIN
     UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
      WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded);
     FOR c IN SELECT * FROM pgmemory.fact_claims
-              WHERE group_id = p_group AND lineage = ANY (comp) ORDER BY seq LOOP
-        landed := (pgmemory_internal.apply_claim(c)->>'fact_id')::uuid;
+              WHERE group_id = p_group AND lineage = ANY (comp) AND kind <> 'retract' AND retracted_by IS NULL
+              ORDER BY pgmemory_internal.fold_key(kind, valid_from, valid_to, ref_time), seq LOOP
+        landed := (pgmemory_internal.apply_claim(c, true)->>'fact_id')::uuid;
         IF c.fact_id IS DISTINCT FROM landed THEN
             UPDATE pgmemory.fact_claims SET fact_id = landed WHERE group_id = p_group AND seq = c.seq;
         END IF;
@@ -238,8 +303,62 @@ BEGIN
     INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
     SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
      WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
-       AND fc.fact_id IS NOT NULL AND fc.kind <> 'retract'
+       AND fc.fact_id IS NOT NULL AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
     ON CONFLICT DO NOTHING;
     RETURN changed;
+END
+$$;
+
+-- Store decided claim c (not stored yet: c.seq is NULL) and fold it into its group's belief:
+-- applied to the current belief when no live claim of its lineage or of an exclusive one comes
+-- after it in fold order (statements that arrive in the order of their times: the usual case),
+-- else its lineages are re-folded with it in its place (a late statement about the past, a
+-- return to an earlier state told out of order). Returns what apply_claim returns; after a
+-- re-fold: the fact it landed on ('created' when it opened its own), and the other facts whose
+-- belief changed as 'ended' (still believed) or 'withdrawn'.
+CREATE OR REPLACE FUNCTION pgmemory_internal.fold_claim(c pgmemory.fact_claims)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    near uuid[] := c.lineage || pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts);
+    key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, c.valid_to, c.ref_time);
+    did jsonb;
+    changed uuid[];
+    landed uuid;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgmemory.fact_claims fc
+                    WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
+                      AND fc.retracted_by IS NULL
+                      AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key) THEN
+        did := pgmemory_internal.apply_claim(c);
+        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
+                                          relation, fact, embedding, attributes, valid_from, valid_to,
+                                          ref_time, contradicts)
+        VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
+                c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
+                c.ref_time, c.contradicts);
+        RETURN did;
+    END IF;
+    INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
+                                      relation, fact, embedding, attributes, valid_from, valid_to,
+                                      ref_time, contradicts)
+    VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, c.source_id,
+            c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
+            c.ref_time, c.contradicts)
+    RETURNING seq INTO c.seq;
+    changed := pgmemory_internal.refold_lineages(c.group_id, near);
+    landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
+    RETURN jsonb_build_object(
+        'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
+                                                        WHERE f.group_id = c.group_id AND f.id = landed
+                                                          AND lower(f.recorded) < now())
+                                          THEN 'extended' ELSE 'created' END,
+        'ended', to_jsonb(ARRAY(SELECT x FROM unnest(changed) x
+                                 WHERE x IS DISTINCT FROM landed AND EXISTS (
+                                       SELECT FROM pgmemory.facts f
+                                        WHERE f.group_id = c.group_id AND f.id = x AND upper_inf(f.recorded)))),
+        'withdrawn', to_jsonb(ARRAY(SELECT x FROM unnest(changed) x
+                                     WHERE x IS DISTINCT FROM landed AND NOT EXISTS (
+                                           SELECT FROM pgmemory.facts f
+                                            WHERE f.group_id = c.group_id AND f.id = x AND upper_inf(f.recorded)))));
 END
 $$;

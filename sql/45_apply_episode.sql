@@ -126,8 +126,8 @@ BEGIN
                                     WHERE f.group_id = g AND f.id IN (
                                           SELECT x::uuid FROM jsonb_array_elements_text(item->'contradicts') x));
         END IF;
-        -- The claim is applied first and then stored with the fact it landed on: one write of
-        -- the claim row (apply_claim reads no claim of its own; an UPDATE of the stored row was
+        -- fold_claim stores the claim with the fact it landed on: one write of the claim row in
+        -- the usual case (apply_claim reads no claim of its own; an UPDATE of the stored row was
         -- rarely HOT and rewrote its embedding and every index of fact_claims).
         c := NULL;
         c.group_id := g;
@@ -145,13 +145,7 @@ BEGIN
         c.valid_to := (item->>'valid_to')::timestamptz;
         c.ref_time := coalesce((item->>'ref_time')::timestamptz, ref);
         c.contradicts := v_contradicts;
-        did := pgmemory_internal.apply_claim(c);
-        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
-                                          relation, fact, embedding, attributes, valid_from, valid_to,
-                                          ref_time, contradicts)
-        VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
-                c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
-                c.ref_time, c.contradicts);
+        did := pgmemory_internal.fold_claim(c);
         results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
         IF did->>'action' NOT IN ('merged', 'unchanged') THEN

@@ -24,7 +24,8 @@ $$;
 -- State that p_source p_relation p_target (p_fact is the sentence), valid
 -- from p_valid_from to p_valid_to (NULL: not stated). Entities are resolved
 -- by exact name and created if missing; a believed fact with the same
--- relation between the same pair is repeated (dedupe within the pair) when
+-- relation from the same source to the same target is repeated (dedupe within
+-- the pair, in the same direction, as ingestion decides) when
 -- its interval overlaps or touches, else a new interval opens. p_negated: the
 -- relation ended at p_valid_to (or p_reference_time). p_functional: one value
 -- per source (one employer, one home), so other targets of the relation end.
@@ -75,22 +76,28 @@ BEGIN
     IF tgt.created THEN created := created || btrim(p_target); END IF;
     SELECT f.lineage INTO dup FROM pgmemory.facts f
      WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.relation = rel
-       AND ((f.source_id = src.entity_id AND f.target_id = tgt.entity_id)
-         OR (f.source_id = tgt.entity_id AND f.target_id = src.entity_id))
+       AND f.source_id = src.entity_id AND f.target_id = tgt.entity_id
      ORDER BY lower(f.recorded) LIMIT 1;
     IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
         ends := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
                        WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id
                          AND f.relation = rel AND f.target_id <> tgt.entity_id);
     END IF;
-    INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
-                                      embedding, attributes, valid_from, valid_to, ref_time, contradicts)
-    VALUES (p_group, CASE WHEN p_negated THEN 'negate' ELSE 'assert' END, new_id, coalesce(dup, new_id),
-            src.entity_id, tgt.entity_id, rel, btrim(p_fact), p_embedding, coalesce(p_attributes, '{}'),
-            p_valid_from, p_valid_to, coalesce(p_reference_time, now()), ends)
-    RETURNING * INTO c;
-    did := pgmemory_internal.apply_claim(c);
-    UPDATE pgmemory.fact_claims SET fact_id = (did->>'fact_id')::uuid WHERE group_id = p_group AND seq = c.seq;
+    c.group_id := p_group;
+    c.kind := CASE WHEN p_negated THEN 'negate' ELSE 'assert' END;
+    c.id := new_id;
+    c.lineage := coalesce(dup, new_id);
+    c.source_id := src.entity_id;
+    c.target_id := tgt.entity_id;
+    c.relation := rel;
+    c.fact := btrim(p_fact);
+    c.embedding := p_embedding;
+    c.attributes := coalesce(p_attributes, '{}');
+    c.valid_from := p_valid_from;
+    c.valid_to := p_valid_to;
+    c.ref_time := coalesce(p_reference_time, now());
+    c.contradicts := ends;
+    did := pgmemory_internal.fold_claim(c);
     -- Read first, then call (a call nested in a shard query cannot query on Citus).
     touched := ARRAY(
         SELECT unnest(ARRAY[src.entity_id, tgt.entity_id])
@@ -108,30 +115,45 @@ END
 $$;
 
 -- We no longer believe fact p_fact of p_group (history kept: a new
--- transaction-time version). Recorded as a claim, so re-folds keep it retracted.
+-- transaction-time version). Recorded as a claim, and the claims behind the fact
+-- (those of its lineage whose place in the fold lies within its validity interval)
+-- are marked retracted_by it: folds leave them out, so the lineage is re-folded
+-- without them (what only they ended holds again) and a later re-fold (a delete)
+-- keeps it retracted. Returns {fact_id, action: withdrawn, ended, withdrawn}.
 CREATE OR REPLACE FUNCTION pgmemory.retract_fact(p_group text, p_fact uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     c pgmemory.fact_claims;
-    did jsonb;
-    src uuid;
-    tgt uuid;
+    lo timestamptz;
+    hi timestamptz;
+    changed uuid[];
+    touched uuid[];
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
-    INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id, relation, fact,
+    SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
+     WHERE f.id = p_fact AND f.group_id = p_group AND upper_inf(f.recorded);
+    INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id, relation, fact,
                                       ref_time)
-    SELECT p_group, 'retract', f.id, f.lineage, f.source_id, f.target_id, f.relation, f.fact, now()
+    SELECT p_group, 'retract', f.id, f.lineage, f.id, f.source_id, f.target_id, f.relation, f.fact, now()
       FROM pgmemory.facts f
      WHERE f.id = p_fact AND f.group_id = p_group AND upper_inf(f.recorded)
     RETURNING * INTO c;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % is not believed in group %', p_fact, p_group USING ERRCODE = 'P0002';
     END IF;
-    did := pgmemory_internal.apply_claim(c);
-    UPDATE pgmemory.fact_claims SET fact_id = p_fact WHERE group_id = p_group AND seq = c.seq;
-    PERFORM pgmemory_internal.derive_summaries(p_group, ARRAY[c.source_id, c.target_id]);
-    PERFORM pgmemory_internal.update_communities(p_group, '{}', '{}', ARRAY[c.source_id, c.target_id]);
-    RETURN did;
+    UPDATE pgmemory.fact_claims fc SET retracted_by = c.seq
+     WHERE fc.group_id = p_group AND fc.lineage = c.lineage AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
+       AND (fc.fact_id = p_fact
+            OR ((lo IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lo)
+                AND (hi IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= hi)));
+    changed := pgmemory_internal.refold_lineages(p_group, ARRAY[c.lineage]);
+    -- Read first, then call (a call nested in a shard query cannot query on Citus).
+    touched := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+                      WHERE f.group_id = p_group AND f.id = ANY (changed || p_fact));
+    PERFORM pgmemory_internal.derive_summaries(p_group, touched);
+    PERFORM pgmemory_internal.update_communities(p_group, '{}', '{}', touched);
+    RETURN jsonb_build_object('fact_id', p_fact, 'action', 'withdrawn', 'ended', '[]'::jsonb,
+                              'withdrawn', jsonb_build_array(p_fact));
 END
 $$;

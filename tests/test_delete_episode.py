@@ -346,3 +346,16 @@ async def test_delete_restores_the_name_an_entity_was_created_with_through_add_f
     await mem.delete_episode(group, "b", erase=True)
     assert set(await summaries(mem, group)) == {"Alice", zed}
     assert await targets(mem, group, "WORKS_FOR") == {zed}
+
+
+async def test_a_retracted_fact_stays_retracted_when_one_of_its_episodes_is_deleted(mem, group):
+    """retract_fact withdraws the statements behind the fact: deleting one of the two episodes that
+    said it re-folds the lineage without them, so the fact does not come back under another id."""
+    await ingest(mem, group, [("e1", "2020-01-10", "I work at Acme Corp."), ("e2", "2021-01-10", "I work at Acme Corp.")])
+    (fact,) = [f for f in (await mem.search("Acme Corp", group_ids=group)).facts if f.relation == "WORKS_FOR"]
+    assert (await mem.retract_fact(group, fact.id))["action"] == "withdrawn"
+    assert await targets(mem, group, "WORKS_FOR") == set()
+    await mem.delete_episode(group, "e1")
+    assert await targets(mem, group, "WORKS_FOR") == set()
+    await ingest(mem, group, [("e3", "2022-01-10", "I work at Acme Corp.")])  # said again after the retraction
+    assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}

@@ -65,9 +65,19 @@ CASES = {
     "negation of an unknown fact records it as ended": (
         [("Acme", {"neg": True, "ref": "2021-01-01"})],
         {"Acme": [(None, "2021-01-01")]}),
-    "negation about a time before the interval leaves it": (
+    "negation about a time before the interval records the earlier one": (
         [("Acme", {"frm": "2022-01-01"}), ("Acme", {"neg": True, "ref": "2021-01-01"})],
-        {"Acme": [("2022-01-01", None)]}),
+        {"Acme": [(None, "2021-01-01"), ("2022-01-01", None)]}),
+    "re-assertion from the instant it ended opens it again": (
+        [("Acme", {"frm": "2021-01-01", "to": "2021-06-01"}), ("Acme", {"frm": "2021-06-01"})],
+        {"Acme": [("2021-01-01", None)]}),
+    "functional: a return to the old value ends the one between": (
+        [("Acme", {"frm": "2018-01-01"}), ("Globex", {"frm": "2020-01-01", "fn": True}),
+         ("Acme", {"frm": "2022-01-01", "fn": True})],
+        {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)], "Globex": [("2020-01-01", "2022-01-01")]}),
+    "retraction of the new value gives the old one back": (
+        [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2021-01-01", "fn": True}), ("Globex", {"retract": True})],
+        {"Acme": [("2020-01-01", None)]}),
     "retraction withdraws the belief": (
         [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2020-01-01"}), ("Acme", {"retract": True})],
         {"Globex": [("2020-01-01", None)]}),
@@ -121,6 +131,63 @@ def test_refold_from_claims_reproduces_the_belief(conn, group, name):
     assert changed == []
     assert conn.execute("SELECT version_id, recorded FROM pgmemory.facts WHERE group_id = %s ORDER BY 1",
                         (group,)).fetchall() == before
+
+
+# Stories whose belief must not depend on the order in which their statements arrive (every
+# permutation is applied through add_fact; the functional ones say so on every statement).
+STORIES = {
+    "a return to the old employer": (
+        [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2020-01-01", "fn": True}),
+         ("Acme", {"frm": "2022-01-01", "fn": True})],
+        {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)], "Globex": [("2020-01-01", "2022-01-01")]}),
+    "a late negation about a time between two statements": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"frm": "2023-01-01"}),
+         ("Acme", {"neg": True, "to": "2021-01-01", "ref": "2024-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01"), ("2023-01-01", None)]}),
+    "a statement with an unknown start and an older functional one": (
+        [("Acme", {"ref": "2024-01-10", "fn": True}), ("Globex", {"frm": "2021-03-01", "fn": True})],
+        {"Acme": [(None, None)], "Globex": [("2021-03-01", "2024-01-10")]}),
+    "three moves told backwards or forwards": (
+        [("Boston", {"frm": "2015-01-01", "fn": True}), ("Denver", {"frm": "2017-01-01", "fn": True}),
+         ("Austin", {"frm": "2019-01-01", "fn": True}), ("Boston", {"frm": "2021-01-01", "fn": True})],
+        {"Boston": [("2015-01-01", "2017-01-01"), ("2021-01-01", None)], "Denver": [("2017-01-01", "2019-01-01")],
+         "Austin": [("2019-01-01", "2021-01-01")]}),
+    "earlier evidence extends a start whatever arrives first": (
+        [("Acme", {"frm": "2022-01-01"}), ("Acme", {"ref": "2021-01-01"}), ("Acme", {"frm": "2020-06-01", "to": "2020-12-01"})],
+        {"Acme": [("2020-06-01", "2020-12-01"), ("2021-01-01", None)]}),
+}
+
+
+@pytest.mark.parametrize("name", list(STORIES))
+def test_belief_does_not_depend_on_arrival_order(conn, group, name):
+    """Every arrival order of a story's statements ends in the same belief, which a re-fold of its
+    claims from nothing leaves unchanged."""
+    import itertools
+
+    steps, expected = STORIES[name]
+    for n, order in enumerate(itertools.permutations(steps)):
+        g = f"{group}-{n}"
+        for target, kw in order:
+            add(conn, g, target, kw)
+            conn.commit()
+        assert intervals(conn, g) == expected, order
+        lineages = [r[0] for r in conn.execute(
+            "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (g,)).fetchall()]
+        assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (g, lineages)).fetchone()[0] == []
+        conn.commit()
+
+
+def test_a_late_earlier_start_keeps_the_fact_id(conn, group):
+    """A statement that moves a fact's start back, arriving after the fact, extends that fact (same id)
+    even when it is re-folded in its place (a late claim before another lineage's change)."""
+    first = add(conn, group, "Acme", {"frm": "2020-01-01", "fn": True})
+    conn.commit()
+    add(conn, group, "Globex", {"frm": "2022-01-01", "fn": True})
+    conn.commit()
+    earlier = add(conn, group, "Acme", {"frm": "2019-01-01", "fn": True})
+    conn.commit()
+    assert (earlier["action"], earlier["fact_id"]) == ("extended", first["fact_id"])
+    assert intervals(conn, group) == {"Acme": [("2019-01-01", "2022-01-01")], "Globex": [("2022-01-01", None)]}
 
 
 def test_add_fact_reports_what_it_did(conn, group):
