@@ -310,8 +310,9 @@ END
 $$;
 
 -- Store decided claim c (not stored yet: c.seq is NULL) and fold it into its group's belief:
--- applied to the current belief when no live claim of its lineage or of an exclusive one comes
--- after it in fold order (statements that arrive in the order of their times: the usual case),
+-- applied to the current belief when no live claim of its lineage or of an exclusive one that
+-- its place could change comes after it in fold order (statements that arrive in the order of
+-- their times, a repeat that moves a start back: the usual cases),
 -- else its lineages are re-folded with it in its place (a late statement about the past, a
 -- return to an earlier state told out of order). Returns what apply_claim returns; after a
 -- re-fold: the fact it landed on ('created' when it opened its own), and the other facts whose
@@ -325,10 +326,14 @@ DECLARE
     changed uuid[];
     landed uuid;
 BEGIN
+    -- (Within one lineage, assertions without a stated end merge the same in any order: only a
+    -- negation or a stated end there makes the place of an earlier assertion matter.)
     IF NOT EXISTS (SELECT FROM pgmemory.fact_claims fc
                     WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
                       AND fc.retracted_by IS NULL
-                      AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key) THEN
+                      AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key
+                      AND (fc.lineage <> c.lineage OR fc.kind = 'negate' OR c.kind = 'negate'
+                           OR fc.valid_to IS NOT NULL OR c.valid_to IS NOT NULL)) THEN
         did := pgmemory_internal.apply_claim(c);
         INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,

@@ -152,6 +152,9 @@ STORIES = {
          ("Austin", {"frm": "2019-01-01", "fn": True}), ("Boston", {"frm": "2021-01-01", "fn": True})],
         {"Boston": [("2015-01-01", "2017-01-01"), ("2021-01-01", None)], "Denver": [("2017-01-01", "2019-01-01")],
          "Austin": [("2019-01-01", "2021-01-01")]}),
+    "a bounded statement and one from its end": (
+        [("Acme", {"frm": "2021-01-01", "to": "2021-06-01"}), ("Acme", {"frm": "2021-06-01"})],
+        {"Acme": [("2021-01-01", None)]}),
     "earlier evidence extends a start whatever arrives first": (
         [("Acme", {"frm": "2022-01-01"}), ("Acme", {"ref": "2021-01-01"}), ("Acme", {"frm": "2020-06-01", "to": "2020-12-01"})],
         {"Acme": [("2020-06-01", "2020-12-01"), ("2021-01-01", None)]}),
