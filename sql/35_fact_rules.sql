@@ -42,8 +42,9 @@ $$;
 -- The lineages that cannot hold at the same time as p_lineage: those its live claims (and
 -- p_contradicts, a claim not stored yet) contradict, and those whose live claims contradict it.
 CREATE OR REPLACE FUNCTION pgmemory_internal.exclusive_lineages(p_group text, p_lineage uuid, p_contradicts uuid[])
-RETURNS uuid[] LANGUAGE sql STABLE AS $$
-    SELECT coalesce(array_agg(DISTINCT x), '{}') FROM (
+RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
+BEGIN  -- (PL/pgSQL: its plan is kept by the session; a SQL function's was made again in every transaction)
+    RETURN (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM (
         SELECT unnest(p_contradicts) AS x
         UNION ALL
         SELECT unnest(fc.contradicts) FROM pgmemory.fact_claims fc
@@ -52,7 +53,8 @@ RETURNS uuid[] LANGUAGE sql STABLE AS $$
         UNION ALL
         SELECT fc.lineage FROM pgmemory.fact_claims fc
          WHERE fc.group_id = p_group AND fc.contradicts @> ARRAY[p_lineage] AND fc.retracted_by IS NULL) u
-     WHERE x <> p_lineage
+     WHERE x <> p_lineage);
+END
 $$;
 
 -- The id of a new interval that claim c opens in a re-fold: the id this claim's interval had
@@ -81,10 +83,13 @@ RETURNS uuid LANGUAGE sql VOLATILE AS $$
 $$;
 
 -- Apply one claim to its group's believed facts (p_refold: as part of re-folding its lineage,
--- where a new interval takes interval_id); returns what it did as
+-- where a new interval takes interval_id; p_excl: its exclusive lineages, when known); returns
+-- what it did as
 -- {fact_id, action (created|extended|merged|ended|withdrawn|unchanged), ended, withdrawn}.
 DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims);
-CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_refold boolean DEFAULT false)
+DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims, boolean);
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_refold boolean DEFAULT false,
+                                                        p_excl uuid[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     es timestamptz := coalesce(c.valid_from, c.ref_time);
@@ -201,7 +206,7 @@ BEGIN
     END IF;
 
     -- contradictions (both ways): end what held at es; never end what only began after es.
-    excl := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts);
+    excl := coalesce(p_excl, pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts));
     IF cardinality(excl) > 0 THEN  -- most claims contradict nothing: no statement then
         FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
                     WHERE f.group_id = c.group_id AND f.lineage = ANY (excl)
@@ -325,16 +330,33 @@ DECLARE
     did jsonb;
     changed uuid[];
     landed uuid;
+    later_own boolean;     -- claims after it in fold order: of its own lineage,
+    later_other boolean;   -- of an exclusive one,
+    out_of_place boolean;  -- and one whose place it could change
 BEGIN
-    -- (Within one lineage, assertions without a stated end merge the same in any order: only a
-    -- negation or a stated end there makes the place of an earlier assertion matter.)
-    IF NOT EXISTS (SELECT FROM pgmemory.fact_claims fc
-                    WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
-                      AND fc.retracted_by IS NULL
-                      AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key
-                      AND (fc.lineage <> c.lineage OR fc.kind = 'negate' OR c.kind = 'negate'
-                           OR fc.valid_to IS NOT NULL OR c.valid_to IS NOT NULL)) THEN
-        did := pgmemory_internal.apply_claim(c);
+    -- What an earlier claim's place can change (else applying it last gives the same belief):
+    -- for a negation or a claim with a stated end, anything after it; else in its own lineage, a
+    -- negation or a stated end after it (assertions without one merge the same in any order); in
+    -- an exclusive lineage, a claim after it inside an
+    -- interval that held at its start (applied last, it would end that interval before that
+    -- evidence; in its place, the evidence reopens it), or anything after it when its own lineage
+    -- has claims after it too (an exclusive interval between them splits what it would merge).
+    SELECT coalesce(bool_or(fc.lineage = c.lineage), false),
+           coalesce(bool_or(fc.lineage <> c.lineage), false),
+           coalesce(bool_or(c.kind = 'negate' OR c.valid_to IS NOT NULL
+                            OR fc.lineage = c.lineage AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL)
+                            OR fc.lineage <> c.lineage AND EXISTS (
+                                   SELECT FROM pgmemory.facts f
+                                    WHERE f.group_id = c.group_id AND f.id = fc.fact_id AND upper_inf(f.recorded)
+                                      AND (lower_inf(f.valid) OR lower(f.valid) <= key)
+                                      AND (upper_inf(f.valid) OR upper(f.valid) > key))), false)
+      INTO later_own, later_other, out_of_place
+      FROM pgmemory.fact_claims fc
+     WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
+       AND fc.retracted_by IS NULL
+       AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key;
+    IF NOT (out_of_place OR later_own AND later_other) THEN
+        did := pgmemory_internal.apply_claim(c, false, near[2:]);
         INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
                                           ref_time, contradicts)

@@ -103,7 +103,7 @@ def intervals(conn, group: str) -> dict[str, list]:
     out: dict[str, list] = {}
     for target, vf, vt in rows:
         out.setdefault(target, []).append((vf and vf.date().isoformat(), vt and vt.date().isoformat()))
-    return {k: sorted(v, key=lambda p: p[0] or "") for k, v in out.items()}
+    return {k: sorted(v, key=lambda p: (p[0] or "", p[1] or "~")) for k, v in out.items()}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -177,6 +177,37 @@ def test_belief_does_not_depend_on_arrival_order(conn, group, name):
         lineages = [r[0] for r in conn.execute(
             "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (g,)).fetchall()]
         assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (g, lineages)).fetchone()[0] == []
+        conn.commit()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
+    """Random statements (three employers, repeats, stated starts and ends, negations, unknown
+    starts, all functional) arriving in a random order: what each add_fact leaves is what a re-fold
+    of all the claims in valid-time order gives (the re-fold changes nothing)."""
+    import random
+
+    rng = random.Random(seed)
+    days = [f"20{y:02d}-{m:02d}-01" for y in range(18, 24) for m in (1, 7)]
+    for n in range(8):
+        kw: dict = {"fn": True}
+        start = rng.randrange(len(days) - 1)
+        shape = rng.choice(["frm", "frm", "ref", "frm_to", "neg"])
+        if shape == "frm":
+            kw["frm"] = days[start]
+        elif shape == "ref":
+            kw["ref"] = days[start]
+        elif shape == "frm_to":
+            kw.update(frm=days[start], to=days[rng.randrange(start + 1, len(days))])
+        else:
+            kw.update(neg=True, fn=False, ref=days[start])
+        add(conn, group, rng.choice(["Acme", "Globex", "Initech"]), kw)
+        conn.commit()
+        lineages = [r[0] for r in conn.execute(
+            "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
+        before = intervals(conn, group)
+        assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == [], n
+        assert intervals(conn, group) == before
         conn.commit()
 
 
