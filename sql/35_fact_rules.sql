@@ -335,27 +335,34 @@ DECLARE
     out_of_place boolean;  -- and one whose place it could change
 BEGIN
     -- What an earlier claim's place can change (else applying it last gives the same belief):
-    -- for a negation or a claim with a stated end, anything after it; else in its own lineage, a
-    -- negation or a stated end after it (assertions without one merge the same in any order); in
-    -- an exclusive lineage, a claim after it inside an
+    -- for a negation, a claim of its lineage after it, or any after it once an interval that held
+    -- at its end has been ended later (by an exclusive one); for an assertion with a stated end,
+    -- anything after it; for one without, in its own lineage a negation or a stated end after it
+    -- (assertions without one merge the same in any order), in an exclusive lineage a claim after
+    -- it inside an
     -- interval that held at its start (applied last, it would end that interval before that
     -- evidence; in its place, the evidence reopens it), or anything after it when its own lineage
     -- has claims after it too (an exclusive interval between them splits what it would merge).
     SELECT coalesce(bool_or(fc.lineage = c.lineage), false),
            coalesce(bool_or(fc.lineage <> c.lineage), false),
-           coalesce(bool_or(c.kind = 'negate' OR c.valid_to IS NOT NULL
-                            OR fc.lineage = c.lineage AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL)
-                            OR fc.lineage <> c.lineage AND EXISTS (
+           coalesce(bool_or(CASE WHEN c.kind = 'negate' THEN fc.lineage = c.lineage OR EXISTS (
+                                     SELECT FROM pgmemory.facts f
+                                      WHERE f.group_id = c.group_id AND f.lineage = c.lineage AND upper_inf(f.recorded)
+                                        AND (lower_inf(f.valid) OR lower(f.valid) < key)
+                                        AND NOT upper_inf(f.valid) AND upper(f.valid) > key)
+                                 WHEN c.valid_to IS NOT NULL THEN true
+                                 WHEN fc.lineage = c.lineage THEN fc.kind = 'negate' OR fc.valid_to IS NOT NULL
+                                 ELSE EXISTS (
                                    SELECT FROM pgmemory.facts f
                                     WHERE f.group_id = c.group_id AND f.id = fc.fact_id AND upper_inf(f.recorded)
                                       AND (lower_inf(f.valid) OR lower(f.valid) <= key)
-                                      AND (upper_inf(f.valid) OR upper(f.valid) > key))), false)
+                                      AND (upper_inf(f.valid) OR upper(f.valid) > key)) END), false)
       INTO later_own, later_other, out_of_place
       FROM pgmemory.fact_claims fc
      WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
        AND fc.retracted_by IS NULL
        AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key;
-    IF NOT (out_of_place OR later_own AND later_other) THEN
+    IF NOT (out_of_place OR c.kind = 'assert' AND later_own AND later_other) THEN
         did := pgmemory_internal.apply_claim(c, false, near[2:]);
         INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
