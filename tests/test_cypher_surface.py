@@ -219,3 +219,19 @@ def test_an_entity_reusing_another_groups_id_gets_a_vertex_of_its_own(db_dsn, tw
         assert cypher_rows(conn, "MATCH (n:Entity) WHERE n.uuid = $id RETURN n.group_id, n.name, id(n)",
                            {"id": str(bob)}) == vertex
     b_still_writes_through_the_mirror(db_dsn, theirs)
+
+
+def test_the_age_bfs_walks_only_the_seeds_groups_vertices(db_dsn, two_tenants):
+    """Each group has its own vertex for an id it shares with another group, so the Cypher BFS
+    starts from the vertices of the groups asked for: group A holding copies of B's ids for Bob
+    and Pizza (and no fact) reaches nothing from Bob, though B's Bob likes Pizza."""
+    mine, theirs, _, bob, _ = two_tenants
+    with psycopg.connect(db_dsn) as conn:
+        pizza = conn.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s AND name = 'Pizza'",
+                             (theirs,)).fetchone()[0]
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'Bob'), (%s, %s, 'Pizza')",
+                     (bob, mine, pizza, mine))
+        bfs = "SELECT entity_id, distance FROM pgmemory.bfs_entities_age(%s, %s, 2) ORDER BY 2"
+        assert conn.execute(bfs, ([theirs], [bob])).fetchall() == [(bob, 0), (pizza, 1)]
+        assert conn.execute(bfs, ([mine], [bob])).fetchall() == [(bob, 0)]
+        conn.rollback()
