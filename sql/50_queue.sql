@@ -84,7 +84,8 @@ $$;
 -- Store a pending episode for the workers, validated like the Python API
 -- (bad input raises invalid_parameter_value naming the problem; nothing is
 -- written). Idempotent by id: the same id and content again is a no-op.
--- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes).
+-- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes, empty payload:
+-- any login may LISTEN, so the notification names no group; workers claim from every group).
 CREATE OR REPLACE FUNCTION pgmemory.enqueue_episode(
     p_group text, p_content text, p_kind text DEFAULT 'message', p_actor text DEFAULT NULL,
     p_reference_time timestamptz DEFAULT NULL, p_source_description text DEFAULT '',
@@ -144,7 +145,7 @@ BEGIN
     VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time)
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
-        PERFORM pg_notify('pgmemory_episodes', p_group);
+        PERFORM pg_notify('pgmemory_episodes', '');
         RETURN v_id;
     END IF;
     SELECT e.content INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;

@@ -138,3 +138,100 @@ def test_cypher_asks_past_beliefs_as_fact_versions_answers(conn, group):
     assert {a[2] for a in answers} == {(), ("Acme",), ("Globex",)}
     assert conn.execute("SELECT count(*) FROM pgmemory.fact_versions WHERE group_id = %s AND NOT believed",
                         (group,)).fetchone()[0] >= 2
+
+
+
+@pytest.fixture
+def two_tenants(db_dsn):
+    """Group B's fact about Bob (written by the owner) and an app login granted group A only;
+    yields (A, B, the login's DSN, Bob's entity id, Bob's vertex as Cypher returns it)."""
+    from pgmemory import SyncMemory
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.setup import ensure_current
+
+    tag = uuid.uuid4().hex[:8]
+    mine, theirs, role = f"mine-{tag}", f"theirs-{tag}", f"svc_{tag}"
+    with psycopg.connect(db_dsn) as conn:
+        ensure_current(conn, DIM, HashEmbedder().name)
+        grants.grant(conn, role, [mine], kind="app", create_password="pw")
+    try:
+        with SyncMemory(db_dsn, embedder=HashEmbedder()) as memory:
+            memory.add_fact(theirs, "Bob", "LIKES", "Pizza", "Bob likes pizza.")
+        with psycopg.connect(db_dsn) as conn:
+            bob = conn.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s AND name = 'Bob'",
+                               (theirs,)).fetchone()[0]
+            vertex = cypher_rows(conn, "MATCH (n:Entity) WHERE n.uuid = $id RETURN n.group_id, n.name, id(n)",
+                                 {"id": str(bob)})
+        assert [row[:2] for row in vertex] == [(theirs, "Bob")]
+        yield mine, theirs, login_dsn(db_dsn, role, "pw"), bob, vertex
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def b_still_writes_through_the_mirror(db_dsn, theirs):
+    """Group B's next fact about Bob is mirrored (it failed with "has no vertex" once B's vertex
+    was gone)."""
+    from pgmemory import SyncMemory
+    from pgmemory.providers.embedder import HashEmbedder
+
+    with SyncMemory(db_dsn, embedder=HashEmbedder()) as memory:
+        memory.add_fact(theirs, "Bob", "LIKES", "Pasta", "Bob likes pasta.")
+    with psycopg.connect(db_dsn) as conn:
+        assert sorted(cypher_rows(conn, "MATCH (s:Entity)-[r:RELATES_TO]->(t:Entity) WHERE r.group_id = $g"
+                                        " RETURN s.name, r.relation, t.name", {"g": theirs})) == [
+            ("Bob", "LIKES", "Pasta"), ("Bob", "LIKES", "Pizza")]
+
+
+def test_an_app_login_has_no_right_on_the_mirrors_tables(db_dsn, two_tenants):
+    """Session 14: the mirror's bookkeeping had an open policy and the app role every right on it,
+    so a login of group A read B's node ids and deleted B's rows, after which B's writes failed.
+    Neither it nor the AGE label tables are open to the app role now."""
+    mine, theirs, dsn, bob, _ = two_tenants
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for attempt in ("SELECT count(*) FROM pgmemory.graph_vertices",
+                        "SELECT count(*) FROM pgmemory.graph_edges",
+                        f"DELETE FROM pgmemory.graph_vertices WHERE node_id = '{bob}'",
+                        "DELETE FROM pgmemory.graph_edges",
+                        f"INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES ('{bob}', 1)",
+                        'SELECT count(*) FROM pgmemory_graph."Entity"',
+                        'DELETE FROM pgmemory_graph."Entity"'):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(attempt)
+    b_still_writes_through_the_mirror(db_dsn, theirs)
+
+
+def test_an_entity_reusing_another_groups_id_gets_a_vertex_of_its_own(db_dsn, two_tenants):
+    """Session 14: entity ids are unique within a group only, and the mirror found vertices by id
+    alone, so group A's entity with B's entity id overwrote B's vertex, and deleting it deleted
+    B's vertex. Now each has its own vertex, and B's is left as it was."""
+    mine, theirs, dsn, bob, vertex = two_tenants
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'Mallory')", (bob, mine))
+        with psycopg.connect(db_dsn) as owner:
+            both = cypher_rows(owner, "MATCH (n:Entity) WHERE n.uuid = $id RETURN n.group_id, n.name, id(n)",
+                               {"id": str(bob)})
+        assert sorted(row[:2] for row in both) == sorted([(mine, "Mallory"), (theirs, "Bob")])
+        assert vertex[0] in both
+        conn.execute("DELETE FROM pgmemory.entities WHERE group_id = %s", (mine,))
+    with psycopg.connect(db_dsn) as conn:
+        assert cypher_rows(conn, "MATCH (n:Entity) WHERE n.uuid = $id RETURN n.group_id, n.name, id(n)",
+                           {"id": str(bob)}) == vertex
+    b_still_writes_through_the_mirror(db_dsn, theirs)
+
+
+def test_the_age_bfs_walks_only_the_seeds_groups_vertices(db_dsn, two_tenants):
+    """Each group has its own vertex for an id it shares with another group, so the Cypher BFS
+    starts from the vertices of the groups asked for: group A holding copies of B's ids for Bob
+    and Pizza (and no fact) reaches nothing from Bob, though B's Bob likes Pizza."""
+    mine, theirs, _, bob, _ = two_tenants
+    with psycopg.connect(db_dsn) as conn:
+        pizza = conn.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s AND name = 'Pizza'",
+                             (theirs,)).fetchone()[0]
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, 'Bob'), (%s, %s, 'Pizza')",
+                     (bob, mine, pizza, mine))
+        bfs = "SELECT entity_id, distance FROM pgmemory.bfs_entities_age(%s, %s, 2) ORDER BY 2"
+        assert conn.execute(bfs, ([theirs], [bob])).fetchall() == [(bob, 0), (pizza, 1)]
+        assert conn.execute(bfs, ([mine], [bob])).fetchall() == [(bob, 0)]
+        conn.rollback()

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import uuid
 
 import psycopg
 import pytest
@@ -96,3 +98,54 @@ def test_upgrade_moves_entity_name_vectors_out_of_the_entity_rows(empty_dsn):
         # Deleting an entity deletes its vector.
         conn.execute("DELETE FROM pgmemory.entities WHERE name = 'Bob'")
         assert conn.execute("SELECT count(*) FROM pgmemory.entity_name_vectors").fetchone() == (1,)
+
+
+def test_upgrade_keys_the_graph_mirror_by_group(empty_dsn):
+    """0530: the AGE mirror's bookkeeping of an older database (keyed by node id alone) takes each
+    row's group from the group_id property of its vertex or edge, and rows pointing at nothing go.
+    The mirror then goes on with the vertices it has, and another group reusing one of their ids
+    gets a vertex of its own instead of overwriting (and then deleting) that group's."""
+    from pgmemory.storage import setup
+    from tests.test_graph_mirror import cypher_rows
+
+    alice, acme, gone = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("CREATE EXTENSION age")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 530])
+        setup._ensure_graph(conn)
+        # What the mirror of older releases wrote for group g: two entity vertices, an edge.
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, 'g', 'Alice'), (%s, 'g', 'Acme')",
+                     (alice, acme))
+        vertex = {}
+        for node, name in ((alice, "Alice"), (acme, "Acme")):
+            props = {"uuid": str(node), "group_id": "g", "name": name, "labels": ["Entity"], "summary": ""}
+            vertex[node] = conn.execute('INSERT INTO pgmemory_graph."Entity" (properties)'
+                                        " VALUES (%s::text::ag_catalog.agtype) RETURNING id::text::bigint",
+                                        (json.dumps(props),)).fetchone()[0]
+            conn.execute("INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (%s, %s)", (node, vertex[node]))
+        edge = conn.execute(
+            'INSERT INTO pgmemory_graph."RELATES_TO" (start_id, end_id, properties)'
+            " VALUES (%s::text::ag_catalog.graphid, %s::text::ag_catalog.graphid, %s::text::ag_catalog.agtype)"
+            " RETURNING id::text::bigint",
+            (vertex[alice], vertex[acme], json.dumps({"group_id": "g", "relation": "WORKS_FOR"}))).fetchone()[0]
+        conn.execute("INSERT INTO pgmemory.graph_edges (edge_key, edge_id) VALUES ('fact:1', %s)", (edge,))
+        conn.execute("INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (%s, 1)", (gone,))
+        conn.execute("""INSERT INTO pgmemory.settings (key, value) VALUES ('graph_mode', '"age"'), ('graph_props', '"3"')""")
+        conn.commit()
+
+        report = setup.init_database(conn, 384)
+        conn.commit()
+        assert "0530_graph_mirror_by_group.sql" in report.migrations_applied
+        keyed = conn.execute("SELECT group_id, node_id, vertex_id FROM pgmemory.graph_vertices").fetchall()
+        assert sorted(keyed) == sorted([("g", alice, vertex[alice]), ("g", acme, vertex[acme])])
+        assert conn.execute("SELECT group_id, edge_key, edge_id FROM pgmemory.graph_edges").fetchall() == [
+            ("g", "fact:1", edge)]
+        conn.execute("UPDATE pgmemory.entities SET name = 'Acme Corp' WHERE id = %s", (acme,))
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, 'h', 'Mallory')", (alice,))
+        assert sorted(cypher_rows(conn, "MATCH (n:Entity) RETURN n.group_id, n.name, id(n)", {})) == sorted([
+            ("g", "Alice", vertex[alice]), ("g", "Acme Corp", vertex[acme]),
+            ("h", "Mallory", conn.execute("SELECT vertex_id FROM pgmemory.graph_vertices WHERE group_id = 'h'").fetchone()[0])])
+        conn.execute("DELETE FROM pgmemory.entities WHERE group_id = 'h'")
+        assert sorted(cypher_rows(conn, "MATCH (n:Entity) RETURN n.group_id, n.name, id(n)", {})) == sorted([
+            ("g", "Alice", vertex[alice]), ("g", "Acme Corp", vertex[acme])])

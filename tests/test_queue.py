@@ -19,6 +19,7 @@ from pgmemory import InvalidInput, Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.ingest.episode import default_episode_uuid, episode_uuid
 from pgmemory.providers.embedder import HashEmbedder
+from pgmemory.storage import grants
 from pgmemory.storage.setup import init_database
 from tests.conftest import DIM
 from tests.fake_openai import Delay, Reply
@@ -294,3 +295,37 @@ async def test_enqueue_episode_python_api(queue_dsn):
         assert (stats.done, (await memory.episode_status("p1", "py"))["status"]) == (1, "done")
     finally:
         await memory.close()
+
+
+async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(queue_dsn):
+    """Session 14: any login may LISTEN on pgmemory_episodes, and the NOTIFY of enqueue_episode
+    carried the group id, so a login of one group learnt every other group's writes. The payload
+    is empty now; an idle worker still wakes on it (long before its poll) and processes the group."""
+    tag = uuid.uuid4().hex[:8]
+    role = f"spy_{tag}"
+    with psycopg.connect(queue_dsn) as conn:
+        grants.grant(conn, role, [f"spy-group-{tag}"], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+    spy = psycopg.connect(f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}",
+                          autocommit=True)
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        spy.execute("LISTEN pgmemory_episodes")
+        worker = memory.worker(poll_seconds=120)
+        running = asyncio.create_task(worker.run())
+        await asyncio.sleep(1)  # the worker found the queue empty and sleeps until woken
+        await memory.enqueue_episode("secret-customer", "I work at Acme Corp.", actor="Zoe",
+                                     reference_time="2024-01-01T00:00:00+00:00", episode_id="s1")
+        deadline = time.monotonic() + 30
+        while (await memory.episode_status("s1", "secret-customer"))["status"] != "done":
+            assert time.monotonic() < deadline, "the worker was not woken by the notification"
+            await asyncio.sleep(0.1)
+        worker.stop()
+        assert (await running).done == 1
+        assert [n.payload for n in spy.notifies(timeout=1, stop_after=1)] == [""]
+    finally:
+        await memory.close()
+        spy.close()
+        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))

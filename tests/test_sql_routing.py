@@ -40,6 +40,10 @@ UNPINNED_ALLOWED = {
     "view pgmemory.believed_facts": "an analyst view over every group (joined on group_id): the reader filters by group",
     "view pgmemory.entity_mentions": "an analyst view over every group (joined on group_id): the reader filters by group",
     "function pgmemory_internal.rebuild_graph_mirror": "one-off rebuild of the AGE mirror for every group (no mirror on Citus)",
+    "function pgmemory_internal.mirror_members_added": "the AGE mirror's statement trigger: the groups of its transition "
+                                                       "table (no mirror on Citus)",
+    "function pgmemory_internal.mirror_members_gone": "the AGE mirror's statement trigger: the groups of its transition "
+                                                      "table (no mirror on Citus)",
     "function pgmemory_internal.visible_groups_of": "a role's grants across groups (the grants table, read per role)",
     "top level": "one-off DDL and backfills of init",
     "DO block": "one-off DDL of init",

@@ -5,13 +5,16 @@
 -- edges for the versions no longer believed (closed recorded range), so Cypher can ask what was
 -- believed at T' (docs/sql.md, C7).
 
+-- Ids are unique only within a group (entities, communities and fact versions are keyed by
+-- (group_id, id)), so graph_vertices and graph_edges are keyed by (group_id, node) and
+-- (group_id, edge key): a group can never find, overwrite or drop another group's vertex or edge.
 -- The label tables of the mirror are written with static statements (plans cached per session:
 -- the mirror runs several times per ingested episode); a label outside the fixed set falls back
 -- to dynamic SQL.
-CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_vertex(p_label text, p_node uuid, p_props jsonb)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_vertex(p_label text, p_group text, p_node uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    vid bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_node);
+    vid bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE group_id = p_group AND node_id = p_node);
     props ag_catalog.agtype := p_props::text::ag_catalog.agtype;
     gid ag_catalog.graphid := vid::text::ag_catalog.graphid;
 BEGIN
@@ -26,7 +29,7 @@ BEGIN
             EXECUTE format('INSERT INTO pgmemory_graph.%I (properties) VALUES ($1) RETURNING id::text::bigint',
                            p_label) INTO vid USING props;
         END IF;
-        INSERT INTO pgmemory.graph_vertices (node_id, vertex_id) VALUES (p_node, vid);
+        INSERT INTO pgmemory.graph_vertices (group_id, node_id, vertex_id) VALUES (p_group, p_node, vid);
     ELSE
         IF p_label = 'Entity' THEN
             UPDATE pgmemory_graph."Entity" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
@@ -42,13 +45,13 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_vertex(p_label text, p_node uuid)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_vertex(p_label text, p_group text, p_node uuid)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     vid bigint;
     gid ag_catalog.graphid;
 BEGIN
-    DELETE FROM pgmemory.graph_vertices WHERE node_id = p_node RETURNING vertex_id INTO vid;
+    DELETE FROM pgmemory.graph_vertices WHERE group_id = p_group AND node_id = p_node RETURNING vertex_id INTO vid;
     IF vid IS NULL THEN
         RETURN;
     END IF;
@@ -63,12 +66,12 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.graph_put_edge(
-    p_label text, p_key text, p_from uuid, p_to uuid, p_props jsonb)
+    p_label text, p_group text, p_key text, p_from uuid, p_to uuid, p_props jsonb)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    eid bigint := (SELECT edge_id FROM pgmemory.graph_edges WHERE edge_key = p_key);
-    v_from bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_from);
-    v_to bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE node_id = p_to);
+    eid bigint := (SELECT edge_id FROM pgmemory.graph_edges WHERE group_id = p_group AND edge_key = p_key);
+    v_from bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE group_id = p_group AND node_id = p_from);
+    v_to bigint := (SELECT vertex_id FROM pgmemory.graph_vertices WHERE group_id = p_group AND node_id = p_to);
     props ag_catalog.agtype := p_props::text::ag_catalog.agtype;
     g_from ag_catalog.graphid := v_from::text::ag_catalog.graphid;
     g_to ag_catalog.graphid := v_to::text::ag_catalog.graphid;
@@ -94,7 +97,7 @@ BEGIN
             EXECUTE format('INSERT INTO pgmemory_graph.%I (start_id, end_id, properties) VALUES ($1, $2, $3)'
                            ' RETURNING id::text::bigint', p_label) INTO eid USING g_from, g_to, props;
         END IF;
-        INSERT INTO pgmemory.graph_edges (edge_key, edge_id) VALUES (p_key, eid);
+        INSERT INTO pgmemory.graph_edges (group_id, edge_key, edge_id) VALUES (p_group, p_key, eid);
     ELSE
         IF p_label = 'RELATES_TO' THEN
             UPDATE pgmemory_graph."RELATES_TO" SET properties = props WHERE id OPERATOR(ag_catalog.=) gid;
@@ -112,13 +115,13 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_edge(p_label text, p_key text)
+CREATE OR REPLACE FUNCTION pgmemory_internal.graph_drop_edge(p_label text, p_group text, p_key text)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     eid bigint;
     gid ag_catalog.graphid;
 BEGIN
-    DELETE FROM pgmemory.graph_edges WHERE edge_key = p_key RETURNING edge_id INTO eid;
+    DELETE FROM pgmemory.graph_edges WHERE group_id = p_group AND edge_key = p_key RETURNING edge_id INTO eid;
     IF eid IS NULL THEN
         RETURN;
     END IF;
@@ -151,18 +154,18 @@ $$;
 
 -- One row's mirror (vertex or edge), shared by the triggers and pgmemory_internal.rebuild_graph_mirror().
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode_row(e pgmemory.episodes) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory_internal.graph_put_vertex('Episode', pgmemory_internal.episode_node(e.group_id, e.id), jsonb_build_object(
+    SELECT pgmemory_internal.graph_put_vertex('Episode', e.group_id, pgmemory_internal.episode_node(e.group_id, e.id), jsonb_build_object(
         'uuid', e.id, 'group_id', e.group_id, 'kind', e.kind, 'actor', e.actor,
         'valid_at', pgmemory_internal.graph_time(e.valid_at), 'recorded_at', pgmemory_internal.graph_time(e.recorded_at)))
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_entity_row(e pgmemory.entities) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory_internal.graph_put_vertex('Entity', e.id, jsonb_build_object(
+    SELECT pgmemory_internal.graph_put_vertex('Entity', e.group_id, e.id, jsonb_build_object(
         'uuid', e.id, 'group_id', e.group_id, 'name', e.name, 'labels', to_jsonb(e.labels), 'summary', e.summary))
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_community_row(c pgmemory.communities) RETURNS void LANGUAGE sql AS $$
-    SELECT pgmemory_internal.graph_put_vertex('Community', c.id, jsonb_build_object(
+    SELECT pgmemory_internal.graph_put_vertex('Community', c.group_id, c.id, jsonb_build_object(
         'uuid', c.id, 'group_id', c.group_id, 'name', c.name, 'summary', c.summary))
 $$;
 
@@ -182,10 +185,10 @@ DECLARE
         'recorded_to', pgmemory_internal.graph_time(upper(f.recorded)));
 BEGIN
     IF believed THEN
-        PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', 'fact:' || f.version_id, f.source_id, f.target_id, props);
-    ELSIF EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.source_id)
-          AND EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.node_id = f.target_id) THEN
-        PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', 'past:' || f.version_id, f.source_id, f.target_id, props);
+        PERFORM pgmemory_internal.graph_put_edge('RELATES_TO', f.group_id, 'fact:' || f.version_id, f.source_id, f.target_id, props);
+    ELSIF EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.group_id = f.group_id AND v.node_id = f.source_id)
+          AND EXISTS (SELECT 1 FROM pgmemory.graph_vertices v WHERE v.group_id = f.group_id AND v.node_id = f.target_id) THEN
+        PERFORM pgmemory_internal.graph_put_edge('PAST_BELIEF', f.group_id, 'past:' || f.version_id, f.source_id, f.target_id, props);
     END IF;
 END
 $$;
@@ -193,7 +196,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        PERFORM pgmemory_internal.graph_drop_vertex('Episode', pgmemory_internal.episode_node(OLD.group_id, OLD.id));
+        PERFORM pgmemory_internal.graph_drop_vertex('Episode', OLD.group_id, pgmemory_internal.episode_node(OLD.group_id, OLD.id));
         RETURN OLD;
     END IF;
     PERFORM pgmemory_internal.mirror_episode_row(NEW);
@@ -205,15 +208,16 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_entity() RETURNS trigger LAN
 BEGIN
     IF TG_OP = 'DELETE' OR NEW.retired_at IS NOT NULL THEN  -- the mirror shows believed entities
         -- Past beliefs about it go with it (believed ones were moved or closed before).
-        PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || f.version_id)
+        PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', OLD.group_id, 'past:' || f.version_id)
            FROM pgmemory.facts f
           WHERE f.group_id = OLD.group_id AND (f.source_id = OLD.id OR f.target_id = OLD.id)
             AND NOT upper_inf(f.recorded);
         -- and its membership edges (a retired entity's memberships are deleted after it)
         DELETE FROM pgmemory_graph."HAS_MEMBER" h
          WHERE h.end_id OPERATOR(ag_catalog.=) (SELECT v.vertex_id::text::ag_catalog.graphid
-                                                  FROM pgmemory.graph_vertices v WHERE v.node_id = OLD.id);
-        PERFORM pgmemory_internal.graph_drop_vertex('Entity', OLD.id);
+                                                  FROM pgmemory.graph_vertices v
+                                                 WHERE v.group_id = OLD.group_id AND v.node_id = OLD.id);
+        PERFORM pgmemory_internal.graph_drop_vertex('Entity', OLD.group_id, OLD.id);
         RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     PERFORM pgmemory_internal.mirror_entity_row(NEW);
@@ -228,8 +232,9 @@ BEGIN
     IF TG_OP = 'DELETE' OR NEW.ended_at IS NOT NULL THEN
         DELETE FROM pgmemory_graph."HAS_MEMBER" h  -- its member edges, if any are left
          WHERE h.start_id OPERATOR(ag_catalog.=) (SELECT v.vertex_id::text::ag_catalog.graphid
-                                                    FROM pgmemory.graph_vertices v WHERE v.node_id = OLD.id);
-        PERFORM pgmemory_internal.graph_drop_vertex('Community', OLD.id);
+                                                    FROM pgmemory.graph_vertices v
+                                                   WHERE v.group_id = OLD.group_id AND v.node_id = OLD.id);
+        PERFORM pgmemory_internal.graph_drop_vertex('Community', OLD.group_id, OLD.id);
         RETURN OLD;
     END IF;
     PERFORM pgmemory_internal.mirror_community_row(NEW);
@@ -247,9 +252,9 @@ BEGIN
     END IF;
     IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND was_believed <> upper_inf(NEW.recorded)) THEN
         IF was_believed THEN
-            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', 'fact:' || OLD.version_id);
+            PERFORM pgmemory_internal.graph_drop_edge('RELATES_TO', OLD.group_id, 'fact:' || OLD.version_id);
         ELSE
-            PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', 'past:' || OLD.version_id);
+            PERFORM pgmemory_internal.graph_drop_edge('PAST_BELIEF', OLD.group_id, 'past:' || OLD.version_id);
         END IF;
     END IF;
     IF TG_OP = 'DELETE' THEN
@@ -261,15 +266,14 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention_row(m pgmemory.episode_mentions) RETURNS void LANGUAGE sql AS $$
-    -- Entity ids are unique across groups, so the edge key needs no group.
-    SELECT pgmemory_internal.graph_put_edge('MENTIONS', 'mention:' || m.episode_id || ':' || m.entity_id,
+    SELECT pgmemory_internal.graph_put_edge('MENTIONS', m.group_id, 'mention:' || m.episode_id || ':' || m.entity_id,
         pgmemory_internal.episode_node(m.group_id, m.episode_id), m.entity_id, jsonb_build_object('group_id', m.group_id))
 $$;
 
 -- A deleted mention drops its edge (added ones: pgmemory_internal.mirror_mentions_added).
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_mention() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pgmemory_internal.graph_drop_edge('MENTIONS', 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
+    PERFORM pgmemory_internal.graph_drop_edge('MENTIONS', OLD.group_id, 'mention:' || OLD.episode_id || ':' || OLD.entity_id);
     RETURN OLD;
 END
 $$;
@@ -290,9 +294,10 @@ BEGIN
       INTO keys, starts, ends, groups
       FROM new_mentions n
      CROSS JOIN LATERAL (SELECT 'mention:' || n.episode_id || ':' || n.entity_id AS key) x
-      JOIN pgmemory.graph_vertices vf ON vf.node_id = pgmemory_internal.episode_node(n.group_id, n.episode_id)
-      JOIN pgmemory.graph_vertices vt ON vt.node_id = n.entity_id
-     WHERE NOT EXISTS (SELECT 1 FROM pgmemory.graph_edges g WHERE g.edge_key = x.key);
+      JOIN pgmemory.graph_vertices vf
+        ON vf.group_id = n.group_id AND vf.node_id = pgmemory_internal.episode_node(n.group_id, n.episode_id)
+      JOIN pgmemory.graph_vertices vt ON vt.group_id = n.group_id AND vt.node_id = n.entity_id
+     WHERE NOT EXISTS (SELECT 1 FROM pgmemory.graph_edges g WHERE g.group_id = n.group_id AND g.edge_key = x.key);
     IF keys IS NOT NULL THEN
         WITH edges AS (
             INSERT INTO pgmemory_graph."MENTIONS" (start_id, end_id, properties)
@@ -300,9 +305,9 @@ BEGIN
                    jsonb_build_object('group_id', u.g)::text::ag_catalog.agtype
               FROM unnest(starts, ends, groups) AS u (s, e, g)
             RETURNING id, start_id, end_id)
-        INSERT INTO pgmemory.graph_edges (edge_key, edge_id)
-        SELECT u.k, m.id::text::bigint
-          FROM edges m JOIN unnest(keys, starts, ends) AS u (k, s, e)
+        INSERT INTO pgmemory.graph_edges (group_id, edge_key, edge_id)
+        SELECT u.g, u.k, m.id::text::bigint
+          FROM edges m JOIN unnest(keys, starts, ends, groups) AS u (k, s, e, g)
             ON m.start_id::text::bigint = u.s AND m.end_id::text::bigint = u.e;
         GET DIAGNOSTICS made = ROW_COUNT;
         IF made <> cardinality(keys) THEN
@@ -310,12 +315,12 @@ BEGIN
         END IF;
     END IF;
     IF made < (SELECT count(*) FROM new_mentions) THEN
-        PERFORM pgmemory_internal.graph_put_edge('MENTIONS', x.key,
+        PERFORM pgmemory_internal.graph_put_edge('MENTIONS', n.group_id, x.key,
                     pgmemory_internal.episode_node(n.group_id, n.episode_id), n.entity_id,
                     jsonb_build_object('group_id', n.group_id))
            FROM new_mentions n
           CROSS JOIN LATERAL (SELECT 'mention:' || n.episode_id || ':' || n.entity_id AS key) x
-          WHERE x.key <> ALL (coalesce(keys, '{}'));
+          WHERE NOT EXISTS (SELECT 1 FROM unnest(keys, groups) AS u (k, g) WHERE u.k = x.key AND u.g = n.group_id);
     END IF;
     RETURN NULL;
 END
@@ -328,7 +333,8 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_member_row(m pgmemory.commun
     SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid,
            jsonb_build_object('group_id', m.group_id)::text::ag_catalog.agtype
       FROM pgmemory.graph_vertices vc, pgmemory.graph_vertices ve
-     WHERE vc.node_id = m.community_id AND ve.node_id = m.entity_id
+     WHERE vc.group_id = m.group_id AND vc.node_id = m.community_id
+       AND ve.group_id = m.group_id AND ve.node_id = m.entity_id
        AND NOT EXISTS (SELECT 1 FROM pgmemory_graph."HAS_MEMBER" h
                         WHERE h.end_id OPERATOR(ag_catalog.=) ve.vertex_id::text::ag_catalog.graphid
                           AND h.start_id OPERATOR(ag_catalog.=) vc.vertex_id::text::ag_catalog.graphid)
@@ -353,8 +359,8 @@ BEGIN
     SELECT vc.vertex_id::text::ag_catalog.graphid, ve.vertex_id::text::ag_catalog.graphid,
            jsonb_build_object('group_id', n.group_id)::text::ag_catalog.agtype
       FROM new_members n
-      JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
-      JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+      JOIN pgmemory.graph_vertices vc ON vc.group_id = n.group_id AND vc.node_id = n.community_id
+      JOIN pgmemory.graph_vertices ve ON ve.group_id = n.group_id AND ve.node_id = n.entity_id
      WHERE n.ended_at IS NULL;
     GET DIAGNOSTICS made = ROW_COUNT;
     IF made <> wanted THEN
@@ -376,14 +382,14 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         SELECT array_agg(vc.vertex_id), array_agg(ve.vertex_id) INTO starts, ends
           FROM old_members o
-          JOIN pgmemory.graph_vertices vc ON vc.node_id = o.community_id
-          JOIN pgmemory.graph_vertices ve ON ve.node_id = o.entity_id
+          JOIN pgmemory.graph_vertices vc ON vc.group_id = o.group_id AND vc.node_id = o.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.group_id = o.group_id AND ve.node_id = o.entity_id
          WHERE o.ended_at IS NULL;
     ELSE
         SELECT array_agg(vc.vertex_id), array_agg(ve.vertex_id) INTO starts, ends
           FROM new_members n
-          JOIN pgmemory.graph_vertices vc ON vc.node_id = n.community_id
-          JOIN pgmemory.graph_vertices ve ON ve.node_id = n.entity_id
+          JOIN pgmemory.graph_vertices vc ON vc.group_id = n.group_id AND vc.node_id = n.community_id
+          JOIN pgmemory.graph_vertices ve ON ve.group_id = n.group_id AND ve.node_id = n.entity_id
          WHERE n.ended_at IS NOT NULL;
     END IF;
     IF starts IS NOT NULL THEN

@@ -3,7 +3,9 @@
 -- as pgmemory.bfs_entities() without time arguments; kept for comparison and
 -- for users who want Cypher (bench/ measures which is faster). Seeds must be
 -- entities of p_groups (refused otherwise), and only entities of p_groups are
--- returned.
+-- returned. Each group has vertices of its own (an id another group reuses is
+-- another vertex), so the walk starts from the seeds' vertices in p_groups only
+-- (the groups are a Cypher parameter, never spliced into the query).
 
 CREATE OR REPLACE FUNCTION pgmemory.bfs_entities_age(p_groups text[], p_seeds uuid[], p_depth integer)
 RETURNS TABLE (entity_id uuid, distance integer)
@@ -27,11 +29,11 @@ BEGIN
             SELECT btrim(u::text, '"')::uuid AS id, min(d::text::integer)::integer AS d
               FROM ag_catalog.cypher('pgmemory_graph', $c$
                      MATCH p = (s:Entity)-[:RELATES_TO*1..%s]-(t:Entity)
-                     WHERE s.uuid IN [%s] AND NOT (t.uuid IN [%s])
-                     RETURN t.uuid, length(p) $c$) AS (u ag_catalog.agtype, d ag_catalog.agtype)
+                     WHERE s.uuid IN [%s] AND s.group_id IN $groups AND NOT (t.uuid IN [%s])
+                     RETURN t.uuid, length(p) $c$, $3) AS (u ag_catalog.agtype, d ag_catalog.agtype)
              GROUP BY 1) r
          WHERE EXISTS (SELECT 1 FROM pgmemory.entities e WHERE e.id = r.id AND e.group_id = ANY ($2)) $q$,
         p_depth, seed_list, seed_list)
-    USING p_seeds, p_groups;
+    USING p_seeds, p_groups, jsonb_build_object('groups', to_jsonb(p_groups))::text::ag_catalog.agtype;
 END
 $$;

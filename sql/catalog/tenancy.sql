@@ -3,7 +3,8 @@
 --
 -- Roles (cluster-wide, created when missing):
 --   the owner (whoever runs init/migrations) owns the tables and is not subject to RLS;
---   pgmemory_app      read/write on every table (apps; groups narrowed per transaction);
+--   pgmemory_app      read/write on every table but the AGE mirror's bookkeeping (graph_vertices,
+--                     graph_edges: written by the mirror's triggers only); groups narrowed per transaction;
 --   pgmemory_analyst  read-only: the analyst views and the tables under them;
 --   pgmemory_reader   a member of pgmemory_analyst granted every group, which `pgmemory sql`
 --                     takes (SET LOCAL ROLE) when run by the owner; no login is given it.
@@ -121,6 +122,10 @@ BEGIN
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app;
     GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgmemory TO pgmemory_app;
     REVOKE INSERT, UPDATE, DELETE ON pgmemory.role_groups, pgmemory.schema_migrations FROM pgmemory_app;
+    -- The AGE mirror's bookkeeping is written by the mirror's trigger functions (owner's rights)
+    -- and read by nothing else an app runs: no right on it, so no tenant can read another group's
+    -- node ids or break its mirror (the tenant policy below holds as well).
+    REVOKE ALL ON pgmemory.graph_vertices, pgmemory.graph_edges FROM pgmemory_app;
     GRANT SELECT ON pgmemory.fact_versions, pgmemory.believed_facts, pgmemory.current_facts,
                     pgmemory.entity_history, pgmemory.episode_log, pgmemory.entity_mentions,
                     pgmemory.episode_queue, pgmemory.role_groups,
@@ -174,14 +179,12 @@ BEGIN
             -- table is small, so a call per row costs nothing.
             WHEN r.relname = 'api_keys' THEN
                 'CREATE POLICY servers ON pgmemory.api_keys FOR SELECT USING (ARRAY[''*''] && pgmemory_internal.visible_groups())'
-            -- The AGE mirror's bookkeeping: written by the mirror triggers of any writer.
-            WHEN r.relname IN ('graph_vertices', 'graph_edges') THEN
-                format('CREATE POLICY mirror ON pgmemory.%I USING (true) WITH CHECK (true)', r.relname)
             WHEN r.tenant THEN format('CREATE POLICY tenant ON pgmemory.%I USING (%s) WITH CHECK (%s)',
                                       r.relname, tenant, tenant)
         END;
         FOR policy_name IN SELECT p.polname FROM pg_policy p
                              WHERE p.polrelid = format('pgmemory.%I', r.relname)::regclass
+                               -- ('mirror': the open policy the mirror's tables had before migration 0530)
                                AND p.polname IN ('tenant', 'readable', 'own_grants', 'mirror', 'servers') LOOP
             EXECUTE format('DROP POLICY %I ON pgmemory.%I', policy_name, r.relname);
         END LOOP;
