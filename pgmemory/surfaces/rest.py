@@ -30,7 +30,7 @@ from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now
+from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now, validation_line
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -136,9 +136,7 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return _error(422, "invalid_request", f"{where or 'body'}: {first.get('msg', 'invalid request')}")
+        return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
