@@ -89,6 +89,9 @@ VIEWS_HINT = "is not an analyst view"
     # Inside a CTE's own definition: not itself, nor one listed after it (without RECURSIVE).
     ("WITH facts AS (SELECT * FROM facts) SELECT * FROM facts", "facts"),
     ("WITH a AS (SELECT * FROM pg_roles), pg_roles AS (SELECT 1) SELECT * FROM a", "pg_roles"),
+    # A recursive CTE sees itself, but only inside its own query.
+    ("SELECT rolname FROM (WITH RECURSIVE pg_roles(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM pg_roles"
+     " WHERE n < 2) SELECT n FROM pg_roles) r, pg_roles", "pg_roles"),
     # A quoted CTE name is case sensitive, as in Postgres.
     ('WITH "FACTS" AS (SELECT 1) SELECT * FROM facts', "facts"),
     ('WITH RECURSIVE "N"(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) SELECT * FROM "N"', "n"),
