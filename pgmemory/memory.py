@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from pgmemory.errors import InvalidInput, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
-from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, parse_time, validate_episode,
-                                     validate_group_id, validate_group_ids)
+from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
+                                     validate_episode, validate_group_id, validate_group_ids)
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
                                       expire_dead_leases, fact_embedding_text)
@@ -244,15 +244,28 @@ class Memory:
                               source_description: str = "", episode_id: Any = None,
                               metadata: Mapping[str, Any] | None = None) -> uuid.UUID:
         """Store a pending episode for `pgmemory worker` (the SQL function pgmemory.enqueue_episode,
-        which any writer can call); idempotent by id. Returns the episode's UUID."""
+        which any writer can call); idempotent by id, InvalidInput if the id is already used by a
+        different episode of the group. Returns the episode's UUID."""
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
                               source_description=source_description, episode_id=episode_id,
                               metadata=metadata)
         async with self.pool.acquire() as conn:
-            return await conn.fetchval(
-                "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb)", ep.group_id,
-                ep.content, ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id),
-                ep.metadata)
+            return await _enqueue(conn, ep, episode_id)
+
+    async def enqueue_episodes(self, episodes: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+        """Store a batch of pending episodes (the fields of add_episodes): all validated first, then
+        enqueued in one transaction, so one refused (an id already used by a different episode)
+        leaves none stored. Returns their UUIDs in order."""
+        items = check_list(episodes, "episodes")
+        validated = validate_batch(items)
+        ids = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            for n, (item, ep) in enumerate(zip(items, validated), 1):
+                try:
+                    ids.append(await _enqueue(conn, ep, item.get("episode_id")))
+                except InvalidInput as exc:
+                    raise InvalidInput(f"episode {n}: {exc}") from None
+        return ids
 
     def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
                grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None,
@@ -522,6 +535,18 @@ class Memory:
 
 ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
                       "retractions", "term_stats")
+
+
+async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid.UUID:
+    """pgmemory.enqueue_episode for a validated episode; what the database refuses (after
+    validation, only an id already used by other content) is InvalidInput."""
+    try:
+        return await conn.fetchval(
+            "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb)", ep.group_id, ep.content,
+            ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id), ep.metadata)
+    except asyncpg.InvalidParameterValueError as exc:
+        message = str(exc).splitlines()[0]
+        raise (id_in_use(ep, given_id) if "already used" in message else InvalidInput(message)) from None
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:

@@ -123,6 +123,10 @@ class SyncMemory:
             group_id, content, kind=kind, actor=actor, reference_time=reference_time,
             source_description=source_description, episode_id=episode_id, metadata=metadata))
 
+    def enqueue_episodes(self, episodes: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+        """See Memory.enqueue_episodes."""
+        return self._run(self._memory.enqueue_episodes(episodes))
+
     def add_fact(self, group_id: str, source: str, relation: str, target: str, fact: str, *,
                  valid_from: Any = None, valid_to: Any = None, negated: bool = False,
                  functional: bool = False, attributes: Mapping[str, Any] | None = None,

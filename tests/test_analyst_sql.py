@@ -69,6 +69,77 @@ def test_anything_but_one_read_of_the_views_is_refused(query, message):
         prepare(query)
 
 
+VIEWS_HINT = "is not an analyst view"
+
+
+@pytest.mark.parametrize("query, refused", [
+    # A CTE of the same name elsewhere in the query does not make a base table or catalog name a CTE.
+    ("SELECT group_id, fact FROM facts, (WITH facts AS (SELECT 1) SELECT 1) y", "facts"),
+    ("SELECT rolname, rolsuper FROM pg_roles, (WITH pg_roles AS (SELECT 1) SELECT 1) y", "pg_roles"),
+    ("SELECT * FROM pg_stat_activity, (WITH pg_stat_activity AS (SELECT 1) SELECT 1) y", "pg_stat_activity"),
+    ("SELECT count(*) FROM graph_vertices, (WITH graph_vertices AS (SELECT 1) SELECT 1) y", "graph_vertices"),
+    ("SELECT (WITH api_keys AS (SELECT 1) SELECT 1) FROM api_keys", "api_keys"),
+    # Nested WITH: the inner CTE is visible inside its own query only.
+    ("SELECT * FROM (WITH settings AS (SELECT 1) SELECT * FROM settings) s, settings", "settings"),
+    ("SELECT * FROM current_facts WHERE EXISTS (WITH pg_proc AS (SELECT 1) SELECT 1) AND id IN"
+     " (SELECT oid FROM pg_proc)", "pg_proc"),
+    # A CTE defined in a sibling subquery or set-operation member.
+    ("SELECT * FROM (WITH facts AS (SELECT 1) SELECT 1) a, (SELECT * FROM facts) b", "facts"),
+    ("(WITH facts AS (SELECT 1 AS x) SELECT x FROM facts) UNION SELECT 1 FROM facts", "facts"),
+    # Inside a CTE's own definition: not itself, nor one listed after it (without RECURSIVE).
+    ("WITH facts AS (SELECT * FROM facts) SELECT * FROM facts", "facts"),
+    ("WITH a AS (SELECT * FROM pg_roles), pg_roles AS (SELECT 1) SELECT * FROM a", "pg_roles"),
+    # A recursive CTE sees itself, but only inside its own query.
+    ("SELECT rolname FROM (WITH RECURSIVE pg_roles(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM pg_roles"
+     " WHERE n < 2) SELECT n FROM pg_roles) r, pg_roles", "pg_roles"),
+    # A quoted CTE name is case sensitive, as in Postgres.
+    ('WITH "FACTS" AS (SELECT 1) SELECT * FROM facts', "facts"),
+    ('WITH RECURSIVE "N"(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) SELECT * FROM "N"', "n"),
+])
+def test_a_cte_name_hides_a_table_only_where_the_cte_is_in_scope(query, refused):
+    with pytest.raises(InvalidInput, match=f"^{refused} {VIEWS_HINT}"):
+        prepare(query)
+
+
+@pytest.mark.parametrize("query, expected", [
+    # A CTE named like a view: the view inside the CTE's definition, the CTE after it.
+    ("WITH current_facts AS (SELECT fact FROM current_facts) SELECT count(*) FROM current_facts",
+     "WITH current_facts AS (SELECT fact FROM pgmemory.current_facts) SELECT COUNT(*) FROM current_facts"),
+    # Enclosing CTEs are visible in nested queries and in later CTEs of the list.
+    ("WITH a AS (SELECT 1 AS x), b AS (SELECT x FROM a) SELECT * FROM (WITH c AS (SELECT * FROM b) SELECT * FROM c) s"
+     " WHERE EXISTS (SELECT 1 FROM a)",
+     "WITH a AS (SELECT 1 AS x), b AS (SELECT x FROM a) SELECT * FROM (WITH c AS (SELECT * FROM b) SELECT * FROM c)"
+     " AS s WHERE EXISTS(SELECT 1 FROM a)"),
+    ("WITH c AS (SELECT 1 AS x) SELECT x FROM c UNION SELECT x FROM c",
+     "WITH c AS (SELECT 1 AS x) SELECT x FROM c UNION SELECT x FROM c"),
+    # WITH RECURSIVE: every CTE of the list is visible in each, itself included.
+    ("WITH RECURSIVE a AS (SELECT * FROM b), b AS (SELECT 1 AS x) SELECT * FROM a",
+     "WITH RECURSIVE a AS (SELECT * FROM b), b AS (SELECT 1 AS x) SELECT * FROM a"),
+    ('WITH "facts" AS (SELECT 1 AS x) SELECT x FROM FACTS', 'WITH "facts" AS (SELECT 1 AS x) SELECT x FROM FACTS'),
+])
+def test_a_cte_in_scope_is_read_as_the_cte(query, expected):
+    assert prepare(query) == expected
+
+
+def test_postgres_resolves_the_names_as_the_policy_does(conn, career):
+    """The CTEs the policy leaves unqualified are the ones Postgres reads (not the views of that name)."""
+    assert run(conn, "WITH current_facts AS (SELECT 'the cte' AS fact) SELECT fact FROM current_facts").rows == [
+        ("the cte",)]
+    rows = run(conn, f"WITH fact_versions AS (SELECT target FROM fact_versions WHERE group_id = '{career['group']}')"
+                     " SELECT DISTINCT target FROM fact_versions ORDER BY 1").rows
+    assert rows == [("Acme",), ("Globex",)]
+    assert run(conn, "WITH RECURSIVE a AS (SELECT x FROM b), b AS (SELECT 1 AS x) SELECT x FROM a").rows == [(1,)]
+    assert run(conn, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3)"
+                     " SELECT count(*) FROM n").rows == [(3,)]
+
+
+async def test_memory_sql_refuses_a_base_table_behind_a_cte_of_its_name(memory):
+    """The app login reads through the API's pool: a shadowing CTE elsewhere reaches no table."""
+    for table in ("facts", "pg_roles", "api_keys", "settings"):
+        with pytest.raises(InvalidInput, match=f"^{table} {VIEWS_HINT}"):
+            await memory.sql(f"SELECT * FROM {table}, (WITH {table} AS (SELECT 1) SELECT 1) y", group_ids=["g"])
+
+
 def test_a_comment_cannot_carry_a_statement_into_the_query():
     assert prepare("SELECT 1 /* ; DROP TABLE pgmemory.facts; */ AS one") == "SELECT 1 AS one"
 

@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 
 import httpx
 import httpx2
@@ -20,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pgmemory import Memory
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
-from pgmemory.surfaces.api_keys import create_key
+from pgmemory.surfaces.api_keys import ApiKey, create_key
 from pgmemory.surfaces.mcp_server import build_server
 
 TOOLS = {"add_memory", "search_memory_nodes", "search_memory_facts", "get_episodes", "delete_episode",
@@ -108,7 +109,17 @@ async def test_every_tool_in_process(mcp_memory):
         assert "not found" in await refused(client, "delete_episode", uuid="nope")
         assert "limit" in await refused(client, "search_memory_facts", query="x", max_facts=0)
         assert "fact id" in await refused(client, "delete_entity_edge", uuid="not-a-uuid")
-        assert (await client.call_tool("search_memory_facts", {"query": 5})).is_error
+        # Wrongly typed or missing arguments: one line naming the argument.
+        assert await refused(client, "search_memory_facts", query=5) == \
+            "Error executing tool search_memory_facts: query: Input should be a valid string"
+        assert (await refused(client, "search_memory_facts", query="x", group_ids="mcp-a")).endswith(
+            ": group_ids: Input should be a valid list")
+        assert (await refused(client, "search_memory_facts", query="x", group_ids=[1, 2])).endswith(
+            ": group_ids.0: Input should be a valid string")
+        assert (await refused(client, "get_episodes", last_n="ten")).endswith(": last_n: Input should be a valid"
+                                                                             " integer, unable to parse string as"
+                                                                             " an integer")
+        assert (await refused(client, "add_memory", episode_body="x")).endswith(": name: Field required")
         erased = await call(client, "clear_graph", confirm=True)
         assert erased["erased"]["mcp-a"] >= 1
         assert (await call(client, "get_episodes"))["episodes"] == []
@@ -137,6 +148,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_get_status_counts_the_groups_a_key_may_read():
+    """What get_status narrows its queue count to: the key's read and write groups, or all with '*'."""
+    assert ApiKey(uuid.uuid4(), "k", ("r", "w"), ("w",)).readable_groups() == ("r", "w")
+    assert ApiKey(uuid.uuid4(), "k", (), ("*",)).readable_groups() is None
+    assert ApiKey(uuid.uuid4(), "k", ("*",), ("w",)).readable_groups() is None
 
 
 async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
@@ -172,6 +190,12 @@ async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
             assert "forbidden" in await refused(client, "search_memory_facts", query="Oslo", group_ids=["mcp-a"])
             assert "forbidden" in await refused(client, "get_episodes", group_id="mcp-stdio")
             assert "forbidden" in await refused(client, "clear_graph", group_ids=["mcp-h", "other"], confirm=True)
+            # get_status counts the queue of the key's groups only, not another group's episodes.
+            await call(client, "add_memory", name="q", episode_body="Mo: I like tea.", group_id="mcp-h",
+                       reference_time="2024-01-02T00:00:00Z")
+            for i in range(3):
+                await mcp_memory.enqueue_episode("mcp-other", f"Ann: secret {i}.", reference_time="2024-01-01T00:00:00Z")
+            assert (await call(client, "get_status"))["episodes_queued"] == 1
         async with await session({}) as client:
             assert "unauthorized" in await refused(client, "get_status")
             assert "unauthorized" in await refused(client, "get_episodes", group_id="mcp-h")
@@ -180,3 +204,5 @@ async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
     finally:
         proc.terminate()
         await proc.wait()
+        for group in ("mcp-h", "mcp-other"):
+            await mcp_memory.erase_group(group)

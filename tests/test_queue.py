@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -104,6 +104,27 @@ def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
     assert [(r["content"], r["status"], r["attempts"]) for r in rows] == [
         ("I work at Acme Corp.", "pending", 0), ("Hello.", "pending", 0), ("Hi there.", "pending", 0),
         ("Hi there.", "pending", 0)]
+
+
+async def test_python_enqueue_refuses_an_id_used_by_another_episode(memory, group):
+    """An id the group already uses for different content is InvalidInput naming it (not the
+    database's error), and a batch holding such an episode stores none of its episodes."""
+    t = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    first = await memory.enqueue_episode(group, "I work at Acme Corp.", reference_time=t, episode_id="z1")
+    assert await memory.enqueue_episode(group, "I work at Acme Corp.", reference_time=t, episode_id="z1") == first
+    clash = f"episode id 'z1' ({first}) is already used by a different episode of group '{group}'"
+    with pytest.raises(InvalidInput) as refused:
+        await memory.enqueue_episode(group, "Something else.", reference_time=t, episode_id="z1")
+    assert str(refused.value) == clash
+    batch = [{"group_id": group, "content": "I live in Lima.", "reference_time": t + timedelta(days=1)},
+             {"group_id": group, "content": "Something else.", "reference_time": t, "episode_id": "z1"}]
+    with pytest.raises(InvalidInput) as refused:
+        await memory.enqueue_episodes(batch)
+    assert str(refused.value) == f"episode 2: {clash}"
+    assert [e.content for e in await memory.get_episodes(group)] == ["I work at Acme Corp."]
+    ids = await memory.enqueue_episodes([batch[0], {**batch[1], "content": "I work at Acme Corp."}])
+    assert ids[1] == first and [e.content for e in await memory.get_episodes(group)] == [
+        "I work at Acme Corp.", "I live in Lima."]
 
 
 def test_sql_uuid5_equals_python(queue_dsn):

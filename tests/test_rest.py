@@ -121,6 +121,24 @@ async def test_messages_batch_and_wait(server):
     assert len(listed) == 3
 
 
+async def test_an_episode_id_used_for_other_content_is_a_400_and_its_batch_stores_nothing(server, rest_memory):
+    client, _ = server
+    _, key = await create_key(rest_memory.pool, "reuse", read=[], write=["group-reuse"])
+    headers, url = {"X-API-Key": key}, "/v1/groups/group-reuse/episodes"
+    tea = {"content": "I like tea.", "actor": "Bo", "episode_id": "bo-1", "reference_time": "2024-03-01T09:00:00Z"}
+    assert (await client.post(url, headers=headers, json=tea)).status_code == 202
+    assert (await client.post(url, headers=headers, json=tea)).status_code == 202  # the same episode again: a no-op
+    r = await client.post(url, headers=headers, json={**tea, "content": "I like coffee."})
+    assert error(r) == (400, "invalid_input")
+    assert r.json()["error"]["message"].startswith("episode id 'bo-1' (") and "already used" in r.text
+    r = await client.post(f"{url}/batch", headers=headers, json={"episodes": [
+        {"content": "I like rain.", "actor": "Bo", "reference_time": "2024-03-02T09:00:00Z"},
+        {**tea, "content": "I like coffee."}]})
+    assert error(r) == (400, "invalid_input") and r.json()["error"]["message"].startswith("episode 2: episode id 'bo-1'")
+    listed = (await client.get(url, headers=headers)).json()["episodes"]
+    assert [e["content"] for e in listed] == ["I like tea."]
+
+
 async def test_graph_reads_fact_history_and_deletes(server):
     client, keys = server
     h = keys["a"]

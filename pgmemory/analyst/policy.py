@@ -64,8 +64,41 @@ def single_query(statements: list) -> exp.Expr:
     return query
 
 
-def _cte_names(query: exp.Expr) -> set[str]:
-    return {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+def _identifier_name(ident: exp.Identifier) -> str:
+    """A name as Postgres compares it: folded to lower case unless quoted."""
+    return ident.this if ident.quoted else ident.this.lower()
+
+
+def _names(ctes: list[exp.Expr]) -> set[str]:
+    """The names these CTEs define."""
+    aliases = (c.args.get("alias") for c in ctes if isinstance(c, exp.CTE))
+    return {_identifier_name(a.this) for a in aliases if a is not None and isinstance(a.this, exp.Identifier)}
+
+
+def _visible_ctes(node: exp.Expr) -> set[str]:
+    """The CTE names visible at `node`, by Postgres's scoping: the WITH of each enclosing query
+    (for its body), and inside a CTE's own definition only the CTEs listed before it (every one
+    of its list, itself included, under WITH RECURSIVE)."""
+    visible: set[str] = set()
+    child, parent = node, node.parent
+    while parent is not None:
+        if isinstance(parent, exp.With):
+            ctes = list(parent.expressions)
+            if not parent.args.get("recursive"):
+                ctes = ctes[:next((i for i, c in enumerate(ctes) if c is child), 0)]
+            visible |= _names(ctes)
+        else:
+            with_ = next((v for v in parent.args.values() if isinstance(v, exp.With)), None)
+            if with_ is not None and with_ is not child:
+                visible |= _names(list(with_.expressions))
+        child, parent = parent, parent.parent
+    return visible
+
+
+def _is_cte(table: exp.Table) -> bool:
+    """Does this table reference name a CTE (unqualified, with a CTE of that name visible here)?"""
+    return (isinstance(table.this, exp.Identifier) and not table.text("db") and not table.text("catalog")
+            and _identifier_name(table.this) in _visible_ctes(table))
 
 
 def _function_name(node: exp.Func) -> tuple[str | None, str]:
@@ -79,12 +112,11 @@ def _function_name(node: exp.Func) -> tuple[str | None, str]:
 
 def check(query: exp.Expr) -> None:
     """Refuse anything but reads of the analyst views through allowed functions (raises InvalidInput)."""
-    ctes = _cte_names(query)
     for node in query.walk():
         if isinstance(node, FORBIDDEN):
             raise _refuse(f"only reads are allowed: {node.key.upper()} is refused")
         if isinstance(node, exp.Table):
-            _check_table(node, ctes)
+            _check_table(node)
         elif isinstance(node, exp.Anonymous):
             schema, name = _function_name(node)
             if name not in ALLOWED_FUNCTIONS or (schema is not None and schema not in FUNCTION_SCHEMAS):
@@ -98,7 +130,7 @@ def _generated_name(node: exp.Func) -> str:
     return match.group(1).lower() if match else node.key
 
 
-def _check_table(table: exp.Table, ctes: set[str]) -> None:
+def _check_table(table: exp.Table) -> None:
     if isinstance(table.this, exp.Func):  # a set-returning function in FROM
         name = table.this.name.lower() if isinstance(table.this, exp.Anonymous) else _generated_name(table.this)
         schema = table.text("db").lower() or None
@@ -114,7 +146,7 @@ def _check_table(table: exp.Table, ctes: set[str]) -> None:
     schema = table.text("db").lower()
     if table.text("catalog") or (schema and schema != "pgmemory"):
         raise _refuse(f"{table.sql()} is not an analyst view: use {', '.join(sorted(ALLOWED_VIEWS))}")
-    if not schema and name.lower() in ctes:
+    if _is_cte(table):
         return
     if name not in ALLOWED_VIEWS:
         raise _refuse(f"{name} is not an analyst view: use {', '.join(sorted(ALLOWED_VIEWS))}")
@@ -122,9 +154,8 @@ def _check_table(table: exp.Table, ctes: set[str]) -> None:
 
 def qualify_views(query: exp.Expr) -> exp.Expr:
     """Name schema pgmemory on every analyst view (so no search_path can redirect a name)."""
-    ctes = _cte_names(query)
-    for table in query.find_all(exp.Table):
-        if isinstance(table.this, exp.Identifier) and not table.text("db") and table.name.lower() not in ctes:
+    for table in list(query.find_all(exp.Table)):
+        if isinstance(table.this, exp.Identifier) and not table.text("db") and not _is_cte(table):
             table.set("db", exp.to_identifier("pgmemory"))
         elif isinstance(table.this, exp.Anonymous) and table.this.name.lower() in (
                 "entities_at", "entity_versions_of") and not table.text("db"):

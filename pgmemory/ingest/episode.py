@@ -63,6 +63,13 @@ def episode_uuid(group_id: str, episode_id: Any) -> uuid.UUID:
         return uuid.uuid5(EPISODE_NAMESPACE, f"{group_id}\x1f{episode_id}")
 
 
+def id_in_use(ep: Episode, given: Any = None) -> InvalidInput:
+    """The refusal of an episode whose id its group already uses for a different episode (named
+    as the writer gave it, and as the UUID it stands for)."""
+    named = f"{given!r:.80} ({ep.id})" if isinstance(given, str) and given != str(ep.id) else str(ep.id)
+    return InvalidInput(f"episode id {named} is already used by a different episode of group {ep.group_id!r:.80}")
+
+
 def default_episode_uuid(group_id: str, actor: str | None, reference_time: datetime, content: str) -> uuid.UUID:
     """The id of an episode given without one: derived from (group, actor, reference time as an
     instant, content), so re-running an interrupted ingest finds the episodes it already stored."""

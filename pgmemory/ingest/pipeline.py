@@ -25,11 +25,10 @@ from datetime import datetime, timedelta
 import asyncpg
 from pgvector import Vector
 
-from pgmemory.errors import InvalidInput
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
-from pgmemory.ingest.episode import Episode
+from pgmemory.ingest.episode import Episode, id_in_use
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
@@ -394,7 +393,7 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
                                  ep.group_id, ep.id)
     if stored["content"] != ep.content:
-        raise InvalidInput(f"episode id {ep.id} is already used by a different episode of group {ep.group_id!r}")
+        raise id_in_use(ep)
     return stored["status"]
 
 

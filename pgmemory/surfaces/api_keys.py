@@ -40,6 +40,12 @@ class ApiKey:
         """May this key read `group`? (Writing implies reading.)"""
         return self.can_write(group) or ALL_GROUPS in self.read_groups or group in self.read_groups
 
+    def readable_groups(self) -> tuple[str, ...] | None:
+        """The groups this key may read (None: every group)."""
+        if ALL_GROUPS in self.read_groups or ALL_GROUPS in self.write_groups:
+            return None
+        return tuple(sorted(set(self.read_groups) | set(self.write_groups)))
+
 
 def _hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()

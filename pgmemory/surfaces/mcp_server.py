@@ -16,7 +16,8 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import ValidationError
 
 from pgmemory.errors import PgMemoryError
 from pgmemory.ingest.pipeline import IngestError
@@ -26,7 +27,7 @@ from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import ingest_json, time_or_now
+from pgmemory.surfaces.wire import ingest_json, time_or_now, validation_line
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -47,6 +48,20 @@ class State:
     default_group: str | None = None
 
 
+class Server(MCPServer):
+    """MCPServer whose refusal of a tool's arguments (wrong type, missing) is one line naming the
+    argument, not pydantic's multi-line report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {validation_line(exc.__cause__.errors())}") \
+                from exc.__cause__
+
+
 def build_server(memory: Memory | None = None, *, default_group: str | None = None, auth: bool = True,
                  worker_concurrency: int = 1, open_options: dict[str, Any] | None = None) -> MCPServer:
     """The MCP server. With `memory`, that one is used (and not closed); otherwise Memory.open at
@@ -61,7 +76,7 @@ def build_server(memory: Memory | None = None, *, default_group: str | None = No
             state.keys = KeyStore(mem.pool) if auth else None
             yield {}
 
-    server = MCPServer("pgmemory", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
+    server = Server("pgmemory", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
     _tools(server, state)
     return server
 
@@ -229,11 +244,16 @@ def _tools(server: MCPServer, state: State) -> None:
     @server.tool()
     @_tool_errors
     async def get_status(ctx: Context) -> dict[str, Any]:
-        """Is the server connected to Postgres; episodes waiting in the queue."""
-        await _key(ctx, state)
+        """Is the server connected to Postgres; episodes waiting in the queue (of the groups the
+        caller's key may read; over stdio, of every group)."""
+        key = await _key(ctx, state)
+        groups = None if key is None else key.readable_groups()
+        if groups is not None:
+            narrow_to(groups)
         try:
             waiting = await mem().pool.fetchval(
-                "SELECT count(*) FROM pgmemory.episodes WHERE status IN ('pending', 'processing')", timeout=5)
+                "SELECT count(*) FROM pgmemory.episodes WHERE status IN ('pending', 'processing')"
+                " AND ($1::text[] IS NULL OR group_id = ANY($1))", groups, timeout=5)
         except Exception as exc:  # noqa: BLE001 - reported, not raised: this is the health tool
             return {"status": "error", "message": f"database not reachable: {type(exc).__name__}"}
         return {"status": "ok", "message": "connected to Postgres", "episodes_queued": waiting}

@@ -23,14 +23,14 @@ from pgmemory.errors import DatabaseTimeout, DatabaseUnavailable, InvalidInput, 
 from pgmemory.ingest.episode import validate_group_id
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import IngestError
-from pgmemory.memory import Memory, validate_batch
+from pgmemory.memory import Memory
 from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now
+from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now, validation_line
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -136,9 +136,7 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return _error(422, "invalid_request", f"{where or 'body'}: {first.get('msg', 'invalid request')}")
+        return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -233,13 +231,7 @@ def _routes(app: FastAPI) -> None:
         allow(key, [group_id], write=True)
         items = [{**e.model_dump(exclude_none=True), "group_id": group_id,
                   "reference_time": e.reference_time or time_or_now(None)} for e in body.episodes]
-        episodes = validate_batch(items)
-        mem = _memory(request)
-        ids = []
-        for ep in episodes:
-            ids.append(await mem.enqueue_episode(
-                ep.group_id, ep.content, kind=ep.kind, actor=ep.actor, reference_time=ep.reference_time,
-                source_description=ep.source_description, episode_id=ep.id, metadata=ep.metadata))
+        ids = await _memory(request).enqueue_episodes(items)
         return {"group_id": group_id, "status": "pending", "episode_ids": [str(i) for i in ids]}
 
     @app.post("/v1/groups/{group_id}/messages", status_code=202, tags=["episodes"],

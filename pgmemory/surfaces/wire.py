@@ -18,6 +18,15 @@ TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetim
 FILTER_FIELDS = tuple(f.name for f in fields(SearchFilters))
 
 
+def validation_line(errors: list[Any]) -> str:
+    """pydantic's validation errors as one line: where the first is (a dotted path, "body" left
+    out) and what is wrong there."""
+    first = errors[0] if errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    line = f"{where or 'body'}: {first.get('msg', 'invalid request')}"
+    return line.splitlines()[0]
+
+
 def filters_from_json(data: dict[str, Any] | None) -> SearchFilters:
     """SearchFilters from a JSON object: times as ISO 8601 strings with a zone, lists as lists."""
     if data is None:
