@@ -19,7 +19,7 @@ from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, i
                                      validate_episode, validate_group_id, validate_group_ids)
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
-                                      expire_dead_leases, fact_embedding_text)
+                                      expire_dead_leases, fact_embedding_text, retry_serialization)
 from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult, reembed
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
@@ -414,24 +414,30 @@ class Memory:
             raise InvalidInput("attributes must be an object")
         sentence = fact_embedding_text(ExtractedFact(source.strip(), target.strip(), relation.strip(), fact.strip()))
         src_vec, tgt_vec, fact_vec = await self.embedder.embed([source.strip(), target.strip(), sentence])
-        async with self.pool.acquire() as conn:
-            try:
+
+        async def write() -> dict[str, Any]:
+            async with self.pool.acquire() as conn:
                 return await conn.fetchval(
                     "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,"
                     " $12, $13, $14)", group, source, relation, target, fact, *times[:2], negated,
                     functional, dict(attributes or {}), times[2], fact_vec, src_vec, tgt_vec)
-            except asyncpg.InvalidParameterValueError as exc:
-                raise InvalidInput(str(exc).splitlines()[0]) from None
+        try:  # retried when a concurrent writer of the group got in first (40001)
+            return await retry_serialization(write)
+        except asyncpg.InvalidParameterValueError as exc:
+            raise InvalidInput(str(exc).splitlines()[0]) from None
 
     async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
         """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
         group = validate_group_id(group_id)
         fid = check_uuid(fact_id, "fact id")
-        async with self.pool.acquire() as conn:
-            try:
+
+        async def write() -> dict[str, Any]:
+            async with self.pool.acquire() as conn:
                 return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
-            except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+        try:  # retried when a concurrent writer of the group got in first (40001)
+            return await retry_serialization(write)
+        except asyncpg.NoDataFoundError:
+            raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
 
     async def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
                       batch: int = DEFAULT_BATCH, restart: bool = False,

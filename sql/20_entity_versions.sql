@@ -8,7 +8,10 @@ BEGIN
        IS NOT DISTINCT FROM (NEW.name, NEW.labels, NEW.summary, NEW.attributes) THEN
         RETURN NEW;
     END IF;
-    IF OLD.updated_at < now() THEN
+    IF OLD.updated_at > now() THEN  -- recorded by a concurrent writer after this transaction began
+        RAISE EXCEPTION 'entity % of group % changed after this transaction began (a concurrent writer): retry the transaction',
+            OLD.id, OLD.group_id USING ERRCODE = '40001';
+    ELSIF OLD.updated_at < now() THEN
         INSERT INTO pgmemory.entity_versions
             (entity_id, group_id, name, labels, summary, attributes, recorded)
         VALUES (OLD.id, OLD.group_id, OLD.name, OLD.labels, OLD.summary, OLD.attributes,

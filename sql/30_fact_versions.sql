@@ -16,6 +16,43 @@ BEGIN
 END
 $$;
 
+-- Transaction time never runs backwards: a version is recorded at now(), the start of the
+-- writing transaction, which may precede the commit of a concurrent writer of the group that
+-- recorded a version after it (a transaction that began before taking the group lock, or a
+-- statement that waited for it). Closing or extending such a version at now() would end it
+-- before it began, so the writer is refused with serialization_failure (40001) and retries in
+-- a new transaction (Memory.add_fact / retract_fact and ingestion do). Raised for fact p_id of
+-- p_group, recorded from p_recorded.
+CREATE OR REPLACE FUNCTION pgmemory_internal.fact_changed_since_start(p_group text, p_id uuid,
+                                                                   p_recorded timestamptz)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RAISE EXCEPTION 'fact % of group % changed after this transaction began (a concurrent writer): retry the transaction',
+        p_id, p_group
+        USING ERRCODE = '40001',
+              DETAIL = format('Its current version was recorded at %s; this transaction began at %s.',
+                              p_recorded, now());
+END
+$$;
+
+-- Refuse (40001) a write to lineages p_lineages of p_group when one of their believed versions
+-- was recorded after this transaction began (see fact_changed_since_start).
+CREATE OR REPLACE FUNCTION pgmemory_internal.check_lineages_since_start(p_group text, p_lineages uuid[])
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    later uuid;
+    later_at timestamptz;
+BEGIN
+    SELECT f.id, lower(f.recorded) INTO later, later_at FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND upper_inf(f.recorded)
+       AND lower(f.recorded) > now()
+     LIMIT 1;
+    IF FOUND THEN
+        PERFORM pgmemory_internal.fact_changed_since_start(p_group, later, later_at);
+    END IF;
+END
+$$;
+
 -- Record the first version of fact p_id (optionally citing an episode).
 CREATE OR REPLACE FUNCTION pgmemory.record_fact(
     p_id uuid, p_group text, p_source uuid, p_target uuid, p_relation text, p_fact text,
@@ -29,6 +66,11 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pgmemory.facts WHERE group_id = p_group AND id = p_id AND upper_inf(recorded)) THEN
         RAISE EXCEPTION 'fact % already has a current version; use pgmemory.correct_fact', p_id
             USING ERRCODE = '23505';
+    END IF;
+    -- A new interval of an existing lineage: its decision read the lineage's belief, which must
+    -- not have been recorded after this transaction's time (see fact_changed_since_start).
+    IF p_lineage IS NOT NULL AND p_lineage <> p_id THEN
+        PERFORM pgmemory_internal.check_lineages_since_start(p_group, ARRAY[p_lineage]);
     END IF;
     INSERT INTO pgmemory.facts (id, group_id, source_id, target_id, relation, fact,
                                 attributes, embedding, valid, lineage)
@@ -61,6 +103,9 @@ BEGIN
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % has no current version to correct', p_id USING ERRCODE = 'P0002';
+    END IF;
+    IF lower(cur.recorded) > now() THEN
+        PERFORM pgmemory_internal.fact_changed_since_start(p_group, p_id, lower(cur.recorded));
     END IF;
     IF lower(cur.recorded) = now() THEN
         UPDATE pgmemory.facts
@@ -107,15 +152,26 @@ $$;
 -- The primitive under retraction; writers use pgmemory.retract_fact(group, id).
 CREATE OR REPLACE FUNCTION pgmemory.withdraw_fact(p_group text, p_id uuid)
 RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    later_at timestamptz;
 BEGIN
     DELETE FROM pgmemory.facts
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) AND lower(recorded) = now();
     IF FOUND THEN
         RETURN true;
     END IF;
+    -- Only a version recorded before now() can end at now() (see fact_changed_since_start).
     UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
+     WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) AND lower(recorded) < now();
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    SELECT lower(recorded) INTO later_at FROM pgmemory.facts
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded);
-    RETURN FOUND;
+    IF FOUND THEN
+        PERFORM pgmemory_internal.fact_changed_since_start(p_group, p_id, later_at);
+    END IF;
+    RETURN false;
 END
 $$;
 

@@ -281,6 +281,7 @@ BEGIN
     END IF;
     DELETE FROM pgmemory.facts
      WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded) AND lower(recorded) = now();
+    PERFORM pgmemory_internal.check_lineages_since_start(p_group, comp);  -- 40001 (sql/30_fact_versions.sql)
     UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
      WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded);
     FOR c IN SELECT * FROM pgmemory.fact_claims

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import time
 import uuid
 from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import asyncpg
 from pgvector import Vector
@@ -40,6 +43,32 @@ CONTEXT_EPISODES = 4
 DEFAULT_LEASE_SECONDS = 300.0
 DECIDE_ROUNDS = 8  # read -> decide -> apply rounds before a busy group fails the episode (retryable)
 STATISTICS_EVERY = 25  # applied episodes per process between checks for tables that outgrew their statistics
+SERIALIZATION_ATTEMPTS = 5  # tries of a write refused with 40001 (a concurrent writer of the group, below)
+
+T = TypeVar("T")
+
+
+async def serialization_backoff(attempt: int) -> None:
+    """The pause before try `attempt` + 1 of a write refused with serialization_failure (40001):
+    short and jittered (about 10, 20, 40, 80 ms), so writers that collided do not collide again."""
+    await asyncio.sleep(0.01 * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
+
+
+async def retry_serialization(call: Callable[[], Awaitable[T]], attempts: int = SERIALIZATION_ATTEMPTS) -> T:
+    """Run `call` (one write transaction that acquires its own connection) again when the database
+    refuses it with serialization_failure (40001), at most `attempts` times in all. The fact
+    functions raise it when a concurrent writer of the group recorded a version after the
+    transaction began (its time, now(), is earlier: closing that version there would end it before
+    it began, sql/30_fact_versions.sql); a new transaction has a later time. No connection or lock
+    is held during the pause: `call` has given its connection back when it raises."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call()
+        except asyncpg.SerializationError:
+            if attempt >= attempts:
+                raise
+        await serialization_backoff(attempt)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -229,32 +258,45 @@ class Ingestor:
         sentences = [fact_embedding_text(f) for f in extraction.facts]
         name_vecs, fact_vecs = await embed_names_and_facts(self.pool, self.embedder, ep.group_id, names, sentences)
         decisions = _Decisions(self.extractor)
+        conflicts = 0
         for rounds in range(1, DECIDE_ROUNDS + 1):
             version, resolved, plan = await _decide(db, ep, extraction, name_vecs, fact_vecs, decisions, previous,
                                                     usage)
             episode_vec = await episode_embedding  # computed meanwhile; done before any lock is taken
-            out = await db.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
-                                    *_payload(ep, resolved, plan, usage, episode_vec))
-            if out["state"] == "changed":
-                # Another writer changed the group since the read. With an LLM: read again (no
-                # lock, no transaction); only questions whose candidates changed go back to it.
-                if not getattr(self.extractor, "decides_locally", False):
-                    continue
-                # A local extractor re-decides under the lock, so the next apply cannot miss.
-                started = time.perf_counter()
+            try:
+                out = await db.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
+                                        *_payload(ep, resolved, plan, usage, episode_vec))
+                if out["state"] == "changed":
+                    # Another writer changed the group since the read. With an LLM: read again (no
+                    # lock, no transaction); only questions whose candidates changed go back to it.
+                    if not getattr(self.extractor, "decides_locally", False):
+                        continue
+                    # A local extractor re-decides under the lock, so the next apply cannot miss.
+                    started = time.perf_counter()
+                    await db.release()
+                    try:
+                        async with self.pool.acquire() as conn, conn.transaction():
+                            await conn.execute("SELECT pgmemory_internal.lock_group($1)", ep.group_id)
+                            try:
+                                version, resolved, plan = await _decide(conn, ep, extraction, name_vecs,
+                                                                        fact_vecs, decisions.cached(), previous,
+                                                                        usage)
+                            except _NotDecided:
+                                continue  # cannot happen with a local extractor; read again to be safe
+                            out = await conn.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
+                                                      *_payload(ep, resolved, plan, usage, episode_vec))
+                    finally:
+                        db.seconds += time.perf_counter() - started
+            except asyncpg.SerializationError:
+                # A concurrent writer recorded a version after this apply's transaction began (its
+                # transaction time is earlier; retry_serialization): nothing was written. Read and
+                # decide again in a new round, after a short pause with no connection held.
+                conflicts += 1
+                if conflicts >= SERIALIZATION_ATTEMPTS:
+                    raise
                 await db.release()
-                try:
-                    async with self.pool.acquire() as conn, conn.transaction():
-                        await conn.execute("SELECT pgmemory_internal.lock_group($1)", ep.group_id)
-                        try:
-                            version, resolved, plan = await _decide(conn, ep, extraction, name_vecs, fact_vecs,
-                                                                    decisions.cached(), previous, usage)
-                        except _NotDecided:
-                            continue  # cannot happen with a local extractor; read again to be safe
-                        out = await conn.fetchval(_APPLY, ep.group_id, ep.id, self.owner, version,
-                                                  *_payload(ep, resolved, plan, usage, episode_vec))
-                finally:
-                    db.seconds += time.perf_counter() - started
+                await serialization_backoff(conflicts)
+                continue
             if out["state"] in ("done", "lost"):  # applied by someone else / our lease was taken over
                 return EpisodeResult(ep.id, ep.group_id, "skipped" if out["state"] == "done" else "busy")
             result = EpisodeResult(ep.id, ep.group_id, "done", decide_rounds=rounds)

@@ -238,6 +238,8 @@ BEGIN
             ('correct_fact', 'Low-level: close the believed version of a fact and record a corrected one'),
             ('invalidate_fact', 'Low-level: end a fact at a valid time (as a new version)'),
             ('withdraw_fact', 'Low-level: stop believing a fact (history kept)'),
+            ('check_lineages_since_start', 'Internal: refuse (40001, retry) a write to lineages with a version recorded after its transaction began'),
+            ('fact_changed_since_start', 'Internal: refuse (40001, retry) a write that would close a fact version recorded after its transaction began'),
             ('facts_current', 'Facts of a group true now, as known now'),
             ('facts_valid_at', 'Facts of a group true at T, as known now'),
             ('facts_as_of', 'Facts of a group true at T, as believed at T'''),
