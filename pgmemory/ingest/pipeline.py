@@ -20,8 +20,8 @@ import random
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
