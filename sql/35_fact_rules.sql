@@ -22,8 +22,8 @@
 --          es (withdrawn if it started exactly then). Exclusive: a lineage this
 --          one's claims contradict, or whose claims contradict it (a contradiction
 --          holds both ways: Acme -> Globex -> Acme ends Globex when Acme returns).
---          One that starts after es (only a claim at the same point can leave one)
---          is never ended: instead the new claim's interval ends where it begins.
+--          One that starts after es (a late-arriving statement about the past) is
+--          never ended: instead the new claim's interval ends where it begins.
 -- negate:  the open intervals of its lineage that started before
 --          t = coalesce(valid_to, ref_time) end at t; with no interval at all
 --          the statement is recorded as an interval ending at t.
@@ -318,11 +318,11 @@ $$;
 -- Store decided claim c (not stored yet: c.seq is NULL) and fold it into its group's belief:
 -- applied to the current belief when no live claim of its lineage or of an exclusive one that
 -- its place could change comes after it in fold order (statements that arrive in the order of
--- their times, a repeat that moves a start back: the usual cases),
--- else its lineages are re-folded with it in its place (a late statement about the past, a
--- return to an earlier state told out of order). Returns what apply_claim returns; after a
--- re-fold: the fact it landed on ('created' when it opened its own), and the other facts whose
--- belief changed as 'ended' (still believed) or 'withdrawn'.
+-- their times, a repeat that moves a start back: the usual cases), else its lineages are
+-- re-folded with it in its place (a late statement about the past, a return to an earlier state
+-- told out of order). Returns what apply_claim returns; after a re-fold: the fact it landed on
+-- ('created' when it opened its own), and the other facts whose belief changed as 'ended'
+-- (still believed) or 'withdrawn'.
 CREATE OR REPLACE FUNCTION pgmemory_internal.fold_claim(c pgmemory.fact_claims)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -340,10 +340,10 @@ BEGIN
     -- at its end has been ended later (by an exclusive one); for an assertion with a stated end,
     -- anything after it; for one without, in its own lineage a negation or a stated end after it
     -- (assertions without one merge the same in any order), in an exclusive lineage a claim after
-    -- it inside an
-    -- interval that held at its start (applied last, it would end that interval before that
-    -- evidence; in its place, the evidence reopens it), or anything after it when its own lineage
-    -- has claims after it too (an exclusive interval between them splits what it would merge).
+    -- it inside an interval that held at its start (applied last, it would end that interval
+    -- before that evidence; in its place, the evidence reopens it), or anything after it when its
+    -- own lineage has claims after it too (an exclusive interval between them splits what it
+    -- would merge). tests/test_fact_rules.py checks applied == re-folded on random statements.
     SELECT coalesce(bool_or(fc.lineage = c.lineage), false),
            coalesce(bool_or(fc.lineage <> c.lineage), false),
            coalesce(bool_or(CASE WHEN c.kind = 'negate' THEN fc.lineage = c.lineage OR EXISTS (
