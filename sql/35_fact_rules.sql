@@ -162,10 +162,11 @@ BEGIN
     ELSE
         landed := ids[1];
         action := 'merged';
-        -- An unknown start takes a stated one, but not past the evidence of the claims already
-        -- in it (in fold order they come first: "works at Acme", said in 2021, then "since 2022").
+        -- An unknown start takes a stated one (the claim's, or that of an interval it joins), but
+        -- not past the evidence of the claims already in it (in fold order they come first:
+        -- "works at Acme", said in 2021, then "since 2022"); with no stated start it stays unknown.
         new_lo := CASE WHEN NOT any_unknown_lo THEN least(lo, es)
-                       WHEN c.valid_from IS NOT NULL THEN least(c.valid_from, (
+                       WHEN c.valid_from IS NOT NULL OR lo IS NOT NULL THEN least(lo, es, (
                            SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time))
                              FROM pgmemory.fact_claims fc
                             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
@@ -267,10 +268,20 @@ $$;
 -- claims, writing only the differences as new versions: a fact believed
 -- exactly as before keeps its version. Returns the fact ids of the component
 -- whose belief changed (old and new ids).
-CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[])
+-- p_from (a claim's place in the fold, when only that claim was added and it brought no new
+-- contradiction between lineages that already had claims): only what a claim there can change
+-- is re-folded. The belief is the fold in valid-time order, and no claim at or after a point F
+-- can touch an interval that ended before F: with F moved back to the earliest claim of any
+-- interval that does not end before it (so no claim before F shaped one after it), the intervals
+-- that ended before F are final and the claims from F on are re-folded onto them.
+DROP FUNCTION IF EXISTS pgmemory_internal.refold_lineages(text, uuid[]);
+CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[],
+                                                            p_from timestamptz DEFAULT NULL)
 RETURNS uuid[] LANGUAGE plpgsql AS $$
 DECLARE
     comp uuid[] := pgmemory_internal.claim_component(p_group, p_seeds);
+    open_ids uuid[];  -- the intervals re-folded (all, without p_from)
+    lowest timestamptz;
     c pgmemory.fact_claims;
     landed uuid;
     r record;
@@ -279,13 +290,28 @@ BEGIN
     IF cardinality(comp) = 0 THEN
         RETURN '{}';
     END IF;
+    LOOP  -- (with p_from: moved back to the earliest claim of an interval that does not end before it)
+        open_ids := ARRAY(SELECT f.id FROM pgmemory.facts f
+                           WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded)
+                             AND (p_from IS NULL OR upper_inf(f.valid) OR upper(f.valid) >= p_from));
+        EXIT WHEN p_from IS NULL;
+        lowest := (SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time))
+                     FROM pgmemory.fact_claims fc
+                    WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.fact_id = ANY (open_ids)
+                      AND fc.kind <> 'retract' AND fc.retracted_by IS NULL);
+        EXIT WHEN lowest IS NULL OR lowest >= p_from;
+        p_from := lowest;
+    END LOOP;
     DELETE FROM pgmemory.facts
-     WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded) AND lower(recorded) = now();
+     WHERE group_id = p_group AND lineage = ANY (comp) AND id = ANY (open_ids)
+       AND upper_inf(recorded) AND lower(recorded) = now();
     PERFORM pgmemory_internal.check_lineages_since_start(p_group, comp);  -- 40001 (sql/30_fact_versions.sql)
     UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
-     WHERE group_id = p_group AND lineage = ANY (comp) AND upper_inf(recorded);
+     WHERE group_id = p_group AND lineage = ANY (comp) AND id = ANY (open_ids) AND upper_inf(recorded);
     FOR c IN SELECT * FROM pgmemory.fact_claims
               WHERE group_id = p_group AND lineage = ANY (comp) AND kind <> 'retract' AND retracted_by IS NULL
+                AND (p_from IS NULL OR fact_id IS NULL
+                     OR pgmemory_internal.fold_key(kind, valid_from, valid_to, ref_time) >= p_from)
               ORDER BY pgmemory_internal.fold_key(kind, valid_from, valid_to, ref_time), seq LOOP
         landed := (pgmemory_internal.apply_claim(c, true)->>'fact_id')::uuid;
         IF c.fact_id IS DISTINCT FROM landed THEN
@@ -326,8 +352,17 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.fold_claim(c pgmemory.fact_claims)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    near uuid[] := c.lineage || pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts);
+    before uuid[] := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, '{}');
+    near uuid[] := c.lineage || ARRAY(SELECT DISTINCT x FROM unnest(before || c.contradicts) x WHERE x <> c.lineage);
     key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, c.valid_to, c.ref_time);
+    -- It makes its lineage exclusive with one it was not exclusive with, both with claims already.
+    fresh boolean := EXISTS (SELECT FROM pgmemory.fact_claims fc
+                              WHERE fc.group_id = c.group_id AND fc.lineage = ANY (c.contradicts)
+                                AND fc.lineage <> c.lineage AND fc.lineage <> ALL (before)
+                                AND fc.kind <> 'retract' AND fc.retracted_by IS NULL)
+                     AND EXISTS (SELECT FROM pgmemory.fact_claims fc
+                                  WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
+                                    AND fc.kind <> 'retract' AND fc.retracted_by IS NULL);
     did jsonb;
     changed uuid[];
     landed uuid;
@@ -363,7 +398,14 @@ BEGIN
      WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
        AND fc.retracted_by IS NULL
        AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key;
-    IF NOT (out_of_place OR c.kind = 'assert' AND later_own AND later_other) THEN
+    -- (Assertions without an end merge the same in any order only where no claim of the lineage
+    -- bounds an interval: else one could join intervals that were apart when it came in its place.)
+    IF later_own AND NOT out_of_place THEN
+        out_of_place := EXISTS (SELECT FROM pgmemory.fact_claims fc
+                                 WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
+                                   AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL) AND fc.retracted_by IS NULL);
+    END IF;
+    IF NOT (fresh OR out_of_place OR c.kind = 'assert' AND later_own AND later_other) THEN
         did := pgmemory_internal.apply_claim(c, false, near[2:]);
         INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                           relation, fact, embedding, attributes, valid_from, valid_to,
@@ -380,7 +422,9 @@ BEGIN
             c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
             c.ref_time, c.contradicts)
     RETURNING seq INTO c.seq;
-    changed := pgmemory_internal.refold_lineages(c.group_id, near);
+    -- Only what its place can change (a suffix), unless it makes two lineages with claims
+    -- exclusive anew: their earlier intervals then meet for the first time, all is re-folded.
+    changed := pgmemory_internal.refold_lineages(c.group_id, near, CASE WHEN NOT fresh THEN key END);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
         'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
