@@ -367,11 +367,15 @@ class Memory:
         eid = episode_uuid(group, episode_id)
         if not isinstance(erase, bool):
             raise InvalidInput(f"erase must be true or false, got {erase!r}")
+        async def delete() -> dict[str, Any]:
+            async with self.pool.acquire() as conn:
+                return await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
+
+        try:  # retried when a concurrent writer of the group got in first (40001)
+            out = await retry_serialization(delete)
+        except asyncpg.NoDataFoundError:
+            raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
         async with self.pool.acquire() as conn:
-            try:
-                out = await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
-            except asyncpg.NoDataFoundError:
-                raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
             await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
                 await _vacuum_text_tables(conn)

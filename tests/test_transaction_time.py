@@ -321,6 +321,25 @@ async def test_memory_retract_fact_retries_a_serialization_failure(memory, db_ds
         assert_history_consistent(conn, group)
 
 
+async def test_memory_delete_episode_retries_a_serialization_failure(memory, db_dsn):
+    group = new_group()
+    await memory.add_episode(group, "I work at Acme.", actor="Alice", episode_id="e1",
+                             reference_time=utc("2021-01-01"))
+
+    def race():  # another writer extends the episode's fact: a version recorded after our start
+        with psycopg.connect(db_dsn, autocommit=True) as other:
+            works_for(other, group, "Alice", "Acme", "2019-01-01")
+
+    pool, memory.pool = memory.pool, RacingPool(memory.pool, race, "pgmemory.delete_episode")
+    try:
+        await memory.delete_episode(group, "e1")
+    finally:
+        memory.pool = pool
+    with psycopg.connect(db_dsn) as conn:  # the other writer's statement remains
+        assert [t for t, _ in believed_targets(conn, group, "Alice")] == ["Acme"]
+        assert_history_consistent(conn, group)
+
+
 async def test_memory_add_fact_gives_up_after_bounded_attempts():
     calls = []
 
