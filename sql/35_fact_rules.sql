@@ -329,13 +329,18 @@ BEGIN
         UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), NULL)
          WHERE group_id = p_group AND version_id = r.old_version;
     END LOOP;
-    changed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
-                      WHERE f.group_id = p_group AND f.lineage = ANY (comp)
-                        AND (lower(f.recorded) = now() OR upper(f.recorded) = now()));
+    -- Changed: the intervals re-folded whose version was closed now, and those believed from now
+    -- (read by key and by the current versions' lineage index, not over every version of the group).
+    changed := ARRAY(SELECT f.id FROM pgmemory.facts f
+                      WHERE f.group_id = p_group AND f.id = ANY (open_ids) AND upper(f.recorded) = now()
+                     UNION
+                     SELECT f.id FROM pgmemory.facts f
+                      WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded)
+                        AND lower(f.recorded) = now());
     INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
     SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
      WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
-       AND fc.fact_id IS NOT NULL AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
+       AND fc.fact_id = ANY (changed) AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
     ON CONFLICT DO NOTHING;
     RETURN changed;
 END
