@@ -367,12 +367,8 @@ class Memory:
         eid = episode_uuid(group, episode_id)
         if not isinstance(erase, bool):
             raise InvalidInput(f"erase must be true or false, got {erase!r}")
-        async def delete() -> dict[str, Any]:
-            async with self.pool.acquire() as conn:
-                return await conn.fetchval("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
-
-        try:  # retried when a concurrent writer of the group got in first (40001)
-            out = await retry_serialization(delete)
+        try:
+            out = await self._retried_write("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
         except asyncpg.NoDataFoundError:
             raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
         async with self.pool.acquire() as conn:
@@ -418,15 +414,11 @@ class Memory:
             raise InvalidInput("attributes must be an object")
         sentence = fact_embedding_text(ExtractedFact(source.strip(), target.strip(), relation.strip(), fact.strip()))
         src_vec, tgt_vec, fact_vec = await self.embedder.embed([source.strip(), target.strip(), sentence])
-
-        async def write() -> dict[str, Any]:
-            async with self.pool.acquire() as conn:
-                return await conn.fetchval(
-                    "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11,"
-                    " $12, $13, $14)", group, source, relation, target, fact, *times[:2], negated,
-                    functional, dict(attributes or {}), times[2], fact_vec, src_vec, tgt_vec)
-        try:  # retried when a concurrent writer of the group got in first (40001)
-            return await retry_serialization(write)
+        try:
+            return await self._retried_write(
+                "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14)",
+                group, source, relation, target, fact, *times[:2], negated, functional, dict(attributes or {}),
+                times[2], fact_vec, src_vec, tgt_vec)
         except asyncpg.InvalidParameterValueError as exc:
             raise InvalidInput(str(exc).splitlines()[0]) from None
 
@@ -434,14 +426,18 @@ class Memory:
         """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
         group = validate_group_id(group_id)
         fid = check_uuid(fact_id, "fact id")
-
-        async def write() -> dict[str, Any]:
-            async with self.pool.acquire() as conn:
-                return await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", group, fid)
-        try:  # retried when a concurrent writer of the group got in first (40001)
-            return await retry_serialization(write)
+        try:
+            return await self._retried_write("SELECT pgmemory.retract_fact($1, $2)", group, fid)
         except asyncpg.NoDataFoundError:
             raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+
+    async def _retried_write(self, query: str, *args: Any) -> Any:
+        """One write of the SQL API (add_fact, retract_fact, delete_episode) in its own transaction,
+        run again when a concurrent writer of the group got in first (40001, retry_serialization)."""
+        async def once() -> Any:
+            async with self.pool.acquire() as conn:
+                return await conn.fetchval(query, *args)
+        return await retry_serialization(once)
 
     async def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
                       batch: int = DEFAULT_BATCH, restart: bool = False,
