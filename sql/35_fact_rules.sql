@@ -374,6 +374,7 @@ DECLARE
     later_own boolean;     -- claims after it in fold order: of its own lineage,
     later_other boolean;   -- of an exclusive one,
     out_of_place boolean;  -- and one whose place it could change
+    in_place boolean;      -- applied to the current belief (else re-folded in its place)
 BEGIN
     -- What an earlier claim's place can change (else applying it last gives the same belief):
     -- for a negation, a claim of its lineage after it, or any after it once an interval that held
@@ -410,23 +411,21 @@ BEGIN
                                  WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
                                    AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL) AND fc.retracted_by IS NULL);
     END IF;
-    IF NOT (fresh OR out_of_place OR c.kind = 'assert' AND later_own AND later_other) THEN
+    in_place := NOT (fresh OR out_of_place OR c.kind = 'assert' AND later_own AND later_other);
+    IF in_place THEN
         did := pgmemory_internal.apply_claim(c, false, near[2:]);
-        INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
-                                          relation, fact, embedding, attributes, valid_from, valid_to,
-                                          ref_time, contradicts)
-        VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
-                c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
-                c.ref_time, c.contradicts);
-        RETURN did;
     END IF;
-    INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, source_id, target_id,
+    -- Stored once, with the fact it landed on when applied in place (a re-fold sets it).
+    INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,
                                       relation, fact, embedding, attributes, valid_from, valid_to,
                                       ref_time, contradicts)
-    VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, c.source_id,
+    VALUES (c.group_id, c.episode_id, c.kind, c.id, c.lineage, (did->>'fact_id')::uuid, c.source_id,
             c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
             c.ref_time, c.contradicts)
     RETURNING seq INTO c.seq;
+    IF in_place THEN
+        RETURN did;
+    END IF;
     -- Only what its place can change (a suffix), unless it makes two lineages with claims
     -- exclusive anew: their earlier intervals then meet for the first time, all is re-folded.
     changed := pgmemory_internal.refold_lineages(c.group_id, near, CASE WHEN NOT fresh THEN key END);
