@@ -219,6 +219,10 @@ BEGIN
             ELSIF cur.lo IS NOT NULL AND es <= cur.lo THEN
                 PERFORM pgmemory.withdraw_fact(c.group_id, cur.id);
                 withdrawn := withdrawn || cur.id;
+                -- its claims are in no interval now (their evidence must not move a later
+                -- interval that reuses the id; a re-fold from after them leaves them there)
+                UPDATE pgmemory.fact_claims SET fact_id = NULL
+                 WHERE group_id = c.group_id AND lineage = ANY (excl) AND fact_id = cur.id;
             ELSE
                 PERFORM pgmemory.correct_fact(c.group_id, cur.id, cur.lo, es);
                 ended := ended || cur.id;
@@ -274,6 +278,9 @@ $$;
 -- can touch an interval that ended before F: with F moved back to the earliest claim of any
 -- interval that does not end before it (so no claim before F shaped one after it), the intervals
 -- that ended before F are final and the claims from F on are re-folded onto them.
+-- The fold runs in memory (arrays of intervals, apply_claim's rules with interval_id's choice
+-- of ids) and then writes the differences from what is believed, so a re-fold of many claims
+-- costs the writes of what changed, not one version per claim re-applied.
 DROP FUNCTION IF EXISTS pgmemory_internal.refold_lineages(text, uuid[]);
 CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[],
                                                             p_from timestamptz DEFAULT NULL)
@@ -282,9 +289,26 @@ DECLARE
     comp uuid[] := pgmemory_internal.claim_component(p_group, p_seeds);
     open_ids uuid[];  -- the intervals re-folded (all, without p_from)
     lowest timestamptz;
-    c pgmemory.fact_claims;
-    landed uuid;
-    r record;
+    -- The component's claims in fold order (c_*), where each lands now (c_land; c_fact_id: as stored).
+    c_seq bigint[]; c_kind text[]; c_id uuid[]; c_lin uuid[]; c_fact_id uuid[]; c_land uuid[];
+    c_fact text[]; c_from timestamptz[]; c_to timestamptz[]; c_ref timestamptz[]; c_ep uuid[];
+    c_live boolean[]; c_key timestamptz[];
+    -- Exclusive lineages as pairs (ex_b cannot hold with ex_a); negations' ids and sentences.
+    ex_a uuid[]; ex_b uuid[]; neg_id uuid[]; neg_fact text[];
+    -- The believed intervals while folding (s_id NULL: withdrawn); s_src: the claim whose sentence
+    -- it carries (NULL: as stored); s_ord: apply_claim's tie-break (version order).
+    s_id uuid[]; s_lin uuid[]; s_lo timestamptz[]; s_hi timestamptz[]; s_fact text[]; s_src int[];
+    s_ord bigint[];
+    next_ord bigint := 4611686018427387904;
+    -- interval_id's candidates: versions of the component no longer believed as of this transaction.
+    x_id uuid[]; x_lin uuid[]; x_lo timestamptz[]; x_hi timestamptz[];
+    -- What is believed now (d_*), to write only the differences.
+    d_id uuid[]; d_lo timestamptz[]; d_hi timestamptz[]; d_fact text[];
+    prov_fact uuid[] := '{}';
+    prov_ep uuid[] := '{}';
+    i int; k int; m int[]; t timestamptz; es timestamptz; landed uuid; excl uuid[]; cap timestamptz;
+    any_unknown_lo boolean; any_open boolean; lo timestamptz; hi timestamptz;
+    new_lo timestamptz; new_hi timestamptz; nid uuid; cl record;
     changed uuid[];
 BEGIN
     IF cardinality(comp) = 0 THEN
@@ -302,33 +326,195 @@ BEGIN
         EXIT WHEN lowest IS NULL OR lowest >= p_from;
         p_from := lowest;
     END LOOP;
-    DELETE FROM pgmemory.facts
-     WHERE group_id = p_group AND lineage = ANY (comp) AND id = ANY (open_ids)
-       AND upper_inf(recorded) AND lower(recorded) = now();
     PERFORM pgmemory_internal.check_lineages_since_start(p_group, comp);  -- 40001 (sql/30_fact_versions.sql)
-    UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), now())
-     WHERE group_id = p_group AND lineage = ANY (comp) AND id = ANY (open_ids) AND upper_inf(recorded);
-    FOR c IN SELECT * FROM pgmemory.fact_claims
-              WHERE group_id = p_group AND lineage = ANY (comp) AND kind <> 'retract' AND retracted_by IS NULL
-                AND (p_from IS NULL OR fact_id IS NULL
-                     OR pgmemory_internal.fold_key(kind, valid_from, valid_to, ref_time) >= p_from)
-              ORDER BY pgmemory_internal.fold_key(kind, valid_from, valid_to, ref_time), seq LOOP
-        landed := (pgmemory_internal.apply_claim(c, true)->>'fact_id')::uuid;
-        IF c.fact_id IS DISTINCT FROM landed THEN
-            UPDATE pgmemory.fact_claims SET fact_id = landed WHERE group_id = p_group AND seq = c.seq;
+
+    SELECT array_agg(seq ORDER BY fk, seq), array_agg(kind ORDER BY fk, seq), array_agg(id ORDER BY fk, seq),
+           array_agg(lineage ORDER BY fk, seq), array_agg(fact_id ORDER BY fk, seq),
+           array_agg(fact ORDER BY fk, seq), array_agg(valid_from ORDER BY fk, seq),
+           array_agg(valid_to ORDER BY fk, seq), array_agg(ref_time ORDER BY fk, seq),
+           array_agg(episode_id ORDER BY fk, seq), array_agg(retracted_by IS NULL ORDER BY fk, seq),
+           array_agg(fk ORDER BY fk, seq)
+      INTO c_seq, c_kind, c_id, c_lin, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
+      FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk
+              FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)) fc;
+    c_seq := coalesce(c_seq, '{}');
+    c_land := c_fact_id;
+    SELECT array_agg(a), array_agg(b) INTO ex_a, ex_b FROM (
+        SELECT DISTINCT a, b FROM (
+            SELECT fc.lineage AS a, unnest(fc.contradicts) AS b FROM pgmemory.fact_claims fc
+             WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL
+            UNION ALL
+            SELECT unnest(fc.contradicts), fc.lineage FROM pgmemory.fact_claims fc
+             WHERE fc.group_id = p_group AND fc.contradicts && comp AND fc.retracted_by IS NULL) p
+         WHERE a <> b) e;
+    SELECT array_agg(x), array_agg(f) INTO neg_id, neg_fact FROM unnest(c_id, c_kind, c_fact) AS u(x, kd, f)
+     WHERE kd = 'negate';
+    SELECT array_agg(f.id ORDER BY f.version_id), array_agg(lower(f.valid) ORDER BY f.version_id),
+           array_agg(upper(f.valid) ORDER BY f.version_id), array_agg(f.fact ORDER BY f.version_id),
+           array_agg(f.lineage ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids)),
+           array_agg(f.id ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids)),
+           array_agg(lower(f.valid) ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids)),
+           array_agg(upper(f.valid) ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids)),
+           array_agg(f.fact ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids)),
+           array_agg(f.version_id ORDER BY f.version_id) FILTER (WHERE f.id <> ALL (open_ids))
+      INTO d_id, d_lo, d_hi, d_fact, s_lin, s_id, s_lo, s_hi, s_fact, s_ord
+      FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded);
+    s_id := coalesce(s_id, '{}');
+    s_src := array_fill(NULL::int, ARRAY[cardinality(s_id)]);
+    -- No longer believed as of this transaction: the re-folded intervals as stored before it, and
+    -- versions it closed (one written in it and re-folded is gone, not closed).
+    SELECT array_agg(f.id), array_agg(f.lineage), array_agg(lower(f.valid)), array_agg(upper(f.valid))
+      INTO x_id, x_lin, x_lo, x_hi
+      FROM pgmemory.facts f
+     WHERE f.group_id = p_group AND f.lineage = ANY (comp)
+       AND (upper(f.recorded) = now() OR f.id = ANY (open_ids) AND upper_inf(f.recorded) AND lower(f.recorded) < now());
+
+    FOR i IN 1 .. coalesce(cardinality(c_seq), 0) LOOP
+        CONTINUE WHEN c_kind[i] = 'retract' OR NOT c_live[i] OR c_key[i] < p_from;
+        es := coalesce(c_from[i], c_ref[i]);
+        landed := NULL;
+        m := ARRAY(SELECT j FROM generate_subscripts(s_id, 1) j
+                    WHERE s_id[j] IS NOT NULL AND s_lin[j] = c_lin[i]
+                      AND (c_kind[i] = 'negate' OR (s_lo[j] IS NULL OR s_lo[j] <= coalesce(c_to[i], 'infinity'))
+                                                   AND (s_hi[j] IS NULL OR es <= s_hi[j]))
+                    ORDER BY s_lo[j] NULLS FIRST, s_ord[j]);
+        IF cardinality(m) = 0 THEN
+            -- A new interval (apply_claim: none of its lineage for a negation, none it touches for an
+            -- assertion), its id as interval_id chooses: the claim's last landing, else a closed
+            -- interval of its lineage it overlaps or touches, else its own id; never one believed.
+            t := coalesce(c_to[i], c_ref[i]);
+            nid := CASE WHEN coalesce(c_fact_id[i] <> ALL (s_id), true) THEN c_fact_id[i] END;
+            IF nid IS NULL THEN
+                nid := (SELECT x_id[j] FROM generate_subscripts(x_id, 1) j
+                         WHERE x_lin[j] = c_lin[i] AND coalesce(x_id[j] <> ALL (s_id), true)
+                           AND x_id[j] IN (SELECT c_land[q] FROM generate_subscripts(c_land, 1) q
+                                            WHERE c_lin[q] = c_lin[i])
+                           AND (x_lo[j] IS NULL OR x_lo[j] <= coalesce(c_to[i], 'infinity'))
+                           AND (x_hi[j] IS NULL OR es <= x_hi[j])
+                         ORDER BY x_lo[j] NULLS FIRST, j LIMIT 1);
+            END IF;
+            IF nid IS NULL THEN
+                nid := CASE WHEN coalesce(c_id[i] <> ALL (s_id), true) THEN c_id[i] ELSE gen_random_uuid() END;
+            END IF;
+            s_id := s_id || nid;
+            s_lin := s_lin || c_lin[i];
+            s_lo := s_lo || CASE WHEN c_kind[i] = 'negate' THEN CASE WHEN c_from[i] < t THEN c_from[i] END
+                                 WHEN c_to[i] IS NULL OR c_from[i] < c_to[i] THEN c_from[i] END;
+            s_hi := s_hi || CASE WHEN c_kind[i] = 'negate' THEN t ELSE c_to[i] END;
+            s_fact := s_fact || c_fact[i];
+            s_src := s_src || i;
+            next_ord := next_ord + 1;
+            s_ord := s_ord || next_ord;
+            landed := nid;
+        ELSIF c_kind[i] = 'negate' THEN
+            -- its lineage's open intervals that started before t end at t
+            t := coalesce(c_to[i], c_ref[i]);
+            FOREACH k IN ARRAY m LOOP
+                IF s_hi[k] IS NULL AND (s_lo[k] IS NULL OR s_lo[k] < t) THEN
+                    s_hi[k] := t;
+                    landed := coalesce(landed, s_id[k]);
+                END IF;
+            END LOOP;
+            landed := coalesce(landed, s_id[m[1]]);
+        ELSE
+            -- merge into the intervals it overlaps or touches (see apply_claim)
+            landed := s_id[m[1]];
+            SELECT bool_or(s_lo[j] IS NULL), min(s_lo[j]), bool_or(s_hi[j] IS NULL), max(s_hi[j])
+              INTO any_unknown_lo, lo, any_open, hi FROM unnest(m) j;
+            new_lo := CASE WHEN NOT any_unknown_lo THEN least(lo, es)
+                           WHEN c_from[i] IS NOT NULL OR lo IS NOT NULL THEN least(lo, es, (
+                               SELECT min(c_key[q]) FROM generate_subscripts(c_seq, 1) q
+                                WHERE c_lin[q] = c_lin[i] AND c_kind[q] = 'assert' AND c_live[q]
+                                  AND c_land[q] IN (SELECT s_id[j] FROM unnest(m) j))) END;
+            new_hi := CASE WHEN any_open THEN c_to[i]
+                           WHEN c_to[i] IS NULL AND es >= hi THEN NULL
+                           WHEN c_to[i] IS NULL THEN hi ELSE greatest(hi, c_to[i]) END;
+            IF new_lo >= new_hi THEN
+                new_lo := NULL;
+            END IF;
+            FOR j IN 2 .. cardinality(m) LOOP  -- joined: their claims now land on the first
+                FOR q IN 1 .. cardinality(c_seq) LOOP
+                    IF c_lin[q] = c_lin[i] AND c_land[q] = s_id[m[j]] THEN
+                        c_land[q] := landed;
+                    END IF;
+                END LOOP;
+                s_id[m[j]] := NULL;
+            END LOOP;
+            k := m[1];
+            IF landed = ANY (neg_id) AND s_fact[k] <> c_fact[i] AND s_fact[k] = (
+                   SELECT neg_fact[j] FROM generate_subscripts(neg_id, 1) j WHERE neg_id[j] = landed LIMIT 1) THEN
+                s_fact[k] := c_fact[i];  -- an interval opened by a negation takes the asserting sentence
+                s_src[k] := i;
+            END IF;
+            s_lo[k] := new_lo;
+            s_hi[k] := new_hi;
+        END IF;
+        c_land[i] := landed;
+        IF c_ep[i] IS NOT NULL THEN
+            prov_fact := prov_fact || landed;
+            prov_ep := prov_ep || c_ep[i];
+        END IF;
+        CONTINUE WHEN c_kind[i] = 'negate';
+
+        -- contradictions (both ways): end what held at es; never end what only began after es.
+        excl := ARRAY(SELECT ex_b[j] FROM generate_subscripts(ex_a, 1) j WHERE ex_a[j] = c_lin[i]);
+        CONTINUE WHEN cardinality(excl) = 0;
+        cap := NULL;
+        FOR k IN SELECT j FROM generate_subscripts(s_id, 1) j
+                  WHERE s_id[j] IS NOT NULL AND s_lin[j] = ANY (excl) ORDER BY s_ord[j] LOOP
+            CONTINUE WHEN s_hi[k] IS NOT NULL AND s_hi[k] <= es;
+            IF s_lo[k] IS NOT NULL AND es < s_lo[k] THEN
+                cap := least(cap, s_lo[k]);
+            ELSIF s_lo[k] IS NOT NULL AND es <= s_lo[k] THEN
+                FOR q IN 1 .. cardinality(c_seq) LOOP  -- its claims are in no interval now
+                    IF c_land[q] = s_id[k] THEN
+                        c_land[q] := NULL;
+                    END IF;
+                END LOOP;
+                s_id[k] := NULL;
+            ELSE
+                s_hi[k] := es;
+                IF c_ep[i] IS NOT NULL THEN
+                    prov_fact := prov_fact || s_id[k];
+                    prov_ep := prov_ep || c_ep[i];
+                END IF;
+            END IF;
+        END LOOP;
+        IF cap IS NOT NULL THEN
+            k := array_position(s_id, landed);
+            IF s_hi[k] IS NULL OR s_hi[k] > cap THEN
+                s_lo[k] := CASE WHEN s_lo[k] < cap THEN s_lo[k] END;
+                s_hi[k] := cap;
+            END IF;
         END IF;
     END LOOP;
-    -- Believed as before: drop the new version and keep believing the old one.
-    FOR r IN SELECT n.version_id AS new_version, o.version_id AS old_version
-               FROM pgmemory.facts n
-               JOIN pgmemory.facts o ON o.id = n.id AND o.group_id = n.group_id
-                AND upper(o.recorded) = now() AND o.valid = n.valid AND o.fact = n.fact
-              WHERE n.group_id = p_group AND n.lineage = ANY (comp)
-                AND upper_inf(n.recorded) AND lower(n.recorded) = now() LOOP
-        DELETE FROM pgmemory.facts WHERE group_id = p_group AND version_id = r.new_version;
-        UPDATE pgmemory.facts SET recorded = tstzrange(lower(recorded), NULL)
-         WHERE group_id = p_group AND version_id = r.old_version;
+
+    -- Write the differences: believed intervals gone, changed, new.
+    d_id := coalesce(d_id, '{}');
+    FOR i IN 1 .. cardinality(d_id) LOOP
+        k := array_position(s_id, d_id[i]);
+        IF k IS NULL THEN
+            PERFORM pgmemory.withdraw_fact(p_group, d_id[i]);
+        ELSIF s_lo[k] IS DISTINCT FROM d_lo[i] OR s_hi[k] IS DISTINCT FROM d_hi[i] OR s_fact[k] <> d_fact[i] THEN
+            PERFORM pgmemory.correct_fact(p_group, d_id[i], s_lo[k], s_hi[k], NULL,
+                                          CASE WHEN s_fact[k] <> d_fact[i] THEN s_fact[k] END,
+                                          CASE WHEN s_fact[k] <> d_fact[i] THEN (
+                                              SELECT fc.embedding FROM pgmemory.fact_claims fc
+                                               WHERE fc.group_id = p_group AND fc.seq = c_seq[s_src[k]]) END);
+        END IF;
     END LOOP;
+    FOR k IN 1 .. cardinality(s_id) LOOP
+        CONTINUE WHEN s_id[k] IS NULL OR s_id[k] = ANY (d_id);
+        SELECT * INTO cl FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.seq = c_seq[s_src[k]];
+        PERFORM pgmemory.record_fact(s_id[k], p_group, cl.source_id, cl.target_id, cl.relation, cl.fact,
+                                     s_lo[k], s_hi[k], cl.embedding, cl.attributes, NULL, cl.lineage);
+    END LOOP;
+    FOR i IN 1 .. cardinality(c_seq) LOOP  -- where each claim landed, when that moved
+        CONTINUE WHEN c_land[i] IS NOT DISTINCT FROM c_fact_id[i];
+        UPDATE pgmemory.fact_claims SET fact_id = c_land[i] WHERE group_id = p_group AND seq = c_seq[i];
+    END LOOP;
+
     -- Changed: the intervals re-folded whose version was closed now, and those believed from now
     -- (read by key and by the current versions' lineage index, not over every version of the group).
     changed := ARRAY(SELECT f.id FROM pgmemory.facts f
@@ -337,6 +523,9 @@ BEGIN
                      SELECT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded)
                         AND lower(f.recorded) = now());
+    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+    SELECT DISTINCT p.f, p.e, p_group FROM unnest(prov_fact, prov_ep) AS p(f, e)
+    ON CONFLICT DO NOTHING;
     INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
     SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
      WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
