@@ -57,39 +57,17 @@ BEGIN  -- (PL/pgSQL: its plan is kept by the session; a SQL function's was made 
 END
 $$;
 
--- The id of a new interval that claim c opens in a re-fold: the id this claim's interval had
--- before (its last landing), else that of an interval of its lineage the re-fold closed that the
--- claim overlaps or touches, else its own id; never an id believed now (then a new one). So a
--- re-fold keeps fact ids where the belief keeps its intervals ("works at Acme since 2019", arriving
--- after "since 2020", extends that fact rather than replacing it).
-CREATE OR REPLACE FUNCTION pgmemory_internal.interval_id(c pgmemory.fact_claims)
-RETURNS uuid LANGUAGE sql VOLATILE AS $$
-    SELECT coalesce((
-        SELECT x.id FROM (
-            SELECT c.fact_id AS id, 0 AS pref, NULL::timestamptz AS lo
-            UNION ALL
-            SELECT f.id, 1, lower(f.valid) FROM pgmemory.facts f
-             WHERE f.group_id = c.group_id AND upper(f.recorded) = now()
-               AND f.id IN (SELECT fc.fact_id FROM pgmemory.fact_claims fc
-                             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage)
-               AND (lower_inf(f.valid) OR lower(f.valid) <= coalesce(c.valid_to, 'infinity'))
-               AND (upper_inf(f.valid) OR coalesce(c.valid_from, c.ref_time) <= upper(f.valid))
-            UNION ALL
-            SELECT c.id, 2, NULL) x
-         WHERE x.id IS NOT NULL
-           AND NOT EXISTS (SELECT FROM pgmemory.facts b
-                            WHERE b.group_id = c.group_id AND b.id = x.id AND upper_inf(b.recorded))
-         ORDER BY x.pref, x.lo NULLS FIRST LIMIT 1), gen_random_uuid())
-$$;
+DROP FUNCTION IF EXISTS pgmemory_internal.interval_id(pgmemory.fact_claims);  -- (now inside refold_lineages)
 
--- Apply one claim to its group's believed facts (p_refold: as part of re-folding its lineage,
--- where a new interval takes interval_id; p_excl: its exclusive lineages, when known); returns
--- what it did as
+-- Apply one claim to its group's believed facts, in place (p_excl: its exclusive lineages, when
+-- known); returns what it did as
 -- {fact_id, action (created|extended|merged|ended|withdrawn|unchanged), ended, withdrawn}.
+-- The same rules as refold_lineages' fold in memory, step by step on the stored belief (the
+-- usual, cheap case); tests/test_fact_rules.py checks that the two agree on random statements.
 DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims);
 DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims, boolean);
-CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_refold boolean DEFAULT false,
-                                                        p_excl uuid[] DEFAULT NULL)
+DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims, boolean, uuid[]);
+CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_excl uuid[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     es timestamptz := coalesce(c.valid_from, c.ref_time);
@@ -113,7 +91,7 @@ BEGIN
         t := coalesce(c.valid_to, c.ref_time);
         IF NOT EXISTS (SELECT 1 FROM pgmemory.facts f WHERE f.group_id = c.group_id
                           AND f.lineage = c.lineage AND upper_inf(f.recorded)) THEN
-            landed := CASE WHEN p_refold THEN pgmemory_internal.interval_id(c) ELSE c.id END;
+            landed := c.id;
             PERFORM pgmemory.record_fact(landed, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
                                          CASE WHEN c.valid_from < t THEN c.valid_from END, t,
                                          c.embedding, c.attributes, c.episode_id, c.lineage);
@@ -152,7 +130,7 @@ BEGIN
        AND (lower_inf(f.valid) OR lower(f.valid) <= coalesce(c.valid_to, 'infinity'))
        AND (upper_inf(f.valid) OR es <= upper(f.valid));
     IF ids IS NULL THEN
-        landed := CASE WHEN p_refold THEN pgmemory_internal.interval_id(c) ELSE c.id END;
+        landed := c.id;
         action := 'created';
         -- Without the episode: its provenance row is written once, below, for every outcome.
         PERFORM pgmemory.record_fact(landed, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
@@ -278,9 +256,13 @@ $$;
 -- can touch an interval that ended before F: with F moved back to the earliest claim of any
 -- interval that does not end before it (so no claim before F shaped one after it), the intervals
 -- that ended before F are final and the claims from F on are re-folded onto them.
--- The fold runs in memory (arrays of intervals, apply_claim's rules with interval_id's choice
--- of ids) and then writes the differences from what is believed, so a re-fold of many claims
--- costs the writes of what changed, not one version per claim re-applied.
+-- The fold runs in memory (arrays of intervals, apply_claim's rules) and then writes the
+-- differences from what is believed, so a re-fold of many claims costs the writes of what
+-- changed, not one version per claim re-applied. A new interval takes the id this claim's
+-- interval had before (its last landing), else that of an interval of its lineage no longer
+-- believed as of this transaction that the claim overlaps or touches, else the claim's own id;
+-- never an id believed (then a new one). So a re-fold keeps fact ids where the belief keeps its
+-- intervals ("works at Acme since 2019", arriving after "since 2020", extends that fact).
 DROP FUNCTION IF EXISTS pgmemory_internal.refold_lineages(text, uuid[]);
 CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[],
                                                             p_from timestamptz DEFAULT NULL)
@@ -300,7 +282,8 @@ DECLARE
     s_id uuid[]; s_lin uuid[]; s_lo timestamptz[]; s_hi timestamptz[]; s_fact text[]; s_src int[];
     s_ord bigint[];
     next_ord bigint := 4611686018427387904;
-    -- interval_id's candidates: versions of the component no longer believed as of this transaction.
+    -- Ids a new interval may take again: versions of the component no longer believed as of this
+    -- transaction.
     x_id uuid[]; x_lin uuid[]; x_lo timestamptz[]; x_hi timestamptz[];
     -- What is believed now (d_*), to write only the differences.
     d_id uuid[]; d_lo timestamptz[]; d_hi timestamptz[]; d_fact text[];
@@ -380,9 +363,8 @@ BEGIN
                                                    AND (s_hi[j] IS NULL OR es <= s_hi[j]))
                     ORDER BY s_lo[j] NULLS FIRST, s_ord[j]);
         IF cardinality(m) = 0 THEN
-            -- A new interval (apply_claim: none of its lineage for a negation, none it touches for an
-            -- assertion), its id as interval_id chooses: the claim's last landing, else a closed
-            -- interval of its lineage it overlaps or touches, else its own id; never one believed.
+            -- A new interval (none of its lineage for a negation, none it touches for an assertion),
+            -- with the id chosen as above.
             t := coalesce(c_to[i], c_ref[i]);
             nid := CASE WHEN coalesce(c_fact_id[i] <> ALL (s_id), true) THEN c_fact_id[i] END;
             IF nid IS NULL THEN
@@ -602,7 +584,7 @@ BEGIN
     END IF;
     in_place := NOT (fresh OR out_of_place OR c.kind = 'assert' AND later_own AND later_other);
     IF in_place THEN
-        did := pgmemory_internal.apply_claim(c, false, near[2:]);
+        did := pgmemory_internal.apply_claim(c, near[2:]);
     END IF;
     -- Stored once, with the fact it landed on when applied in place (a re-fold sets it).
     INSERT INTO pgmemory.fact_claims (group_id, episode_id, kind, id, lineage, fact_id, source_id, target_id,

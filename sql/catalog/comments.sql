@@ -246,7 +246,6 @@ BEGIN
             ('fact_history', 'Every version of one fact of a group, oldest belief first'),
             ('apply_claim', 'Internal: apply one claim to its group''s believed facts (the temporal rules)'),
             ('fold_claim', 'Internal: store one claim and fold it into its group''s believed facts'),
-            ('interval_id', 'Internal: the id of a new interval a claim opens in a re-fold (the one it had, when free)'),
             ('fold_key', 'Internal: the valid-time point at which a claim takes its place in a fold'),
             ('exclusive_lineages', 'Internal: the lineages that cannot hold together with a lineage (contradictions, both ways)'),
             ('claim_component', 'Internal: the lineages whose belief depends on the given ones'),
