@@ -291,7 +291,7 @@ DECLARE
     prov_ep uuid[] := '{}';
     i int; k int; m int[]; t timestamptz; es timestamptz; landed uuid; excl uuid[]; cap timestamptz;
     any_unknown_lo boolean; any_open boolean; lo timestamptz; hi timestamptz;
-    new_lo timestamptz; new_hi timestamptz; nid uuid; cl record;
+    new_lo timestamptz; new_hi timestamptz; nid uuid; cl record; one_seq bigint;
     changed uuid[];
 BEGIN
     IF cardinality(comp) = 0 THEN
@@ -472,29 +472,42 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- Write the differences: believed intervals gone, changed, new.
+    -- Write the differences: believed intervals gone, changed, new. (Statements and calls take
+    -- scalars, not elements of these arrays: Citus crashed on an array subscript as a parameter
+    -- in a delegated call.)
     d_id := coalesce(d_id, '{}');
     FOR i IN 1 .. cardinality(d_id) LOOP
         k := array_position(s_id, d_id[i]);
+        nid := d_id[i];
         IF k IS NULL THEN
-            PERFORM pgmemory.withdraw_fact(p_group, d_id[i]);
+            PERFORM pgmemory.withdraw_fact(p_group, nid);
         ELSIF s_lo[k] IS DISTINCT FROM d_lo[i] OR s_hi[k] IS DISTINCT FROM d_hi[i] OR s_fact[k] <> d_fact[i] THEN
-            PERFORM pgmemory.correct_fact(p_group, d_id[i], s_lo[k], s_hi[k], NULL,
-                                          CASE WHEN s_fact[k] <> d_fact[i] THEN s_fact[k] END,
-                                          CASE WHEN s_fact[k] <> d_fact[i] THEN (
-                                              SELECT fc.embedding FROM pgmemory.fact_claims fc
-                                               WHERE fc.group_id = p_group AND fc.seq = c_seq[s_src[k]]) END);
+            new_lo := s_lo[k];
+            new_hi := s_hi[k];
+            IF s_fact[k] = d_fact[i] THEN
+                PERFORM pgmemory.correct_fact(p_group, nid, new_lo, new_hi);
+            ELSE  -- the sentence of the claim it now carries
+                one_seq := c_seq[s_src[k]];
+                SELECT * INTO cl FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.seq = one_seq;
+                PERFORM pgmemory.correct_fact(p_group, nid, new_lo, new_hi, NULL, cl.fact, cl.embedding);
+            END IF;
         END IF;
     END LOOP;
     FOR k IN 1 .. cardinality(s_id) LOOP
         CONTINUE WHEN s_id[k] IS NULL OR s_id[k] = ANY (d_id);
-        SELECT * INTO cl FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.seq = c_seq[s_src[k]];
-        PERFORM pgmemory.record_fact(s_id[k], p_group, cl.source_id, cl.target_id, cl.relation, cl.fact,
-                                     s_lo[k], s_hi[k], cl.embedding, cl.attributes, NULL, cl.lineage);
+        nid := s_id[k];
+        new_lo := s_lo[k];
+        new_hi := s_hi[k];
+        one_seq := c_seq[s_src[k]];
+        SELECT * INTO cl FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.seq = one_seq;
+        PERFORM pgmemory.record_fact(nid, p_group, cl.source_id, cl.target_id, cl.relation, cl.fact,
+                                     new_lo, new_hi, cl.embedding, cl.attributes, NULL, cl.lineage);
     END LOOP;
     FOR i IN 1 .. cardinality(c_seq) LOOP  -- where each claim landed, when that moved
         CONTINUE WHEN c_land[i] IS NOT DISTINCT FROM c_fact_id[i];
-        UPDATE pgmemory.fact_claims SET fact_id = c_land[i] WHERE group_id = p_group AND seq = c_seq[i];
+        landed := c_land[i];
+        one_seq := c_seq[i];
+        UPDATE pgmemory.fact_claims SET fact_id = landed WHERE group_id = p_group AND seq = one_seq;
     END LOOP;
 
     -- Changed: the intervals re-folded whose version was closed now, and those believed from now
@@ -505,9 +518,10 @@ BEGIN
                      SELECT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded)
                         AND lower(f.recorded) = now());
-    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
-    SELECT DISTINCT p.f, p.e, p_group FROM unnest(prov_fact, prov_ep) AS p(f, e)
-    ON CONFLICT DO NOTHING;
+    FOR landed, nid IN SELECT DISTINCT p.f, p.e FROM unnest(prov_fact, prov_ep) AS p(f, e) LOOP
+        INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)  -- (row by row: routed on Citus)
+        VALUES (landed, nid, p_group) ON CONFLICT DO NOTHING;
+    END LOOP;
     INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
     SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
      WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
