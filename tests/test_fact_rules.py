@@ -78,6 +78,11 @@ CASES = {
     "retraction of the new value gives the old one back": (
         [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2021-01-01", "fn": True}), ("Globex", {"retract": True})],
         {"Acme": [("2020-01-01", None)]}),
+    "evidence of a withdrawn interval does not move a later one": (
+        [("Initech", {"frm": "2018-07-01", "fn": True}), ("Initech", {"ref": "2021-01-01", "fn": True}),
+         ("Globex", {"frm": "2018-07-01", "fn": True}), ("Acme", {"frm": "2018-07-01", "fn": True}),
+         ("Initech", {"frm": "2019-07-01", "fn": True})],
+        {"Acme": [("2018-07-01", "2019-07-01")], "Initech": [("2019-07-01", None)]}),
     "retraction withdraws the belief": (
         [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2020-01-01"}), ("Acme", {"retract": True})],
         {"Globex": [("2020-01-01", None)]}),
