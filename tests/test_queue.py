@@ -388,3 +388,31 @@ async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_b
         stats = await run
         await memory.close()
     assert stats.failed == 0 and all(e.startswith("communities of group") for e in stats.errors), stats.errors
+
+
+async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_goes_on(queue_dsn):
+    """An episode whose every lease ended unfinished (the worker killed mid-episode each time, as
+    an OOM kill of a huge extraction would) is failed once it took queue_max_attempts (5) leases,
+    instead of being claimed forever ahead of its group's later episodes."""
+    poison = enqueue(queue_dsn, "p-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="poison")
+    enqueue(queue_dsn, "p-a", "I live in Lima.", "2024-02-01T00:00:00Z", episode_id="next")
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        for attempt in range(1, 6):
+            # Each lease taken by a claimer that then dies: its lease simply expires.
+            (claimed,) = conn.execute("SELECT episode_id FROM pgmemory_internal.claim_episode(%s, '1 hour')",
+                                      (f"dead-{attempt}",)).fetchone()
+            assert claimed == poison
+            conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 s'"
+                         " WHERE id = %s", (poison,))
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        stats = await memory.worker(drain=True, poll_seconds=0.1).run()
+        status = await memory.episode_status(poison, "p-a")
+        assert (status["status"], status["attempts"]) == ("failed", 5)
+        assert "gave up after 5 attempts" in status["error"]
+        assert (await memory.episode_status("next", "p-a"))["status"] == "done" and stats.done == 1
+        # `pgmemory retry` still tries it (and here it finishes).
+        await memory.retry("p-a")
+        assert (await memory.episode_status(poison, "p-a"))["status"] == "done"
+    finally:
+        await memory.close()
