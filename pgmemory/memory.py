@@ -35,7 +35,7 @@ from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 from pgmemory.storage.vectors import as_vectors
-from pgmemory.validate import check_bool, check_int, check_list, check_text, check_uuid, check_uuids
+from pgmemory.validate import check_bool, check_int, check_list, check_metadata, check_text, check_uuid, check_uuids
 
 if TYPE_CHECKING:  # the analyst runner (sqlglot, ~1 s to import) loads on the first sql() call
     from pgmemory.analyst.runner import SqlResult
@@ -412,12 +412,13 @@ class Memory:
             raise InvalidInput("negated and functional must be true or false")
         if attributes is not None and not isinstance(attributes, Mapping):
             raise InvalidInput("attributes must be an object")
+        attributes = check_metadata(None if attributes is None else dict(attributes), "attributes")
         sentence = fact_embedding_text(ExtractedFact(source.strip(), target.strip(), relation.strip(), fact.strip()))
         src_vec, tgt_vec, fact_vec = await self.embedder.embed([source.strip(), target.strip(), sentence])
         try:
             return await self._retried_write(
                 "SELECT pgmemory.add_fact($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14)",
-                group, source, relation, target, fact, *times[:2], negated, functional, dict(attributes or {}),
+                group, source, relation, target, fact, *times[:2], negated, functional, attributes,
                 times[2], fact_vec, src_vec, tgt_vec)
         except asyncpg.InvalidParameterValueError as exc:
             raise InvalidInput(str(exc).splitlines()[0]) from None

@@ -53,18 +53,20 @@ async def get_episodes(conn: asyncpg.Connection, group_id: str, *, last_n: int, 
 
 
 async def get_entity(conn: asyncpg.Connection, group_id: str, entity_id: uuid.UUID) -> EntityRecord | None:
-    """One entity of the group as it is now, or None."""
-    row = await conn.fetchrow(f"SELECT {_ENTITY_COLUMNS} FROM pgmemory.entities WHERE group_id = $1 AND id = $2",
-                              group_id, entity_id)
+    """One entity of the group as it is now, or None (also for an entity retired by the retract of
+    the episodes that introduced it: it is no longer believed)."""
+    row = await conn.fetchrow(f"SELECT {_ENTITY_COLUMNS} FROM pgmemory.entities"
+                              " WHERE group_id = $1 AND id = $2 AND retired_at IS NULL", group_id, entity_id)
     return EntityRecord(**dict(row)) if row else None
 
 
 async def list_entities(conn: asyncpg.Connection, group_id: str, *, limit: int, offset: int,
                         label: str | None, name: str | None) -> list[EntityRecord]:
     """The group's entities by name (then id): a page of `limit` after `offset`, optionally only
-    those with a label or whose name contains `name` (case-insensitive)."""
+    those with a label or whose name contains `name` (case-insensitive). Retired entities (every
+    episode that introduced them was retracted) are not listed: they are no longer believed."""
     rows = await conn.fetch(
-        f"SELECT {_ENTITY_COLUMNS} FROM pgmemory.entities WHERE group_id = $1"
+        f"SELECT {_ENTITY_COLUMNS} FROM pgmemory.entities WHERE group_id = $1 AND retired_at IS NULL"
         " AND ($2::text IS NULL OR $2 = ANY (labels))"
         " AND ($3::text IS NULL OR strpos(lower(name), lower($3)) > 0)"
         " ORDER BY lower(name), id LIMIT $4 OFFSET $5",

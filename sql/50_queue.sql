@@ -163,6 +163,8 @@ $$;
 -- unfinished episode waits longest goes first. One claimer per group at
 -- a time (a try-lock, so claimers skip each other's groups instead of waiting),
 -- FOR UPDATE SKIP LOCKED on the episode; run it in its own short transaction.
+-- An episode that already took queue_max_attempts leases (setting; 5) without finishing is
+-- poisoned: it is failed with an error saying so instead of being claimed again.
 -- A few index probes per group with work, whatever the backlog (migration 0300):
 -- the groups are walked in the queue index (the next group_id above the last), each
 -- group's oldest episode and live lease are one probe each.
@@ -175,6 +177,9 @@ DECLARE
     v_now timestamptz;  -- Citus refuses volatile calls (clock_timestamp) inside an UPDATE
     ready text[] := '{}';
     waiting timestamptz[] := '{}';
+    v_attempts integer;
+    -- Leases an episode may take without finishing before it is failed as poisoned.
+    max_attempts integer := greatest(coalesce((pgmemory_internal.setting('queue_max_attempts'))::integer, 5), 1);
 BEGIN
     g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
     WHILE g IS NOT NULL LOOP
@@ -193,10 +198,23 @@ BEGIN
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.episodes b
                                WHERE b.group_id = g AND b.status = 'processing'
                                  AND b.lease_until > clock_timestamp());
-        SELECT h.id INTO v_id FROM pgmemory.episodes h
-         WHERE h.group_id = g AND h.status IN ('pending', 'processing')
-         ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
-        CONTINUE WHEN v_id IS NULL;
+        LOOP
+            SELECT h.id, h.attempts INTO v_id, v_attempts FROM pgmemory.episodes h
+             WHERE h.group_id = g AND h.status IN ('pending', 'processing')
+             ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
+            EXIT WHEN v_id IS NULL OR v_attempts < max_attempts;
+            -- A poisoned episode: every lease taken on it ended unfinished (the process working on
+            -- it was killed, or lost Postgres, each time). It fails, so its group goes on.
+            v_now := clock_timestamp();
+            UPDATE pgmemory.episodes e
+               SET status = 'failed', lease_owner = NULL, lease_until = NULL,
+                   error = format('gave up after %s attempts that did not finish (the process working on it '
+                                  'was lost each time); `pgmemory retry` tries it again', e.attempts)
+             WHERE e.group_id = g AND e.id = v_id
+               AND (e.status = 'pending' OR (e.status = 'processing' AND e.lease_until <= v_now));
+            EXIT WHEN NOT FOUND;  -- taken meanwhile: leave the group to its taker
+        END LOOP;
+        CONTINUE WHEN v_id IS NULL OR v_attempts >= max_attempts;
         v_now := clock_timestamp();
         UPDATE pgmemory.episodes e
            SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,

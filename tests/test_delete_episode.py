@@ -211,6 +211,22 @@ async def test_retract_retires_entities_it_alone_introduced(mem, group, db_dsn):
     assert await summaries(mem, group) == await summaries(mem, rest)
 
 
+async def test_retired_entities_are_not_listed_or_found(memory, group):
+    """The graph reads answer what is believed now: an entity retired by a retract is neither
+    listed (Memory.list_entities) nor found (Memory.get_entity), like search and context."""
+    await ingest(memory, group, [("a", "2020-01-10", "I work at Acme Corp."),
+                                 ("b", "2022-01-10", "I now work at Globex.")])
+    globex = next(e for e in await memory.list_entities(group) if e.name == "Globex")
+    await memory.delete_episode(group, "b")
+    assert {e.name for e in await memory.list_entities(group)} == {"Alice", "Acme Corp"}
+    assert await memory.list_entities(group, name="glob") == []
+    assert await memory.get_entity(group, globex.id) is None
+    # A later mention makes a new entity: one Globex is listed, the new one.
+    await ingest(memory, group, [("c", "2023-01-10", "I now work at Globex.")])
+    listed = [e for e in await memory.list_entities(group) if e.name == "Globex"]
+    assert len(listed) == 1 and listed[0].id != globex.id
+
+
 @pytest.mark.parametrize("erase", [False, True])
 async def test_delete_undoes_a_rename(mem, group, db_dsn, erase):
     zed = f"Zed {tag(group)} Labs"

@@ -186,6 +186,14 @@ async def test_memory_arguments_reject_loose_types(memory, group):
         await memory.add_fact(group, "Kim\x00", "WORKS_FOR", "Acme", "Kim works for Acme.")
     with pytest.raises(InvalidInput, match="valid_from .* between"):
         await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", valid_from="0001-01-01T00:00Z")
+    # Attributes Postgres cannot store as jsonb are refused in one line, nothing written (not a 500).
+    with pytest.raises(InvalidInput, match="attributes contains a NUL"):
+        await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", attributes={"x": "a\x00"})
+    with pytest.raises(InvalidInput, match="attributes is not JSON"):
+        await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", attributes={"x": float("nan")})
+    with pytest.raises(InvalidInput, match="attributes must be an object"):
+        await memory.add_fact(group, "Kim", "WORKS_FOR", "Acme", "Kim works for Acme.", attributes={1: "x"})
+    assert await memory.list_entities(group) == []
 
 
 @pytest.mark.parametrize("dim", ["0", "-3", "100000"])

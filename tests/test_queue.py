@@ -350,3 +350,69 @@ async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(queue_dsn):
         with psycopg.connect(queue_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_back(queue_dsn):
+    """Postgres dropping the worker's connections (a restart, a failover; here its backends are
+    terminated, 57P01, again and again) neither stops the worker nor fails an episode: the ones
+    interrupted go back to 'pending' and are processed again, in each group's order."""
+    for day in range(1, 41):
+        enqueue(queue_dsn, "g-lost", f"I visited Town{day}.", f"2024-01-{(day - 1) % 28 + 1:02d}T{day % 24:02d}:00:00Z")
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    worker = memory.worker(concurrency=2, poll_seconds=0.2)
+    run = asyncio.create_task(worker.run())
+    kills = 0
+    try:
+        with psycopg.connect(queue_dsn, autocommit=True) as admin:
+            for _ in range(400):
+                done = admin.execute("SELECT count(*) FROM pgmemory.episodes WHERE status = 'done'").fetchone()[0]
+                if done == 40:
+                    break
+                if kills < 8 and done >= 4 * kills:
+                    kills += admin.execute(
+                        "SELECT count(*) > 0 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()) t").fetchone()[0]
+                assert not run.done(), run.exception()
+                await asyncio.sleep(0.1)
+        states = {r["status"] for r in episodes(queue_dsn)}
+        assert kills >= 4 and states == {"done"}, (kills, states)
+        # After its listener's connection was lost too, an enqueue still wakes it at once.
+        enqueue(queue_dsn, "g-lost", "I visited Town99.", "2024-03-01T00:00:00Z")
+        for _ in range(200):
+            if {r["status"] for r in episodes(queue_dsn)} == {"done"}:
+                break
+            await asyncio.sleep(0.05)
+        assert {r["status"] for r in episodes(queue_dsn)} == {"done"}
+    finally:
+        worker.stop()
+        stats = await run
+        await memory.close()
+    assert stats.failed == 0 and all(e.startswith("communities of group") for e in stats.errors), stats.errors
+
+
+async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_goes_on(queue_dsn):
+    """An episode whose every lease ended unfinished (the worker killed mid-episode each time, as
+    an OOM kill of a huge extraction would) is failed once it took queue_max_attempts (5) leases,
+    instead of being claimed forever ahead of its group's later episodes."""
+    poison = enqueue(queue_dsn, "p-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="poison")
+    enqueue(queue_dsn, "p-a", "I live in Lima.", "2024-02-01T00:00:00Z", episode_id="next")
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        for attempt in range(1, 6):
+            # Each lease taken by a claimer that then dies: its lease simply expires.
+            (claimed,) = conn.execute("SELECT episode_id FROM pgmemory_internal.claim_episode(%s, '1 hour')",
+                                      (f"dead-{attempt}",)).fetchone()
+            assert claimed == poison
+            conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 s'"
+                         " WHERE id = %s", (poison,))
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        stats = await memory.worker(drain=True, poll_seconds=0.1).run()
+        status = await memory.episode_status(poison, "p-a")
+        assert (status["status"], status["attempts"]) == ("failed", 5)
+        assert "gave up after 5 attempts" in status["error"]
+        assert (await memory.episode_status("next", "p-a"))["status"] == "done" and stats.done == 1
+        # `pgmemory retry` still tries it (and here it finishes).
+        await memory.retry("p-a")
+        assert (await memory.episode_status(poison, "p-a"))["status"] == "done"
+    finally:
+        await memory.close()

@@ -15,6 +15,7 @@ duplicate entities or facts; other groups run in parallel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -37,6 +38,7 @@ from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candida
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import Usage
+from pgmemory.storage.connect import postgres_lost
 from pgmemory.storage.vectors import as_vectors
 
 CONTEXT_EPISODES = 4
@@ -190,7 +192,14 @@ class Ingestor:
             await asyncio.shield(self._end_attempt(ep, None, usage))
             raise
         except Exception as exc:
-            await self._end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
+            if not postgres_lost(exc):
+                await self._end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
+                raise IngestError(ep.id, exc) from exc
+            # Postgres went away: not the episode's fault, so it is given back ('pending', to be
+            # processed again in its group's order), not marked failed. If the server is still
+            # away the lease stays until the caller gives it back (Worker) or it expires.
+            with contextlib.suppress(Exception):
+                await self._end_attempt(ep, None, usage)
             raise IngestError(ep.id, exc) from exc
         finally:
             renewal.cancel()

@@ -24,6 +24,7 @@ import asyncpg
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 from pgmemory.providers.llm import ProviderError
+from pgmemory.storage.connect import postgres_lost
 
 CHANNEL = "pgmemory_episodes"
 
@@ -59,6 +60,7 @@ class Worker:
         self.stats = WorkerStats()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
+        self._interrupted: list[Episode] = []
 
     def stop(self) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period)."""
@@ -66,42 +68,81 @@ class Worker:
         self._wake.set()
 
     async def run(self) -> WorkerStats:
-        """Run the slots until stopped or drained; returns the stats."""
-        pool = self.ingestor.pool
-        async with pool.acquire() as listener:
-            await listener.add_listener(CHANNEL, self._notified)
-            try:
-                slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
-                stopping = asyncio.create_task(self._stopping.wait())
-                all_slots = asyncio.gather(*slots, return_exceptions=True)
-                await asyncio.wait([stopping, all_slots], return_when=asyncio.FIRST_COMPLETED)
-                if not all_slots.done():
-                    _, late = await asyncio.wait(slots, timeout=self.grace_seconds)
-                    for task in late:
-                        task.cancel()
-                stopping.cancel()
-                for result in await asyncio.gather(*slots, return_exceptions=True):
-                    if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                        raise result
-            finally:
-                with contextlib.suppress(asyncpg.PostgresError, OSError):
-                    await listener.remove_listener(CHANNEL, self._notified)
+        """Run the slots until stopped or drained; returns the stats. Losing Postgres (a restart,
+        a failover) does not end it: the slots and the listener wait for the server and go on."""
+        listener = asyncio.create_task(self._listen())
+        try:
+            slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
+            stopping = asyncio.create_task(self._stopping.wait())
+            all_slots = asyncio.gather(*slots, return_exceptions=True)
+            await asyncio.wait([stopping, all_slots], return_when=asyncio.FIRST_COMPLETED)
+            if not all_slots.done():
+                _, late = await asyncio.wait(slots, timeout=self.grace_seconds)
+                for task in late:
+                    task.cancel()
+            stopping.cancel()
+            for result in await asyncio.gather(*slots, return_exceptions=True):
+                if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                    raise result
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         return self.stats
+
+    async def _listen(self) -> None:
+        """LISTEN on the channel on one pooled connection, again on a new one whenever the
+        connection is lost (then wake the slots: notifications may have been missed)."""
+        pool = self.ingestor.pool
+        while True:
+            try:
+                async with pool.acquire() as conn:
+                    await conn.add_listener(CHANNEL, self._notified)
+                    self._wake.set()
+                    try:
+                        while not _closed(conn):
+                            await asyncio.sleep(min(self.poll_seconds, 5.0))
+                    finally:
+                        with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                            await conn.remove_listener(CHANNEL, self._notified)
+            except asyncio.CancelledError:
+                raise
+            except asyncpg.InterfaceError:
+                pass  # the pool took back a connection it found lost
+            except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
+                if not postgres_lost(exc):
+                    raise
+            await asyncio.sleep(min(self.poll_seconds, 1.0))
 
     def _notified(self, *_args) -> None:
         self._wake.set()
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once on stop()."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     async def _slot(self) -> None:
         pool = self.ingestor.pool
+        backoff = 0.0
         while not self._stopping.is_set():
             self._wake.clear()
-            row = await pool.fetchrow(
-                "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.valid_at, e.source_description"
-                " FROM pgmemory_internal.claim_episode($1, $2) c"
-                " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
-                self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
-            if row is None and await expire_dead_leases(pool):
-                continue  # a crashed process of this host held some: claim again at once
+            try:
+                await self._give_back_interrupted()
+                row = await pool.fetchrow(
+                    "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.valid_at, e.source_description"
+                    " FROM pgmemory_internal.claim_episode($1, $2) c"
+                    " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
+                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
+                if row is None and await expire_dead_leases(pool):
+                    continue  # a crashed process of this host held some: claim again at once
+            except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
+                if not postgres_lost(exc):
+                    raise
+                backoff = min(max(2 * backoff, 0.25), max(self.poll_seconds, 0.25))
+                await self._pause(backoff)  # the pool reconnects once the server is back
+                continue
+            backoff = 0.0
             if row is None:
                 await self._refresh_touched()
                 if self.drain and self.stats.in_progress == 0:
@@ -117,13 +158,34 @@ class Worker:
             try:
                 self._count(await self.ingestor.process(ep))
             except IngestError as exc:
-                self.stats.failed += 1
-                self.stats.errors.append(str(exc))
+                if postgres_lost(exc):
+                    # Not the episode's fault: it goes back to 'pending' (process() gave it back,
+                    # or the next claim round does once the server answers), in its group's order.
+                    self._interrupted.append(ep)
+                    backoff = 0.25
+                else:
+                    self.stats.failed += 1
+                    self.stats.errors.append(str(exc))
             finally:
                 self.stats.in_progress -= 1
                 self._wake.set()  # the group's next episode may be ready now
+            if backoff:
+                await self._pause(backoff)
             if self.on_progress is not None:
                 self.on_progress(self.stats)
+
+    async def _give_back_interrupted(self) -> None:
+        """Give back ('pending') the episodes whose processing a lost connection interrupted and
+        that this worker may still hold (a no-op for those process() already gave back)."""
+        while self._interrupted:
+            ep = self._interrupted.pop()
+            try:
+                await self.ingestor.pool.execute(
+                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0)",
+                    ep.group_id, ep.id, self.ingestor.owner)
+            except BaseException:
+                self._interrupted.append(ep)  # given back at the next claim round
+                raise
 
     async def _refresh_touched(self) -> None:
         """Community upkeep of the groups processed since the last idle moment (one slot at a time
@@ -132,8 +194,12 @@ class Worker:
             group = self._touched.pop()
             try:
                 await self.refresh(group)
-            except (asyncpg.PostgresError, OSError, ProviderError) as exc:
+            except Exception as exc:  # noqa: BLE001 - database, provider and lost-connection errors
+                if not (isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ProviderError))
+                        or postgres_lost(exc)):
+                    raise
                 self.stats.errors.append(f"communities of group {group!r}: {type(exc).__name__}: {exc}")
+                self._touched.add(group)  # tried again at the next idle moment
                 return
 
     def _count(self, result: EpisodeResult) -> None:
@@ -143,3 +209,11 @@ class Worker:
             self.stats.skipped += 1
         self.stats.llm_calls += result.llm_calls
         self.stats.tokens += result.prompt_tokens + result.completion_tokens
+
+
+def _closed(conn: asyncpg.Connection) -> bool:
+    """Is this pooled connection gone (closed, or taken back by the pool after it was lost)?"""
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        return True

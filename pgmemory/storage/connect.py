@@ -90,6 +90,34 @@ def connection_lost(exc: BaseException) -> BaseException | None:
     return None
 
 
+def postgres_lost(exc: BaseException) -> bool:
+    """Did `exc` come from losing Postgres (not, say, an LLM or embedding endpoint that refused a
+    connection)? Like connection_lost, but an OSError counts only when asyncpg raised it (its
+    traceback passes through asyncpg), so a worker gives back episodes for a database restart
+    and still marks failed the ones an unreachable provider failed."""
+    import traceback
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)) \
+                and not isinstance(e, asyncpg.exceptions.QueryCanceledError):
+            return True
+        if isinstance(e, asyncpg.InterfaceError) and "connection is closed" in str(e):
+            return True
+        if isinstance(e, asyncpg.exceptions.InternalClientError) and "another operation" in str(e):
+            return True  # asyncpg's protocol left mid-operation by a dropped socket
+        if isinstance(e, OSError) and any("/asyncpg/" in frame.filename.replace("\\", "/")
+                                          for frame in traceback.extract_tb(e.__traceback__)):
+            return True
+        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
+    return False
+
+
 def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
     """The one-line error for a server that went away mid-command."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
