@@ -58,6 +58,10 @@ def install_baseline(conn: psycopg.Connection, commit: str) -> str:
     conn.execute(sql.SQL("CREATE SCHEMA {s}").format(s=sql.Identifier(schema)))
     body = view_of(commit).replace("VIEW pgmemory.fact_versions", f"VIEW {schema}.fact_versions", 1)
     conn.execute(body)
+    # As init leaves the real one: the caller's rights (row-level security applies), readable by analysts.
+    conn.execute(sql.SQL("ALTER VIEW {s}.fact_versions SET (security_invoker = true)").format(s=sql.Identifier(schema)))
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {s} TO pgmemory_analyst").format(s=sql.Identifier(schema)))
+    conn.execute(sql.SQL("GRANT SELECT ON {s}.fact_versions TO pgmemory_analyst").format(s=sql.Identifier(schema)))
     conn.commit()
     return f"{schema}.fact_versions"
 
