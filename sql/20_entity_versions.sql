@@ -1,5 +1,7 @@
 -- Entities are system-versioned: an update keeps the prior row in
 -- pgmemory.entity_versions with the transaction-time range it was current.
+-- A name change also marks the entity `renamed` (never unset): pgmemory.fact_versions
+-- looks up past names only for such entities.
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.entities_keep_version()
 RETURNS trigger LANGUAGE plpgsql AS $$
@@ -16,6 +18,9 @@ BEGIN
             (entity_id, group_id, name, labels, summary, attributes, recorded)
         VALUES (OLD.id, OLD.group_id, OLD.name, OLD.labels, OLD.summary, OLD.attributes,
                 tstzrange(OLD.updated_at, now()));
+    END IF;
+    IF NEW.name <> OLD.name THEN
+        NEW.renamed := true;
     END IF;
     NEW.updated_at := now();
     RETURN NEW;

@@ -5,7 +5,25 @@
 -- them (pgmemory/analyst/period.py). Unknown bounds are NULL; a start of
 -- '-infinity' means "since forever"; a NULL end means "still open".
 
--- Every version of every fact, oldest belief first when ordered by recorded_from.
+-- The name entity p_entity of group p_group had at transaction time p_at, if a kept version
+-- (entity_versions) held it; NULL if its current row did. An entity's versions do not overlap:
+-- the one that started last at or before p_at is read backwards on the primary key.
+CREATE OR REPLACE FUNCTION pgmemory_internal.entity_name_at(p_group text, p_entity uuid, p_at timestamptz)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT (SELECT CASE WHEN v.recorded @> p_at THEN v.name END FROM pgmemory.entity_versions v
+             WHERE v.group_id = p_group AND v.entity_id = p_entity
+               AND v.recorded < tstzrange(p_at, NULL, '()')  -- started at or before p_at
+             ORDER BY v.recorded DESC LIMIT 1)
+$$;
+
+-- Every version of every fact, oldest belief first when ordered by recorded_from. Its endpoints
+-- are named as they were when the version was recorded, like its sentence, so FOR SYSTEM_TIME AS
+-- OF T' names them as entity_history, entities_at and search(known_at => T') do (unless one was
+-- renamed between the version's recording and T'); believed_facts and current_facts use today's
+-- names. Only entities marked `renamed` (a name change, sql/20_entity_versions.sql) have a past
+-- name to look up: facts between two never-renamed entities (nearly all) keep plain joined names,
+-- so count(*) and a filter on source or target cost what they did; the other two branches start
+-- from the group's few renamed entities (index entities_renamed).
 CREATE OR REPLACE VIEW pgmemory.fact_versions AS
 SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation, t.name AS target, f.fact,
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
@@ -17,7 +35,40 @@ SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation, t.name AS t
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f
   JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
-  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id;
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE NOT s.renamed AND NOT t.renamed
+UNION ALL
+SELECT f.id, f.version_id, f.group_id,
+       coalesce(pgmemory_internal.entity_name_at(f.group_id, f.source_id, lower(f.recorded)), s.name) AS source,
+       f.relation,
+       CASE WHEN t.renamed THEN coalesce(pgmemory_internal.entity_name_at(f.group_id, f.target_id, lower(f.recorded)),
+                                         t.name)
+            ELSE t.name END AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
+       upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+              ORDER BY fe.created_at, fe.episode_id) AS episodes,
+       f.source_id, f.target_id, f.lineage
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE s.renamed
+UNION ALL
+SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation,
+       coalesce(pgmemory_internal.entity_name_at(f.group_id, f.target_id, lower(f.recorded)), t.name) AS target, f.fact,
+       lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
+       lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
+       upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+              ORDER BY fe.created_at, fe.episode_id) AS episodes,
+       f.source_id, f.target_id, f.lineage
+  FROM pgmemory.facts f
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+ WHERE NOT s.renamed AND t.renamed;
 
 -- What we believe now about any time: the believed version of every fact,
 -- ended ones included (valid_to says when they ended).

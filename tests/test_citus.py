@@ -497,3 +497,26 @@ async def test_a_one_group_search_reads_only_its_own_shards_on_its_worker(memory
         shards.setdefault(table, set()).add(shard)
     assert {"facts", "entities", "episodes", "text_stats", "term_stats"} <= set(shards), shards
     assert {t: s for t, s in shards.items() if len(s) > 1} == {}
+
+
+def test_fact_versions_name_a_renamed_entity_as_recorded_on_the_cluster(conn, group):
+    """fact_versions' renamed branches (entities.renamed, entity_name_at) on distributed tables:
+    a version recorded before a rename keeps the old name, in a one-group read (one worker) and
+    in a read of two groups (fanned out)."""
+    other = group + "-b"
+    for g in (group, other):
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Bob', 'KNOWS', 'Carol', 'Bob knows Carol.')", (g,))
+        conn.commit()
+    before = conn.execute("SELECT now()").fetchone()[0]
+    conn.commit()
+    conn.execute("UPDATE pgmemory.entities SET name = 'Robert' WHERE group_id = %s AND name = 'Bob'", (group,))
+    conn.commit()
+    conn.execute("SELECT pgmemory.add_fact(%s, 'Robert', 'VISITED', 'Paris', 'Robert visited Paris.')", (group,))
+    conn.commit()
+    assert conn.execute("SELECT source, target FROM pgmemory.fact_versions WHERE group_id = %s ORDER BY recorded_from",
+                        (group,)).fetchall() == [("Bob", "Carol"), ("Robert", "Paris")]
+    rows = conn.execute("SELECT group_id, source FROM pgmemory.fact_versions WHERE group_id IN (%s, %s)"
+                        " AND recorded @> %s::timestamptz ORDER BY 1", (group, other, before)).fetchall()
+    assert rows == [(group, "Bob"), (other, "Bob")]
+    assert conn.execute("SELECT source FROM pgmemory.believed_facts WHERE group_id = %s AND target = 'Carol'",
+                        (group,)).fetchall() == [("Robert",)]

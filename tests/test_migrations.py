@@ -149,3 +149,39 @@ def test_upgrade_keys_the_graph_mirror_by_group(empty_dsn):
         conn.execute("DELETE FROM pgmemory.entities WHERE group_id = 'h'")
         assert sorted(cypher_rows(conn, "MATCH (n:Entity) RETURN n.group_id, n.name, id(n)", {})) == sorted([
             ("g", "Alice", vertex[alice]), ("g", "Acme Corp", vertex[acme])])
+
+
+def test_upgrade_marks_the_entities_renamed_so_far(empty_dsn):
+    """0540: an older database's entities with a kept version of another name are marked renamed
+    (not those whose versions only changed the summary), so fact_versions names the versions
+    recorded before the rename by the old name; a rename after the upgrade marks the entity too."""
+    from pgmemory.storage.setup import init_database
+
+    bob, carol, paris = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 540])
+        # What older releases kept: Bob renamed Robert on 2024-02-01, Carol's summary changed then.
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at) VALUES"
+                     " (%s, 'g', 'Robert', '2024-01-01Z', '2024-02-01Z'), (%s, 'g', 'Carol', '2024-01-01Z', '2024-02-01Z'),"
+                     " (%s, 'g', 'Paris', '2024-01-01Z', '2024-01-01Z')", (bob, carol, paris))
+        conn.execute("INSERT INTO pgmemory.entity_versions (entity_id, group_id, name, labels, summary, attributes, recorded)"
+                     " VALUES (%s, 'g', 'Bob', '{Entity}', '', '{}', '[2024-01-01Z, 2024-02-01Z)'),"
+                     " (%s, 'g', 'Carol', '{Entity}', 'old', '{}', '[2024-01-01Z, 2024-02-01Z)')", (bob, carol))
+        for source, target, at in ((bob, carol, "2024-01-15Z"), (carol, paris, "2024-01-15Z"), (bob, paris, "2024-03-01Z")):
+            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid, recorded)"
+                         " VALUES (gen_random_uuid(), gen_random_uuid(), 'g', %s, %s, 'KNOWS', 'x', tstzrange(NULL, NULL),"
+                         " tstzrange(%s, NULL))",
+                         (source, target, at))
+        conn.commit()
+
+        report = init_database(conn, 384)
+        conn.commit()
+        assert "0540_entities_renamed.sql" in report.migrations_applied
+        assert conn.execute("SELECT name FROM pgmemory.entities WHERE renamed").fetchall() == [("Robert",)]
+        assert conn.execute("SELECT source, target FROM pgmemory.fact_versions ORDER BY recorded_from, target"
+                            ).fetchall() == [("Bob", "Carol"), ("Carol", "Paris"), ("Robert", "Paris")]
+        conn.execute("UPDATE pgmemory.entities SET name = 'Paris, France' WHERE id = %s", (paris,))
+        conn.execute("UPDATE pgmemory.entities SET summary = 'a friend' WHERE id = %s", (carol,))
+        assert conn.execute("SELECT name FROM pgmemory.entities WHERE renamed ORDER BY 1").fetchall() == [
+            ("Paris, France",), ("Robert",)]
