@@ -61,3 +61,15 @@ def test_every_table_view_column_and_function_has_a_comment(conn):
         " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace) AND obj_description(p.oid, 'pg_proc') IS NULL"
         " ORDER BY 1").fetchall()
     assert [m for (m,) in missing] == []
+
+
+def test_entity_versions_of_finds_an_entity_by_a_former_name(conn, group, career):
+    conn.execute("UPDATE pgmemory.entities SET name = 'Alice Smith' WHERE group_id = %s AND name = 'Alice'", (group,))
+    conn.commit()
+    # Renamed (by an extractor's resolution, or back by deleting the episode that renamed it): the
+    # name an analyst knows it by still finds its versions, the current one last.
+    rows = conn.execute("SELECT name, current FROM pgmemory.entity_versions_of(%s, 'alice')", (group,)).fetchall()
+    assert rows[0] == ("Alice", False) and rows[-1] == ("Alice Smith", True)
+    assert rows == conn.execute("SELECT name, current FROM pgmemory.entity_versions_of(%s, 'Alice Smith')",
+                                (group,)).fetchall()
+    assert conn.execute("SELECT count(*) FROM pgmemory.entity_versions_of(%s, 'Bob')", (group,)).fetchone() == (0,)
