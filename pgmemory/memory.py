@@ -35,7 +35,8 @@ from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
 from pgmemory.storage.vectors import as_vectors
-from pgmemory.validate import check_bool, check_int, check_list, check_metadata, check_text, check_uuid, check_uuids
+from pgmemory.validate import (MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS, check_bool, check_int, check_list,
+                               check_metadata, check_text, check_uuid, check_uuids)
 
 if TYPE_CHECKING:  # the analyst runner (sqlglot, ~1 s to import) loads on the first sql() call
     from pgmemory.analyst.runner import SqlResult
@@ -403,8 +404,9 @@ class Memory:
         if missing), deduped within the pair, the same temporal rules as ingestion
         (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
         group = validate_group_id(group_id)
-        for name, value in (("source", source), ("relation", relation), ("target", target), ("fact", fact)):
-            check_text(value, name, max_chars=MAX_CONTENT_CHARS)
+        for name, value, limit in (("source", source, MAX_ENTITY_NAME_CHARS), ("relation", relation, MAX_RELATION_CHARS),
+                                   ("target", target, MAX_ENTITY_NAME_CHARS), ("fact", fact, MAX_CONTENT_CHARS)):
+            check_text(value, name, max_chars=limit)
         times = [None if v is None else parse_time(v, n)
                  for n, v in (("valid_from", valid_from), ("valid_to", valid_to),
                               ("reference_time", reference_time))]

@@ -18,6 +18,12 @@ from pgmemory.errors import InvalidInput
 EARLIEST = datetime(1000, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
 
+# Entity names and relation types are keys of btree indexes (entities (group_id, lower(name)),
+# entity_versions (group_id, entity_id, name), facts (source_id, relation)), whose rows hold at
+# most 2704 bytes: 400 characters (4 bytes each at worst) beside a 200-character group id fit.
+MAX_ENTITY_NAME_CHARS = 400
+MAX_RELATION_CHARS = 100
+
 
 def check_text(value: Any, name: str, *, max_chars: int | None = None, allow_empty: bool = False) -> str:
     """A str that Postgres can store: no NUL character, no lone surrogate, within max_chars."""

@@ -56,6 +56,14 @@ BEGIN
     IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
         RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
     END IF;
+    -- Names and relations are btree keys (pgmemory.validate.MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS).
+    IF length(btrim(p_source)) > 400 OR length(btrim(p_target)) > 400 THEN
+        RAISE EXCEPTION 'entity names may have at most 400 characters (source has %, target has %)',
+            length(btrim(p_source)), length(btrim(p_target)) USING ERRCODE = '22023';
+    END IF;
+    IF length(rel) > 100 THEN
+        RAISE EXCEPTION 'relation may have at most 100 characters, has %', length(rel) USING ERRCODE = '22023';
+    END IF;
     IF lower(btrim(p_source)) = lower(btrim(p_target)) THEN
         RAISE EXCEPTION 'source and target are the same entity %', p_source USING ERRCODE = '22023';
     END IF;

@@ -139,11 +139,20 @@ LANGUAGE sql STABLE AS $$
        AND (e.retired_at IS NULL OR e.retired_at > p_known_at)  -- retired by a retract (sql/60_delete.sql)
 $$;
 
--- Every version of one entity of one group, oldest first.
+-- Every version of one entity of one group, oldest first: the entity named p_name now or, when
+-- none is, the entity (or entities) that had that name in a recorded version (renamed since, by
+-- a later episode or by deleting the episode that named it so).
 CREATE OR REPLACE FUNCTION pgmemory.entity_versions_of(p_group text, p_name text)
 RETURNS SETOF pgmemory.entity_history LANGUAGE sql STABLE AS $$
+    WITH now_named AS (
+        SELECT e.id FROM pgmemory.entities e
+         WHERE e.group_id = p_group AND lower(e.name) = lower(p_name)
+    ), once_named AS (
+        SELECT v.entity_id AS id FROM pgmemory.entity_versions v
+         WHERE v.group_id = p_group AND lower(v.name) = lower(p_name)
+           AND NOT EXISTS (SELECT FROM now_named)
+    )
     SELECT * FROM pgmemory.entity_history h
-     WHERE h.group_id = p_group AND h.id IN (SELECT e.id FROM pgmemory.entities e
-                                              WHERE e.group_id = p_group AND lower(e.name) = lower(p_name))
+     WHERE h.group_id = p_group AND h.id IN (SELECT id FROM now_named UNION SELECT id FROM once_named)
      ORDER BY h.recorded_from
 $$;

@@ -166,3 +166,15 @@ def test_two_renames_name_each_version_as_of_its_time(conn, group):
             "SELECT recorded_from, source, target FROM pgmemory.fact_versions WHERE group_id = %s"
             " AND recorded_from = %s", (group, at)).fetchall() for n in (source, target)}
         assert recorded_at <= history
+
+
+def test_entity_versions_of_finds_an_entity_by_a_former_name(conn, group, career):
+    conn.execute("UPDATE pgmemory.entities SET name = 'Alice Smith' WHERE group_id = %s AND name = 'Alice'", (group,))
+    conn.commit()
+    # Renamed (by an extractor's resolution, or back by deleting the episode that renamed it): the
+    # name an analyst knows it by still finds its versions, the current one last.
+    rows = conn.execute("SELECT name, current FROM pgmemory.entity_versions_of(%s, 'alice')", (group,)).fetchall()
+    assert rows[0] == ("Alice", False) and rows[-1] == ("Alice Smith", True)
+    assert rows == conn.execute("SELECT name, current FROM pgmemory.entity_versions_of(%s, 'Alice Smith')",
+                                (group,)).fetchall()
+    assert conn.execute("SELECT count(*) FROM pgmemory.entity_versions_of(%s, 'Bob')", (group,)).fetchone() == (0,)

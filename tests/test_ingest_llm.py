@@ -226,3 +226,62 @@ async def test_a_concurrent_change_between_read_and_apply_is_re_decided(db_dsn, 
             " JOIN pgmemory.entities t ON t.id = f.target_id"
             " WHERE f.group_id = $1 AND t.name = 'Lisbon' AND upper_inf(f.recorded) GROUP BY f.id", group)
     assert lisbons == 1 and [h["episodes"] for h in homes] == [2]
+
+
+def _noise(n: int, seed: int = 1) -> str:
+    import random
+    import string
+
+    return "".join(random.Random(seed).choice(string.ascii_letters) for _ in range(n))
+
+
+async def test_what_postgres_cannot_hold_is_not_passed_on(llm_memory, fake_openai, group):
+    """A model's reply with text Postgres refuses used to fail the episode at the write with a raw
+    database error (NUL: "invalid byte sequence"; a 3,000-character name: "index row size 3040
+    exceeds btree version 4 maximum 2704", several lines): now NULs are removed, a name too long to
+    be one leaves out its entity and facts, and over-long sentences are cut."""
+    long_name = _noise(3000)
+    fake_openai.script({
+        "entities": [{"name": "Al\u0000ice", "summary": "The spea\u0000ker."}, {"name": "Bob"},
+                     {"name": long_name}, {"name": "Carol", "summary": _noise(60_000, 2)}],
+        "facts": [{"source": "Alice", "target": "Bob", "relation_type": "KNOWS", "fact": "Alice knows\u0000 Bob."},
+                  {"source": "Alice", "target": long_name, "relation_type": "KNOWS", "fact": "Alice knows it."},
+                  {"source": "Alice", "target": "Carol", "relation_type": "K" * 3000,
+                   "fact": " ".join(_noise(8, i) for i in range(20_000))}]})
+    result = await llm_memory.add_episode(group, "Alice: I know Bob and Carol.", actor="Alice", reference_time=REF)
+    assert result.status == "done" and sorted(result.entities_created) == ["Alice", "Bob", "Carol"]
+    async with llm_memory.pool.acquire() as conn:
+        facts = await conn.fetch("SELECT relation, length(relation) AS rl, fact, length(fact) AS fl"
+                                 " FROM pgmemory.facts WHERE group_id = $1 ORDER BY fl", group)
+    assert facts[0]["fact"] == "Alice knows Bob."
+    assert facts[1]["rl"] == 100 and facts[1]["fl"] == 50_000
+
+
+async def test_dates_outside_the_supported_years_are_not_stated(llm_memory, fake_openai, group):
+    """Year 1 and 9999-12-31 sit at the edges drivers read as -infinity/infinity; pgmemory takes times
+    in 1000-2999 everywhere else: a model's date outside that is unknown, not a far-away start."""
+    fake_openai.script({"entities": [{"name": "Alice"}, {"name": "Acme"}, {"name": "Mars"}, {"name": "Rome"}],
+                        "facts": [
+                            {"source": "Alice", "target": "Acme", "relation_type": "WORKS_FOR", "fact": "Alice works for Acme.",
+                             "valid_at": "0001-01-01T00:00:00Z", "invalid_at": "9999-12-31T23:59:59Z"},
+                            {"source": "Alice", "target": "Mars", "relation_type": "LIVES_IN", "fact": "Alice lives on Mars.",
+                             "valid_at": "2999-12-31T23:00:00-05:00"},
+                            {"source": "Alice", "target": "Rome", "relation_type": "VISITED", "fact": "Alice visited Rome.",
+                             "valid_at": "1850-03-01", "invalid_at": "1850-03-02"}]})
+    await llm_memory.add_episode(group, "Alice: things.", actor="Alice", reference_time=REF)
+    facts = await current(llm_memory, group)
+    assert facts == {("Alice", "WORKS_FOR", "Acme", None, None), ("Alice", "LIVES_IN", "Mars", None, None),
+                     ("Alice", "VISITED", "Rome", datetime(1850, 3, 1, tzinfo=timezone.utc),
+                      datetime(1850, 3, 2, tzinfo=timezone.utc))}
+
+
+async def test_null_for_an_optional_field_is_its_default(llm_memory, fake_openai, group):
+    """`"kind": null` (or negated, functional, facts, summary) used to fail the whole reply's
+    validation: three retries billed, then the episode failed."""
+    fake_openai.script({"entities": [{"name": "Alice", "summary": None, "attributes": None}, {"name": "Acme"}],
+                        "missed_entities": None, "invalid_entities": None,
+                        "facts": [{"source": "Alice", "target": "Acme", "relation_type": "WORKS_FOR",
+                                   "fact": "Alice works for Acme.", "kind": None, "negated": None,
+                                   "functional": None, "attributes": None}]})
+    result = await llm_memory.add_episode(group, "Alice: I work for Acme.", actor="Alice", reference_time=REF)
+    assert result.status == "done" and result.llm_calls == 1 and len(result.facts_created) == 1

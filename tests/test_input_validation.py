@@ -273,3 +273,31 @@ async def test_default_episode_id_depends_on_group_actor_time_and_content(memory
         assert (await memory.add_episode(group, "I live in Oslo.", **other)).status == "done"
     elsewhere = await memory.add_episode(f"{group}-2", "I live in Oslo.", actor="Kim", reference_time=t)
     assert elsewhere.status == "done" and elsewhere.episode_id != first.episode_id
+
+
+# --- add_fact: entity names and relations are index keys -----------------------------------
+
+@pytest.mark.parametrize("source, relation, target, message", [
+    ("Alice", "KNOWS", "x" * 401, "target has 401 characters; the limit is 400"),
+    ("y" * 3000, "KNOWS", "Bob", "source has 3000 characters; the limit is 400"),
+    ("Alice", "K" * 101, "Bob", "relation has 101 characters; the limit is 100"),
+])
+async def test_add_fact_refuses_names_too_long_to_index(memory, group, db_dsn, source, relation, target, message):
+    """A random 3,000-character name once failed with asyncpg's ProgramLimitExceededError (btree row
+    over 2704 bytes): a 500 through REST."""
+    with pytest.raises(InvalidInput, match=message):
+        await memory.add_fact(group, source, relation, target, "Alice knows someone.")
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgmemory.entities WHERE group_id = %s", (group,)).fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="at most 400 characters"):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'KNOWS', %s, 'Alice knows someone.')",
+                         (group, "z" * 401))
+
+
+async def test_add_fact_accepts_names_at_the_limit(memory, group):
+    import random
+    import string
+
+    name = "".join(random.Random(3).choice(string.ascii_letters) for _ in range(400))
+    done = await memory.add_fact(group, "Alice", "R" * 100, name, "Alice knows someone.")
+    assert done["action"] == "created"

@@ -278,3 +278,38 @@ def test_cross_encoder_from_env_prefers_a_local_model(tmp_path, monkeypatch) -> 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     chosen = cross_encoder_from_env()
     assert isinstance(chosen, LocalCrossEncoder) and chosen.path == str(tmp_path)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([float("nan")] + [0.5] * 7, "NaN or infinite"),
+    ([float("inf")] + [0.5] * 7, "NaN or infinite"),
+    ([0.0] * 8, "all-zero vector"),
+    (["0.5"] * 8, "not a list of numbers"),
+    ("AAAAAAAA", "not a list of numbers"),
+])
+async def test_openai_embedder_refuses_vectors_it_cannot_store(fake_openai: FakeOpenAI, bad, message) -> None:
+    """A vector Postgres refuses (NaN), or one cosine cannot compare (zero), is the endpoint's
+    failure named in one line, not a database error at the insert or a TypeError."""
+    emb = OpenAIEmbedder(model="embed-test", dim=8, base_url=fake_openai.base_url, max_retries=0)
+    fake_openai.script_embeddings({"object": "list", "model": "embed-test",
+                                   "data": [{"object": "embedding", "index": 0, "embedding": bad}]})
+    with pytest.raises(EmbeddingError, match=message):
+        await emb.embed(["alpha"])
+
+
+async def test_openai_embedder_checks_each_index_once(fake_openai: FakeOpenAI) -> None:
+    """Two vectors both labelled index 0 would be stored for the wrong texts: refused."""
+    emb = OpenAIEmbedder(model="embed-test", dim=2, base_url=fake_openai.base_url, max_retries=0)
+    fake_openai.script_embeddings({"object": "list", "model": "embed-test", "data": [
+        {"object": "embedding", "index": 0, "embedding": [1.0, 0.0]},
+        {"object": "embedding", "index": 0, "embedding": [0.0, 1.0]}]})
+    with pytest.raises(EmbeddingError, match="indexes"):
+        await emb.embed(["alpha", "beta"])
+
+
+async def test_openai_embedder_normalises_huge_values(fake_openai: FakeOpenAI) -> None:
+    emb = OpenAIEmbedder(model="embed-test", dim=2, base_url=fake_openai.base_url, max_retries=0)
+    fake_openai.script_embeddings({"object": "list", "model": "embed-test",
+                                   "data": [{"object": "embedding", "index": 0, "embedding": [1e308, 1e308]}]})
+    [vector] = await emb.embed(["alpha"])
+    assert vector == pytest.approx([math.sqrt(0.5), math.sqrt(0.5)])

@@ -5,6 +5,11 @@ resolve_entities -> one call for all entity questions
 judge_facts    -> one call for all fact questions
 Everything the model returns is checked in Python: names must match extracted entities, ids must
 be candidates of the question they answer, relation types are normalised, datetimes parsed to UTC.
+What Postgres cannot hold is not passed on: NUL characters and lone surrogates are removed from
+every string of a reply, an entity name longer than MAX_ENTITY_NAME_CHARS is no name (the entity
+and its facts are left out, a rename to it is not made), sentences and summaries are cut at
+MAX_CONTENT_CHARS and relation types at MAX_RELATION_CHARS, and a date outside the years
+1000-2999 (EARLIEST..LATEST, the range every time pgmemory takes) is not stated.
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ from pgmemory.extract.types import (
     FactQuestion,
 )
 from pgmemory.providers.llm import LLMClient, Usage
+from pgmemory.ingest.episode import MAX_CONTENT_CHARS
+from pgmemory.validate import EARLIEST, LATEST, MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS
 
 DEFAULT_RELATION = "RELATES_TO"
 _NO_DATE = {"", "null", "none", "unknown", "n/a", "present", "now", "ongoing"}
@@ -60,9 +67,14 @@ def parse_datetime(value: str | None) -> datetime | None:
             moment = datetime.fromisoformat(text)
     except ValueError:
         return None
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        else:
+            moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # an offset that moves year 1 or 9999 out of range
+        return None
+    return moment if EARLIEST <= moment <= LATEST else None
 
 
 def normalize_relation(text: str) -> str:
@@ -73,7 +85,7 @@ def normalize_relation(text: str) -> str:
     """
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     words = re.split(r"[^A-Za-z0-9]+", _CAMEL.sub(" ", ascii_text))
-    relation = "_".join(w.upper() for w in words if w)
+    relation = "_".join(w.upper() for w in words if w)[:MAX_RELATION_CHARS].rstrip("_")
     return relation if re.match(r"^[A-Z][A-Z0-9_]*$", relation) else DEFAULT_RELATION
 
 
@@ -90,6 +102,34 @@ def typed_fields(model: type[BaseModel], raw: dict[str, Any]) -> dict[str, Any]:
         except ValidationError:
             continue
     return out
+
+
+def _scrub(value: Any) -> Any:
+    """A reply's JSON with NUL characters and lone surrogates removed from every string (keys too):
+    text Postgres cannot store, which a model may still emit."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", "")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = "".join(ch for ch in value if not 0xD800 <= ord(ch) <= 0xDFFF)
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _scrubbed(reply: K) -> K:
+    """The reply (a pydantic model) with every string scrubbed (_scrub)."""
+    return type(reply).model_validate(_scrub(reply.model_dump(by_alias=True)))  # type: ignore[attr-defined]
+
+
+def _usable_name(name: str) -> bool:
+    """Whether a model's entity name can be one: non-empty and within MAX_ENTITY_NAME_CHARS."""
+    return bool(name.strip()) and len(" ".join(name.split())) <= MAX_ENTITY_NAME_CHARS
 
 
 def _key(name: str) -> str:
@@ -144,7 +184,7 @@ class LLMExtractor:
         entity_types = entity_types or {}
         fact_types = {normalize_relation(name): model for name, model in (edge_types or {}).items()}
         messages = prompts.extraction_messages(episode, previous, entity_types, fact_types)
-        reply = await self.client.complete(messages, ExtractionReply, usage=usage)
+        reply = _scrubbed(await self.client.complete(messages, ExtractionReply, usage=usage))
         entities = _entities(reply, episode, entity_types)
         assistant = _key(episode.actor) if is_assistant(episode.actor) else None
         names = {_key(e.name): e.name for e in entities if _key(e.name) != assistant}
@@ -176,7 +216,7 @@ class LLMExtractor:
             (f"N{pos}", q.entity, [to_short[c.id] for c in q.candidates]) for pos, q in enumerate(questions)
         ]
         messages = prompts.resolution_messages(episode, previous, existing, new)
-        reply = await self.client.complete(messages, prompts.EntityResolutionReply, usage=usage)
+        reply = _scrubbed(await self.client.complete(messages, prompts.EntityResolutionReply, usage=usage))
         answers = _by_new_id(reply.resolutions)
         decisions = []
         for pos, q in enumerate(questions):
@@ -186,7 +226,9 @@ class LLMExtractor:
             if answer is None or match is None:
                 decisions.append(EntityDecision(q.index, None, q.entity.name))
             else:
-                decisions.append(EntityDecision(q.index, match.id, answer.name.strip() or match.name))
+                renamed = " ".join(answer.name.split())
+                decisions.append(EntityDecision(q.index, match.id,
+                                                renamed if _usable_name(renamed) else match.name))
         return decisions
 
     async def judge_facts(
@@ -208,7 +250,7 @@ class LLMExtractor:
             for pos, q in enumerate(questions)
         ]
         messages = prompts.judge_messages(episode, existing, new)
-        reply = await self.client.complete(messages, prompts.FactJudgementReply, usage=usage)
+        reply = _scrubbed(await self.client.complete(messages, prompts.FactJudgementReply, usage=usage))
         answers = _by_new_id(reply.judgements)
         decisions = []
         for pos, q in enumerate(questions):
@@ -231,12 +273,13 @@ class LLMExtractor:
 def _entity(out: EntityOut, entity_types: dict[str, type[BaseModel]]) -> ExtractedEntity:
     """An extracted entity; a known type adds its label and its validated fields."""
     type_name = next((t for t in entity_types if out.type and _key(t) == _key(out.type)), None)
+    summary = out.summary.strip()[:MAX_CONTENT_CHARS]
     if type_name is None or type_name == "Entity":
-        return ExtractedEntity(name=" ".join(out.name.split()), summary=out.summary.strip())
+        return ExtractedEntity(name=" ".join(out.name.split()), summary=summary)
     return ExtractedEntity(
         name=" ".join(out.name.split()),
         labels=["Entity", type_name],
-        summary=out.summary.strip(),
+        summary=summary,
         attributes=typed_fields(entity_types[type_name], out.attributes),
     )
 
@@ -252,7 +295,7 @@ def _entities(
     merged: dict[str, ExtractedEntity] = {}
     for out in reply.entities + reply.missed_entities:
         key = _key(out.name)
-        if not key or key in rejected:
+        if not key or key in rejected or not _usable_name(out.name):
             continue
         entity = _entity(out, entity_types)
         if key not in merged:
@@ -290,7 +333,8 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
         attributes["kind"] = "event"
         if invalid_at is None:
             valid_at, invalid_at = day_of(valid_at or reference)
-    sentence = " ".join(out.fact.split()) or f"{source} {relation.lower().replace('_', ' ')} {target}"
+    sentence = (" ".join(out.fact.split()) or f"{source} {relation.lower().replace('_', ' ')} {target}")
+    sentence = sentence[:MAX_CONTENT_CHARS]
     return ExtractedFact(
         source=source,
         target=target,

@@ -9,7 +9,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import EntityCandidate, EpisodeInput, ExtractedEntity, ExtractedFact, FactCandidate
@@ -17,7 +17,22 @@ from pgmemory.extract.types import EntityCandidate, EpisodeInput, ExtractedEntit
 # --- reply schemas ---------------------------------------------------------------------
 
 
-class EntityOut(BaseModel):
+class _Reply(BaseModel):
+    """A reply object whose optional fields read an explicit null as their default: models answer
+    `"kind": null` or `"facts": null` for what they have nothing to say about, and refusing the
+    whole reply for it costs every retry and then the episode."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        optional = {key for name, info in cls.model_fields.items() if not info.is_required()
+                    and info.default is not None for key in (name, info.alias) if key}
+        return {k: v for k, v in data.items() if v is not None or k not in optional}
+
+
+class EntityOut(_Reply):
     """One entity node found in the current episode."""
 
     name: str = Field(description="Full name of the entity as used in the current episode")
@@ -28,7 +43,7 @@ class EntityOut(BaseModel):
     )
 
 
-class FactOut(BaseModel):
+class FactOut(_Reply):
     """One relation between two extracted entities, with its world-time bounds."""
 
     model_config = ConfigDict(coerce_numbers_to_str=True)
@@ -54,7 +69,7 @@ class FactOut(BaseModel):
     )
 
 
-class ExtractionReply(BaseModel):
+class ExtractionReply(_Reply):
     """Entities, a reflexion pass over them, then facts: all from one episode."""
 
     entities: list[EntityOut] = Field(description="Speaker first, then other entities in the current episode")
@@ -68,7 +83,7 @@ class ExtractionReply(BaseModel):
     facts: list[FactOut] = Field(default_factory=list, description="Facts between the extracted entities")
 
 
-class EntityResolution(BaseModel):
+class EntityResolution(_Reply):
     """Whether new entity N<i> is one of its candidate existing entities."""
 
     new_id: str = Field(description="The new entity's id, e.g. N0")
@@ -76,13 +91,13 @@ class EntityResolution(BaseModel):
     name: str = Field("", description="Most complete full name of the entity")
 
 
-class EntityResolutionReply(BaseModel):
+class EntityResolutionReply(_Reply):
     """One resolution per new entity."""
 
     resolutions: list[EntityResolution]
 
 
-class FactJudgement(BaseModel):
+class FactJudgement(_Reply):
     """Whether new fact N<i> repeats one existing fact and which existing facts it ends."""
 
     new_id: str = Field(description="The new fact's id, e.g. N0")
@@ -90,7 +105,7 @@ class FactJudgement(BaseModel):
     contradicts: list[str] = Field(default_factory=list, description="Ids of existing facts it makes no longer true")
 
 
-class FactJudgementReply(BaseModel):
+class FactJudgementReply(_Reply):
     """One judgement per new fact."""
 
     judgements: list[FactJudgement]

@@ -243,15 +243,27 @@ class OpenAIEmbedder:
         data = await with_retries(attempt, policy=self.policy, what=what, error=EmbeddingError)
         if len(data) != len(texts):
             raise EmbeddingError(f"{what} returned {len(data)} vectors for {len(texts)} texts")
-        vectors = []
-        for item in data:
-            if len(item.embedding) != self.dim:
-                raise EmbeddingError(
-                    f"{what} returned {len(item.embedding)}-d vectors but PGMEMORY_EMBED_DIM is {self.dim}"
-                )
-            norm = math.sqrt(sum(x * x for x in item.embedding)) or 1.0
-            vectors.append([x / norm for x in item.embedding])
-        return vectors
+        if [item.index for item in data] != list(range(len(texts))):
+            # a vector per input index, each once: otherwise vectors would be stored for the wrong texts
+            raise EmbeddingError(f"{what} returned vectors for indexes {sorted(item.index for item in data)[:8]}"
+                                 f" instead of 0..{len(texts) - 1}")
+        return [self._unit(item.embedding, what) for item in data]
+
+    def _unit(self, embedding: Any, what: str) -> list[float]:
+        """One reply vector checked (a list of dim finite numbers, not all zero) and normalised."""
+        if not isinstance(embedding, list) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in embedding):
+            raise EmbeddingError(f"{what} returned a vector that is not a list of numbers")
+        if len(embedding) != self.dim:
+            raise EmbeddingError(f"{what} returned {len(embedding)}-d vectors but PGMEMORY_EMBED_DIM is {self.dim}")
+        if not all(math.isfinite(x) for x in embedding):
+            raise EmbeddingError(f"{what} returned a vector with NaN or infinite values")
+        scale = max(abs(x) for x in embedding)  # scaled first: squares of huge values overflow
+        if scale == 0:
+            raise EmbeddingError(f"{what} returned an all-zero vector (no direction to compare by cosine)")
+        scaled = [x / scale for x in embedding]
+        norm = math.sqrt(sum(x * x for x in scaled))
+        return [x / norm for x in scaled]
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""

@@ -356,7 +356,7 @@ BEGIN
             ('entities_of_group', 'Internal (search): which of the given ids are entities of the group'),
             ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
-            ('entity_versions_of', 'Every recorded version of the entity of a group with this name, oldest first')
+            ('entity_versions_of', 'Every recorded version of the entity of a group with this name (now, else in an earlier version), oldest first')
         )
         SELECT p.oid::regprocedure AS sig, d.txt FROM pg_proc p JOIN docs d ON d.fn = p.proname
          WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)
