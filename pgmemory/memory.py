@@ -348,12 +348,13 @@ class Memory:
         return await self.add_episodes(batch, on_done=on_done)
 
     async def episode_status(self, episode_id: Any, group_id: str) -> dict[str, Any] | None:
-        """Status, attempts, error and LLM cost of one episode of the group (None if unknown there)."""
+        """Status, attempts, error and LLM cost of one episode of the group (None if unknown there or
+        retracted: it is history, not current)."""
         eid = episode_uuid(validate_group_id(group_id), episode_id)
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT id, group_id, status, attempts, error, llm_calls, prompt_tokens, completion_tokens"
-                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2", group_id, eid)
+                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, eid)
         return dict(row) if row else None
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:

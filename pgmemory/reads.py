@@ -16,7 +16,8 @@ _EPISODE_COLUMNS = ("id, group_id, content, kind, actor, source_description, val
 
 _ENTITY_COLUMNS = "id, group_id, name, labels, summary, attributes, created_at, updated_at"
 
-# One fact version with its endpoints' names; an 'infinity' end reads as None (open).
+# One fact version with its endpoints' names; an 'infinity' end reads as None (open). Its episodes:
+# the current ones (a retracted episode is cited only by known-at reads before its retract).
 _FACT_SELECT = """
 SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation, f.target_id,
        t.name AS target, f.fact, lower(f.valid) AS valid_from,
@@ -24,7 +25,10 @@ SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation
        lower_inf(f.valid) AS valid_from_unknown, lower(f.recorded) AS recorded_from,
        upper(f.recorded) AS recorded_to, f.attributes,
        ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id ORDER BY fe.created_at) AS episodes
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+                AND NOT EXISTS (SELECT FROM pgmemory.episodes r WHERE r.group_id = fe.group_id
+                                   AND r.id = fe.episode_id AND r.retracted_at IS NOT NULL)
+              ORDER BY fe.created_at) AS episodes
 """
 
 
