@@ -349,12 +349,13 @@ class Memory:
         return await self.add_episodes(batch, on_done=on_done)
 
     async def episode_status(self, episode_id: Any, group_id: str) -> dict[str, Any] | None:
-        """Status, attempts, error and LLM cost of one episode of the group (None if unknown there)."""
+        """Status, attempts, error and LLM cost of one episode of the group (None if unknown there or
+        retracted: it is history, not current)."""
         eid = episode_uuid(validate_group_id(group_id), episode_id)
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(
                 "SELECT id, group_id, status, attempts, error, llm_calls, prompt_tokens, completion_tokens"
-                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2", group_id, eid)
+                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, eid)
         return dict(row) if row else None
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
@@ -490,16 +491,23 @@ class Memory:
             return await reads.get_episode(conn, group, eid)
 
     async def get_episodes(self, group_id: str, *, last_n: int = 10, before: Any = None,
-                           status: str | None = None) -> list[EpisodeRecord]:
-        """The group's latest `last_n` (1-1000) episodes by reference time, oldest first; only
-        those before `before` (a time) or with `status` (pending, processing, done, failed)."""
+                           status: str | None = None, before_id: Any = None) -> list[EpisodeRecord]:
+        """The group's latest `last_n` (1-1000) episodes by reference time then arrival, oldest first;
+        only those with `status` (pending, processing, done, failed) and before `before` (a time).
+        To page back, pass the first returned episode's id as `before_id` (its reference time as
+        `before` is optional): episodes sharing a reference time are then neither skipped nor repeated."""
         group = validate_group_id(group_id)
         check_int(last_n, "last_n", 1, 1000)
         if status is not None and status not in reads.EPISODE_STATUSES:
             raise InvalidInput(f"unknown episode status {status!r:.40}: use {', '.join(reads.EPISODE_STATUSES)}")
         before_t = None if before is None else parse_time(before, "before")
+        anchor = None if before_id is None else episode_uuid(group, before_id)
         async with self.pool.acquire() as conn:
-            return await reads.get_episodes(conn, group, last_n=last_n, before=before_t, status=status)
+            rows = await reads.get_episodes(conn, group, last_n=last_n, before=before_t, status=status,
+                                            before_id=anchor)
+        if rows is None:
+            raise InvalidInput(f"before_id: episode {before_id!r:.80} does not exist in group {group!r}")
+        return rows
 
     async def get_entity(self, group_id: str, entity_id: Any) -> EntityRecord | None:
         """One entity of the group as it is now (name, labels, summary, attributes), or None."""

@@ -16,7 +16,8 @@ _EPISODE_COLUMNS = ("id, group_id, content, kind, actor, source_description, val
 
 _ENTITY_COLUMNS = "id, group_id, name, labels, summary, attributes, created_at, updated_at"
 
-# One fact version with its endpoints' names; an 'infinity' end reads as None (open).
+# One fact version with its endpoints' names; an 'infinity' end reads as None (open). Its episodes:
+# the current ones (a retracted episode is cited only by known-at reads before its retract).
 _FACT_SELECT = """
 SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation, f.target_id,
        t.name AS target, f.fact, lower(f.valid) AS valid_from,
@@ -24,7 +25,10 @@ SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation
        lower_inf(f.valid) AS valid_from_unknown, lower(f.recorded) AS recorded_from,
        upper(f.recorded) AS recorded_to, f.attributes,
        ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id ORDER BY fe.created_at) AS episodes
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+                AND NOT EXISTS (SELECT FROM pgmemory.episodes r WHERE r.group_id = fe.group_id
+                                   AND r.id = fe.episode_id AND r.retracted_at IS NOT NULL)
+              ORDER BY fe.created_at) AS episodes
 """
 
 
@@ -33,23 +37,34 @@ def _fact(row: asyncpg.Record) -> FactVersion:
 
 
 async def get_episode(conn: asyncpg.Connection, group_id: str, episode_id: uuid.UUID) -> EpisodeRecord | None:
-    """One episode of the group, or None."""
-    row = await conn.fetchrow(f"SELECT {_EPISODE_COLUMNS} FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
-                              group_id, episode_id)
+    """One episode of the group, or None (also for one retracted: it is history, not current)."""
+    row = await conn.fetchrow(f"SELECT {_EPISODE_COLUMNS} FROM pgmemory.episodes"
+                              " WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, episode_id)
     return EpisodeRecord(**dict(row)) if row else None
 
 
 async def get_episodes(conn: asyncpg.Connection, group_id: str, *, last_n: int, before: datetime | None,
-                       status: str | None) -> list[EpisodeRecord]:
-    """The group's latest `last_n` episodes by reference time (before `before`, if given), in
-    chronological order."""
+                       status: str | None, before_id: uuid.UUID | None = None) -> list[EpisodeRecord] | None:
+    """The group's latest `last_n` episodes in (reference time, arrival) order, returned oldest first:
+    those before `before` (a time), or, with `before_id`, before that episode's place in that order
+    (its reference time, or `before` when given, then arrival): a cursor that pages through episodes
+    sharing a reference time. None when `before_id` is not an episode of the group."""
+    if before_id is not None:
+        anchor = await conn.fetchrow("SELECT valid_at, seq FROM pgmemory.episodes"
+                                     " WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, before_id)
+        if anchor is None:
+            return None
+        before, seq = before or anchor["valid_at"], anchor["seq"]
+    else:
+        seq = None
     rows = await conn.fetch(
-        f"SELECT * FROM (SELECT {_EPISODE_COLUMNS} FROM pgmemory.episodes"
-        " WHERE group_id = $1 AND ($2::timestamptz IS NULL OR valid_at < $2)"
+        f"SELECT * FROM (SELECT {_EPISODE_COLUMNS}, seq FROM pgmemory.episodes"
+        " WHERE group_id = $1 AND retracted_at IS NULL"
+        " AND ($2::timestamptz IS NULL OR valid_at < $2 OR (valid_at = $2 AND seq < $5::bigint))"
         " AND ($3::text IS NULL OR status = $3)"
-        " ORDER BY valid_at DESC, recorded_at DESC LIMIT $4) e ORDER BY reference_time, recorded_at",
-        group_id, before, status, last_n)
-    return [EpisodeRecord(**dict(r)) for r in rows]
+        " ORDER BY valid_at DESC, seq DESC LIMIT $4) e ORDER BY reference_time, seq",
+        group_id, before, status, last_n, seq)
+    return [EpisodeRecord(**{k: v for k, v in r.items() if k != "seq"}) for r in rows]
 
 
 async def get_entity(conn: asyncpg.Connection, group_id: str, entity_id: uuid.UUID) -> EntityRecord | None:

@@ -192,9 +192,10 @@ class SyncMemory:
         return self._run(self._memory.get_episode(group_id, episode_id))
 
     def get_episodes(self, group_id: str, *, last_n: int = 10, before: Any = None,
-                     status: str | None = None) -> list[EpisodeRecord]:
+                     status: str | None = None, before_id: Any = None) -> list[EpisodeRecord]:
         """See Memory.get_episodes."""
-        return self._run(self._memory.get_episodes(group_id, last_n=last_n, before=before, status=status))
+        return self._run(self._memory.get_episodes(group_id, last_n=last_n, before=before, status=status,
+                                                   before_id=before_id))
 
     def get_entity(self, group_id: str, entity_id: Any) -> EntityRecord | None:
         """See Memory.get_entity."""

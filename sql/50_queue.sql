@@ -94,6 +94,7 @@ RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_id uuid;
     v_stored text;
+    v_retracted timestamptz;
 BEGIN
     IF p_group IS NULL OR btrim(p_group) = '' THEN
         RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
@@ -148,7 +149,13 @@ BEGIN
         PERFORM pg_notify('pgmemory_episodes', '');
         RETURN v_id;
     END IF;
-    SELECT e.content INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
+    SELECT e.content, e.retracted_at INTO v_stored, v_retracted FROM pgmemory.episodes e
+     WHERE e.group_id = p_group AND e.id = v_id;
+    IF v_retracted IS NOT NULL THEN  -- kept as history: its id is not free (sql/60_delete.sql)
+        RAISE EXCEPTION 'episode id % was retracted from group % and stays in its history: erase it'
+                        ' (delete_episode with erase) to reuse the id, or use another id',
+              coalesce(p_episode_id, v_id::text), p_group USING ERRCODE = '22023';
+    END IF;
     IF v_stored IS DISTINCT FROM p_content THEN
         RAISE EXCEPTION 'episode id % is already used by a different episode', p_episode_id
               USING ERRCODE = '22023';

@@ -7,7 +7,11 @@
 -- versions. An episode of another group is "not found".
 --
 -- Retract (default) rewrites no history: "what did we believe last week"
--- still answers. Entities only it introduced (no live mention, no claim) are
+-- still answers. The episode itself is kept, marked retracted (episodes.retracted_at,
+-- with its provenance links in fact_episodes): known-at reads before the retract show
+-- it and cite it, current reads leave it out as if deleted; its id stays taken (an
+-- erase frees it). An episode not processed yet (pending, processing, failed) derived
+-- nothing and is deleted. Entities only it introduced (no live mention, no claim) are
 -- retired (entities.retired_at), not deleted: known-at queries before the
 -- retract still see them and their facts' versions, current ones do not. A
 -- tombstone (pgmemory.retractions) keeps what a later erase must find.
@@ -18,7 +22,7 @@
 -- it touched, the past versions E wrote and the past versions carrying its
 -- text go, and the version before each such run is believed until the next
 -- surviving one (as if E had never been ingested). Logged without content in
--- pgmemory.erasures. An episode retracted earlier can still be erased.
+-- pgmemory.erasures. An episode retracted earlier can still be erased (its kept row goes).
 CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid, p_erase boolean DEFAULT false)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -37,10 +41,13 @@ DECLARE
     attrs jsonb;
     earlier jsonb;
     written timestamptz[];
+    v_status text;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
-    IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group) THEN
+    SELECT e.status INTO v_status FROM pgmemory.episodes e
+     WHERE e.id = p_episode AND e.group_id = p_group AND e.retracted_at IS NULL;
+    IF NOT FOUND THEN
         IF p_erase AND EXISTS (SELECT 1 FROM pgmemory.retractions r
                                 WHERE r.group_id = p_group AND r.episode_id = p_episode) THEN
             RETURN pgmemory_internal.erase_retracted(p_group, p_episode);
@@ -68,7 +75,12 @@ BEGIN
                 FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
-    DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions cascade
+    IF p_erase OR v_status <> 'done' THEN
+        DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions and links cascade
+    ELSE  -- kept as history: its mentions go (the entities are re-derived without them), its links stay
+        DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group AND episode_id = p_episode;
+        UPDATE pgmemory.episodes SET retracted_at = now() WHERE id = p_episode AND group_id = p_group;
+    END IF;
     changed := pgmemory_internal.refold_lineages(p_group, seeds);
 
     orphans := ARRAY(
@@ -165,8 +177,9 @@ BEGIN
 END
 $$;
 
--- Erase an episode that was retracted earlier (it is no longer in episodes):
--- from its tombstone, the entities that retract retired (still retired) are
+-- Erase an episode that was retracted earlier (its row, kept as history since
+-- migration 0550, is deleted with its provenance links; before it, the retract
+-- deleted the row): from its tombstone, the entities that retract retired (still retired) are
 -- deleted with their facts' versions, and the history it wrote or that
 -- carries its text is rewritten as for any erase (pgmemory_internal.erase_history).
 -- Called by pgmemory.delete_episode under the group lock.
@@ -179,6 +192,8 @@ DECLARE
     gone integer;
 BEGIN
     DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
+    DELETE FROM pgmemory.episodes e
+     WHERE e.group_id = p_group AND e.id = p_episode AND e.retracted_at IS NOT NULL;  -- its links cascade
     orphans := ARRAY(SELECT e FROM unnest(t.retired) e
                       WHERE EXISTS (SELECT 1 FROM pgmemory.entities x
                                      WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NOT NULL));
@@ -326,7 +341,8 @@ BEGIN
 END
 $$;
 
--- Erase everything of one group. Returns the number of episodes erased.
+-- Erase everything of one group. Returns the number of episodes erased (not counting those
+-- retracted before: kept as history only, they were no longer the group's episodes).
 CREATE OR REPLACE FUNCTION pgmemory.erase_group(p_group text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -341,8 +357,8 @@ BEGIN
     DELETE FROM pgmemory.communities WHERE group_id = p_group;
     DELETE FROM pgmemory.community_state WHERE group_id = p_group;
     DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group;
+    n := (SELECT count(*) FROM pgmemory.episodes WHERE group_id = p_group AND retracted_at IS NULL);
     DELETE FROM pgmemory.episodes WHERE group_id = p_group;
-    GET DIAGNOSTICS n = ROW_COUNT;
     DELETE FROM pgmemory.entity_versions WHERE group_id = p_group;
     DELETE FROM pgmemory.entities WHERE group_id = p_group;
     DELETE FROM pgmemory.retractions WHERE group_id = p_group;

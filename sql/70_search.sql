@@ -104,13 +104,15 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
        AND (p_bounds[8] IS NULL OR upper(p_recorded) <= p_bounds[8])
 $$;
 
--- The group's latest done episodes (as recorded at p_known_at; NULL: now), newest first: the
+-- The group's latest done episodes (as recorded at p_known_at; NULL: now; a retracted one until its
+-- retract), newest first: the
 -- default BFS seeds are the entities they mention. A search of several groups on Citus reads
 -- each group's with this (delegated) and keeps the latest overall, as one node does.
 CREATE OR REPLACE FUNCTION pgmemory_internal.latest_episodes(p_group text, p_known_at timestamptz, p_n integer)
 RETURNS TABLE (id uuid, valid_at timestamptz) LANGUAGE sql STABLE AS $$
     SELECT e.id, e.valid_at FROM pgmemory.episodes e
      WHERE e.group_id = p_group AND e.status = 'done' AND (p_known_at IS NULL OR e.recorded_at <= p_known_at)
+       AND (e.retracted_at IS NULL OR e.retracted_at > p_known_at)
      ORDER BY e.valid_at DESC LIMIT p_n
 $$;
 
@@ -453,6 +455,7 @@ BEGIN
                   JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
                   JOIN pgmemory.episodes ep ON ep.group_id = fe.group_id AND ep.id = fe.episode_id
                  WHERE (known_at IS NULL OR ep.recorded_at <= known_at)
+                   AND (ep.retracted_at IS NULL OR ep.retracted_at > known_at)  -- retracted: history only
                    AND (as_of IS NULL OR ep.valid_at <= as_of)
                  GROUP BY fe.episode_id
                  ORDER BY min(fr.r), fe.episode_id
@@ -463,6 +466,7 @@ BEGIN
                     SELECT ep.id, ep.embedding <=> p_embedding AS d FROM pgmemory.episodes ep
                      WHERE (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
                        AND (known_at IS NULL OR ep.recorded_at <= known_at)
+                       AND (ep.retracted_at IS NULL OR ep.retracted_at > known_at)
                        AND (as_of IS NULL OR ep.valid_at <= as_of)
                      ORDER BY ep.embedding <=> p_embedding LIMIT k) c
                  ORDER BY c.d + 0, c.id);
@@ -522,6 +526,7 @@ BEGIN
                 AND x.valid_at >= sd.valid_at AND x.valid_at <= sd.valid_at + neighbour_window
                 AND (x.valid_at, x.seq) > (sd.valid_at, sd.seq)
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
+                AND (x.retracted_at IS NULL OR x.retracted_at > known_at)
                 AND (as_of IS NULL OR x.valid_at <= as_of)
               ORDER BY x.valid_at, x.seq LIMIT neighbour_span)
             UNION ALL
@@ -531,6 +536,7 @@ BEGIN
                 AND x.valid_at <= sd.valid_at AND x.valid_at >= sd.valid_at - neighbour_window
                 AND (x.valid_at, x.seq) < (sd.valid_at, sd.seq)
                 AND (known_at IS NULL OR x.recorded_at <= known_at)
+                AND (x.retracted_at IS NULL OR x.retracted_at > known_at)
               ORDER BY x.valid_at DESC, x.seq DESC LIMIT neighbour_span)) n;
     END IF;
 
@@ -543,7 +549,8 @@ BEGIN
               JOIN pgmemory.fact_episodes fe ON fe.group_id = f.group_id AND fe.fact_id = f.id
               JOIN pgmemory.episodes e ON e.group_id = fe.group_id AND e.id = fe.episode_id
              WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-               AND f.version_id = ANY (fact_cos || fact_text || fact_bfs) AND e.metadata @> meta_filter);
+               AND f.version_id = ANY (fact_cos || fact_text || fact_bfs) AND e.metadata @> meta_filter
+               AND (e.retracted_at IS NULL OR e.retracted_at > known_at));
         keep_entities := ARRAY(
             SELECT DISTINCT m.entity_id FROM pgmemory.episode_mentions m
               JOIN pgmemory.episodes e ON e.group_id = m.group_id AND e.id = m.episode_id
@@ -602,7 +609,10 @@ BEGIN
                    'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                    'attributes', f.attributes,
                    'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                                  FROM pgmemory.fact_episodes fe WHERE fe.group_id = one AND fe.fact_id = f.id),
+                                  FROM pgmemory.fact_episodes fe WHERE fe.group_id = one AND fe.fact_id = f.id
+                                   AND NOT EXISTS (SELECT FROM pgmemory.episodes r  -- a retracted one: history
+                                                    WHERE r.group_id = one AND r.id = fe.episode_id
+                                                      AND r.retracted_at IS NOT NULL)),
                    'distance', NULL::integer, 'embedding', NULL::text)
           FROM fact_hits fh
           JOIN pgmemory.facts f ON f.group_id = one AND f.version_id = fh.version_id
@@ -654,7 +664,10 @@ BEGIN
                    'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
                                   FROM pgmemory.fact_episodes fe
                                  WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
-                                   AND (known_at IS NULL OR fe.created_at <= known_at)),
+                                   AND (known_at IS NULL OR fe.created_at <= known_at)
+                                   AND NOT EXISTS (SELECT FROM pgmemory.episodes r  -- retracted by then: history
+                                                    WHERE r.group_id = fe.group_id AND r.id = fe.episode_id
+                                                      AND r.retracted_at <= coalesce(known_at, 'infinity'))),
                    'distance', (SELECT min(b.distance) FROM from_center b
                                  WHERE b.entity_id IN (f.source_id, f.target_id)),
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)

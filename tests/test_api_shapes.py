@@ -145,3 +145,23 @@ def test_sync_memory_has_every_public_method_with_its_signature():
         assert sync is not None and not inspect.iscoroutinefunction(sync), name
         assert list(inspect.signature(sync).parameters.values()) == \
             list(inspect.signature(method).parameters.values()), name
+
+
+async def test_get_episodes_pages_through_shared_reference_times_with_before_id(memory, group):
+    """15 episodes, several sharing a reference time (chunks of one document), paged 4 at a time
+    with the oldest episode of each page as before_id: every episode exactly once, in order."""
+    times = [T0] * 6 + [T0.replace(hour=11)] * 5 + [T0.replace(hour=12 + i) for i in range(4)]
+    ids = await memory.enqueue_episodes([dict(group_id=group, content=f"chunk {i}", kind="text", reference_time=t)
+                                         for i, t in enumerate(times)])
+    seen, before_id = [], None
+    while page := await memory.get_episodes(group, last_n=4, before_id=before_id):
+        assert len(page) <= 4 and [e.reference_time for e in page] == sorted(e.reference_time for e in page)
+        seen[:0] = page
+        before_id = page[0].id
+    assert [e.id for e in seen] == ids  # arrival order breaks equal reference times
+    # The time alone (as before) still filters strictly; with the id, the time may be passed too.
+    assert len(await memory.get_episodes(group, last_n=100, before=T0.replace(hour=11))) == 6
+    tail = await memory.get_episodes(group, last_n=100, before=T0, before_id=ids[3])
+    assert [e.id for e in tail] == ids[:3]
+    with pytest.raises(InvalidInput, match="before_id: episode .* does not exist in group"):
+        await memory.get_episodes(group, before_id="nope")

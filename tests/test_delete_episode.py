@@ -17,6 +17,7 @@ from psycopg import sql
 from pgmemory import InvalidInput, SearchFilters
 from pgmemory.ingest.episode import episode_uuid
 from tests.belief import believed, clock, entities, ingest, summaries, targets
+from tests.support import utc
 from tests.test_as_of_answers import _fact, _llm_memory
 
 STORY = [
@@ -375,3 +376,50 @@ async def test_a_retracted_fact_stays_retracted_when_one_of_its_episodes_is_dele
     assert await targets(mem, group, "WORKS_FOR") == set()
     await ingest(mem, group, [("e3", "2022-01-10", "I work at Acme Corp.")])  # said again after the retraction
     assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}
+
+
+async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
+    """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
+    time before the retract shows it and the facts citing it as before; current reads (search,
+    context, get_episode(s), episode_status, the analyst views) leave it out; its id is not free
+    until it is erased, and the erase leaves none of its text."""
+    globex = f"Globex {tag(group)}"
+    said = f"I now work at {globex}."
+    known = await ingest(memory, group, [("e1", "2020-01-01", "I work at Acme Corp."), ("e2", "2022-01-01", said)])
+    e2 = episode_uuid(group, "e2")
+    query = f"where does Alice work {globex}"
+
+    async def cited(known_at=None):
+        found = await memory.search(query, group_ids=group, limit=20, filters=SearchFilters(known_at=known_at))
+        return ({e.id for e in found.episodes},
+                {f.target: set(f.episodes) for f in found.facts if f.relation == "WORKS_FOR"})
+
+    before = await cited(known["e2"])
+    assert e2 in before[0] and e2 in before[1][globex]
+    await memory.delete_episode(group, "e2")
+    retracted = await clock(memory)
+    # Known before the retract: the same episodes, facts and citations as before it.
+    assert await cited(known["e2"]) == before
+    assert f"works for {globex}" in await memory.context(query, group_ids=group,
+                                                         filters=SearchFilters(known_at=known["e2"]))
+    # Now, and known after the retract: as if it had never been ingested.
+    for known_at in (None, retracted):
+        episodes, facts = await cited(known_at)
+        assert e2 not in episodes and globex not in facts and all(e2 not in ids for ids in facts.values())
+        assert globex not in await memory.context(query, group_ids=group, filters=SearchFilters(known_at=known_at))
+    assert [e.content for e in await memory.get_episodes(group)] == ["I work at Acme Corp."]
+    assert await memory.get_episode(group, "e2") is None and await memory.episode_status("e2", group) is None
+    async with memory.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.episode_log WHERE group_id = $1", group) == 1
+    with pytest.raises(InvalidInput, match="does not exist"):
+        await memory.delete_episode(group, "e2")  # retracted once
+    # Its id stays taken (known-at reads cite it): a re-add is refused, through either path.
+    for add in (memory.add_episode, memory.enqueue_episode):
+        with pytest.raises(InvalidInput, match="episode id .* was retracted from group .* erase it"):
+            await add(group, said, actor="Alice", reference_time=utc("2022-01-01"), episode_id="e2")
+    # Erased: its row and text go, and the id is free again.
+    await memory.delete_episode(group, "e2", erase=True)
+    assert rows_containing(db_dsn, said) == []
+    assert globex not in (await cited(known["e2"]))[1]  # history rewritten: never said
+    await memory.add_episode(group, said, actor="Alice", reference_time=utc("2022-01-01"), episode_id="e2")
+    assert await targets(memory, group, "WORKS_FOR") == {globex}

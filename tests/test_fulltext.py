@@ -51,8 +51,16 @@ async def test_statistics_follow_inserts_updates_and_deletes(memory, db_dsn, gro
     assert kept == rebuilt
     kinds = {row[1] for row in kept if row[0] == "doc"}
     assert kinds == {"episodes", "facts", "entities"}
+    # Retracted, z2 is kept as history (a known-at search before the retract finds it by its words):
+    # it still counts, as past fact versions and retired entities do.
+    assert [r[3] for r in kept if r[:2] == ("doc", "episodes")] == [4]
+    assert "sister" in {r[2] for r in kept if r[1] == "episodes"}
+    await memory.delete_episode(group, "z2", erase=True)
+    with psycopg.connect(db_dsn) as conn:
+        kept, rebuilt = stats_now_and_rebuilt(conn, group)
+    assert kept == rebuilt
     assert [r[3] for r in kept if r[:2] == ("doc", "episodes")] == [3]
-    # Only the text of z0, z1 and z3 counts: "sister" went with the deleted episode.
+    # Only the text of z0, z1 and z3 counts: "sister" went with the erased episode.
     assert "sister" not in {r[2] for r in kept if r[1] == "episodes"}
 
 

@@ -177,10 +177,12 @@ async def test_delete_episode_cascades(memory, group):
     assert await facts(memory, "pgmemory.facts_current($1)", group) == {("Fay", "WORKS_FOR", "Acme Corp")}
     out = await memory.delete_episode(group, "a")
     assert out.entities_removed == 2
-    believed = {"episodes": "true", "entities": "retired_at IS NULL", "facts": "upper_inf(recorded)",
-                "episode_mentions": "true", "fact_episodes": "true"}
+    believed = {"episodes": "retracted_at IS NULL", "entities": "retired_at IS NULL", "facts": "upper_inf(recorded)",
+                "episode_mentions": "true",
+                "fact_episodes": "episode_id NOT IN (SELECT id FROM pgmemory.episodes WHERE retracted_at IS NOT NULL)"}
     async with memory.pool.acquire() as conn:
-        # Retracted: nothing is believed; the retired entities and their facts' versions stay as history.
+        # Retracted: nothing is believed; the retired entities and their facts' versions, the
+        # retracted episodes and their provenance links stay as history.
         for table, now in believed.items():
             assert await conn.fetchval(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = $1 AND {now}",
                                        group) == 0

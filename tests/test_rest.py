@@ -112,6 +112,12 @@ async def test_messages_batch_and_wait(server):
     listed = (await client.get("/v1/groups/group-b/episodes?last_n=10", headers=keys["b"])).json()["episodes"]
     assert [e["content"] for e in listed] == ["Bo: I moved to Denver.\nAssistant: Nice!", "I like jazz.",
                                               "I adopted a cat."]
+    # Paging back: before_id = the oldest episode of the page just read.
+    url = "/v1/groups/group-b/episodes?last_n=1&before_id="
+    older = (await client.get(url + listed[1]["id"], headers=keys["b"])).json()["episodes"]
+    assert [e["id"] for e in older] == [listed[0]["id"]]
+    r = await client.get(url + "no-such-episode", headers=keys["b"])
+    assert error(r) == (400, "invalid_input") and "before_id" in r.json()["error"]["message"]
     # A bad episode in a batch: nothing of the batch is stored.
     r = await client.post("/v1/groups/group-b/episodes/batch", headers=keys["b"], json={"episodes": [
         {"content": "I like tea.", "actor": "Bo", "reference_time": "2024-02-04T09:00:00Z"},

@@ -32,7 +32,7 @@ from pgvector import Vector
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
-from pgmemory.ingest.episode import Episode, id_in_use
+from pgmemory.ingest.episode import Episode, id_in_use, id_retracted
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
@@ -441,8 +441,10 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
         owner, _interval(lease_seconds), ep.metadata)
     if row is not None:
         return row[0]
-    stored = await conn.fetchrow("SELECT content, status FROM pgmemory.episodes WHERE group_id = $1 AND id = $2",
-                                 ep.group_id, ep.id)
+    stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
+                                 " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
+    if stored["retracted_at"] is not None:
+        raise id_retracted(ep)
     if stored["content"] != ep.content:
         raise id_in_use(ep)
     return stored["status"]
@@ -452,7 +454,7 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
 # the group's episodes, so the prepared statement was planned anew on every call (custom plan).
 _PREVIOUS = (
     "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
-    " WHERE group_id = $1 AND id <> $2 AND (valid_at, seq) < ($3, coalesce("
+    " WHERE group_id = $1 AND id <> $2 AND retracted_at IS NULL AND (valid_at, seq) < ($3, coalesce("
     "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
     f" ORDER BY valid_at DESC, seq DESC LIMIT {int(CONTEXT_EPISODES)}")
 

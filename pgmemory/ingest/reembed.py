@@ -109,6 +109,9 @@ _WALKS = {
 _EPISODES_BEFORE = (
     "SELECT kind, content, actor, valid_at, source_description FROM pgmemory.episodes"
     " WHERE group_id = $1 AND (valid_at, seq) <= (($2::jsonb ->> 0)::timestamptz, ($2::jsonb ->> 1)::bigint)"
+    # the turns before as ingestion reads them: current ones (a retracted episode, re-embedded for
+    # known-at searches, keeps its own text first)
+    " AND (retracted_at IS NULL OR seq = ($2::jsonb ->> 1)::bigint)"
     " ORDER BY valid_at DESC, seq DESC LIMIT $3")
 _PROGRESS = "SELECT recipe, after_key, rows_done, finished FROM pgmemory.reembed_progress WHERE group_id = $1 AND kind = $2"
 _SAVE_PROGRESS = (

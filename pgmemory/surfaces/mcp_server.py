@@ -198,10 +198,13 @@ def _tools(server: MCPServer, state: State) -> None:
 
     @server.tool()
     @_tool_errors
-    async def get_episodes(ctx: Context, group_id: str | None = None, last_n: int = 10) -> dict[str, Any]:
-        """The group's latest episodes (oldest first) with their processing status."""
+    async def get_episodes(ctx: Context, group_id: str | None = None, last_n: int = 10,
+                           before_id: str | None = None) -> dict[str, Any]:
+        """The group's latest episodes (oldest first) with their processing status. To page back,
+        pass the first (oldest) returned episode's id as before_id."""
         [group] = await _groups(ctx, state, group_id)
-        return {"episodes": [e.to_dict() for e in await mem().get_episodes(group, last_n=last_n)]}
+        return {"episodes": [e.to_dict() for e in await mem().get_episodes(group, last_n=last_n,
+                                                                          before_id=before_id)]}
 
     @server.tool()
     @_tool_errors

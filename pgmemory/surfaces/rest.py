@@ -251,9 +251,11 @@ def _routes(app: FastAPI) -> None:
              summary="The group's latest episodes (oldest first), with status and metadata")
     async def list_episodes(group_id: str, request: Request, key: ApiKey | None = Key,
                             last_n: int = Query(10), before: str | None = None,
-                            status: str | None = None) -> dict:
+                            status: str | None = None, before_id: str | None = None) -> dict:
+        """Page back with before_id = the first (oldest) episode's id of the previous page."""
         allow(key, [group_id])
-        rows = await _memory(request).get_episodes(group_id, last_n=last_n, before=before, status=status)
+        rows = await _memory(request).get_episodes(group_id, last_n=last_n, before=before, status=status,
+                                                   before_id=before_id)
         return {"episodes": [r.to_dict() for r in rows]}
 
     @app.get("/v1/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],

@@ -195,9 +195,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgmemory_internal.mirror_episode() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN
+    IF TG_OP = 'DELETE' OR NEW.retracted_at IS NOT NULL THEN  -- the mirror shows current episodes
         PERFORM pgmemory_internal.graph_drop_vertex('Episode', OLD.group_id, pgmemory_internal.episode_node(OLD.group_id, OLD.id));
-        RETURN OLD;
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     END IF;
     PERFORM pgmemory_internal.mirror_episode_row(NEW);
     RETURN NEW;
@@ -410,7 +410,7 @@ DECLARE
     k bigint;
 BEGIN
     PERFORM pgmemory_internal.mirror_entity_row(e) FROM pgmemory.entities e WHERE e.retired_at IS NULL;       GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
-    PERFORM pgmemory_internal.mirror_episode_row(e) FROM pgmemory.episodes e;      GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
+    PERFORM pgmemory_internal.mirror_episode_row(e) FROM pgmemory.episodes e WHERE e.retracted_at IS NULL; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory_internal.mirror_community_row(c) FROM pgmemory.communities c; GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
     PERFORM pgmemory_internal.mirror_fact_row(f) FROM pgmemory.facts f;
     GET DIAGNOSTICS k = ROW_COUNT; n := n + k;
@@ -440,7 +440,7 @@ $$;
 -- Edges are dropped by their own key, so the order in which cascaded deletes
 -- reach vertices and edges does not matter.
 DROP TRIGGER IF EXISTS mirror_episode ON pgmemory.episodes;
-CREATE TRIGGER mirror_episode AFTER INSERT OR DELETE ON pgmemory.episodes
+CREATE TRIGGER mirror_episode AFTER INSERT OR UPDATE OF retracted_at OR DELETE ON pgmemory.episodes
     FOR EACH ROW EXECUTE FUNCTION pgmemory_internal.mirror_episode();
 DROP TRIGGER IF EXISTS mirror_entity ON pgmemory.entities;
 CREATE TRIGGER mirror_entity AFTER INSERT OR UPDATE OF name, labels, summary, retired_at OR DELETE

@@ -69,6 +69,7 @@ BEGIN
             ('episodes', 'search_text', '"actor: content": the text full-text search reads'),
             ('episodes', 'lease_owner', 'Worker holding the processing lease'),
             ('episodes', 'lease_until', 'When the processing lease expires'),
+            ('episodes', 'retracted_at', 'When the episode was retracted (delete_episode without erase): kept as history for known-at reads, left out of current ones; NULL: current'),
             ('entities', 'id', 'Entity id (UUID)'),
             ('entities', 'created_at', 'When the entity was first recorded'),
             ('entities', 'updated_at', 'When the current version was recorded (start of its recorded range)'),

@@ -34,6 +34,7 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
       FROM pgmemory.episodes ep
      WHERE ep.group_id = ANY (p_groups)
        AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+       AND (ep.retracted_at IS NULL OR ep.retracted_at > p_known_at)
        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)
      ORDER BY ep.search_text <@> to_bm25query(p_query, 'pgmemory.episodes_bm25') LIMIT p_k
 $$;

@@ -255,6 +255,7 @@ BEGIN
                  WHERE e.group_id = g AND e.tsv @@ p_probe;
             ELSE
                 SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                           AND (ep.retracted_at IS NULL OR ep.retracted_at > p_known_at)
                            AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
                        coalesce(array_agg(ep.tsv), '{}')
                   INTO keys, docs
@@ -279,6 +280,7 @@ BEGIN
              WHERE e.group_id = g AND e.id = ANY (p_keys::uuid[]);
         ELSE
             SELECT coalesce(array_agg(CASE WHEN (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                       AND (ep.retracted_at IS NULL OR ep.retracted_at > p_known_at)
                        AND (p_as_of IS NULL OR ep.valid_at <= p_as_of) THEN ep.id::text END), '{}'),
                    coalesce(array_agg(ep.tsv), '{}')
               INTO keys, docs
@@ -597,6 +599,7 @@ RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
                 SELECT ep.id::text, ep.tsv FROM pgmemory.episodes ep
                  WHERE p_kind = 'episodes' AND ep.group_id = p_group AND ep.tsv @@ (SELECT t.probe FROM terms t)
                    AND (p_known_at IS NULL OR ep.recorded_at <= p_known_at)
+                   AND (ep.retracted_at IS NULL OR ep.retracted_at > p_known_at)
                    AND (p_as_of IS NULL OR ep.valid_at <= p_as_of)) d
     )
     SELECT s.key, s.score
