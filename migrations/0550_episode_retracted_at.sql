@@ -4,3 +4,6 @@
 -- rows with retracted_at set, as if deleted; an erase removes the row. Before this column the
 -- retract deleted the row: those episodes are gone (their tombstones in pgmemory.retractions stay).
 ALTER TABLE pgmemory.episodes ADD COLUMN retracted_at timestamptz;
+-- Its provenance links are marked with the same time, so a read of a fact's episodes leaves out
+-- the retracted ones by a column of the link (no probe of episodes per link).
+ALTER TABLE pgmemory.fact_episodes ADD COLUMN retracted_at timestamptz;

@@ -26,8 +26,7 @@ SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation
        upper(f.recorded) AS recorded_to, f.attributes,
        ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
               WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
-                AND NOT EXISTS (SELECT FROM pgmemory.episodes r WHERE r.group_id = fe.group_id
-                                   AND r.id = fe.episode_id AND r.retracted_at IS NOT NULL)
+                AND fe.retracted_at IS NULL
               ORDER BY fe.created_at) AS episodes
 """
 

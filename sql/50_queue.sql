@@ -81,6 +81,17 @@ BEGIN
 END
 $$;
 
+-- A retracted episode of p_group with id p_id (kept as history for known-at reads) gives way to
+-- a new episode with its id: its row goes (its provenance links cascade), as a retract before
+-- migration 0550 did, so the id is said again. Returns whether there was one.
+CREATE OR REPLACE FUNCTION pgmemory_internal.forget_retracted_episode(p_group text, p_id uuid)
+RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+    DELETE FROM pgmemory.episodes WHERE group_id = p_group AND id = p_id AND retracted_at IS NOT NULL;
+    RETURN FOUND;
+END
+$f$;
+
 -- Store a pending episode for the workers, validated like the Python API
 -- (bad input raises invalid_parameter_value naming the problem; nothing is
 -- written). Idempotent by id: the same id and content again is a no-op.
@@ -94,7 +105,6 @@ RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_id uuid;
     v_stored text;
-    v_retracted timestamptz;
 BEGIN
     IF p_group IS NULL OR btrim(p_group) = '' THEN
         RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
@@ -142,6 +152,8 @@ BEGIN
                           || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
                                   THEN to_char(p_reference_time AT TIME ZONE 'UTC', '.US') ELSE '' END
                           || '+00:00', p_content)) END;
+    -- A retracted episode (kept as history, sql/60_delete.sql) gives way when its id is said again.
+    PERFORM pgmemory_internal.forget_retracted_episode(p_group, v_id);
     INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)
     VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time)
     ON CONFLICT DO NOTHING;
@@ -149,13 +161,7 @@ BEGIN
         PERFORM pg_notify('pgmemory_episodes', '');
         RETURN v_id;
     END IF;
-    SELECT e.content, e.retracted_at INTO v_stored, v_retracted FROM pgmemory.episodes e
-     WHERE e.group_id = p_group AND e.id = v_id;
-    IF v_retracted IS NOT NULL THEN  -- kept as history: its id is not free (sql/60_delete.sql)
-        RAISE EXCEPTION 'episode id % was retracted from group % and stays in its history: erase it'
-                        ' (delete_episode with erase) to reuse the id, or use another id',
-              coalesce(p_episode_id, v_id::text), p_group USING ERRCODE = '22023';
-    END IF;
+    SELECT e.content INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
     IF v_stored IS DISTINCT FROM p_content THEN
         RAISE EXCEPTION 'episode id % is already used by a different episode', p_episode_id
               USING ERRCODE = '22023';

@@ -9,8 +9,8 @@
 -- Retract (default) rewrites no history: "what did we believe last week"
 -- still answers. The episode itself is kept, marked retracted (episodes.retracted_at,
 -- with its provenance links in fact_episodes): known-at reads before the retract show
--- it and cite it, current reads leave it out as if deleted; its id stays taken (an
--- erase frees it). An episode not processed yet (pending, processing, failed) derived
+-- it and cite it, current reads leave it out as if deleted; an episode added again with
+-- its id replaces the kept row (pgmemory_internal.forget_retracted_episode). An episode not processed yet (pending, processing, failed) derived
 -- nothing and is deleted. Entities only it introduced (no live mention, no claim) are
 -- retired (entities.retired_at), not deleted: known-at queries before the
 -- retract still see them and their facts' versions, current ones do not. A
@@ -80,6 +80,7 @@ BEGIN
     ELSE  -- kept as history: its mentions go (the entities are re-derived without them), its links stay
         DELETE FROM pgmemory.episode_mentions WHERE group_id = p_group AND episode_id = p_episode;
         UPDATE pgmemory.episodes SET retracted_at = now() WHERE id = p_episode AND group_id = p_group;
+        UPDATE pgmemory.fact_episodes SET retracted_at = now() WHERE group_id = p_group AND episode_id = p_episode;
     END IF;
     changed := pgmemory_internal.refold_lineages(p_group, seeds);
 

@@ -610,9 +610,7 @@ BEGIN
                    'attributes', f.attributes,
                    'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
                                   FROM pgmemory.fact_episodes fe WHERE fe.group_id = one AND fe.fact_id = f.id
-                                   AND NOT EXISTS (SELECT FROM pgmemory.episodes r  -- a retracted one: history
-                                                    WHERE r.group_id = one AND r.id = fe.episode_id
-                                                      AND r.retracted_at IS NOT NULL)),
+                                   AND fe.retracted_at IS NULL),  -- a retracted episode: history only
                    'distance', NULL::integer, 'embedding', NULL::text)
           FROM fact_hits fh
           JOIN pgmemory.facts f ON f.group_id = one AND f.version_id = fh.version_id
@@ -665,9 +663,7 @@ BEGIN
                                   FROM pgmemory.fact_episodes fe
                                  WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
                                    AND (known_at IS NULL OR fe.created_at <= known_at)
-                                   AND NOT EXISTS (SELECT FROM pgmemory.episodes r  -- retracted by then: history
-                                                    WHERE r.group_id = fe.group_id AND r.id = fe.episode_id
-                                                      AND r.retracted_at <= coalesce(known_at, 'infinity'))),
+                                   AND (fe.retracted_at IS NULL OR fe.retracted_at > known_at)),  -- retracted by then
                    'distance', (SELECT min(b.distance) FROM from_center b
                                  WHERE b.entity_id IN (f.source_id, f.target_id)),
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)

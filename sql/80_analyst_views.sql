@@ -29,8 +29,8 @@ SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation, t.name AS t
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f
@@ -47,8 +47,8 @@ SELECT f.id, f.version_id, f.group_id,
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f
@@ -61,8 +61,8 @@ SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation,
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f

@@ -156,10 +156,6 @@ async def test_deletes_and_erasing_the_group_leave_no_orphan_community(memory, c
         assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
         assert graph_members(conn, group) == table_members(conn, group)
     assert current(conn, group) == 0
-    for i in range(len(CHAT)):  # retracted episodes keep their ids (history) until erased
-        await memory.delete_episode(group, f"e{i}", erase=True)
-        conn.commit()
-        assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
     await ingest_chat(memory, group)
     detect(conn, group)
     await memory.erase_group(group)

@@ -381,8 +381,8 @@ async def test_a_retracted_fact_stays_retracted_when_one_of_its_episodes_is_dele
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,
-    context, get_episode(s), episode_status, the analyst views) leave it out; its id is not free
-    until it is erased, and the erase leaves none of its text."""
+    context, get_episode(s), episode_status, the analyst views) leave it out; the erase leaves none
+    of its text."""
     globex = f"Globex {tag(group)}"
     said = f"I now work at {globex}."
     known = await ingest(memory, group, [("e1", "2020-01-01", "I work at Acme Corp."), ("e2", "2022-01-01", said)])
@@ -413,13 +413,26 @@ async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_
         assert await conn.fetchval("SELECT count(*) FROM pgmemory.episode_log WHERE group_id = $1", group) == 1
     with pytest.raises(InvalidInput, match="does not exist"):
         await memory.delete_episode(group, "e2")  # retracted once
-    # Its id stays taken (known-at reads cite it): a re-add is refused, through either path.
-    for add in (memory.add_episode, memory.enqueue_episode):
-        with pytest.raises(InvalidInput, match="episode id .* was retracted from group .* erase it"):
-            await add(group, said, actor="Alice", reference_time=utc("2022-01-01"), episode_id="e2")
-    # Erased: its row and text go, and the id is free again.
+    # Erased: its row and text go; history is rewritten as if it had never been said.
     await memory.delete_episode(group, "e2", erase=True)
     assert rows_containing(db_dsn, said) == []
-    assert globex not in (await cited(known["e2"]))[1]  # history rewritten: never said
+    assert globex not in (await cited(known["e2"]))[1]
     await memory.add_episode(group, said, actor="Alice", reference_time=utc("2022-01-01"), episode_id="e2")
+    assert await targets(memory, group, "WORKS_FOR") == {globex}
+
+
+@pytest.mark.parametrize("path", ["add_episode", "enqueue_episode"])
+async def test_an_episode_said_again_after_its_retract_is_processed_as_new(memory, group, path):
+    """Adding an episode with a retracted episode's id (a re-import, a corrected message) replaces the
+    kept row: the new content is processed and believed, through either path."""
+    await ingest(memory, group, [("e1", "2020-01-01", "I work at Acme Corp."),
+                                 ("e2", "2022-01-01", "I now work at Initech.")])
+    await memory.delete_episode(group, "e2")
+    assert await targets(memory, group, "WORKS_FOR") == {"Acme Corp"}
+    globex = f"Globex {tag(group)}"
+    add = getattr(memory, path)
+    await add(group, f"I now work at {globex}.", actor="Alice", reference_time=utc("2022-01-01"), episode_id="e2")
+    if path == "enqueue_episode":
+        await memory.retry(group)
+    assert [e.content for e in await memory.get_episodes(group)] == ["I work at Acme Corp.", f"I now work at {globex}."]
     assert await targets(memory, group, "WORKS_FOR") == {globex}

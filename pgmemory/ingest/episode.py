@@ -70,14 +70,6 @@ def id_in_use(ep: Episode, given: Any = None) -> InvalidInput:
     return InvalidInput(f"episode id {named} is already used by a different episode of group {ep.group_id!r:.80}")
 
 
-def id_retracted(ep: Episode, given: Any = None) -> InvalidInput:
-    """The refusal of an episode whose id names a retracted episode of its group: kept as history
-    (known-at reads cite it), its id is not free until the episode is erased."""
-    named = f"{given!r:.80} ({ep.id})" if isinstance(given, str) and given != str(ep.id) else str(ep.id)
-    return InvalidInput(f"episode id {named} was retracted from group {ep.group_id!r:.80} and stays in its history:"
-                        " erase it (delete_episode with erase=True) to reuse the id, or use another id")
-
-
 def default_episode_uuid(group_id: str, actor: str | None, reference_time: datetime, content: str) -> uuid.UUID:
     """The id of an episode given without one: derived from (group, actor, reference time as an
     instant, content), so re-running an interrupted ingest finds the episodes it already stored."""

@@ -32,7 +32,7 @@ from pgvector import Vector
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
-from pgmemory.ingest.episode import Episode, id_in_use, id_retracted
+from pgmemory.ingest.episode import Episode, id_in_use
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
@@ -431,20 +431,25 @@ def fact_embedding_text(fact: ExtractedFact) -> str:
 
 async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_seconds: float) -> str:
     """Insert the raw episode, leased to `owner` ('leased'), unless its id exists; then return the
-    stored status. One statement: no worker can claim it in between."""
-    row = await conn.fetchrow(
-        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
-        " status, lease_owner, lease_until, attempts, metadata)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
-        " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
-        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
-        owner, _interval(lease_seconds), ep.metadata)
-    if row is not None:
-        return row[0]
-    stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
-                                 " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
-    if stored["retracted_at"] is not None:
-        raise id_retracted(ep)
+    stored status. One statement: no worker can claim it in between. A retracted episode with the
+    id (kept as history) gives way to it (pgmemory_internal.forget_retracted_episode)."""
+    for _ in range(2):
+        row = await conn.fetchrow(
+            "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
+            " status, lease_owner, lease_until, attempts, metadata)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
+            " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
+            ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
+            owner, _interval(lease_seconds), ep.metadata)
+        if row is not None:
+            return row[0]
+        stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
+                                     " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
+        if stored is None or stored["retracted_at"] is None:
+            break
+        await conn.execute("SELECT pgmemory_internal.forget_retracted_episode($1, $2)", ep.group_id, ep.id)
+    if stored is None:  # deleted between the two statements: said again as new
+        return await _store_raw(conn, ep, owner, lease_seconds)
     if stored["content"] != ep.content:
         raise id_in_use(ep)
     return stored["status"]

@@ -82,6 +82,7 @@ BEGIN
             ('fact_episodes', 'fact_id', 'Fact id (stable across versions)'),
             ('fact_episodes', 'episode_id', 'Episode the fact came from'),
             ('fact_episodes', 'created_at', 'When the link was recorded'),
+            ('fact_episodes', 'retracted_at', 'When its episode was retracted (kept as history: cited only by reads known before then); NULL: current'),
             ('episode_mentions', 'episode_id', 'The mentioning episode'),
             ('episode_mentions', 'entity_id', 'The mentioned entity'),
             ('episode_mentions', 'summary', 'The description this episode''s extraction gave the entity'),
@@ -357,6 +358,7 @@ BEGIN
             ('entities_of_group', 'Internal (search): which of the given ids are entities of the group'),
             ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
+            ('forget_retracted_episode', 'Internal: a retracted episode (kept as history) gives way to a new episode with its id'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name (now, else in an earlier version), oldest first')
         )
         SELECT p.oid::regprocedure AS sig, d.txt FROM pg_proc p JOIN docs d ON d.fn = p.proname
