@@ -91,8 +91,8 @@ CASES = {
 
 def add(conn, group: str, target: str, kw: dict) -> dict:
     if kw.get("retract"):
-        fid = conn.execute("SELECT id FROM pgmemory.believed_facts WHERE group_id = %s AND target = %s",
-                           (group, target)).fetchone()[0]
+        fid = conn.execute("SELECT id FROM pgmemory.believed_facts WHERE group_id = %s AND target = %s"
+                           " ORDER BY valid_from NULLS FIRST, valid_to NULLS LAST LIMIT 1", (group, target)).fetchone()[0]
         return conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fid)).fetchone()[0]
     day = lambda k: utc(kw[k]) if kw.get(k) else None  # noqa: E731
     return conn.execute(
@@ -188,8 +188,8 @@ def test_belief_does_not_depend_on_arrival_order(conn, group, name):
 @pytest.mark.parametrize("seed", range(12))
 def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
     """Random statements (three employers, repeats, stated starts and ends, negations, unknown
-    starts, all functional) arriving in a random order: what each add_fact leaves is what a re-fold
-    of all the claims in valid-time order gives (the re-fold changes nothing)."""
+    starts, retractions, mostly functional) arriving in a random order: what each add_fact leaves is
+    what a re-fold of all the claims in valid-time order gives (the re-fold changes nothing)."""
     import random
 
     rng = random.Random(seed)
@@ -197,8 +197,13 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
     for n in range(8):
         kw: dict = {"fn": rng.random() < 0.8}  # now and then one that contradicts nothing
         start = rng.randrange(len(days) - 1)
-        shape = rng.choice(["frm", "frm", "ref", "frm_to", "neg"])
-        if shape == "frm":
+        shape = rng.choice(["frm", "frm", "ref", "frm_to", "neg", "retract"])
+        target = rng.choice(["Acme", "Globex", "Initech"])
+        if shape == "retract":
+            if target not in intervals(conn, group):
+                continue
+            kw = {"retract": True}
+        elif shape == "frm":
             kw["frm"] = days[start]
         elif shape == "ref":
             kw["ref"] = days[start]
@@ -206,7 +211,7 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
             kw.update(frm=days[start], to=days[rng.randrange(start + 1, len(days))])
         else:
             kw.update(neg=True, fn=False, ref=days[start])
-        add(conn, group, rng.choice(["Acme", "Globex", "Initech"]), kw)
+        add(conn, group, target, kw)
         conn.commit()
         lineages = [r[0] for r in conn.execute(
             "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
