@@ -6,7 +6,8 @@ engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
 
 import asyncpg
 import psycopg
@@ -68,25 +69,33 @@ _CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError, asyncpg.exceptions
                     asyncpg.exceptions.CannotConnectNowError, asyncpg.exceptions.InternalClientError)
 
 
-def connection_lost(exc: BaseException) -> BaseException | None:
-    """The lost-connection error behind `exc` (itself, a cause or context, or a member of an
-    exception group), or None when the server did not go away."""
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then its causes and contexts and the members of exception groups, each once."""
     seen: set[int] = set()
-    todo = [exc]
+    todo: list[BaseException | None] = [exc]
     while todo:
         e = todo.pop()
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, _CONNECTION_LOST):
+        yield e
+        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
+
+
+def _protocol_interrupted(e: BaseException) -> bool:
+    """asyncpg's protocol left mid-operation by a dropped socket: "cannot switch to state N;
+    another operation is in progress" (seen when the server is killed under load)."""
+    return isinstance(e, asyncpg.exceptions.InternalClientError) and "another operation" in str(e)
+
+
+def connection_lost(exc: BaseException) -> BaseException | None:
+    """The lost-connection error behind `exc` (itself, a cause or context, or a member of an
+    exception group), or None when the server did not go away."""
+    for e in _chain(exc):
+        if isinstance(e, _CONNECTION_LOST) or _protocol_interrupted(e):
             return e
         if isinstance(e, psycopg.OperationalError) and (e.sqlstate is None or e.sqlstate[:2] in ("08", "57")):
             return e
-        # asyncpg's protocol left mid-operation by a dropped socket: "cannot switch to state N;
-        # another operation is in progress" (seen when the server is killed under load).
-        if isinstance(e, asyncpg.exceptions.InternalClientError) and "another operation" in str(e):
-            return e
-        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
     return None
 
 
@@ -95,26 +104,15 @@ def postgres_lost(exc: BaseException) -> bool:
     connection)? Like connection_lost, but an OSError counts only when asyncpg raised it (its
     traceback passes through asyncpg), so a worker gives back episodes for a database restart
     and still marks failed the ones an unreachable provider failed."""
-    import traceback
-
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in _chain(exc):
         if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)) \
                 and not isinstance(e, asyncpg.exceptions.QueryCanceledError):
             return True
-        if isinstance(e, asyncpg.InterfaceError) and "connection is closed" in str(e):
+        if isinstance(e, asyncpg.InterfaceError) and "connection is closed" in str(e) or _protocol_interrupted(e):
             return True
-        if isinstance(e, asyncpg.exceptions.InternalClientError) and "another operation" in str(e):
-            return True  # asyncpg's protocol left mid-operation by a dropped socket
         if isinstance(e, OSError) and any("/asyncpg/" in frame.filename.replace("\\", "/")
                                           for frame in traceback.extract_tb(e.__traceback__)):
             return True
-        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
     return False
 
 
