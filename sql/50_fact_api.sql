@@ -82,10 +82,13 @@ BEGIN
     SELECT * INTO tgt FROM pgmemory_internal.entity_by_name(p_group, btrim(p_target), p_target_embedding);
     IF src.created THEN created := created || btrim(p_source); END IF;
     IF tgt.created THEN created := created || btrim(p_target); END IF;
+    -- The pair's lineage of this relation: the believed one, else one no longer believed (its
+    -- interval withdrawn by a contradiction, or retracted), so the statement said again joins it
+    -- rather than opening a second lineage that could hold at the same time once the other returns.
     SELECT f.lineage INTO dup FROM pgmemory.facts f
-     WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.relation = rel
+     WHERE f.group_id = p_group AND f.relation = rel
        AND f.source_id = src.entity_id AND f.target_id = tgt.entity_id
-     ORDER BY lower(f.recorded) LIMIT 1;
+     ORDER BY upper_inf(f.recorded) DESC, lower(f.recorded) LIMIT 1;
     IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
         ends := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
                        WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id

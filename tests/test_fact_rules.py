@@ -83,6 +83,10 @@ CASES = {
          ("Globex", {"frm": "2018-07-01", "fn": True}), ("Acme", {"frm": "2018-07-01", "fn": True}),
          ("Initech", {"frm": "2019-07-01", "fn": True})],
         {"Acme": [("2018-07-01", "2019-07-01")], "Initech": [("2019-07-01", None)]}),
+    "said again after a withdrawal, a statement keeps its lineage": (
+        [("Initech", {"frm": "2022-07-01", "fn": True}), ("Acme", {"frm": "2022-07-01", "fn": True}),
+         ("Initech", {"frm": "2023-01-01", "to": "2023-07-01", "fn": True}), ("Acme", {"retract": True})],
+        {"Initech": [("2022-07-01", "2023-07-01")]}),  # one lineage: its stated end ends it (not two overlapping)
     "retraction withdraws the belief": (
         [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2020-01-01"}), ("Acme", {"retract": True})],
         {"Globex": [("2020-01-01", None)]}),
