@@ -22,12 +22,13 @@ from pydantic import ValidationError
 from pgmemory.errors import PgMemoryError
 from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
+from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import ingest_json, time_or_now, validation_line
+from pgmemory.surfaces.wire import ingest_json, provider_line, time_or_now, validation_line
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -113,7 +114,8 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
 
 
 def _tool_errors(fn):
-    """Turn pgmemory's errors into the one-line ToolError the model reads."""
+    """Turn pgmemory's errors, and a failed embedding or LLM provider call, into the one-line
+    ToolError the model reads."""
     import functools
 
     @functools.wraps(fn)
@@ -122,6 +124,8 @@ def _tool_errors(fn):
             return await fn(*args, **kwargs)
         except PgMemoryError as exc:
             raise ToolError(str(exc)) from None
+        except ProviderError as exc:
+            raise ToolError(provider_line(exc)) from None
     return wrapped
 
 
@@ -210,10 +214,8 @@ def _tools(server: MCPServer, state: State) -> None:
     @_tool_errors
     async def delete_episode(uuid: str, ctx: Context, group_id: str | None = None, erase: bool = False) -> dict[str, Any]:
         """Delete an episode as if it had never been added (its facts re-derived from the others);
-        erase: also remove its text from history."""
+        erase: also remove its text from history (an episode deleted earlier can still be erased)."""
         [group] = await _groups(ctx, state, group_id, write=True)
-        if await mem().get_episode(group, uuid) is None:
-            raise ToolError(f"episode {uuid!r:.80} not found in group {group!r:.80}")
         return asdict(await mem().delete_episode(group, uuid, erase=erase))
 
     @server.tool()
