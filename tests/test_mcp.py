@@ -123,6 +123,13 @@ async def test_every_tool_in_process(mcp_memory):
                                                                              " integer, unable to parse string as"
                                                                              " an integer")
         assert (await refused(client, "add_memory", episode_body="x")).endswith(": name: Field required")
+        # A flag is JSON true/false only: "yes" or 1 is refused, as the Python API refuses it.
+        assert (await refused(client, "delete_episode", uuid="nope", erase="yes")).endswith(
+            ": erase: Input should be a valid boolean")
+        assert (await refused(client, "search_memory_facts", query="x", include_invalidated=1)).endswith(
+            ": include_invalidated: Input should be a valid boolean")
+        assert (await refused(client, "add_memory", name="x", episode_body="x", wait="no")).endswith(
+            ": wait: Input should be a valid boolean")
         erased = await call(client, "clear_graph", confirm=True)
         assert erased["erased"]["mcp-a"] >= 1
         assert (await call(client, "get_episodes"))["episodes"] == []
