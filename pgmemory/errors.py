@@ -23,3 +23,8 @@ class MigrationError(PgMemoryError):
 
 class InvalidInput(PgMemoryError, ValueError):
     """Input rejected before anything was written."""
+
+
+class NotFound(InvalidInput):
+    """The id names nothing in that group (surfaces answer it as not found: REST 404); an
+    InvalidInput, so callers catching that still catch it."""

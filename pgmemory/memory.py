@@ -12,7 +12,7 @@ import asyncpg
 import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput, SetupError
+from pgmemory.errors import InvalidInput, NotFound, SetupError
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
@@ -372,7 +372,7 @@ class Memory:
         try:
             out = await self._retried_write("SELECT pgmemory.delete_episode($1, $2, $3)", group, eid, erase)
         except asyncpg.NoDataFoundError:
-            raise InvalidInput(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
+            raise NotFound(f"episode {episode_id!r:.80} does not exist in group {group!r}") from None
         async with self.pool.acquire() as conn:
             await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
@@ -433,7 +433,7 @@ class Memory:
         try:
             return await self._retried_write("SELECT pgmemory.retract_fact($1, $2)", group, fid)
         except asyncpg.NoDataFoundError:
-            raise InvalidInput(f"fact {fid} is not believed in group {group!r}") from None
+            raise NotFound(f"fact {fid} is not believed in group {group!r}") from None
 
     async def _retried_write(self, query: str, *args: Any) -> Any:
         """One write of the SQL API (add_fact, retract_fact, delete_episode) in its own transaction,

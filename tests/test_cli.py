@@ -102,9 +102,22 @@ def test_search_bad_input_is_one_line(db_dsn):
     assert result.returncode == 2 and "unknown search recipe 'nope'" in result.stderr
 
 
-def test_retry_with_nothing_to_do(db_dsn):
-    result = run_cli("retry", "--group", "no-such-group", dsn=db_dsn)
+def test_retry_with_nothing_to_do(db_dsn, group, tmp_path):
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [{"content": "I work at Acme Corp.", "actor": "Zoe",
+                               "reference_time": "2023-01-01T00:00:00Z"}])
+    assert run_cli("ingest", str(data), dsn=db_dsn).returncode == 0
+    result = run_cli("retry", "--group", group, dsn=db_dsn)
     assert result.returncode == 0 and "0 ingested" in result.stdout
+
+
+def test_retry_and_communities_refuse_a_group_with_no_episodes(db_dsn):
+    """As reembed does: a mistyped group is one line and exit 2, not a silent "0 ingested"."""
+    for args in (("retry",), ("communities", "refresh"), ("communities", "rebuild")):
+        result = run_cli(*args, "--group", "no-such-group", dsn=db_dsn)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert result.stderr == "pgmemory: error: group 'no-such-group' has no episodes or entities\n", args
+        assert "ingested" not in result.stdout and "communities:" not in result.stdout
 
 
 def test_cli_reads_bare_dates_as_utc_with_the_llm_extractor(db_dsn, group, tmp_path, fake_openai):

@@ -100,13 +100,16 @@ async def test_every_tool_in_process(mcp_memory):
         assert (await call(client, "get_entity_edge", uuid=fact["uuid"]))["current"] is None
         deleted = await call(client, "delete_episode", uuid=done["episode_id"])
         assert "facts_retracted" in deleted
+        # Deleted (retracted) already: deleting again is refused, erasing its text still works.
+        assert "does not exist in group" in await refused(client, "delete_episode", uuid=done["episode_id"])
+        assert (await call(client, "delete_episode", uuid=done["episode_id"], erase=True))["erased"] is True
 
         # Error paths: one line each, the server keeps serving.
         assert "confirm" in await refused(client, "clear_graph")
         assert "unknown source" in await refused(client, "add_memory", name="x", episode_body="x", source="poem")
         assert "time zone" in await refused(client, "search_memory_facts", query="x", as_of="2021-01-01T00:00")
         assert "not found" in await refused(client, "get_entity_edge", uuid="00000000-0000-0000-0000-000000000001")
-        assert "not found" in await refused(client, "delete_episode", uuid="nope")
+        assert "does not exist in group" in await refused(client, "delete_episode", uuid="nope")
         assert "limit" in await refused(client, "search_memory_facts", query="x", max_facts=0)
         assert "fact id" in await refused(client, "delete_entity_edge", uuid="not-a-uuid")
         # Wrongly typed or missing arguments: one line naming the argument.
@@ -120,9 +123,30 @@ async def test_every_tool_in_process(mcp_memory):
                                                                              " integer, unable to parse string as"
                                                                              " an integer")
         assert (await refused(client, "add_memory", episode_body="x")).endswith(": name: Field required")
+        # A flag is JSON true/false only: "yes" or 1 is refused, as the Python API refuses it.
+        assert (await refused(client, "delete_episode", uuid="nope", erase="yes")).endswith(
+            ": erase: Input should be a valid boolean")
+        assert (await refused(client, "search_memory_facts", query="x", include_invalidated=1)).endswith(
+            ": include_invalidated: Input should be a valid boolean")
+        assert (await refused(client, "add_memory", name="x", episode_body="x", wait="no")).endswith(
+            ": wait: Input should be a valid boolean")
         erased = await call(client, "clear_graph", confirm=True)
         assert erased["erased"]["mcp-a"] >= 1
         assert (await call(client, "get_episodes"))["episodes"] == []
+
+
+async def test_a_failing_embedder_is_one_line(mcp_memory, fake_openai):
+    """The embedding endpoint answering HTTP 500: the tool says the embedding provider failed."""
+    from pgmemory.providers.embedder import OpenAIEmbedder
+    from tests.fake_openai import Status
+
+    embedder = OpenAIEmbedder(model="embed-test", dim=384, base_url=fake_openai.base_url, max_retries=0)
+    memory = Memory(mcp_memory.pool, embedder, RuleExtractor())
+    fake_openai.script_embeddings(Status(500, "upstream\nexploded"))
+    async with Client(build_server(memory, default_group="mcp-embed", worker_concurrency=0)) as client:
+        text = await refused(client, "search_memory_facts", query="where does Kim live")
+        assert "the embedding provider failed: " in text and "embedding request to" in text
+    await embedder.aclose()
 
 
 async def test_no_default_group_means_each_call_names_one(mcp_memory):

@@ -173,6 +173,38 @@ async def test_graph_reads_fact_history_and_deletes(server):
     assert r.status_code == 200 and set(r.json()) >= {"facts_retracted", "entities_removed"}
     assert error(await client.get("/v1/groups/group-a/episodes/bike-1", headers=h)) == (404, "not_found")
     assert error(await client.delete("/v1/groups/group-a/episodes/bike-1", headers=h)) == (404, "not_found")
+    # Retracted already, it can still be erased (its text then nowhere), as from Python, CLI and SQL.
+    r = await client.delete("/v1/groups/group-a/episodes/bike-1?erase=true", headers=h)
+    assert r.status_code == 200 and r.json()["erased"] is True, r.json()
+    r = await client.post("/v1/search", headers=h, json={"query": "bike", "group_ids": ["group-a"],
+                                                         "filters": {"include_invalidated": True}})
+    assert not any("bike" in e["content"] for e in r.json()["episodes"])
+    assert error(await client.delete("/v1/groups/group-a/episodes/never-was?erase=true", headers=h)) == \
+        (404, "not_found")
+
+
+async def test_a_failing_embedder_is_a_502_naming_the_provider(rest_memory, fake_openai):
+    """The embedding endpoint (the local fake OpenAI server) answering HTTP 500, then vectors of the
+    wrong size: a 502 provider_error in one line saying the embedding provider failed, not a 500."""
+    from pgmemory.providers.embedder import OpenAIEmbedder
+    from tests.fake_openai import Status, Vectors
+
+    embedder = OpenAIEmbedder(model="embed-test", dim=384, base_url=fake_openai.base_url, max_retries=0)
+    app = create_app(Memory(rest_memory.pool, embedder, RuleExtractor()), auth=False, worker_concurrency=0)
+    fake_openai.script_embeddings(Status(500, "upstream\nexploded"), Vectors(dim=3), Vectors(dim=3))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            r = await client.post("/v1/search", json={"query": "where does Ann live", "group_ids": ["group-e"]})
+            assert error(r) == (502, "provider_error")
+            message = r.json()["error"]["message"]
+            assert message.startswith("the embedding provider failed: embedding request to ") and "\n" not in message
+            r = await client.post("/v1/context", json={"query": "where does Ann live", "group_ids": ["group-e"]})
+            assert error(r) == (502, "provider_error") and "returned 3-d vectors" in r.json()["error"]["message"]
+            r = await client.post("/v1/groups/group-e/facts", json={
+                "source": "Ann", "relation": "LIVES_IN", "target": "Oslo", "fact": "Ann lives in Oslo."})
+            assert error(r) == (502, "provider_error")
+            assert (await client.get("/v1/groups/group-e/entities")).json()["entities"] == []  # nothing written
+    await embedder.aclose()
 
 
 async def test_a_key_never_sees_another_group(server):

@@ -237,6 +237,7 @@ def _cmd_reembed(args: argparse.Namespace) -> int:
 
 def _cmd_communities(args: argparse.Namespace) -> int:
     from pgmemory.ingest.episode import validate_group_id
+    from pgmemory.ingest.reembed import groups_to_walk
     from pgmemory.memory import Memory
     from pgmemory.surfaces.ingest_file import refresh_groups
 
@@ -244,8 +245,11 @@ def _cmd_communities(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with await Memory.open() as memory:
-            groups = {group} if group else {r[0] for r in await memory.pool.fetch(
-                "SELECT DISTINCT group_id FROM pgmemory.entities")}
+            # A group named that holds nothing is refused (as by reembed), not reported as 0 communities.
+            if group:
+                groups = set(await groups_to_walk(memory.pool, group))
+            else:
+                groups = {r[0] for r in await memory.pool.fetch("SELECT DISTINCT group_id FROM pgmemory.entities")}
             await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
         return 0
     return asyncio.run(run())

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from pgmemory.errors import InvalidInput
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
+from pgmemory.ingest.reembed import groups_to_walk
 from pgmemory.memory import Memory, validate_batch
 
 
@@ -82,8 +83,11 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
 
 
 async def retry(group_id: str | None) -> int:
-    """Re-run failed and pending episodes with a progress bar."""
+    """Re-run failed and pending episodes with a progress bar. A group named that holds nothing is
+    refused (like `pgmemory reembed`), not reported as "0 ingested": a mistyped group says so."""
     async with await Memory.open() as memory:
+        if group_id is not None:
+            await groups_to_walk(memory.pool, group_id)
         with tqdm(unit="ep", desc="retry", disable=not sys.stderr.isatty()) as bar:
             results = await memory.retry(group_id, on_done=lambda _: bar.update(1))
         rc = _report(results)

@@ -17,17 +17,18 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from pydantic import ValidationError
+from pydantic import StrictBool, ValidationError
 
 from pgmemory.errors import PgMemoryError
 from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
+from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import ingest_json, time_or_now, validation_line
+from pgmemory.surfaces.wire import ingest_json, provider_line, time_or_now, validation_line
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -37,6 +38,11 @@ INSTRUCTIONS = (
     "entities with their summaries.")
 
 SOURCES = {"text": "text", "message": "message", "json": "json"}
+
+# A tool's true/false argument: JSON true or false only. pydantic's lax mode would read "yes", "no",
+# "1" or 0 as a boolean, which the Python API refuses (check_bool); a model sending "no" for erase
+# or confirm gets told, not guessed at.
+Flag = StrictBool
 
 
 @dataclass
@@ -113,7 +119,8 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
 
 
 def _tool_errors(fn):
-    """Turn pgmemory's errors into the one-line ToolError the model reads."""
+    """Turn pgmemory's errors, and a failed embedding or LLM provider call, into the one-line
+    ToolError the model reads."""
     import functools
 
     @functools.wraps(fn)
@@ -122,6 +129,8 @@ def _tool_errors(fn):
             return await fn(*args, **kwargs)
         except PgMemoryError as exc:
             raise ToolError(str(exc)) from None
+        except ProviderError as exc:
+            raise ToolError(provider_line(exc)) from None
     return wrapped
 
 
@@ -144,7 +153,7 @@ def _tools(server: MCPServer, state: State) -> None:
     async def add_memory(name: str, episode_body: str, ctx: Context, group_id: str | None = None,
                          source: str = "text", source_description: str = "", uuid: str | None = None,
                          reference_time: str | None = None, metadata: dict[str, Any] | None = None,
-                         wait: bool = False) -> dict[str, Any]:
+                         wait: Flag = False) -> dict[str, Any]:
         """Add an episode to memory. source: "text", "message" (chat lines "Speaker: text") or
         "json" (a JSON string). reference_time: when it was said (ISO 8601 with a zone; default
         now). Queued and processed in the background unless wait is true; returns its episode id."""
@@ -185,7 +194,7 @@ def _tools(server: MCPServer, state: State) -> None:
     async def search_memory_facts(query: str, ctx: Context, group_ids: list[str] | None = None,
                                   max_facts: int = 10, center_node_uuid: str | None = None,
                                   as_of: str | None = None, known_at: str | None = None,
-                                  include_invalidated: bool = False) -> dict[str, Any]:
+                                  include_invalidated: Flag = False) -> dict[str, Any]:
         """Search facts (edges) with their valid time. as_of: what was true at that time (valid
         time); known_at: as believed at that time (transaction time); both ISO 8601 with a zone.
         Ended facts are left out unless include_invalidated."""
@@ -208,12 +217,10 @@ def _tools(server: MCPServer, state: State) -> None:
 
     @server.tool()
     @_tool_errors
-    async def delete_episode(uuid: str, ctx: Context, group_id: str | None = None, erase: bool = False) -> dict[str, Any]:
+    async def delete_episode(uuid: str, ctx: Context, group_id: str | None = None, erase: Flag = False) -> dict[str, Any]:
         """Delete an episode as if it had never been added (its facts re-derived from the others);
-        erase: also remove its text from history."""
+        erase: also remove its text from history (an episode deleted earlier can still be erased)."""
         [group] = await _groups(ctx, state, group_id, write=True)
-        if await mem().get_episode(group, uuid) is None:
-            raise ToolError(f"episode {uuid!r:.80} not found in group {group!r:.80}")
         return asdict(await mem().delete_episode(group, uuid, erase=erase))
 
     @server.tool()
@@ -236,7 +243,7 @@ def _tools(server: MCPServer, state: State) -> None:
 
     @server.tool()
     @_tool_errors
-    async def clear_graph(ctx: Context, group_ids: list[str] | None = None, confirm: bool = False) -> dict[str, Any]:
+    async def clear_graph(ctx: Context, group_ids: list[str] | None = None, confirm: Flag = False) -> dict[str, Any]:
         """Erase everything of the given groups (default: the server's group). Cannot be undone:
         confirm must be true."""
         groups = await _groups(ctx, state, group_ids, write=True)

@@ -19,18 +19,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pgmemory.errors import DatabaseTimeout, DatabaseUnavailable, InvalidInput, PgMemoryError, SetupError
+from pgmemory.errors import DatabaseTimeout, DatabaseUnavailable, InvalidInput, NotFound, PgMemoryError, SetupError
 from pgmemory.ingest.episode import validate_group_id
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
+from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import filters_from_json, ingest_json, results_json, time_or_now, validation_line
+from pgmemory.surfaces.wire import (filters_from_json, ingest_json, provider_line, results_json, time_or_now,
+                                    validation_line)
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -133,6 +135,17 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidInput)
     async def invalid(_request: Request, exc: InvalidInput) -> JSONResponse:
         return _error(400, "invalid_input", str(exc))
+
+    @app.exception_handler(NotFound)
+    async def not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(ProviderError)
+    async def provider(_request: Request, exc: ProviderError) -> JSONResponse:
+        # The embedding or LLM endpoint failed (down, an HTTP error, a malformed reply): not a bug
+        # of pgmemory nor of the request, so a 502 naming the provider, not a 500.
+        log.warning("provider failed: %s", exc)
+        return _error(502, "provider_error", provider_line(exc))
 
     @app.exception_handler(RequestValidationError)
     async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -271,10 +284,10 @@ def _routes(app: FastAPI) -> None:
                 summary="Delete an episode as if never ingested (?erase=true: its text nowhere)")
     async def delete_episode(group_id: str, episode_id: str, request: Request, key: ApiKey | None = Key,
                              erase: bool = False) -> dict:
+        """Unknown here is a 404; an episode retracted earlier is one too, unless erase=true (its
+        text is then removed from the history it left, as Memory.delete_episode does)."""
         allow(key, [group_id], write=True)
-        mem = _memory(request)
-        _found(await mem.get_episode(group_id, episode_id), "episode")
-        return asdict(await mem.delete_episode(group_id, episode_id, erase=erase))
+        return asdict(await _memory(request).delete_episode(group_id, episode_id, erase=erase))
 
     @app.post("/v1/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)")
     async def search(body: SearchIn, request: Request, key: ApiKey | None = Key) -> dict:
@@ -333,12 +346,7 @@ def _routes(app: FastAPI) -> None:
                 summary="Retract a fact: no longer believed (history kept)")
     async def retract_fact(group_id: str, fact_id: str, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
-        try:
-            return jsonable(await _memory(request).retract_fact(group_id, fact_id))
-        except InvalidInput as exc:
-            if "is not believed" in str(exc):
-                raise ApiError(404, "not_found", str(exc)) from None
-            raise
+        return jsonable(await _memory(request).retract_fact(group_id, fact_id))
 
     @app.delete("/v1/groups/{group_id}", tags=["groups"],
                 summary="Erase everything of a group: ?confirm=<the group id> is required")

@@ -27,6 +27,15 @@ def validation_line(errors: list[Any]) -> str:
     return line.splitlines()[0]
 
 
+def provider_line(exc: BaseException) -> str:
+    """A failed embedding or LLM provider call (pgmemory.providers ProviderError) as one line that
+    says which provider failed, for the surfaces: the caller can do nothing about it but retry."""
+    from pgmemory.providers.embedder import EmbeddingError
+
+    what = "embedding provider" if isinstance(exc, EmbeddingError) else "LLM provider"
+    return f"the {what} failed: {' '.join(str(exc).split()) or type(exc).__name__}"[:1000]
+
+
 def filters_from_json(data: dict[str, Any] | None) -> SearchFilters:
     """SearchFilters from a JSON object: times as ISO 8601 strings with a zone, lists as lists."""
     if data is None:
