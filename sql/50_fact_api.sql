@@ -23,10 +23,10 @@ $$;
 
 -- State that p_source p_relation p_target (p_fact is the sentence), valid
 -- from p_valid_from to p_valid_to (NULL: not stated). Entities are resolved
--- by exact name and created if missing; a believed fact with the same
--- relation from the same source to the same target is repeated (dedupe within
--- the pair, in the same direction, as ingestion decides) when
--- its interval overlaps or touches, else a new interval opens. p_negated: the
+-- by exact name and created if missing; a fact with the same relation from the
+-- same source to the same target (believed, else one no longer believed) is
+-- repeated (dedupe within the pair, in the same direction, as ingestion decides):
+-- its lineage's interval is extended when it overlaps or touches, else a new one opens. p_negated: the
 -- relation ended at p_valid_to (or p_reference_time). p_functional: one value
 -- per source (one employer, one home), so other targets of the relation end.
 -- Returns {fact_id, action, source_id, target_id, entities_created, ended, withdrawn}.
