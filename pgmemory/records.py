@@ -24,9 +24,10 @@ def clip(text: str, width: int) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """UUIDs and datetimes as strings (ISO 8601), recursively."""
+    """UUIDs and datetimes as strings (ISO 8601), recursively, dict keys too (an episode's
+    neighbour_of is keyed by the hit's id)."""
     if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
+        return {jsonable(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, uuid.UUID):

@@ -159,3 +159,19 @@ def test_communities_bad_group_is_one_line(capsys):
     assert main(["communities", "rebuild", "--group", ""]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--group must be a non-empty string" in err
+
+
+def test_search_json_prints_episodes_with_their_neighbours(db_dsn, group, tmp_path):
+    """--json prints what a search found, episodes pulled in as a hit's neighbours included (their
+    neighbour_of is keyed by the hit's id)."""
+    data = tmp_path / "chat.jsonl"
+    write_jsonl(data, group, [
+        {"content": text, "actor": actor, "reference_time": f"2024-01-01T10:0{i}:00Z"}
+        for i, (actor, text) in enumerate([("Kim", "I moved to Oslo last spring."), ("Lee", "How is the weather there?"),
+                                           ("Kim", "Cold, but I love the fjords."), ("Lee", "I should visit.")])])
+    assert run_cli("ingest", str(data), dsn=db_dsn).returncode == 0
+    search = run_cli("search", "Oslo", "--group", group, "--json", dsn=db_dsn)
+    assert search.returncode == 0, search.stderr
+    episodes = json.loads(search.stdout)["episodes"]
+    assert any(e["neighbour_of"] for e in episodes)
+    assert all(isinstance(k, str) for e in episodes for k in e["neighbour_of"])

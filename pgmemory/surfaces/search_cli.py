@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pgmemory.errors import DatabaseUnavailable, InvalidInput, PgMemoryError
+from pgmemory.records import jsonable
 from pgmemory.search.config import SearchFilters
 from pgmemory.search.types import SINCE_FOREVER, SearchResults
 
@@ -73,7 +74,7 @@ async def search_command(query: str, group: str, *, limit: int, recipe: str, as_
         async with Memory.open() as memory:
             results = await memory.search(query, group_ids=[group], limit=limit, config=recipe, filters=filters)
     if as_json:
-        print(json.dumps(results.to_dict(), default=str, indent=2))
+        print(json.dumps(jsonable(results.to_dict()), default=str, indent=2))
     else:
         print(render(results))
     return 0
