@@ -570,8 +570,12 @@ async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
     """After an erase, VACUUM the tables (and AGE label tables) that held its text, so dead
     row versions and their index entries do not keep the bytes until autovacuum."""
     names = [f"pgmemory.{t}" for t in ERASED_TEXT_TABLES]
+    # (only the label tables this role may reach: an app login has no right on the mirror's schema,
+    # and naming them failed the call after the erase had committed)
     graph = await conn.fetch("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) AS t FROM pg_tables"
-                             " WHERE schemaname = 'pgmemory_graph' AND tablename IN ('Entity', 'Episode', 'RELATES_TO')")
+                             " WHERE schemaname = 'pgmemory_graph' AND tablename IN ('Entity', 'Episode', 'RELATES_TO')"
+                             "   AND has_schema_privilege(schemaname, 'USAGE')"
+                             "   AND has_table_privilege(quote_ident(schemaname) || '.' || quote_ident(tablename), 'SELECT')")
     await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(names + [r["t"] for r in graph]))
 
 

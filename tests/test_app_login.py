@@ -73,3 +73,15 @@ async def test_default_memory_runs_as_the_app_login_and_cannot_widen_it(own_serv
         assert {c.name: c.status for c in run_checks(conn, embedded=True)}["app login"] == "ok"
         owner_check = {c.name: c for c in run_checks(conn)}["app login"]
         assert owner_check.status == "warn" and "pgmemory grant app_user '*' --app --create" in owner_check.fix
+
+
+async def test_the_app_login_erases_an_episode_without_an_error(own_server):
+    """An erase through the default Memory (the app login, no right on the graph mirror's schema)
+    succeeds and says so; it used to commit, then fail naming pgmemory_graph in its VACUUM."""
+    async with Memory.open(embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        for eid, line in (("x1", "Ann works at Hooli."), ("x2", "Bob works at Hooli.")):
+            await memory.add_episode("g-erase", line, actor="Ann", episode_id=eid,
+                                     reference_time=datetime(2024, 1, 1, tzinfo=timezone.utc))
+        out = await memory.delete_episode("g-erase", "x1", erase=True)
+        assert out.erased
+        assert [e.content for e in await memory.get_episodes("g-erase")] == ["Bob works at Hooli."]
