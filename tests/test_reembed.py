@@ -132,3 +132,19 @@ async def test_reembed_command_prints_progress_and_one_line_errors(memory, group
     missing = run_cli("reembed", "--group", "nobody-here", dsn=db_dsn)
     assert missing.returncode == 2 and "group 'nobody-here' has no episodes or entities" in missing.stderr
     assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+async def test_reembed_leaves_a_retracted_turn_out_of_the_next_ones_vector(memory, group):
+    """A retracted episode is history, not a turn before: after a reembed, the turn after it has the
+    vector it would have had if the retracted one had never been said (as ingestion reads turns)."""
+    from pgmemory.ingest.episode import episode_uuid
+
+    await ingest(memory, group)
+    without = f"{group}-without"
+    await memory.add_episodes([{"group_id": without, "content": text, "actor": who, "episode_id": f"t{i}",
+                                "reference_time": T0 + timedelta(days=day)}
+                               for i, (who, text, day) in enumerate(TURNS) if i != 2])
+    await memory.delete_episode(group, "t2")
+    await memory.reembed(group, kinds=["episodes"], batch=2, restart=True)
+    ours, theirs = await vectors(memory, group, "episodes"), await vectors(memory, without, "episodes")
+    assert ours[str(episode_uuid(group, "t3"))] == pytest.approx(theirs[str(episode_uuid(without, "t3"))], abs=1e-6)

@@ -87,7 +87,7 @@ def _fact_walk(kind: str, table: str, key: str) -> _Walk:
 _WALKS = {
     "episodes": _Walk(
         "episodes",
-        "SELECT id, seq, kind, content, actor, valid_at, source_description, status FROM pgmemory.episodes"
+        "SELECT id, seq, kind, content, actor, valid_at, source_description, status, retracted_at FROM pgmemory.episodes"
         " WHERE group_id = $1 AND ($2::jsonb IS NULL OR (valid_at, seq) > (($2::jsonb ->> 0)::timestamptz,"
         "                                                                  ($2::jsonb ->> 1)::bigint))"
         " ORDER BY valid_at, seq LIMIT $3",
@@ -215,12 +215,13 @@ async def _vectors(embedder: Embedder, kind: str, rows: list[asyncpg.Record],
     """(row key, vector[, name]) of the rows to update, their texts embedded in one call."""
     if kind == "episodes":
         items, ids = [], []
-        for r in rows:  # every episode is context for the next; only done ones hold a vector
+        for r in rows:  # every current episode is context for the next; only done ones hold a vector
             ep = _episode_input(r)
             if r["status"] == "done":
                 items.append((ep, list(window)))
                 ids.append(r["id"])
-            window.append(ep)
+            if r["retracted_at"] is None:  # a retracted one (history) is no turn before, as in ingestion
+                window.append(ep)
         return list(zip(ids, as_vectors(await episode_vectors(embedder, items)))) if items else []
     if kind == "entities":
         vectors = await embedder.embed([r["name"] for r in rows])
