@@ -100,7 +100,10 @@ BEGIN
         UPDATE pgmemory.entities SET retired_at = now()
          WHERE group_id = p_group AND id = ANY (orphans) AND retired_at IS NULL;
         GET DIAGNOSTICS entities_removed = ROW_COUNT;
-        DELETE FROM pgmemory.community_members WHERE group_id = p_group AND entity_id = ANY (orphans);
+        -- Their memberships end (history, as the entities): a community left with fewer than two
+        -- current members is ended by communities_after_delete, not deleted.
+        UPDATE pgmemory.community_members SET ended_at = now()
+         WHERE group_id = p_group AND entity_id = ANY (orphans) AND ended_at IS NULL;
     END IF;
     retracted := (SELECT count(*) FROM unnest(changed) x
                    WHERE NOT x = ANY (removed)

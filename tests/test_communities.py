@@ -156,6 +156,9 @@ async def test_deletes_and_erasing_the_group_leave_no_orphan_community(memory, c
         assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
         assert graph_members(conn, group) == table_members(conn, group)
     assert current(conn, group) == 0
+    # Retracts keep history: every community detected is still there, ended (not deleted).
+    assert conn.execute("SELECT count(*) FILTER (WHERE ended_at IS NOT NULL), count(*) FROM pgmemory.communities"
+                        " WHERE group_id = %s", (group,)).fetchone() == (out["communities"],) * 2
     await ingest_chat(memory, group)
     detect(conn, group)
     await memory.erase_group(group)
