@@ -156,9 +156,16 @@ async def test_deletes_and_erasing_the_group_leave_no_orphan_community(memory, c
         assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
         assert graph_members(conn, group) == table_members(conn, group)
     assert current(conn, group) == 0
-    # Retracts keep history: every community detected is still there, ended (not deleted).
+    # Retracts keep history: every community detected is still there, ended (not deleted);
+    # erasing the retracted episodes then removes them (their names may quote the erased text).
     assert conn.execute("SELECT count(*) FILTER (WHERE ended_at IS NOT NULL), count(*) FROM pgmemory.communities"
                         " WHERE group_id = %s", (group,)).fetchone() == (out["communities"],) * 2
+    for i in range(len(CHAT)):
+        await memory.delete_episode(group, f"e{i}", erase=True)
+        conn.commit()
+        assert conn.execute(ORPHANS, (group,)).fetchone()[0] == 0
+    for table in ("communities", "community_members"):
+        assert conn.execute(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id = %s", (group,)).fetchone()[0] == 0
     await ingest_chat(memory, group)
     detect(conn, group)
     await memory.erase_group(group)
