@@ -322,13 +322,17 @@ BEGIN
               FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)) fc;
     c_seq := coalesce(c_seq, '{}');
     c_land := c_fact_id;
+    -- Exclusive pairs, both ways, from the component's own claims: comp is closed under
+    -- contradictions (claim_component), so every claim contradicting one of its lineages is of one
+    -- of its lineages (read by the lineage index; `contradicts && comp` over a 50-lineage array
+    -- was planned as a scan of the group's claims, growing with the conversation).
     SELECT array_agg(a), array_agg(b) INTO ex_a, ex_b FROM (
         SELECT DISTINCT a, b FROM (
-            SELECT fc.lineage AS a, unnest(fc.contradicts) AS b FROM pgmemory.fact_claims fc
+            SELECT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
              WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL
             UNION ALL
-            SELECT unnest(fc.contradicts), fc.lineage FROM pgmemory.fact_claims fc
-             WHERE fc.group_id = p_group AND fc.contradicts && comp AND fc.retracted_by IS NULL) p
+            SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+             WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL) p
          WHERE a <> b) e;
     SELECT array_agg(x), array_agg(f) INTO neg_id, neg_fact FROM unnest(c_id, c_kind, c_fact) AS u(x, kd, f)
      WHERE kd = 'negate';
@@ -347,10 +351,13 @@ BEGIN
     s_src := array_fill(NULL::int, ARRAY[cardinality(s_id)]);
     -- No longer believed as of this transaction: the re-folded intervals as stored before it, and
     -- versions it closed (one written in it and re-folded is gone, not closed).
+    -- (By fact id, the ids the component's claims landed on: a scan by lineage over every version
+    -- of the group's facts grew with the conversation; an id a new interval may take is one of them.)
     SELECT array_agg(f.id), array_agg(f.lineage), array_agg(lower(f.valid)), array_agg(upper(f.valid))
       INTO x_id, x_lin, x_lo, x_hi
       FROM pgmemory.facts f
-     WHERE f.group_id = p_group AND f.lineage = ANY (comp)
+     WHERE f.group_id = p_group AND f.id = ANY (ARRAY(SELECT DISTINCT u FROM unnest(c_fact_id) u WHERE u IS NOT NULL))
+       AND f.lineage = ANY (comp)
        AND (upper(f.recorded) = now() OR f.id = ANY (open_ids) AND upper_inf(f.recorded) AND lower(f.recorded) < now());
 
     FOR i IN 1 .. coalesce(cardinality(c_seq), 0) LOOP
