@@ -433,22 +433,21 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     """Insert the raw episode, leased to `owner` ('leased'), unless its id exists; then return the
     stored status. One statement: no worker can claim it in between. A retracted episode with the
     id (kept as history) gives way to it (pgmemory_internal.forget_retracted_episode)."""
-    for _ in range(2):
-        row = await conn.fetchrow(
-            "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
-            " status, lease_owner, lease_until, attempts, metadata)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
-            " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
-            ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
-            owner, _interval(lease_seconds), ep.metadata)
-        if row is not None:
-            return row[0]
-        stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
-                                     " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
-        if stored is None or stored["retracted_at"] is None:
-            break
+    row = await conn.fetchrow(
+        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
+        " status, lease_owner, lease_until, attempts, metadata)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
+        " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
+        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
+        owner, _interval(lease_seconds), ep.metadata)
+    if row is not None:
+        return row[0]
+    stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
+                                 " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
+    if stored is not None and stored["retracted_at"] is not None:
         await conn.execute("SELECT pgmemory_internal.forget_retracted_episode($1, $2)", ep.group_id, ep.id)
-    if stored is None:  # deleted between the two statements: said again as new
+        stored = None
+    if stored is None:  # the retracted one gave way (or the row went in between): stored as new
         return await _store_raw(conn, ep, owner, lease_seconds)
     if stored["content"] != ep.content:
         raise id_in_use(ep)
