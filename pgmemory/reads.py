@@ -95,8 +95,8 @@ async def entity_facts(conn: asyncpg.Connection, group_id: str, entity_id: uuid.
     rows = await conn.fetch(
         _FACT_SELECT + """
   FROM pgmemory.facts f
-  JOIN pgmemory.entities s ON s.id = f.source_id
-  JOIN pgmemory.entities t ON t.id = f.target_id
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
  WHERE f.group_id = $1 AND (f.source_id = $2 OR f.target_id = $2) AND ($3 OR upper_inf(f.recorded))
  ORDER BY f.id, lower(f.recorded), f.version_id""", group_id, entity_id, history)
     return [_fact(r) for r in rows]
@@ -107,8 +107,8 @@ async def fact_history(conn: asyncpg.Connection, group_id: str, fact_id: uuid.UU
     rows = await conn.fetch(
         _FACT_SELECT + """
   FROM pgmemory.fact_history($1, $2) f
-  JOIN pgmemory.entities s ON s.id = f.source_id
-  JOIN pgmemory.entities t ON t.id = f.target_id
+  JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
+  JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
  ORDER BY lower(f.recorded), f.version_id""", group_id, fact_id)
     return [_fact(r) for r in rows]
 

@@ -193,3 +193,19 @@ async def test_graph_mirror_keeps_one_episode_id_of_two_groups_apart(memory, ten
     assert a_vertex is not None and b_vertex is not None and a_vertex != b_vertex
     await memory.delete_episode(tenants["a"], theirs)
     assert await vertex(tenants["a"]) is None and await vertex(tenants["b"]) == b_vertex
+
+
+async def test_fact_reads_name_entities_of_the_callers_group_only(memory, tenants):
+    """Entity ids are unique per group only: a group holding entities with the caller's ids (a
+    copied group, or a tenant writing rows itself) adds no row or name to the caller's fact reads."""
+    a, b = tenants["a"], tenants["b"]
+    async with memory.pool.acquire() as conn:
+        await conn.execute("INSERT INTO pgmemory.entities (group_id, id, name)"
+                           " SELECT $2, id, 'secret ' || name FROM pgmemory.entities WHERE group_id = $1", a, b)
+        fact, source = await conn.fetchrow("SELECT id, source_id FROM pgmemory.facts WHERE group_id = $1"
+                                           " AND upper_inf(recorded) ORDER BY version_id LIMIT 1", a)
+    history = await memory.fact_history(a, fact)
+    assert len(history) == 1 and "secret" not in f"{history[0].source} {history[0].target}"
+    facts = await memory.entity_facts(a, source)
+    assert facts and not [f for f in facts if "secret" in f"{f.source} {f.target}"]
+    assert len({f.version_id for f in facts}) == len(facts)
