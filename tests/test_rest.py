@@ -486,3 +486,25 @@ async def test_on_a_restricted_login_the_database_narrows_each_request(rest_memo
             assert any("Alphacorp" in f["fact"] for f in found["facts"])
             assert error(await client.post("/v1/search", headers=headers, json={
                 "query": "Betacorp", "group_ids": ["wall-b"]})) == (403, "forbidden")
+
+
+async def test_analyst_sql_in_a_narrowed_request_sees_only_that_requests_groups(rest_memory, server_login):
+    """Memory.sql narrows within the groups a request's connection is narrowed to: its group_ids
+    (or none) never widen what the request sees."""
+    from pgmemory.storage.request_groups import NarrowToRequestGroups, narrow_to
+
+    for group, text in (("sqlwall-a", "I work at Alphacorp."), ("sqlwall-b", "I work at Betacorp.")):
+        await rest_memory.add_episode(group, text, actor="Ada", reference_time="2024-01-01T00:00:00Z")
+    memory = await Memory.open(server_login, embedder=HashEmbedder(), on_acquire=NarrowToRequestGroups())
+    query = "SELECT DISTINCT group_id FROM episode_log WHERE group_id LIKE 'sqlwall-%' ORDER BY 1"
+
+    async def sql_as(request_groups, asked):
+        narrow_to(request_groups)
+        return [g for (g,) in (await memory.sql(query, group_ids=asked)).rows]
+    try:
+        assert await asyncio.create_task(sql_as(["sqlwall-a"], None)) == ["sqlwall-a"]
+        assert await asyncio.create_task(sql_as(["sqlwall-a"], ["sqlwall-b"])) == []
+        assert await asyncio.create_task(sql_as(["sqlwall-a"], ["sqlwall-a", "sqlwall-b"])) == ["sqlwall-a"]
+        assert await asyncio.create_task(sql_as(["sqlwall-a", "sqlwall-b"], ["sqlwall-b"])) == ["sqlwall-b"]
+    finally:
+        await memory.close()

@@ -21,7 +21,9 @@ DEFAULT_TIMEOUT_S = 30
 READER_ROLE = "pgmemory_reader"
 SEARCH_PATH = "pg_catalog, pgmemory"
 # May this login read as the reader role (the owner may; analysts' own logins read as themselves)?
-TAKE_READER = "SELECT to_regrole(%s) IS NOT NULL AND pg_has_role(current_user, %s, 'USAGE')"
+# And the groups the connection is narrowed to already (a server's request), if any.
+TAKE_READER = ("SELECT to_regrole(%s) IS NOT NULL AND pg_has_role(current_user, %s, 'USAGE'),"
+               " current_setting('pgmemory.groups', true)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,21 @@ def _checked(query: str, groups: object, max_rows: object, timeout_s: object) ->
     return prepare(query), (None if groups is None else validate_group_ids(groups))
 
 
+def _narrowed(groups: list[str] | None, current: str | None) -> str:
+    """pgmemory.groups for the query: `groups` within the narrowing the connection already has
+    (a server narrows each request's connections), never wider; '' when neither narrows."""
+    try:
+        outer = json.loads(current) if current else None
+    except ValueError:
+        outer = False
+    if outer is not None and not isinstance(outer, list):
+        raise InvalidInput(f"pgmemory.groups on this connection is not a JSON array: {current!r:.80}")
+    if outer is not None and groups is not None:
+        groups = [g for g in groups if g in outer]
+    chosen = outer if groups is None else groups
+    return "" if chosen is None else json.dumps(chosen)
+
+
 def _failure(exc: Exception, timeout_s: float) -> Exception:
     """The one-line error for a query the database refused (a lost connection is re-raised as is)."""
     state = getattr(exc, "sqlstate", None)
@@ -73,15 +90,17 @@ def _failure(exc: Exception, timeout_s: float) -> Exception:
 def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None,
         max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> SqlResult:
     """Run one analyst query on `conn` (rolled back afterwards). `groups` narrows what the session
-    sees to those groups (never widens: row-level security intersects them with the grants)."""
+    sees to those groups (never widens: within the connection's narrowing, and row-level security
+    intersects them with the grants)."""
     final, groups = _checked(query, groups, max_rows, timeout_s)
     conn.rollback()
     with conn.transaction(force_rollback=True):
         conn.execute("SET TRANSACTION READ ONLY")
+        take_reader, current = conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()
         conn.execute("SELECT set_config('statement_timeout', %s, true), set_config('search_path', %s, true),"
                      " set_config('pgmemory.groups', %s, true)",
-                     (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, json.dumps(groups) if groups else ""))
-        if conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()[0]:
+                     (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current)))
+        if take_reader:
             conn.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(READER_ROLE)))
         try:
             with conn.cursor() as cur:
@@ -100,10 +119,11 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
 
     final, groups = _checked(query, groups, max_rows, timeout_s)
     async with conn.transaction(readonly=True):
+        take_reader, current = await conn.fetchrow(TAKE_READER.replace("%s", "$1"), READER_ROLE)
         await conn.execute("SELECT set_config('statement_timeout', $1, true), set_config('search_path', $2, true),"
                            " set_config('pgmemory.groups', $3, true)",
-                           f"{int(timeout_s * 1000)}ms", SEARCH_PATH, json.dumps(groups) if groups else "")
-        if await conn.fetchval(TAKE_READER.replace("%s", "$1"), READER_ROLE):
+                           f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current))
+        if take_reader:
             await conn.execute(f'SET LOCAL ROLE "{READER_ROLE}"')
         try:
             statement = await conn.prepare(final)
