@@ -53,6 +53,9 @@ BEGIN
     IF coalesce(btrim(p_group), '') = '' THEN
         RAISE EXCEPTION 'group must be a non-empty string' USING ERRCODE = '22023';
     END IF;
+    IF p_group = '*' THEN
+        RAISE EXCEPTION 'group ''*'' is reserved: it means every group in grants and API keys' USING ERRCODE = '22023';
+    END IF;
     IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
         RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
     END IF;

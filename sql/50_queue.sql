@@ -112,6 +112,9 @@ BEGIN
     IF length(p_group) > 200 OR p_group ~ '[[:cntrl:]]' THEN
         RAISE EXCEPTION 'group_id must be at most 200 printable characters' USING ERRCODE = '22023';
     END IF;
+    IF p_group = '*' THEN
+        RAISE EXCEPTION 'group_id ''*'' is reserved: it means every group in grants and API keys' USING ERRCODE = '22023';
+    END IF;
     IF p_kind IS NULL OR p_kind NOT IN ('message', 'text', 'json') THEN
         RAISE EXCEPTION 'unknown episode kind %: use one of message, text, json', quote_nullable(p_kind)
               USING ERRCODE = '22023';

@@ -209,3 +209,21 @@ async def test_fact_reads_name_entities_of_the_callers_group_only(memory, tenant
     facts = await memory.entity_facts(a, source)
     assert facts and not [f for f in facts if "secret" in f"{f.source} {f.target}"]
     assert len({f.version_id for f in facts}) == len(facts)
+
+
+async def test_the_wildcard_is_not_a_group_id(memory):
+    """'*' means every group in grants and API keys, so no group may be called '*': a group of
+    that name could be granted to no one alone, and a request narrowed to it sees nothing."""
+    with pytest.raises(InvalidInput, match=r"'\*' is reserved"):
+        await memory.add_episode("*", "I work at Starcorp.", actor="Sam", reference_time=utc("2024-01-01"))
+    with pytest.raises(InvalidInput, match=r"'\*' is reserved"):
+        await memory.search("Starcorp", group_ids=["a", "*"])
+    with pytest.raises(InvalidInput, match=r"'\*' is reserved"):
+        await memory.add_fact("*", "Sam", "WORKS_FOR", "Starcorp", "Sam works for Starcorp.")
+    async with memory.pool.acquire() as conn:
+        for call in ("SELECT pgmemory.enqueue_episode('*', 'I work at Starcorp.', 'message', 'Sam', now(), '', NULL)",
+                     "SELECT pgmemory.add_fact('*', 'Sam', 'WORKS_FOR', 'Starcorp', 'Sam works for Starcorp.')"):
+            with pytest.raises(asyncpg.InvalidParameterValueError, match=r"'\*' is reserved"):
+                await conn.execute(call)
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.episodes WHERE group_id = '*'") == 0
+        assert await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = '*'") == 0

@@ -14,6 +14,7 @@ from pgmemory.validate import check_list, check_metadata, check_text, check_time
 KINDS = ("message", "text", "json")
 MAX_CONTENT_CHARS = 50_000  # about 12k tokens: one message, document chunk or record
 MAX_GROUP_ID_CHARS = 200
+ALL_GROUPS = "*"  # every group, in grants and API keys: never a group id
 MAX_ACTOR_CHARS = 200
 MAX_EPISODE_ID_CHARS = 200
 EPISODE_NAMESPACE = uuid.UUID("5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11")
@@ -78,12 +79,15 @@ def default_episode_uuid(group_id: str, actor: str | None, reference_time: datet
 
 
 def validate_group_id(group_id: Any, name: str = "group_id") -> str:
-    """Group ids are non-empty strings of at most MAX_GROUP_ID_CHARS printable characters."""
+    """Group ids are non-empty strings of at most MAX_GROUP_ID_CHARS printable characters, and
+    not '*' (every group, in grants and API keys)."""
     if not isinstance(group_id, str) or not group_id.strip():
         raise InvalidInput(f"{name} must be a non-empty string")
     check_text(group_id, name)
     if len(group_id) > MAX_GROUP_ID_CHARS or not group_id.isprintable():
         raise InvalidInput(f"{name} must be at most {MAX_GROUP_ID_CHARS} printable characters")
+    if group_id == ALL_GROUPS:
+        raise InvalidInput(f"{name} '*' is reserved: it means every group in grants and API keys")
     return group_id
 
 

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import asyncpg
 
 from pgmemory.errors import InvalidInput, SetupError
-from pgmemory.ingest.episode import validate_group_id
+from pgmemory.ingest.episode import ALL_GROUPS, validate_group_id
 from pgmemory.storage.request_groups import REQUEST_GROUPS
 
 PREFIX = "pgm_"
 CACHE_SECONDS = 10.0
-ALL_GROUPS = "*"
 
 
 @dataclass(frozen=True)
