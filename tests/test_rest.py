@@ -207,6 +207,33 @@ async def test_a_failing_embedder_is_a_502_naming_the_provider(rest_memory, fake
     await embedder.aclose()
 
 
+async def test_a_failing_llm_reranker_is_a_502_naming_the_llm(rest_memory, fake_openai):
+    """A search whose recipe reranks with the LLM (cross encoder) while the LLM endpoint (the local
+    fake OpenAI server) answers HTTP 500: a 502 provider_error saying the LLM provider failed."""
+    from pgmemory.providers.llm import LLMClient
+    from pgmemory.providers.reranker import LLMCrossEncoder
+    from tests.fake_openai import Status
+
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=0)
+    memory = Memory(rest_memory.pool, rest_memory.embedder, RuleExtractor())
+    memory.cross_encoder = LLMCrossEncoder(client)
+    app = create_app(memory, auth=False, worker_concurrency=0)
+    fake_openai.script(Status(500, "model\noverloaded"))
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as http:
+            r = await http.post("/v1/groups/group-llm/facts", json={
+                "source": "Ann", "relation": "LIVES_IN", "target": "Oslo", "fact": "Ann lives in Oslo."})
+            assert r.status_code < 300, r.text
+            r = await http.post("/v1/search", json={"query": "where does Ann live", "group_ids": ["group-llm"],
+                                                    "recipe": "combined_cross_encoder"})
+            assert error(r) == (502, "provider_error")
+            message = r.json()["error"]["message"]
+            assert message.startswith("the LLM provider failed: ") and "\n" not in message
+            r = await http.post("/v1/search", json={"query": "where does Ann live", "group_ids": ["group-llm"]})
+            assert r.status_code == 200 and "Oslo" in str(r.json())  # the default recipe does not call it
+    await client.aclose()
+
+
 async def test_a_key_never_sees_another_group(server):
     client, keys = server
     await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={
