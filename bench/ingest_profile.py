@@ -68,16 +68,16 @@ async def table_stats(conn: asyncpg.Connection) -> dict[str, tuple[int, int, int
 
 
 def print_bucket(label: str, n: int, db_ms: list[float], stmts: StatementTimes, before: StatementTimes,
-                 funcs: dict, funcs_before: dict, tables: dict) -> None:
-    """Per-episode mean ms of the top statements and functions of one bucket."""
+                 funcs: dict, funcs_before: dict, tables: dict, top: int = 8) -> None:
+    """Per-episode mean ms of the `top` statements and functions of one bucket."""
     db_ms.sort()
     print(f"\n{label}: db_seconds median {db_ms[len(db_ms) // 2]:.2f} ms")
     deltas = {k: (stmts.seconds[k] - before.seconds[k], stmts.calls[k] - before.calls[k]) for k in stmts.seconds}
-    for key, (sec, calls) in sorted(deltas.items(), key=lambda kv: -kv[1][0])[:8]:
+    for key, (sec, calls) in sorted(deltas.items(), key=lambda kv: -kv[1][0])[:top]:
         print(f"   stmt {sec * 1000 / n:7.3f} ms/ep  {calls / n:5.2f} calls/ep  {key}")
     fdeltas = {k: (v[0] - funcs_before.get(k, (0, 0, 0))[0], v[2] - funcs_before.get(k, (0, 0, 0))[2])
                for k, v in funcs.items()}
-    for key, (calls, self_ms) in sorted(fdeltas.items(), key=lambda kv: -kv[1][1])[:8]:
+    for key, (calls, self_ms) in sorted(fdeltas.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"   func {self_ms / n:7.3f} ms/ep self  {calls / n:5.2f} calls/ep  {key}")
     print("   tables (live/dead/vacuums): " + ", ".join(f"{t} {v[0]}/{v[1]}/{v[2]}" for t, v in sorted(tables.items())))
 
@@ -112,7 +112,7 @@ async def main_async(args: argparse.Namespace) -> None:
             db_ms = [r.db_seconds * 1000 for r in results if isinstance(r, EpisodeResult)]
             failed = sum(isinstance(r, IngestError) for r in results)
             print_bucket(f"episodes {at + 1}-{at + len(batch)} ({failed} failed)", len(batch), db_ms, stmts, before,
-                         await function_stats(stats_conn), funcs_before, await table_stats(stats_conn))
+                         await function_stats(stats_conn), funcs_before, await table_stats(stats_conn), args.top)
     finally:
         await stats_conn.close()
         await pool.close()
@@ -123,12 +123,13 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    """Entry point: python -m bench.ingest_profile [--episodes N] [--bucket B] [--keep]."""
+    """Entry point: python -m bench.ingest_profile [--episodes N] [--bucket B] [--keep] [--top K]."""
     p = argparse.ArgumentParser(description="profile ingestion's DB-side time by statement and function")
     p.add_argument("--episodes", type=int, default=5000)
     p.add_argument("--bucket", type=int, default=1000)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--top", type=int, default=8, help="statements and functions listed per bucket")
     asyncio.run(main_async(p.parse_args()))
 
 
