@@ -356,11 +356,14 @@ BEGIN
 END
 $$;
 
--- Created once (init must not drop and recreate what is current).
+-- Created once (init must not drop and recreate what is current), or remade when it calls
+-- another function (a helper moved back to schema pgmemory, tests/test_sql_api.py).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'pgmemory.episodes'::regclass
-                                               AND tgname = 'episodes_claim_row') THEN
+                                               AND tgname = 'episodes_claim_row'
+                                               AND tgfoid = 'pgmemory_internal.add_claim_rows()'::regprocedure) THEN
+        DROP TRIGGER IF EXISTS episodes_claim_row ON pgmemory.episodes;
         CREATE TRIGGER episodes_claim_row AFTER INSERT ON pgmemory.episodes REFERENCING NEW TABLE AS new_rows
             FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.add_claim_rows();
     END IF;
