@@ -79,7 +79,7 @@ BEGIN
     IF p_valid_from >= p_valid_to THEN
         RAISE EXCEPTION 'valid_from % is not before valid_to %', p_valid_from, p_valid_to USING ERRCODE = '22023';
     END IF;
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT * INTO src FROM pgmemory_internal.entity_by_name(p_group, btrim(p_source), p_source_embedding);
     SELECT * INTO tgt FROM pgmemory_internal.entity_by_name(p_group, btrim(p_target), p_target_embedding);
@@ -143,7 +143,7 @@ DECLARE
     changed uuid[];
     touched uuid[];
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
      WHERE f.id = p_fact AND f.group_id = p_group AND upper_inf(f.recorded);

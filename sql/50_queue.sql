@@ -177,8 +177,10 @@ $$;
 -- A group's next episode is its earliest unfinished one (reference time, then
 -- recorded time); a group with a live lease is busy; the group whose oldest
 -- unfinished episode waits longest goes first. One claimer per group at
--- a time (a try-lock, so claimers skip each other's groups instead of waiting),
--- FOR UPDATE SKIP LOCKED on the episode; run it in its own short transaction.
+-- a time (its 'claim' row of pgmemory.group_locks, FOR UPDATE SKIP LOCKED, so claimers skip
+-- each other's groups instead of waiting; apart from the writers' 'write' row, so a claim never
+-- waits for an apply), FOR UPDATE SKIP LOCKED on the episode; nothing in it waits for another
+-- session's lock. Run it in its own short transaction.
 -- An episode that already took queue_max_attempts leases (setting; 5) without finishing is
 -- poisoned: it is failed with an error saying so instead of being claimed again.
 -- A few index probes per group with work, whatever the backlog (migration 0300):
@@ -209,7 +211,10 @@ BEGIN
                WHERE q.status IN ('pending', 'processing') AND q.group_id > g);
     END LOOP;
     FOR g IN SELECT r.g FROM unnest(ready, waiting) AS r (g, t) ORDER BY r.t, r.g LOOP
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(hashtextextended('pgmemory.queue:' || g, 0));
+        -- The group's 'claim' row (made with its first episode): skipped when another claimer
+        -- holds it, or when it is missing (deleted by hand: the group's next episode makes it).
+        PERFORM FROM pgmemory.group_locks l WHERE l.group_id = g AND l.purpose = 'claim' FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
         -- Statements from here on see what the group's previous claimer committed.
         CONTINUE WHEN EXISTS (SELECT 1 FROM pgmemory.episodes b
                                WHERE b.group_id = g AND b.status = 'processing'
@@ -221,13 +226,17 @@ BEGIN
             EXIT WHEN v_id IS NULL OR v_attempts < max_attempts;
             -- A poisoned episode: every lease taken on it ended unfinished (the process working on
             -- it was killed, or lost Postgres, each time). It fails, so its group goes on.
+            -- SKIP LOCKED: a session holding the row (a login of this group) must not stall the claims.
             v_now := clock_timestamp();
             UPDATE pgmemory.episodes e
                SET status = 'failed', lease_owner = NULL, lease_until = NULL,
                    error = format('gave up after %s attempts that did not finish (the process working on it '
                                   'was lost each time); `pgmemory retry` tries it again', e.attempts)
-             WHERE e.group_id = g AND e.id = v_id
-               AND (e.status = 'pending' OR (e.status = 'processing' AND e.lease_until <= v_now));
+             WHERE e.group_id = g AND e.id IN (
+                     SELECT l.id FROM pgmemory.episodes l
+                      WHERE l.group_id = g AND l.id = v_id
+                        AND (l.status = 'pending' OR (l.status = 'processing' AND l.lease_until <= v_now))
+                        FOR UPDATE SKIP LOCKED);
             EXIT WHEN NOT FOUND;  -- taken meanwhile: leave the group to its taker
         END LOOP;
         CONTINUE WHEN v_id IS NULL OR v_attempts >= max_attempts;
@@ -310,14 +319,55 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
      WHERE e.group_id = p_group AND e.id = p_episode
 $$;
 
--- Take the group's write lock until the transaction ends: the lock apply_if_unchanged, add_fact
--- and delete_episode take. A caller holding it across several statements calls this rather
--- than pg_advisory_xact_lock: on Citus it is delegated even inside a transaction block
--- (force_delegation, pgmemory/storage/citus.py), so the lock is taken on the group's worker,
--- where the delegated writers take it, not on the coordinator.
+-- Take the group's write lock until the transaction ends: the lock every writer of the group
+-- takes first (apply_if_unchanged, add_fact, retract_fact, delete_episode, erase_group,
+-- detect_communities). A row lock on the group's 'write' row of pgmemory.group_locks, not an
+-- advisory lock: row-level security hides another group's row, so a login can neither see nor
+-- lock it (any login may take any advisory lock). The row is created by the group's first write
+-- (a concurrent creator's insert is waited for, then locked). A caller holding the lock across
+-- several statements calls this: on Citus it is delegated even inside a transaction block
+-- (force_delegation, pgmemory/storage/citus.py), so it runs on the group's worker like the
+-- delegated writers (the row lock is held on the worker's shard wherever it is taken from).
 CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
-RETURNS void LANGUAGE sql VOLATILE AS $$
-    SELECT pg_advisory_xact_lock(hashtextextended(p_group, 7))
+RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    LOOP
+        PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'write' FOR UPDATE;
+        EXIT WHEN FOUND;
+        -- Missing (the group's first write; a login that does not see the group fails here on
+        -- row-level security): created, then locked by the next round.
+        INSERT INTO pgmemory.group_locks (group_id, purpose) VALUES (p_group, 'write') ON CONFLICT DO NOTHING;
+    END LOOP;
+END
+$$;
+
+-- Every group with an episode has its 'claim' row, the queue's per-group lock (claim_episode):
+-- made by the statement that inserts the group's first episode, so a worker never creates one
+-- (it would wait on another session's uncommitted insert of it, stalling every group's claims).
+CREATE OR REPLACE FUNCTION pgmemory_internal.add_claim_rows()
+RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    g text;
+BEGIN
+    FOR g IN SELECT DISTINCT n.group_id FROM new_rows n LOOP
+        INSERT INTO pgmemory.group_locks (group_id, purpose) VALUES (g, 'claim') ON CONFLICT DO NOTHING;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- Created once (init must not drop and recreate what is current), or remade when it calls
+-- another function (a helper moved back to schema pgmemory, tests/test_sql_api.py).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'pgmemory.episodes'::regclass
+                                               AND tgname = 'episodes_claim_row'
+                                               AND tgfoid = 'pgmemory_internal.add_claim_rows()'::regprocedure) THEN
+        DROP TRIGGER IF EXISTS episodes_claim_row ON pgmemory.episodes;
+        CREATE TRIGGER episodes_claim_row AFTER INSERT ON pgmemory.episodes REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION pgmemory_internal.add_claim_rows();
+    END IF;
+END
 $$;
 
 -- Queue state per group: what psql users watch (and `pgmemory worker` reports).
@@ -348,7 +398,7 @@ DECLARE
     v_owner text;
     v_applied jsonb;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     SELECT e.status, e.lease_owner INTO v_status, v_owner
       FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode FOR UPDATE;
     IF v_status IS NULL OR v_status = 'done' THEN

@@ -113,7 +113,7 @@ BEGIN
     IF p_resolution IS NULL OR NOT p_resolution BETWEEN 0 AND 100 THEN
         RAISE EXCEPTION 'resolution must be between 0 and 100, got %', p_resolution USING ERRCODE = '22023';
     END IF;
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     DROP TABLE IF EXISTS pg_temp.lp_pair, pg_temp.lp_node, pg_temp.lv_edge, pg_temp.lv_next_edge;
     CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory_internal.community_graph(p_group);
     -- Entities numbered 1..N in id order, with their weighted degree.

@@ -43,7 +43,7 @@ DECLARE
     written timestamptz[];
     v_status text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT e.status INTO v_status FROM pgmemory.episodes e
      WHERE e.id = p_episode AND e.group_id = p_group AND e.retracted_at IS NULL;
@@ -355,7 +355,7 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_group, 7));
+    PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     DELETE FROM pgmemory.facts WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group;

@@ -107,7 +107,8 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     dist = citus.report(conn)
     assert dist.local == []
     assert {"pgmemory.episodes", "pgmemory.entities", "pgmemory.facts", "pgmemory.fact_claims",
-            "pgmemory.text_stats", "pgmemory.term_stats", "pgmemory.group_versions"} <= set(dist.distributed)
+            "pgmemory.text_stats", "pgmemory.term_stats", "pgmemory.group_versions",
+            "pgmemory.group_locks"} <= set(dist.distributed)
     assert "pgmemory.settings" in dist.reference
     assert dist.colocation_groups == 1
     assert len(dist.workers) == 2 or os.environ.get("PGMEMORY_CITUS_DSN")
@@ -401,21 +402,74 @@ def test_community_detection_on_the_cluster_finds_the_single_node_partition(conn
 
 def test_the_group_lock_taken_in_a_transaction_is_held_on_the_groups_worker(citus_dsn, group):
     """Inside BEGIN ... COMMIT (the ingest path's re-decide under the lock) the group lock is
-    taken with pgmemory_internal.lock_group, delegated even there: the lock is held on the
-    group's worker, where the delegated writers (apply_if_unchanged, add_fact) wait for it, and
-    not on the coordinator, where they never look."""
-    held = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 7)")
+    taken with pgmemory_internal.lock_group, delegated even there: one task on the group's
+    worker, which holds the group's row of pgmemory.group_locks locked (none on the
+    coordinator), so a delegated writer of the group (add_fact) waits for it; one of another
+    group does not. (statement_timeout cancels the wait: Citus cancels the worker's part too.)"""
+    held = ("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE l.granted AND l.mode = 'RowShareLock' AND c.relname LIKE 'group_locks%'")
+    add_fact = "SELECT pgmemory.add_fact(%s, 'Ann', 'KNOWS', 'Bea', 'Ann knows Bea.')"
     with psycopg.connect(citus_dsn) as tx, psycopg.connect(citus_dsn, autocommit=True) as look:
+        look.execute(add_fact, (group,))  # the group's lock row exists
         tx.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))  # psycopg: inside BEGIN
         plan = "\n".join(r[0] for r in tx.execute("EXPLAIN SELECT pgmemory_internal.lock_group(%s)", (group,)))
-        on_workers = look.execute(
-            "SELECT sum(result::bigint) FROM run_command_on_workers(format(%s, quote_literal(%s)))",
-            (held, group)).fetchone()[0]
-        on_coordinator = look.execute(held, (group,)).fetchone()[0]
+        on_workers = look.execute("SELECT sum(result::bigint) FROM run_command_on_workers(%s)", (held,)).fetchone()[0]
+        on_coordinator = look.execute(held).fetchone()[0]
+        look.execute("SET statement_timeout = '1s'")
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            look.execute(add_fact, (group,))
+        look.execute("SET statement_timeout = '20s'")
+        look.execute(add_fact, (f"{group}-other",))
         tx.rollback()
     assert "Task Count: 1" in plan and plan.count("Node: host=") == 1, plan
-    assert (on_workers, on_coordinator) == (1, 0)
+    assert on_workers >= 1 and on_coordinator == 0, (on_workers, on_coordinator)
+
+
+def test_a_login_of_one_group_cannot_stall_another_groups_writer_or_claimer(db_dsn, group):
+    """tests/test_group_locks.py on the cluster: a login granted A holding every lock it can take
+    (B's old advisory keys, all the lock rows it sees, A's write lock) leaves the owner's add_fact
+    of B and a claim of B's episode (by a worker login granted B) going through at once."""
+    from pgmemory.storage import grants
+
+    a, b = f"{group}-a", f"{group}-b"
+    tag = uuid.uuid4().hex[:8]
+    tenant_role, worker_role = f"app_a_{tag}", f"worker_b_{tag}"
+    add_fact = "SELECT pgmemory.add_fact(%s, 'Ann', 'KNOWS', %s, 'Ann knows someone.')"
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute(add_fact, (b, "Bea"))
+        episode_b = conn.execute("SELECT pgmemory.enqueue_episode(%s, 'I live in Lima.', 'message', 'Zoe',"
+                                 " '2024-01-02T00:00:00Z')", (b,)).fetchone()[0]
+        conn.commit()
+        grants.grant(conn, tenant_role, [a], kind="app", create_password="pw")
+        grants.grant(conn, worker_role, [b], kind="app", create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+
+    def login(role: str) -> str:
+        return f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+
+    try:
+        with psycopg.connect(login(tenant_role)) as tenant:
+            tenant.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (b,))
+            tenant.execute("SELECT pg_advisory_xact_lock(hashtextextended('pgmemory.queue:' || %s, 0))", (b,))
+            tenant.execute("SELECT pgmemory_internal.lock_group(%s)", (a,))
+            assert tenant.execute("SELECT * FROM pgmemory.group_locks WHERE group_id = %s FOR UPDATE",
+                                  (b,)).fetchall() == []
+            with psycopg.connect(db_dsn, autocommit=True) as owner, \
+                    psycopg.connect(login(worker_role), autocommit=True) as worker:
+                owner.execute("SET statement_timeout = '20s'")
+                worker.execute("SET statement_timeout = '20s'")
+                owner.execute(add_fact, (b, "Cid"))
+                assert worker.execute("SELECT group_id, episode_id FROM pgmemory_internal.claim_episode('w')"
+                                      ).fetchone() == (b, episode_b)
+                owner.execute("SET statement_timeout = '1s'")
+                with pytest.raises(psycopg.errors.QueryCanceled):  # A's lock is held: its writer waits
+                    owner.execute(add_fact, (a, "Dan"))
+            tenant.rollback()
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            for role in (tenant_role, worker_role):
+                grants.revoke(conn, role, None)
+                conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
 
 
 def test_the_calls_ingestion_makes_inside_a_transaction_run_on_the_groups_worker(citus_dsn, group):

@@ -67,7 +67,8 @@ async def test_llm_summaries_are_map_reduced_counted_and_never_under_a_lock(db_d
         if body["messages"][0]["content"].startswith("You summarise a community"):
             with psycopg.connect(db_dsn, autocommit=True) as c:
                 seen.append(c.execute(
-                    "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted),"
+                    "SELECT (SELECT count(*) FROM pg_locks WHERE granted"
+                    "          AND (locktype = 'advisory' OR relation = 'pgmemory.group_locks'::regclass)),"
                     " (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                     "   AND state LIKE 'idle in transaction%%')").fetchone())
         return model(body)

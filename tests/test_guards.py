@@ -41,7 +41,7 @@ async def test_a_held_group_lock_fails_the_writer_instead_of_hanging_it(db_dsn, 
     memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         with psycopg.connect(db_dsn) as holder:
-            holder.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (group,))
+            holder.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))
             with pytest.raises(IngestError, match="lock timeout"):
                 await memory.add_episode(group, "I work at Acme Corp.", actor="Ivy",
                                          reference_time=utc("2024-01-01"), episode_id="e1")

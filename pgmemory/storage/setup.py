@@ -236,10 +236,13 @@ def _stored_settings(conn: psycopg.Connection) -> dict:
 
 
 def _lock_tables(conn: psycopg.Connection) -> None:
-    """Lock every pgmemory table (name order, short timeout: the caller retries) before DDL."""
+    """Lock every pgmemory table (name order, short timeout: the caller retries) before DDL.
+    group_locks first: writers lock it before any other table (pgmemory_internal.lock_group) and
+    hold it while they wait for a group's row, so taken after a table the row's holder needs it
+    would close a cycle that the deadlock detector of a long-waiting writer breaks by failing it."""
     tables = [r[0] for r in conn.execute(
         "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = to_regnamespace('pgmemory')"
-        " AND c.relkind IN ('r', 'p') ORDER BY c.relname").fetchall()]
+        " AND c.relkind IN ('r', 'p') ORDER BY c.relname <> 'group_locks', c.relname").fetchall()]
     if not tables:
         return
     previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
