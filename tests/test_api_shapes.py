@@ -165,3 +165,19 @@ async def test_get_episodes_pages_through_shared_reference_times_with_before_id(
     assert [e.id for e in tail] == ids[:3]
     with pytest.raises(InvalidInput, match="before_id: episode .* does not exist in group"):
         await memory.get_episodes(group, before_id="nope")
+
+
+def test_search_results_print_each_hit_under_its_kind():
+    """print(results) names each hit's kind in the singular (a community hit is a "community")."""
+    from uuid import uuid4
+
+    from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, SearchResults
+
+    results = SearchResults(
+        facts=[FactHit(uuid4(), "g", {}, 0.5, fact="Alice works for Acme.", valid_from=T0)],
+        entities=[EntityHit(uuid4(), "g", {}, 0.4, name="Alice")],
+        communities=[CommunityHit(uuid4(), "g", {}, 0.3, name="Alice, Acme", summary="Alice works for Acme.")],
+        episodes=[EpisodeHit(uuid4(), "g", {}, 0.2, content="I work at Acme.", actor="Alice")])
+    lines = str(results).splitlines()
+    assert lines[0] == "SearchResults: 1 facts, 1 entities, 1 communities, 1 episodes"
+    assert [line.split()[0] for line in lines[1:]] == ["fact", "entity", "community", "episode"]

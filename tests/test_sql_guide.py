@@ -60,3 +60,29 @@ def test_each_cypher_example_prints_its_result(story_dsn, number, title, query, 
         cur = conn.execute(query.encode())
         result = SqlResult([d.name for d in cur.description], cur.fetchall(), False, query)
     assert render(result, "table") == expected.rstrip("\n")
+
+
+def test_the_answers_do_not_depend_on_the_session_time_zone(story_dsn):
+    """A server or client whose TimeZone is not UTC (PGTZ, a managed server's default) gets the
+    guide's answers too: times without a zone and ::date are read in UTC."""
+    with psycopg.connect(story_dsn, options="-c TimeZone=America/Los_Angeles") as conn:
+        for number, _, query, expected in EXAMPLES:
+            assert render(run(conn, query), "table") == expected.rstrip("\n"), f"question {number}"
+        assert conn.execute("SHOW TimeZone").fetchone()[0] == "America/Los_Angeles"  # the session's own, kept
+
+
+async def test_memory_sql_reads_times_in_utc_on_a_session_in_another_zone(story_dsn):
+    from datetime import date
+
+    import asyncpg
+
+    from pgmemory.analyst.runner import run_async
+
+    conn = await asyncpg.connect(story_dsn, server_settings={"TimeZone": "America/Los_Angeles"})
+    try:
+        result = await run_async(conn, "SELECT target, recorded_from::date AS learned_on FROM fact_versions"
+                                       " FOR SYSTEM_TIME AS OF '2024-03-01' WHERE group_id = 'team-chat'"
+                                       " AND source = 'Alice' AND relation = 'WORKS_FOR'")
+    finally:
+        await conn.close()
+    assert [tuple(r) for r in result.rows] == [("Acme", date(2024, 1, 10))]

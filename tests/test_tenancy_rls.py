@@ -216,3 +216,18 @@ def test_no_surface_returns_a_row_of_another_group(tenants, restricted_memory, w
     assert not any(w in context for w in ("Globex", "Berlin", "Dave", "chess", "Bob"))
     rows = restricted_memory.sql(f"SELECT DISTINCT group_id FROM {view}", group_ids=groups).rows
     assert set(r[0] for r in rows) <= ({a} & set(groups))
+
+
+def test_revoking_from_a_role_that_never_existed_is_an_error(db_dsn, group):
+    """A typo in `pgmemory grant ROLE G --revoke` must not report "ROLE sees: no group" while the
+    intended role keeps its grants; a dropped role's leftover grants can still be revoked."""
+    tag = uuid.uuid4().hex[:8]
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        with pytest.raises(InvalidInput, match=f"role 'nobody_{tag}' does not exist and was granted no group"):
+            grants.revoke(conn, f"nobody_{tag}", [group])
+        with pytest.raises(InvalidInput, match="does not exist"):
+            grants.revoke(conn, f"nobody_{tag}", None)
+        role = f"gone_{tag}"
+        assert grants.grant(conn, role, [group], create_password="pw") == [group]
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+        assert grants.revoke(conn, role, [group]) == []

@@ -89,16 +89,17 @@ def _failure(exc: Exception, timeout_s: float) -> Exception:
 
 def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None,
         max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> SqlResult:
-    """Run one analyst query on `conn` (rolled back afterwards). `groups` narrows what the session
-    sees to those groups (never widens: within the connection's narrowing, and row-level security
-    intersects them with the grants)."""
+    """Run one analyst query on `conn` (rolled back afterwards), in UTC whatever the session's time
+    zone, so a time without a zone and ::date mean the same everywhere. `groups` narrows what the
+    session sees to those groups (never widens: within the connection's narrowing, and row-level
+    security intersects them with the grants)."""
     final, groups = _checked(query, groups, max_rows, timeout_s)
     conn.rollback()
     with conn.transaction(force_rollback=True):
         conn.execute("SET TRANSACTION READ ONLY")
         take_reader, current = conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()
         conn.execute("SELECT set_config('statement_timeout', %s, true), set_config('search_path', %s, true),"
-                     " set_config('pgmemory.groups', %s, true)",
+                     " set_config('pgmemory.groups', %s, true), set_config('TimeZone', 'UTC', true)",
                      (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current)))
         if take_reader:
             conn.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(READER_ROLE)))
@@ -121,7 +122,7 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
     async with conn.transaction(readonly=True):
         take_reader, current = await conn.fetchrow(TAKE_READER.replace("%s", "$1"), READER_ROLE)
         await conn.execute("SELECT set_config('statement_timeout', $1, true), set_config('search_path', $2, true),"
-                           " set_config('pgmemory.groups', $3, true)",
+                           " set_config('pgmemory.groups', $3, true), set_config('TimeZone', 'UTC', true)",
                            f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current))
         if take_reader:
             await conn.execute(f'SET LOCAL ROLE "{READER_ROLE}"')

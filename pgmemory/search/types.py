@@ -128,10 +128,10 @@ class SearchResults:
 
     def __str__(self) -> str:
         """A count line, then one line per hit (best first): readable in a notebook or log."""
-        kinds = ("facts", "entities", "communities", "episodes")
+        kinds = {"facts": "fact", "entities": "entity", "communities": "community", "episodes": "episode"}
         lines = ["SearchResults: " + ", ".join(f"{len(getattr(self, k))} {k}" for k in kinds)]
-        for kind in kinds:
-            lines.extend(f"  {kind[:-1] if kind != 'entities' else 'entity'} {hit}" for hit in getattr(self, kind))
+        for kind, one in kinds.items():
+            lines.extend(f"  {one} {hit}" for hit in getattr(self, kind))
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:

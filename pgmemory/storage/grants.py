@@ -46,9 +46,14 @@ def grant(conn: psycopg.Connection, role: str, groups: list[str], *, kind: str =
 
 
 def revoke(conn: psycopg.Connection, role: str, groups: list[str] | None) -> list[str]:
-    """Stop `role` seeing `groups` (all of its groups when None); returns what it still sees."""
+    """Stop `role` seeing `groups` (all of its groups when None); returns what it still sees. A
+    role that neither exists nor has grants is refused (a typo would otherwise report success)."""
     role = check_role_name(role)
     with conn.transaction():
+        known = conn.execute("SELECT to_regrole(%s) IS NOT NULL OR EXISTS (SELECT FROM pgmemory.role_groups"
+                             " WHERE role_name = %s)", (pgsql.Identifier(role).as_string(conn), role)).fetchone()[0]
+        if not known:
+            raise InvalidInput(f"role {role!r} does not exist and was granted no group")
         if groups is None:
             conn.execute("DELETE FROM pgmemory.role_groups WHERE role_name = %s", (role,))
         else:
