@@ -271,6 +271,7 @@ DECLARE
     comp uuid[] := pgmemory_internal.claim_component(p_group, p_seeds);
     n int := cardinality(comp);  -- lineages are numbered by their place in comp
     open_ids uuid[];  -- the intervals re-folded (all, without p_from)
+    folded uuid[];    -- the lineages with claims to fold
     -- The component's claims in fold order (c_*), where each lands now (c_land; c_fact_id: as stored);
     -- each lineage's claims as a list (lc_head, c_next).
     c_seq bigint[]; c_kind text[]; c_id uuid[]; c_li int[]; c_fact_id uuid[]; c_land uuid[];
@@ -352,17 +353,25 @@ BEGIN
         s_next[ns] := ls_head[d_li[j]];
         ls_head[d_li[j]] := ns;
     END LOOP;
-    -- Exclusive pairs, both ways, from the component's own claims: comp is closed under
-    -- contradictions (claim_component), so every claim contradicting one of its lineages is of one
-    -- of its lineages (read by the lineage index; `contradicts && comp` over a 50-lineage array
-    -- was planned as a scan of the group's claims, growing with the conversation).
-    WITH d AS MATERIALIZED (
-        SELECT DISTINCT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
-         WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL AND x <> fc.lineage)
+    -- Exclusive pairs (a, b), both ways, for the lineages a with claims to fold (only theirs are
+    -- looked up: a re-fold from a late claim folds a few lineages of a component whose functional
+    -- facts make ~n^2 pairs), from the component's own claims: comp is closed under contradictions
+    -- (claim_component), so every claim contradicting one of its lineages is of one of its
+    -- lineages (read by the lineage index; `contradicts && comp` over a 50-lineage array was
+    -- planned as a scan of the group's claims, growing with the conversation).
+    folded := ARRAY(SELECT DISTINCT comp[u.li] FROM unnest(c_li, c_key, c_live, c_kind) AS u(li, k, lv, kd)
+                     WHERE u.lv AND u.kd <> 'retract' AND (p_from IS NULL OR u.k >= p_from));
     SELECT array_agg(la.n ORDER BY la.n), array_agg(lb.n ORDER BY la.n) INTO ex_a, ex_to
-      FROM (SELECT a, b FROM d UNION SELECT b, a FROM d) e
-      JOIN unnest(comp) WITH ORDINALITY AS la(l, n) ON la.l = e.a  -- (numbered by a join: a component
-      JOIN unnest(comp) WITH ORDINALITY AS lb(l, n) ON lb.l = e.b; -- of functional facts has ~n^2 pairs)
+      FROM (SELECT DISTINCT a, b FROM (
+                SELECT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+                 WHERE fc.group_id = p_group AND fc.lineage = ANY (folded) AND fc.retracted_by IS NULL
+                UNION ALL
+                SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+                 WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL
+                   AND fc.contradicts && folded AND x = ANY (folded)) p
+             WHERE a <> b) e
+      JOIN unnest(comp) WITH ORDINALITY AS la(l, n) ON la.l = e.a  -- (numbered by a join, not
+      JOIN unnest(comp) WITH ORDINALITY AS lb(l, n) ON lb.l = e.b; -- array_position per pair)
     ex_a := coalesce(ex_a, '{}');
     k := 1;
     FOR li IN 1 .. n + 1 LOOP
