@@ -4,7 +4,7 @@ when this login may take it (else as the login itself, under its own grants)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -35,7 +35,6 @@ class SqlResult:
     rows: list[tuple]
     truncated: bool
     sql: str
-    notes: list[str] = field(default_factory=list)
 
 
 def prepare(query: str) -> str:
