@@ -261,6 +261,10 @@ class Memory:
         validated = validate_batch(items)
         ids = []
         async with self.pool.acquire() as conn, conn.transaction():
+            # Each enqueue takes its group's write lock; taken here in name order, whatever the
+            # episodes' order, so two batches (or an app's transaction) never wait on each other in a cycle.
+            for group in sorted({ep.group_id for ep in validated}):
+                await conn.execute("SELECT pgmemory_internal.lock_group($1)", group)
             for n, (item, ep) in enumerate(zip(items, validated), 1):
                 try:
                     ids.append(await _enqueue(conn, ep, item.get("episode_id")))

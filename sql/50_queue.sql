@@ -155,6 +155,11 @@ BEGIN
                           || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
                                   THEN to_char(p_reference_time AT TIME ZONE 'UTC', '.US') ELSE '' END
                           || '+00:00', p_content)) END;
+    -- The group's write lock first, as every writer of the group: the insert updates the group's
+    -- episode statistics (text_stats, term_stats), which a delete_episode holding the lock also
+    -- updates, so an app transaction that enqueues and then calls add_fact (or any writer) would
+    -- otherwise hold those rows while waiting for the lock the delete holds while waiting for them.
+    PERFORM pgmemory_internal.lock_group(p_group);
     -- A retracted episode (kept as history, sql/60_delete.sql) gives way when its id is said again.
     PERFORM pgmemory_internal.forget_retracted_episode(p_group, v_id);
     INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)
@@ -321,7 +326,7 @@ $$;
 
 -- Take the group's write lock until the transaction ends: the lock every writer of the group
 -- takes first (apply_if_unchanged, add_fact, retract_fact, delete_episode, erase_group,
--- detect_communities). A row lock on the group's 'write' row of pgmemory.group_locks, not an
+-- detect_communities, enqueue_episode). A row lock on the group's 'write' row of pgmemory.group_locks, not an
 -- advisory lock: row-level security hides another group's row, so a login can neither see nor
 -- lock it (any login may take any advisory lock). The row is created by the group's first write
 -- (a concurrent creator's insert is waited for, then locked). A caller holding the lock across

@@ -4,7 +4,9 @@ group's rows and episodes) and the owner's write to B and a queue claim of B sti
 once. Waits are bounded by lock_timeout, so a regression fails fast instead of hanging."""
 from __future__ import annotations
 
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -109,3 +111,56 @@ def test_the_first_writes_of_a_new_group_create_its_lock_rows_once(tenancy):
         second.execute(ENQUEUE, (a, "I live in Lima.", "2024-01-02T00:00:00Z"))
         assert second.execute("SELECT purpose FROM pgmemory.group_locks WHERE group_id = %s ORDER BY 1",
                               (a,)).fetchall() == [("claim",), ("write",)]
+
+
+def waiting_for_a_lock(conn: psycopg.Connection, pid: int) -> bool:
+    """Whether backend `pid` is waiting for a lock."""
+    return conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                        (pid,)).fetchone()[0] is True
+
+
+def test_an_app_transaction_that_enqueues_then_writes_a_fact_never_deadlocks_with_a_delete(db_dsn, group):
+    """An app stores a message and a fact in one transaction (enqueue_episode, then add_fact) while
+    a delete of the group's episode runs: the delete waits for the app (its episode statistics), so
+    the app's add_fact must not wait for the delete (its group lock): both finish, neither gets
+    40P01 (docs/sql.md promises at most a 40001 to retry)."""
+    with owner(db_dsn) as conn:
+        old = conn.execute(ENQUEUE, (group, "I live in Lima.", "2024-01-02T00:00:00Z")).fetchone()[0]
+    with owner(db_dsn) as app, owner(db_dsn) as deleter, owner(db_dsn) as watcher:
+        deleter_pid = deleter.info.backend_pid
+        with ThreadPoolExecutor(1) as pool:
+            with app.transaction():
+                app.execute(ENQUEUE, (group, "I work at Acme Corp.", "2024-01-03T00:00:00Z"))
+                deleted = pool.submit(deleter.execute, "SELECT pgmemory.delete_episode(%s, %s)", (group, old))
+                while not (deleted.done() or waiting_for_a_lock(watcher, deleter_pid)):
+                    time.sleep(0.05)
+                out = app.execute(ADD_FACT, (group, "Carol", "Bob knows Carol.")).fetchone()[0]
+                assert out["entities_created"] == ["Bob", "Carol"]
+            assert deleted.result().fetchone()[0]["erased"] is False
+        statuses = watcher.execute("SELECT content FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchall()
+        assert statuses == [("I work at Acme Corp.",)]
+
+
+def test_a_batch_enqueue_across_groups_never_deadlocks_with_an_app_transaction(db_dsn, memory_sync_factory):
+    """Memory.enqueue_episodes (one transaction, all or none) takes its groups' locks in name order,
+    whatever the order of its episodes: an app transaction enqueueing into A then B while the batch
+    (B's episode first, then A's) runs must not deadlock with it."""
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"order-a-{tag}", f"order-b-{tag}"
+    batch = [dict(group_id=b, content="I live in Lima.", actor="Zoe", reference_time="2024-01-02T00:00:00Z"),
+             dict(group_id=a, content="I live in Oslo.", actor="Zoe", reference_time="2024-01-02T00:00:00Z")]
+    with owner(db_dsn) as app, owner(db_dsn) as watcher, memory_sync_factory() as memory:
+        with ThreadPoolExecutor(1) as pool:
+            with app.transaction():
+                app.execute(ENQUEUE, (a, "I work at Acme Corp.", "2024-01-03T00:00:00Z"))
+                done = pool.submit(memory.enqueue_episodes, batch)
+                while not (done.done() or watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                        " AND datname = current_database() AND pid <> %s",
+                        (app.info.backend_pid,)).fetchone()[0]):
+                    time.sleep(0.05)
+                app.execute(ENQUEUE, (b, "I work at Globex.", "2024-01-03T00:00:00Z"))
+            assert len(done.result()) == 2
+        counts = watcher.execute("SELECT group_id, count(*) FROM pgmemory.episodes WHERE group_id = ANY(%s)"
+                                 " GROUP BY 1 ORDER BY 1", ([a, b],)).fetchall()
+        assert counts == [(a, 2), (b, 2)]
