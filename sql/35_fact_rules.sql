@@ -83,6 +83,7 @@ DECLARE
     new_lo timestamptz;
     new_hi timestamptz;
     cap timestamptz;
+    sentence text;
     excl uuid[];
     ended uuid[] := '{}';
     withdrawn uuid[] := '{}';
@@ -163,15 +164,17 @@ BEGIN
             UPDATE pgmemory.fact_claims SET fact_id = landed
              WHERE group_id = c.group_id AND lineage = c.lineage AND fact_id = ANY (ids[2:]);
         END IF;
-        SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
+        SELECT lower(f.valid), upper(f.valid), f.fact INTO lo, hi, sentence FROM pgmemory.facts f
          WHERE f.group_id = c.group_id AND f.id = landed AND upper_inf(f.recorded);
-        -- An interval opened by a negation ("I left Initech", read before "I work at
-        -- Initech") takes the asserting sentence, so the belief does not depend on the
-        -- order in which the two episodes were processed.
-        IF EXISTS (SELECT 1 FROM pgmemory.fact_claims o
-                     JOIN pgmemory.facts f ON f.group_id = o.group_id AND f.id = o.id AND upper_inf(f.recorded)
-                    WHERE o.group_id = c.group_id AND o.id = landed AND o.kind = 'negate'
-                      AND f.fact = o.fact AND f.fact <> c.fact) THEN
+        -- The sentence is that of the interval's first assertion in fold order (a claim told
+        -- late about an earlier time brings its wording, as folding it in its place would; an
+        -- interval opened by a negation takes the first asserting sentence), so the belief,
+        -- wording included, does not depend on the order the statements arrived in.
+        IF sentence <> c.fact AND NOT EXISTS (
+               SELECT 1 FROM pgmemory.fact_claims fc
+                WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
+                  AND fc.kind = 'assert' AND fc.retracted_by IS NULL
+                  AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es) THEN
             PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi, NULL, c.fact, c.embedding);
             action := 'extended';
         ELSIF lo IS DISTINCT FROM new_lo OR hi IS DISTINCT FROM new_hi THEN

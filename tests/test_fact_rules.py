@@ -102,7 +102,7 @@ def add(conn, group: str, target: str, kw: dict) -> dict:
     return conn.execute(
         "SELECT pgmemory.add_fact(%s, 'Alice', 'works for', %s, %s, p_valid_from => %s, p_valid_to => %s,"
         " p_negated => %s, p_functional => %s, p_reference_time => coalesce(%s, %s))",
-        (group, target, f"Alice works for {target}.", day("frm"), day("to"), kw.get("neg", False),
+        (group, target, kw.get("text") or f"Alice works for {target}.", day("frm"), day("to"), kw.get("neg", False),
          kw.get("fn", False), day("ref"), day("frm") or utc("2020-01-01"))).fetchone()[0]
 
 
@@ -192,8 +192,9 @@ def test_belief_does_not_depend_on_arrival_order(conn, group, name):
 @pytest.mark.parametrize("seed", range(12))
 def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
     """Random statements (three employers, repeats, stated starts and ends, negations, unknown
-    starts, retractions, mostly functional) arriving in a random order: what each add_fact leaves is
-    what a re-fold of all the claims in valid-time order gives (the re-fold changes nothing)."""
+    starts, retractions, mostly functional; each worded differently) arriving in a random order:
+    what each add_fact leaves, wording included, is what a re-fold of all the claims in valid-time
+    order gives (the re-fold changes nothing)."""
     import random
 
     rng = random.Random(seed)
@@ -215,14 +216,38 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
             kw.update(frm=days[start], to=days[rng.randrange(start + 1, len(days))])
         else:
             kw.update(neg=True, fn=False, ref=days[start])
+        if not kw.get("retract"):
+            kw["text"] = f"Alice {'no longer works' if kw.get('neg') else 'works'} for {target} (statement {n})."
         add(conn, group, target, kw)
         conn.commit()
         lineages = [r[0] for r in conn.execute(
             "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
-        before = intervals(conn, group)
+        before = believed_sentences(conn, group)
         assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == [], n
-        assert intervals(conn, group) == before
+        assert believed_sentences(conn, group) == before
         conn.commit()
+
+
+def believed_sentences(conn, group: str) -> list[tuple]:
+    return sorted(conn.execute("SELECT target, valid_from, valid_to, fact FROM pgmemory.believed_facts"
+                               " WHERE group_id = %s", (group,)).fetchall(), key=str)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_the_wording_of_the_earliest_statement_is_believed_in_any_order(conn, group, order):
+    """Two wordings of one fact, the later-starting one told first or second: the believed sentence
+    is that of the statement earliest in valid time either way, and a re-fold keeps it."""
+    said = [("Tomas adopted a dog named Luna.", "2015-01-03"), ("Tomas adopted a cat named Luna.", "2015-02-01")]
+    for i in order:
+        text, start = said[i]
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Tomas', 'has pet', 'Luna', %s, p_valid_from => %s)",
+                     (group, text, utc(start)))
+        conn.commit()
+    rows = conn.execute("SELECT fact, valid_from FROM pgmemory.believed_facts WHERE group_id = %s", (group,)).fetchall()
+    assert rows == [("Tomas adopted a dog named Luna.", utc("2015-01-03"))]
+    lineages = [r[0] for r in conn.execute(
+        "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
+    assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == []
 
 
 def test_a_late_earlier_start_keeps_the_fact_id(conn, group):
