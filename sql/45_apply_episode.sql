@@ -43,6 +43,9 @@ DECLARE
     touched uuid[] := '{}';
     v_lineage uuid;
     v_contradicts uuid[];
+    v_key text;
+    said_keys text[] := '{}';  -- (source, relation, target) of this episode's claims so far,
+    said_lins uuid[] := '{}';  -- and their lineages
     changed uuid[] := '{}';
     v_mention text;
     v_details jsonb;
@@ -134,7 +137,16 @@ BEGIN
         c.episode_id := p_episode;
         c.kind := item->>'kind';
         c.id := (item->>'id')::uuid;
+        -- A statement about a fact this episode already spoke of joins that lineage ("I moved to
+        -- Zurich last month. I moved from Zurich to Prague yesterday.": the assertion and the
+        -- negation read no candidate of each other), as add_fact joins a pair's lineage.
+        v_key := concat_ws('|', item->>'source', item->>'relation', item->>'target');
+        IF v_lineage IS NULL AND v_key = ANY (said_keys) THEN
+            v_lineage := said_lins[array_position(said_keys, v_key)];
+        END IF;
         c.lineage := coalesce(v_lineage, c.id);
+        said_keys := said_keys || v_key;
+        said_lins := said_lins || c.lineage;
         c.source_id := (item->>'source')::uuid;
         c.target_id := (item->>'target')::uuid;
         c.relation := item->>'relation';

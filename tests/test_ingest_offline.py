@@ -247,3 +247,23 @@ async def test_a_group_changed_between_the_reads_and_the_apply_is_decided_again_
         current = await memory.search("where does Alice work", group_ids=group, limit=5)
     assert changed and result.status == "done" and result.facts_invalidated == 1
     assert [f.target for f in current.facts] == ["Globex"]
+
+
+async def test_one_episode_asserting_and_negating_a_fact_makes_one_lineage(memory, group):
+    """"I moved from Oslo to Zurich last month. I moved from Zurich to Prague yesterday.": the
+    assertion and the negation of living in Zurich are statements about one fact (as add_fact
+    joins a pair's lineage), so one interval is believed for it, not two overlapping ones."""
+    result = await memory.add_episode(
+        group, "I moved from Oslo to Zurich last month. I moved from Zurich to Prague yesterday.",
+        actor="Tomas", reference_time=utc("2024-04-14"))
+    assert result.status == "done"
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT DISTINCT f.lineage, f.valid FROM pgmemory.believed_facts b JOIN pgmemory.facts f"
+            "  ON f.group_id = b.group_id AND f.id = b.id AND upper_inf(f.recorded)"
+            " WHERE b.group_id = $1 AND b.target = 'Zurich'", group)
+        claims = await conn.fetch("SELECT DISTINCT lineage FROM pgmemory.fact_claims fc"
+                                  " JOIN pgmemory.entities t ON t.group_id = fc.group_id AND t.id = fc.target_id"
+                                  " WHERE fc.group_id = $1 AND t.name = 'Zurich'", group)
+    assert len(claims) == 1, claims
+    assert len(rows) == 1, rows
