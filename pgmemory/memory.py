@@ -573,14 +573,20 @@ async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
     """After an erase, VACUUM the tables (and AGE label tables) that held its text, so dead
     row versions and their index entries do not keep the bytes until autovacuum."""
-    names = [f"pgmemory.{t}" for t in ERASED_TEXT_TABLES]
-    # (only the label tables this role may reach: an app login has no right on the mirror's schema,
-    # and naming them failed the call after the erase had committed)
-    graph = await conn.fetch("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) AS t FROM pg_tables"
-                             " WHERE schemaname = 'pgmemory_graph' AND tablename IN ('Entity', 'Episode', 'RELATES_TO')"
-                             "   AND has_schema_privilege(schemaname, 'USAGE')"
-                             "   AND has_table_privilege(quote_ident(schemaname) || '.' || quote_ident(tablename), 'SELECT')")
-    await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(names + [r["t"] for r in graph]))
+    # Only the tables this role may vacuum (their owner, or MAINTAIN on Postgres 17+: an app login
+    # is granted it), so an app login on Postgres 16 is not warned once per table, and the label
+    # tables only where it may reach them (an app login has no right on the mirror's schema, and
+    # naming them failed the call after the erase had committed).
+    rows = await conn.fetch(
+        "SELECT c.oid::regclass::text AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE ((n.nspname = 'pgmemory' AND c.relname = ANY ($1::text[]))"
+        "        OR (n.nspname = 'pgmemory_graph' AND c.relname IN ('Entity', 'Episode', 'RELATES_TO')"
+        "            AND has_schema_privilege(n.oid, 'USAGE')))"
+        "   AND c.relkind IN ('r', 'p')"
+        "   AND (pg_has_role(c.relowner, 'USAGE') OR CASE WHEN current_setting('server_version_num')::int >= 170000"
+        "        THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)", list(ERASED_TEXT_TABLES))
+    if rows:
+        await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(r["t"] for r in rows))
 
 
 def check_custom_types(types: Any, name: str) -> None:

@@ -121,6 +121,12 @@ BEGIN
     GRANT USAGE ON SCHEMA pgmemory_internal TO pgmemory_app, pgmemory_analyst;
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app;
     GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgmemory TO pgmemory_app;
+    -- An erase VACUUMs the tables that held the text (Memory.delete_episode(erase=True)), so dead
+    -- row versions do not keep it until autovacuum: Postgres 17+ lets a non-owner with MAINTAIN
+    -- (before 17 only the owner can; the erase then leaves it to autovacuum).
+    IF current_setting('server_version_num')::int >= 170000 THEN
+        EXECUTE 'GRANT MAINTAIN ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app';
+    END IF;
     REVOKE INSERT, UPDATE, DELETE ON pgmemory.role_groups, pgmemory.schema_migrations FROM pgmemory_app;
     -- The AGE mirror's bookkeeping is written by the mirror's trigger functions (owner's rights)
     -- and read by nothing else an app runs: no right on it, so no tenant can read another group's
