@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
 from pgmemory.search.candidates import SEARCH_ONE
-from pgmemory.search.config import RECIPES
+from pgmemory.search.config import RECIPES, SearchFilters
 from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
@@ -160,6 +160,13 @@ async def test_search_of_several_groups_fans_out_to_each(memory, group):
         sorted((f.group_id, f.target, sorted(f.ranks.items())) for f in results.facts)
     only_a = await memory.search("where does he work", group_ids=[a], limit=10)
     assert {(f.group_id, f.target) for f in only_a.facts} == {(a, "Acme Corp")}
+    # As believed at a time, with the graph walk (its default seeds read per group, delegated).
+    believed = await memory.search("where does he work", group_ids=[a, b], limit=10, config="combined_hybrid_bfs_rrf",
+                                   filters=SearchFilters(known_at=datetime.now(timezone.utc)))
+    assert {(f.group_id, f.target) for f in believed.facts} == {(a, "Acme Corp"), (b, "Globex")}
+    before = await memory.search("where does he work", group_ids=[a, b], limit=10, config="combined_hybrid_bfs_rrf",
+                                 filters=SearchFilters(known_at=utc("2000-01-01")))
+    assert before.facts == []
 
 
 
