@@ -373,6 +373,10 @@ def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
             assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (a,)).fetchone()[0] == 1
             assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
                                 (b,)).fetchone()[0] == 0
+            # A search of a group the login does not see (delegated to that group's worker) finds nothing.
+            search = "SELECT count(*) FROM pgmemory.search_group(%s, 'Ann works for Acme', %s::real[]::vector, '{}')"
+            assert conn.execute(search, (b, [0.1] * DIM)).fetchone()[0] == 0
+            assert conn.execute(search, (a, [0.1] * DIM)).fetchone()[0] > 0
     finally:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
