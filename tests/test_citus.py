@@ -120,6 +120,18 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     assert dist.not_delegated == []
 
 
+def test_every_distributed_table_can_be_moved_online(conn):
+    """citus_rebalance_start (docs/scale-out.md) moves shards by logical replication, which Citus
+    allows only for tables with a primary key or a replica identity: one table without refuses
+    the whole rebalance."""
+    unmovable = conn.execute(
+        "SELECT c.oid::regclass::text FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid"
+        " WHERE p.partmethod = 'h' AND NOT (c.relreplident = 'f' OR EXISTS (SELECT FROM pg_index i"
+        "       WHERE i.indrelid = c.oid AND (i.indisreplident OR i.indisprimary AND c.relreplident = 'd')))"
+        ).fetchall()
+    assert unmovable == []
+
+
 def test_init_again_changes_nothing_and_doctor_reports_the_distribution(conn):
     before = citus.report(conn)
     assert init_database(conn, DIM).migrations_applied == []
