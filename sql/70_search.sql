@@ -248,12 +248,25 @@ DECLARE
     w_cosine float8;  -- the facts' method weights (fuse), read once for the usual view's statement
     w_fulltext float8;
     w_bfs float8;
+    hidden uuid;  -- an id passed for a search of no visible group
 BEGIN
     -- The search runs with its owner's rights where init could make that safe (no row-level
     -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
     -- only the groups the session may see, which is what row-level security would have let it read.
     p_groups := pgmemory_internal.session_groups(p_groups);
     one := CASE WHEN cardinality(p_groups) = 1 THEN p_groups[1] END;
+    -- No group the session sees: nothing to read, and no query to run (pinned to no group, one
+    -- would read every shard, which Citus refuses inside a delegated call); an id the caller
+    -- passed is of no searched group, refused as below.
+    IF cardinality(p_groups) = 0 THEN
+        hidden := coalesce((SELECT s FROM unnest(seeds) AS s WHERE s IS NOT NULL LIMIT 1), center);
+        IF hidden IS NOT NULL THEN
+            RAISE EXCEPTION '% % is not an entity of the searched groups',
+                CASE WHEN hidden = center AND NOT hidden = ANY (seeds) THEN 'center' ELSE 'bfs seed' END, hidden
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN;
+    END IF;
     -- On Citus several groups fan out: each group's search runs routed to its worker (ranks are
     -- then per group), merged here on the coordinator.
     IF cardinality(p_groups) > 1 AND coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN

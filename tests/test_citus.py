@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
 from pgmemory.search.candidates import SEARCH_ONE
-from pgmemory.search.config import RECIPES
+from pgmemory.search.config import RECIPES, SearchFilters
 from pgmemory.storage import citus
 from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
@@ -120,6 +120,18 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     assert dist.not_delegated == []
 
 
+def test_every_distributed_table_can_be_moved_online(conn):
+    """citus_rebalance_start (docs/scale-out.md) moves shards by logical replication, which Citus
+    allows only for tables with a primary key or a replica identity: one table without refuses
+    the whole rebalance."""
+    unmovable = conn.execute(
+        "SELECT c.oid::regclass::text FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid"
+        " WHERE p.partmethod = 'h' AND NOT (c.relreplident = 'f' OR EXISTS (SELECT FROM pg_index i"
+        "       WHERE i.indrelid = c.oid AND (i.indisreplident OR i.indisprimary AND c.relreplident = 'd')))"
+        ).fetchall()
+    assert unmovable == []
+
+
 def test_init_again_changes_nothing_and_doctor_reports_the_distribution(conn):
     before = citus.report(conn)
     assert init_database(conn, DIM).migrations_applied == []
@@ -160,6 +172,13 @@ async def test_search_of_several_groups_fans_out_to_each(memory, group):
         sorted((f.group_id, f.target, sorted(f.ranks.items())) for f in results.facts)
     only_a = await memory.search("where does he work", group_ids=[a], limit=10)
     assert {(f.group_id, f.target) for f in only_a.facts} == {(a, "Acme Corp")}
+    # As believed at a time, with the graph walk (its default seeds read per group, delegated).
+    believed = await memory.search("where does he work", group_ids=[a, b], limit=10, config="combined_hybrid_bfs_rrf",
+                                   filters=SearchFilters(known_at=datetime.now(timezone.utc)))
+    assert {(f.group_id, f.target) for f in believed.facts} == {(a, "Acme Corp"), (b, "Globex")}
+    before = await memory.search("where does he work", group_ids=[a, b], limit=10, config="combined_hybrid_bfs_rrf",
+                                 filters=SearchFilters(known_at=utc("2000-01-01")))
+    assert before.facts == []
 
 
 
@@ -366,6 +385,10 @@ def test_row_level_security_limits_a_login_to_its_groups(db_dsn, group):
             assert conn.execute("SELECT count(*) FROM pgmemory.facts_current(%s)", (a,)).fetchone()[0] == 1
             assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
                                 (b,)).fetchone()[0] == 0
+            # A search of a group the login does not see (delegated to that group's worker) finds nothing.
+            search = "SELECT count(*) FROM pgmemory.search_group(%s, 'Ann works for Acme', %s::real[]::vector, '{}')"
+            assert conn.execute(search, (b, [0.1] * DIM)).fetchone()[0] == 0
+            assert conn.execute(search, (a, [0.1] * DIM)).fetchone()[0] > 0
     finally:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)

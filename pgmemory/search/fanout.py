@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -94,9 +95,11 @@ async def _latest_episodes(pool: asyncpg.Pool, groups: list[str], opts: dict[str
     """The default BFS seed episodes: the latest done episodes of all the searched groups
     together (as one node picks them), by group."""
     n = opts.get("bfs_recent_episodes", 3)
-    known_at = opts.get("known_at")
+    # A timestamptz parameter, not text cast in SQL: Citus delegates a call whose argument is
+    # `$2::text::timestamptz` as a cstring cast the worker refuses ("cannot cast type cstring").
+    known_at = datetime.fromisoformat(opts["known_at"]) if opts.get("known_at") else None
     found = await _each(pool, groups, lambda conn, g: conn.fetch(
-        "SELECT id, valid_at FROM pgmemory_internal.latest_episodes($1, $2::text::timestamptz, $3)", g, known_at, n))
+        "SELECT id, valid_at FROM pgmemory_internal.latest_episodes($1, $2::timestamptz, $3)", g, known_at, n))
     latest = sorted(((r["valid_at"], g, str(r["id"])) for g, rows in zip(groups, found) for r in rows),
                     reverse=True)[:n]
     return {g: [i for _, owner, i in latest if owner == g] for g in groups}
