@@ -13,6 +13,8 @@
 -- (5, 0.6) as constants, so one generic plan, cached per session (sql/90_write_plans.sql), is the
 -- plan a custom one would be when the group holds most of the table (read_entity_candidates picks
 -- it then): planning was ~0.8 of the ~1.4 ms per call (bench/README.md, "Issue 9, session 10").
+-- Candidates that tie (two "Iris" equally similar) come by name, then id: the same pick on every
+-- plan and node (a cluster resolved "Iris" to another entity than one node did).
 DO $define$
 DECLARE
     body constant text := $body$
@@ -45,7 +47,7 @@ DECLARE
      WHERE lower(e.name) = lower(i.name)
         OR coalesce(1 - (nv.name_embedding <=> i.embedding), 0) >= %2$s
         OR e.tsv @@ plainto_tsquery('english', i.name)
-     ORDER BY 1, 6 DESC, 7 DESC
+     ORDER BY 1, 6 DESC, 7 DESC, e.name, e.id
 $body$;
     result constant text := 'RETURNS TABLE (idx integer, entity_id uuid, name text, labels text[], summary text,'
                             ' exact boolean, similarity double precision)'

@@ -262,7 +262,7 @@ BEGIN
         hidden := coalesce((SELECT s FROM unnest(seeds) AS s WHERE s IS NOT NULL LIMIT 1), center);
         IF hidden IS NOT NULL THEN
             RAISE EXCEPTION '% % is not an entity of the searched groups',
-                CASE WHEN hidden = center AND NOT hidden = ANY (seeds) THEN 'center' ELSE 'bfs seed' END, hidden
+                CASE WHEN hidden = center AND NOT coalesce(hidden = ANY (seeds), false) THEN 'center' ELSE 'bfs seed' END, hidden
                 USING ERRCODE = '22023';
         END IF;
         RETURN;

@@ -125,3 +125,21 @@ def test_entity_candidates_generic_plan_only_where_a_group_holds_most_entities(e
             found = {(r[0], r[2]) for r in custom}
             assert (1, first) in found and (2, f"{group.title()} Person2 Lake2") in found
             assert {r[0] for r in custom} >= {1, 2, 3} and 4 not in {r[0] for r in custom}
+
+
+def test_entity_candidates_that_tie_come_in_name_order(conn, group):
+    """Entities equally similar to a name said ("Iris": "Iris Smith", "Iris Reyes", ..., with the
+    same name vector) come by name whatever order they were stored in, so every plan and every
+    node of a cluster resolves the name to the same entity (the first candidate)."""
+    rng = random.Random(3)
+    v = vec(rng)
+    names = ["Iris Young", "Iris Smith", "Iris Reyes", "Iris Adler"]  # (within the reads' limit of 5)
+    with conn.transaction():
+        for name in names:
+            eid = uuid.uuid4()
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, %s)", (eid, group, name))
+            conn.execute("INSERT INTO pgmemory.entity_name_vectors (group_id, entity_id, name_embedding)"
+                         " VALUES (%s, %s, %s::vector)", (group, eid, v))
+    rows = conn.execute("SELECT name FROM pgmemory_internal.entity_candidates_generic(%s, %s, ARRAY[%s::vector])",
+                        (group, ["Iris"], v)).fetchall()
+    assert [r[0] for r in rows] == sorted(names)
