@@ -67,6 +67,10 @@ async def test_default_memory_runs_as_the_app_login_and_cannot_widen_it(own_serv
     assert len(dsns) == 1
     with psycopg.connect(dsns.pop()) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (APP_LOGIN,)
+        # doctor as the login itself: no superuser-only setting read (it died with a traceback)
+        checks = {c.name: c for c in run_checks(conn)}
+        assert "not readable" in checks["shared_preload_libraries"].detail
+        assert all(c.status != "fail" for c in checks.values()), [c for c in checks.values() if c.status == "fail"]
     with psycopg.connect(owner) as conn:
         assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (True,)
         assert conn.execute("SELECT count(DISTINCT group_id) FROM pgmemory.episodes").fetchone() == (2,)

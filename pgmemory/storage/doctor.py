@@ -1,6 +1,7 @@
 """`pgmemory doctor`: is this database ready for pgmemory? Each problem comes with its fix."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -49,13 +50,26 @@ def run_checks(conn: psycopg.Connection, *, lock_wait: timedelta = timedelta(min
     checks.append(Check("age", "ok", "not used on Citus (AGE does not support distributed tables): "
                         "graph traversal uses recursive SQL") if distributed else _age_check(ext))
     checks.append(_textsearch_check(ext, preload))
-    checks.append(Check("shared_preload_libraries", "ok", ", ".join(preload) or "(empty)"))
-    checks.extend(_schema_checks(conn, ext))
+    checks.append(Check("shared_preload_libraries", "ok", "not readable by this login (a superuser-only setting)"
+                        if preload is None else ", ".join(preload) or "(empty)"))
+    checks.extend(_readable(conn, "schema", lambda: _schema_checks(conn, ext)))
     if distributed:
-        checks.append(_distribution_check(conn))
-    checks.append(_login_check(conn, embedded))
-    checks.append(_lock_waits_check(conn, lock_wait))
+        checks.extend(_readable(conn, "distribution", lambda: [_distribution_check(conn)]))
+    checks.extend(_readable(conn, "app login", lambda: [_login_check(conn, embedded)]))
+    checks.extend(_readable(conn, "lock waits", lambda: [_lock_waits_check(conn, lock_wait)]))
     return checks
+
+
+def _readable(conn: psycopg.Connection, name: str, run: Callable[[], list[Check]]) -> list[Check]:
+    """Checks that read what a login without the owner's rights may not (the AGE catalog, other
+    sessions): such a login gets one warn line for them instead of a traceback."""
+    try:
+        return run()
+    except psycopg.errors.InsufficientPrivilege as exc:
+        conn.rollback()
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (DOCTOR_STATEMENT_TIMEOUT,))
+        return [Check(name, "warn", f"not readable by this login ({str(exc).splitlines()[0]})",
+                      "run `pgmemory doctor` as the owner for these checks")]
 
 
 def _login_check(conn: psycopg.Connection, embedded: bool) -> Check:
@@ -129,7 +143,7 @@ def _age_check(ext: dict) -> Check:
     return check
 
 
-def _textsearch_check(ext: dict, preload: list[str]) -> Check:
+def _textsearch_check(ext: dict, preload: list[str] | None) -> Check:
     """pg_textsearch is an opt-in (PGMEMORY_TEXT_SEARCH=pg_textsearch): say whether it may be used."""
     problem = pg_textsearch_problem(ext, preload)
     if problem:

@@ -65,10 +65,13 @@ def available_extensions(conn: psycopg.Connection) -> dict[str, tuple[str, str |
     return {name: (default, installed) for name, default, installed in rows}
 
 
-def preloaded_libraries(conn: psycopg.Connection) -> list[str]:
-    """Entries of shared_preload_libraries."""
-    value = conn.execute("SELECT current_setting('shared_preload_libraries')").fetchone()[0]
-    return [lib.strip() for lib in value.split(",") if lib.strip()]
+def preloaded_libraries(conn: psycopg.Connection) -> list[str] | None:
+    """Entries of shared_preload_libraries; None when this login may not read it (a superuser-only
+    setting: current_setting failed with a traceback for an app login; pg_settings hides it)."""
+    row = conn.execute("SELECT setting FROM pg_settings WHERE name = 'shared_preload_libraries'").fetchone()
+    if row is None:
+        return None
+    return [lib.strip() for lib in row[0].split(",") if lib.strip()]
 
 
 def check_server(conn: psycopg.Connection) -> str:
@@ -208,11 +211,12 @@ def choose_text_search(requested: str | None, stored: dict) -> str:
     return choice
 
 
-def pg_textsearch_problem(extensions: dict, preload: list[str]) -> str | None:
-    """Why pg_textsearch cannot be used on this server (None when it can)."""
+def pg_textsearch_problem(extensions: dict, preload: list[str] | None) -> str | None:
+    """Why pg_textsearch cannot be used on this server (None when it can; `preload` None: this
+    login cannot read shared_preload_libraries, not held against it)."""
     if "pg_textsearch" not in extensions:
         return "pg_textsearch is not available on this server"
-    if "pg_textsearch" not in preload:
+    if preload is not None and "pg_textsearch" not in preload:
         return "pg_textsearch is not in shared_preload_libraries"
     default, installed = extensions["pg_textsearch"]
     found = installed or default
@@ -221,7 +225,7 @@ def pg_textsearch_problem(extensions: dict, preload: list[str]) -> str | None:
     return None
 
 
-def check_pg_textsearch(extensions: dict, preload: list[str]) -> None:
+def check_pg_textsearch(extensions: dict, preload: list[str] | None) -> None:
     """Refuse the pg_textsearch opt-in where it is missing or a version known to be broken."""
     problem = pg_textsearch_problem(extensions, preload)
     if problem:
