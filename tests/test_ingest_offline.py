@@ -267,3 +267,29 @@ async def test_one_episode_asserting_and_negating_a_fact_makes_one_lineage(memor
                                   " WHERE fc.group_id = $1 AND t.name = 'Zurich'", group)
     assert len(claims) == 1, claims
     assert len(rows) == 1, rows
+
+
+
+async def test_a_repeat_naming_a_renamed_entity_is_judged_a_repeat(memory, group):
+    """The candidate facts of a statement are named as the episode resolves their endpoints: an
+    entity this episode renames ("Liam", said as "Liam Reyes") is the one its stored fact names, so
+    "married to Liam Reyes" repeats "married to Liam" instead of ending it as a new spouse (the
+    offline judge compared the new name with the stored one; seen after a delete re-derived "Liam")."""
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.extract.types import EpisodeInput, ExtractedEntity, ExtractedFact
+    from pgmemory.ingest.resolve_entities import ResolvedEntity
+    from pgmemory.ingest.resolve_facts import judge_facts
+    from pgmemory.providers.embedder import HashEmbedder
+
+    stored = await memory.add_fact(group, "Priya", "MARRIED_TO", "Liam", "Priya is married to Liam.")
+    async with memory.pool.acquire() as conn:
+        ids = dict(await conn.fetch("SELECT name, id FROM pgmemory.entities WHERE group_id = $1", group))
+    fact = ExtractedFact(source="Priya", target="Liam Reyes", relation="MARRIED_TO",
+                         fact="Priya is married to Liam Reyes.", functional=True)
+    src = ResolvedEntity(ids["Priya"], "Priya", False, ExtractedEntity("Priya"))
+    tgt = ResolvedEntity(ids["Liam"], "Liam Reyes", False, ExtractedEntity("Liam Reyes"), renamed=True)
+    [vector] = await HashEmbedder().embed([fact.fact])
+    episode = EpisodeInput("I am married to Liam Reyes.", "message", utc("2024-05-01"), actor="Priya")
+    [judged] = await judge_facts(memory.pool, group, [(fact, src, tgt, vector)], RuleExtractor(), episode, None)
+    assert judged.decision.duplicate_of == str(stored["fact_id"])
+    assert judged.decision.contradicts == ()

@@ -58,9 +58,12 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
             "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::vector[])",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
             as_vectors([e for _, _, _, e in facts]))
+        # A candidate's endpoints named as this episode resolves them: an entity it renames ("Liam"
+        # said as "Liam Reyes") is the same one, so a repeat is not judged a new spouse.
+        names = {r.id: r.name for _, s, t, _ in facts for r in (s, t)}
         for row in rows:
             into = duplicates if row["kind"] == "duplicate" else contradictions
-            into.setdefault(row["idx"] - 1, []).append(_candidate(row))
+            into.setdefault(row["idx"] - 1, []).append(_candidate(row, names))
     questions = [FactQuestion(i, replace(f, source=s.name, target=t.name), duplicates.get(i, []),
                               contradictions.get(i, []))
                  for i, (f, s, t, _) in enumerate(facts) if duplicates.get(i) or contradictions.get(i)]
@@ -74,6 +77,7 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     return judged
 
 
-def _candidate(row: asyncpg.Record) -> FactCandidate:
-    return FactCandidate(str(row["fact_id"]), row["source_name"], row["target_name"], row["relation"],
+def _candidate(row: asyncpg.Record, names: dict) -> FactCandidate:
+    return FactCandidate(str(row["fact_id"]), names.get(row["source_id"], row["source_name"]),
+                         names.get(row["target_id"], row["target_name"]), row["relation"],
                          row["fact"], row["valid_from"], row["valid_to"])
