@@ -62,7 +62,7 @@ async def refused(client: Client, tool: str, **arguments) -> str:
 
 
 async def test_every_tool_in_process(mcp_memory):
-    server = build_server(mcp_memory, default_group="mcp-a", worker_concurrency=1)
+    server = build_server(mcp_memory, default_group="mcp-a", worker_concurrency=1, auth=False)
     async with Client(server) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
         assert (await call(client, "get_status"))["status"] == "ok"
@@ -143,16 +143,25 @@ async def test_a_failing_embedder_is_one_line(mcp_memory, fake_openai):
     embedder = OpenAIEmbedder(model="embed-test", dim=384, base_url=fake_openai.base_url, max_retries=0)
     memory = Memory(mcp_memory.pool, embedder, RuleExtractor())
     fake_openai.script_embeddings(Status(500, "upstream\nexploded"))
-    async with Client(build_server(memory, default_group="mcp-embed", worker_concurrency=0)) as client:
+    async with Client(build_server(memory, default_group="mcp-embed", worker_concurrency=0, auth=False)) as client:
         text = await refused(client, "search_memory_facts", query="where does Kim live")
         assert "the embedding provider failed: " in text and "embedding request to" in text
     await embedder.aclose()
 
 
 async def test_no_default_group_means_each_call_names_one(mcp_memory):
-    async with Client(build_server(mcp_memory, worker_concurrency=0)) as client:
+    async with Client(build_server(mcp_memory, worker_concurrency=0, auth=False)) as client:
         assert "no group given" in await refused(client, "get_episodes")
         assert (await call(client, "get_episodes", group_id="mcp-none"))["episodes"] == []
+
+
+async def test_a_server_with_auth_refuses_a_call_without_headers(mcp_memory):
+    """Fail closed: with auth on (the default), a call that carries no headers at all (in process,
+    or any transport that drops them) is refused like one without a key, not trusted with every group."""
+    async with Client(build_server(mcp_memory, default_group="mcp-a", worker_concurrency=0)) as client:
+        assert "unauthorized" in await refused(client, "get_status")
+        assert "unauthorized" in await refused(client, "get_episodes", group_id="mcp-a")
+        assert "unauthorized" in await refused(client, "search_memory_facts", query="Austin")
 
 
 async def test_stdio_transport(mcp_dsn):

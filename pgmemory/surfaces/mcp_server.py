@@ -71,7 +71,8 @@ class Server(MCPServer):
 def build_server(memory: Memory | None = None, *, default_group: str | None = None, auth: bool = True,
                  worker_concurrency: int = 1, open_options: dict[str, Any] | None = None) -> MCPServer:
     """The MCP server. With `memory`, that one is used (and not closed); otherwise Memory.open at
-    start-up. Over HTTP with `auth`, calls need an API key; over stdio no key is asked."""
+    start-up. With `auth`, every call needs an API key in its headers (a call without headers, such
+    as one in process, is refused): pass auth=False for stdio or an app calling its own server."""
     state = State(default_group=default_group)
 
     @contextlib.asynccontextmanager
@@ -88,10 +89,11 @@ def build_server(memory: Memory | None = None, *, default_group: str | None = No
 
 
 async def _key(ctx: Context, state: State) -> ApiKey | None:
-    """The caller's key over HTTP (None over stdio, or without auth); ToolError without a valid one."""
-    headers = ctx.headers if ctx is not None else None
-    if headers is None or state.keys is None:
+    """The caller's key (None without auth: stdio, or a server built with auth=False); ToolError
+    without a valid one. With auth, a call that carries no headers is refused, not trusted."""
+    if state.keys is None:
         return None
+    headers = (ctx.headers if ctx is not None else None) or {}
     token = headers.get("x-api-key")
     header = headers.get("authorization", "")
     if token is None and header.lower().startswith("bearer "):
