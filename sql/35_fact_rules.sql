@@ -40,20 +40,88 @@ RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- The lineages that cannot hold at the same time as p_lineage: those its live claims (and
--- p_contradicts, a claim not stored yet) contradict, and those whose live claims contradict it.
+-- p_contradicts, a claim not stored yet) contradict, and those whose live claims contradict it
+-- (pgmemory.lineage_exclusions, kept by add_exclusions and rebuild_exclusions).
 CREATE OR REPLACE FUNCTION pgmemory_internal.exclusive_lineages(p_group text, p_lineage uuid, p_contradicts uuid[])
 RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
 BEGIN  -- (PL/pgSQL: its plan is kept by the session; a SQL function's was made again in every transaction)
     RETURN (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM (
         SELECT unnest(p_contradicts) AS x
         UNION ALL
-        SELECT unnest(fc.contradicts) FROM pgmemory.fact_claims fc
-         WHERE fc.group_id = p_group AND fc.lineage = p_lineage AND fc.retracted_by IS NULL
-           AND cardinality(fc.contradicts) > 0
-        UNION ALL
-        SELECT fc.lineage FROM pgmemory.fact_claims fc
-         WHERE fc.group_id = p_group AND fc.contradicts @> ARRAY[p_lineage] AND fc.retracted_by IS NULL) u
+        SELECT e.other FROM pgmemory.lineage_exclusions e WHERE e.group_id = p_group AND e.lineage = p_lineage) u
      WHERE x <> p_lineage);
+END
+$$;
+
+-- A claim of p_lineage contradicting p_contradicts was stored: its pairs not yet known are added
+-- (both ways), and the components they join become one.
+CREATE OR REPLACE FUNCTION pgmemory_internal.add_exclusions(p_group text, p_lineage uuid, p_contradicts uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    fresh uuid[] := ARRAY(SELECT DISTINCT x FROM unnest(p_contradicts) x
+                           WHERE x IS NOT NULL AND x <> p_lineage
+                             AND NOT EXISTS (SELECT 1 FROM pgmemory.lineage_exclusions e
+                                              WHERE e.group_id = p_group AND e.lineage = p_lineage AND e.other = x));
+    comps uuid[];
+    target uuid;
+BEGIN
+    IF cardinality(fresh) = 0 THEN  -- the usual case: a repeat names lineages already exclusive
+        RETURN;
+    END IF;
+    INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
+    SELECT p_group, a, b FROM unnest(fresh) x, LATERAL (VALUES (p_lineage, x), (x, p_lineage)) v(a, b)
+    ON CONFLICT DO NOTHING;
+    comps := ARRAY(SELECT DISTINCT k.component FROM pgmemory.lineage_components k
+                    WHERE k.group_id = p_group AND k.lineage = ANY (fresh || p_lineage));
+    target := coalesce((SELECT min(x::text)::uuid FROM unnest(comps) x), p_lineage);
+    IF cardinality(comps) > 1 THEN
+        UPDATE pgmemory.lineage_components SET component = target
+         WHERE group_id = p_group AND component = ANY (comps) AND component <> target;
+    END IF;
+    INSERT INTO pgmemory.lineage_components (group_id, lineage, component)
+    SELECT p_group, l, target FROM unnest(fresh || p_lineage) l
+    ON CONFLICT DO NOTHING;
+END
+$$;
+
+-- Claims of p_lineages (whole components) were retracted or deleted: their pairs and components
+-- are made again from the live claims (a component may fall apart).
+CREATE OR REPLACE FUNCTION pgmemory_internal.rebuild_exclusions(p_group text, p_lineages uuid[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    placed uuid[] := '{}';
+    root uuid;
+    comp uuid[];
+    grown uuid[];
+BEGIN
+    -- (Pairs are symmetric and p_lineages is closed under them: every pair touching it is in it.)
+    DELETE FROM pgmemory.lineage_exclusions WHERE group_id = p_group AND lineage = ANY (p_lineages);
+    DELETE FROM pgmemory.lineage_components WHERE group_id = p_group AND lineage = ANY (p_lineages);
+    INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
+    SELECT DISTINCT p_group, a, b FROM (
+        SELECT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+         WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL
+        UNION ALL
+        SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+         WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL) p
+     WHERE a <> b;
+    FOR root IN SELECT DISTINCT e.lineage FROM pgmemory.lineage_exclusions e
+                 WHERE e.group_id = p_group AND e.lineage = ANY (p_lineages) LOOP
+        CONTINUE WHEN root = ANY (placed);
+        comp := ARRAY[root];
+        LOOP
+            grown := ARRAY(SELECT DISTINCT x FROM (
+                               SELECT unnest(comp) AS x
+                               UNION ALL
+                               SELECT e.other FROM pgmemory.lineage_exclusions e
+                                WHERE e.group_id = p_group AND e.lineage = ANY (comp)) u);
+            EXIT WHEN cardinality(grown) = cardinality(comp);
+            comp := grown;
+        END LOOP;
+        INSERT INTO pgmemory.lineage_components (group_id, lineage, component)
+        SELECT p_group, l, root FROM unnest(comp) l;
+        placed := placed || comp;
+    END LOOP;
 END
 $$;
 
@@ -228,24 +296,15 @@ $$;
 
 -- The lineages whose belief depends on p_seeds: joined through contradictions
 -- in both directions (an interval's end can depend on a claim of another
--- lineage, and a late claim's own end on the lineage it contradicts).
+-- lineage, and a late claim's own end on the lineage it contradicts); the seeds first.
 CREATE OR REPLACE FUNCTION pgmemory_internal.claim_component(p_group text, p_seeds uuid[])
 RETURNS uuid[] LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    comp uuid[] := ARRAY(SELECT DISTINCT s FROM unnest(p_seeds) s WHERE s IS NOT NULL);
-    grown uuid[];
 BEGIN
-    LOOP
-        grown := ARRAY(
-            SELECT DISTINCT x FROM (
-                SELECT unnest(comp) AS x
-                UNION ALL
-                SELECT unnest(fc.contradicts || fc.lineage) FROM pgmemory.fact_claims fc
-                 WHERE fc.group_id = p_group AND (fc.lineage = ANY (comp) OR fc.contradicts && comp)) u);
-        EXIT WHEN cardinality(grown) = cardinality(comp);
-        comp := grown;
-    END LOOP;
-    RETURN comp;
+    RETURN ARRAY(SELECT s FROM (SELECT DISTINCT s FROM unnest(p_seeds) s WHERE s IS NOT NULL) d
+                 UNION
+                 SELECT m.lineage FROM pgmemory.lineage_components k
+                   JOIN pgmemory.lineage_components m ON m.group_id = p_group AND m.component = k.component
+                  WHERE k.group_id = p_group AND k.lineage = ANY (p_seeds));
 END
 $$;
 
@@ -358,23 +417,14 @@ BEGIN
     END LOOP;
     -- Exclusive pairs (a, b), both ways, for the lineages a with claims to fold (only theirs are
     -- looked up: a re-fold from a late claim folds a few lineages of a component whose functional
-    -- facts make ~n^2 pairs), from the component's own claims: comp is closed under contradictions
-    -- (claim_component), so every claim contradicting one of its lineages is of one of its
-    -- lineages (read by the lineage index; `contradicts && comp` over a 50-lineage array was
-    -- planned as a scan of the group's claims, growing with the conversation).
+    -- facts make ~n^2 pairs); comp is closed under them (claim_component).
     folded := ARRAY(SELECT DISTINCT comp[u.li] FROM unnest(c_li, c_key, c_live, c_kind) AS u(li, k, lv, kd)
                      WHERE u.lv AND u.kd <> 'retract' AND (p_from IS NULL OR u.k >= p_from));
     SELECT array_agg(la.n ORDER BY la.n), array_agg(lb.n ORDER BY la.n) INTO ex_a, ex_to
-      FROM (SELECT DISTINCT a, b FROM (
-                SELECT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
-                 WHERE fc.group_id = p_group AND fc.lineage = ANY (folded) AND fc.retracted_by IS NULL
-                UNION ALL
-                SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
-                 WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.retracted_by IS NULL
-                   AND fc.contradicts && folded AND x = ANY (folded)) p
-             WHERE a <> b) e
-      JOIN unnest(comp) WITH ORDINALITY AS la(l, n) ON la.l = e.a  -- (numbered by a join, not
-      JOIN unnest(comp) WITH ORDINALITY AS lb(l, n) ON lb.l = e.b; -- array_position per pair)
+      FROM pgmemory.lineage_exclusions e
+      JOIN unnest(comp) WITH ORDINALITY AS la(l, n) ON la.l = e.lineage  -- (numbered by a join, not
+      JOIN unnest(comp) WITH ORDINALITY AS lb(l, n) ON lb.l = e.other    -- array_position per pair)
+     WHERE e.group_id = p_group AND e.lineage = ANY (folded);
     ex_a := coalesce(ex_a, '{}');
     k := 1;
     FOR li IN 1 .. n + 1 LOOP
@@ -696,6 +746,9 @@ BEGIN
             c.target_id, c.relation, c.fact, c.embedding, c.attributes, c.valid_from, c.valid_to,
             c.ref_time, c.contradicts)
     RETURNING seq INTO c.seq;
+    IF cardinality(c.contradicts) > 0 THEN
+        PERFORM pgmemory_internal.add_exclusions(c.group_id, c.lineage, c.contradicts);
+    END IF;
     IF in_place THEN
         RETURN did;
     END IF;

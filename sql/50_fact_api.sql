@@ -142,6 +142,7 @@ DECLARE
     hi timestamptz;
     changed uuid[];
     touched uuid[];
+    comp uuid[];
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
@@ -156,12 +157,16 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % is not believed in group %', p_fact, p_group USING ERRCODE = 'P0002';
     END IF;
+    -- The component as it was: a lineage that only the retracted claims made exclusive with this
+    -- one is re-folded too (what they ended holds again).
+    comp := pgmemory_internal.claim_component(p_group, ARRAY[c.lineage]);
     UPDATE pgmemory.fact_claims fc SET retracted_by = c.seq
      WHERE fc.group_id = p_group AND fc.lineage = c.lineage AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
        AND (fc.fact_id = p_fact
             OR ((lo IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lo)
                 AND (hi IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= hi)));
-    changed := pgmemory_internal.refold_lineages(p_group, ARRAY[c.lineage]);
+    PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
+    changed := pgmemory_internal.refold_lineages(p_group, comp);
     -- Read first, then call (a call nested in a shard query cannot query on Citus).
     touched := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed || p_fact));

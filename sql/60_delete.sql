@@ -27,6 +27,7 @@ CREATE OR REPLACE FUNCTION pgmemory.delete_episode(p_group text, p_episode uuid,
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     seeds uuid[];
+    comp uuid[];
     mentioned uuid[];
     orphans uuid[];
     removed uuid[];
@@ -74,7 +75,9 @@ BEGIN
     attrs := (SELECT coalesce(jsonb_agg(jsonb_build_object(a.key, a.value)), '[]')
                 FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
+    comp := pgmemory_internal.claim_component(p_group, seeds);  -- as it was, before its claims go
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
+    PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
     IF p_erase OR v_status <> 'done' THEN
         DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions and links cascade
     ELSE  -- kept as history: its mentions go (the entities are re-derived without them), its links stay
@@ -123,7 +126,7 @@ BEGIN
     PERFORM pgmemory_internal.communities_after_delete(p_group, touched, p_erase);  -- sql/57_communities.sql
 
     IF p_erase THEN
-        PERFORM pgmemory_internal.erase_history(p_group, pgmemory_internal.claim_component(p_group, seeds), touched,
+        PERFORM pgmemory_internal.erase_history(p_group, comp, touched,
                                        ARRAY[written_at], texts, names, attrs);
         DELETE FROM pgmemory.fact_episodes fe
          WHERE fe.group_id = p_group AND fe.fact_id = ANY (changed)
@@ -139,7 +142,7 @@ BEGIN
         written := CASE WHEN written_at IS NULL THEN '{}'::timestamptz[] ELSE ARRAY[written_at] END;
         INSERT INTO pgmemory.retractions AS r (group_id, episode_id, written_at, lineages, mentioned, retired,
                                                texts, names, attributes)
-        VALUES (p_group, p_episode, written, seeds, mentioned,
+        VALUES (p_group, p_episode, written, comp, mentioned,
                 orphans, texts, names, attrs)
         ON CONFLICT (group_id, episode_id) DO UPDATE
            SET retracted_at = EXCLUDED.retracted_at, written_at = r.written_at || EXCLUDED.written_at,
@@ -359,6 +362,8 @@ BEGIN
     PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     DELETE FROM pgmemory.facts WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group;
+    DELETE FROM pgmemory.lineage_exclusions WHERE group_id = p_group;
+    DELETE FROM pgmemory.lineage_components WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group;
     DELETE FROM pgmemory.community_members WHERE group_id = p_group;
     DELETE FROM pgmemory.communities WHERE group_id = p_group;

@@ -76,3 +76,33 @@ async def entities(memory: Memory, group: str) -> dict[str, tuple]:
         rows = await conn.fetch("SELECT name, labels, attributes FROM pgmemory.entities WHERE group_id = $1"
                                 " AND retired_at IS NULL", group)
     return {r["name"]: (frozenset(r["labels"]), r["attributes"]) for r in rows}
+
+
+# What check_exclusions compares, each with the group as its one parameter: the pairs the live
+# claims make, the stored pairs, the stored components.
+EXCLUSION_QUERIES = (
+    "SELECT fc.lineage, x FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x"
+    " WHERE fc.group_id = %s AND fc.retracted_by IS NULL AND x <> fc.lineage",
+    "SELECT lineage, other FROM pgmemory.lineage_exclusions WHERE group_id = %s",
+    "SELECT lineage, component FROM pgmemory.lineage_components WHERE group_id = %s")
+
+
+def check_exclusions(claimed, stored, components) -> None:
+    """The stored exclusive pairs and components (pgmemory.lineage_exclusions / lineage_components)
+    are those of the group's live claims: every pair a live claim makes, both ways, and nothing a
+    retracted or deleted one made; the components are the connected sets of those pairs."""
+    expected = {(a, b) for a, b in claimed}
+    expected |= {(b, a) for a, b in expected}
+    assert {(a, b) for a, b in stored} == expected
+    parts: dict = {}
+    for lineage, component in components:
+        parts.setdefault(component, set()).add(lineage)
+    nodes, want = {a for a, _ in expected}, []
+    while nodes:
+        comp, frontier = set(), {nodes.pop()}
+        while frontier:
+            comp |= frontier
+            frontier = {b for a, b in expected if a in frontier} - comp
+        nodes -= comp
+        want.append(frozenset(comp))
+    assert sorted(map(frozenset, parts.values()), key=sorted) == sorted(want, key=sorted)

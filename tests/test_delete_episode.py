@@ -16,7 +16,7 @@ from psycopg import sql
 
 from pgmemory import InvalidInput, SearchFilters
 from pgmemory.ingest.episode import episode_uuid
-from tests.belief import believed, clock, entities, ingest, summaries, targets
+from tests.belief import EXCLUSION_QUERIES, believed, check_exclusions, clock, entities, ingest, summaries, targets
 from tests.support import utc
 from tests.test_as_of_answers import _fact, _llm_memory
 
@@ -65,6 +65,8 @@ async def test_retract_equals_never_ingested(mem, group, seed):
     got, want = await summaries(mem, group), await summaries(mem, rest)
     assert {k: sentences(v) for k, v in got.items()} == {k: sentences(v) for k, v in want.items()}
     assert await entities(mem, group) == await entities(mem, rest)  # names, labels, attributes
+    async with mem.pool.acquire() as conn:  # the exclusive pairs its deleted claims made are gone
+        check_exclusions(*[await conn.fetch(q.replace("%s", "$1"), group) for q in EXCLUSION_QUERIES])
 
 
 def tag(group: str) -> str:

@@ -7,6 +7,7 @@ import json
 import psycopg
 import pytest
 
+from tests.belief import EXCLUSION_QUERIES, check_exclusions
 from tests.support import utc
 
 # Each step: (target, kwargs). kwargs: frm / to (valid bounds), ref (reference time), neg (negated),
@@ -223,9 +224,15 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
         lineages = [r[0] for r in conn.execute(
             "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
         before = believed_sentences(conn, group)
+        assert_exclusions_match_claims(conn, group)
         assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == [], n
         assert believed_sentences(conn, group) == before
         conn.commit()
+
+
+def assert_exclusions_match_claims(conn, group: str) -> None:
+    """See tests.belief.check_exclusions."""
+    check_exclusions(*(conn.execute(q, (group,)).fetchall() for q in EXCLUSION_QUERIES))
 
 
 def believed_sentences(conn, group: str) -> list[tuple]:

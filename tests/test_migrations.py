@@ -185,3 +185,31 @@ def test_upgrade_marks_the_entities_renamed_so_far(empty_dsn):
         conn.execute("UPDATE pgmemory.entities SET summary = 'a friend' WHERE id = %s", (carol,))
         assert conn.execute("SELECT name FROM pgmemory.entities WHERE renamed ORDER BY 1").fetchall() == [
             ("Paris, France",), ("Robert",)]
+
+
+def test_upgrade_stores_the_exclusive_lineages_of_the_claims_so_far(empty_dsn):
+    """0580: an older database's claims give their exclusive pairs (both ways, none from a retracted
+    claim) and components, so a re-fold after the upgrade sees the contradictions made before it."""
+    from pgmemory.storage.setup import init_database
+    from tests.belief import EXCLUSION_QUERIES, check_exclusions
+
+    a, b, c, d, e, f = (uuid.uuid4() for _ in range(6))
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        for lineage, contradicts, retracted in ((a, [], None), (b, [a], None), (c, [b, a], None),
+                                                (d, [], None), (e, [d], 1), (f, [f], None)):
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id,"
+                         " relation, fact, ref_time, contradicts, retracted_by)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, 'WORKS_FOR', 'x', '2024-01-01Z', %s, %s)",
+                         (lineage, lineage, a, lineage, contradicts, retracted))
+        conn.commit()
+
+        report = init_database(conn, 384)
+        conn.commit()
+        assert "0580_lineage_exclusions.sql" in report.migrations_applied
+        check_exclusions(*(conn.execute(q, ("g",)).fetchall() for q in EXCLUSION_QUERIES))
+        assert len(conn.execute("SELECT * FROM pgmemory.lineage_exclusions").fetchall()) == 6  # a-b, a-c, b-c
+        assert sorted(conn.execute("SELECT pgmemory_internal.claim_component('g', %s)", ([a],)).fetchone()[0]) \
+            == sorted([a, b, c])
+        assert conn.execute("SELECT pgmemory_internal.claim_component('g', %s)", ([d],)).fetchone()[0] == [d]

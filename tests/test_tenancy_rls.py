@@ -107,7 +107,8 @@ def test_a_psql_session_of_group_a_sees_no_row_of_b_anywhere(tenants):
     assert {n: seen[f"widened {n}"] for n in readable} == {n: (0, 0) for n in readable}  # narrowing to B: nothing
     # What the analyst role is not granted at all is refused, as are the escapes tried at the end.
     assert set(relations) - readable == {"group_versions", "group_locks", "fact_claims", "erasures", "retractions",
-                                         "reembed_progress", "graph_vertices", "graph_edges"}
+                                         "reembed_progress", "graph_vertices", "graph_edges",
+                                         "lineage_exclusions", "lineage_components"}
     assert sum("permission denied" in line for line in denied) == 2 * (len(relations) - len(readable)) + 3
     assert any('permission denied to set role "pgmemory_reader"' in line for line in denied)
 
