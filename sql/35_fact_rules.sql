@@ -260,9 +260,8 @@ BEGIN
     IF cardinality(excl) > 0 THEN  -- most claims contradict nothing: no statement then
         FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
                     WHERE f.group_id = c.group_id AND f.lineage = ANY (excl)
-                      AND upper_inf(f.recorded)
+                      AND upper_inf(f.recorded) AND (upper_inf(f.valid) OR upper(f.valid) > es)
                     ORDER BY f.version_id LOOP
-            CONTINUE WHEN cur.hi IS NOT NULL AND cur.hi <= es;
             IF cur.lo IS NOT NULL AND es < cur.lo THEN
                 cap := least(cap, cur.lo);
             ELSIF cur.lo IS NOT NULL AND es <= cur.lo THEN
@@ -683,11 +682,15 @@ DECLARE
     before uuid[] := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, '{}');
     near uuid[] := c.lineage || ARRAY(SELECT DISTINCT x FROM unnest(before || c.contradicts) x WHERE x <> c.lineage);
     key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, c.valid_to, c.ref_time);
+    -- The lineages it contradicts that were not exclusive with its own (usually none: a repeat
+    -- names the same ones again; looked up only when there are some, else the claims of every
+    -- lineage it names were read to find none).
+    newly uuid[] := ARRAY(SELECT x FROM unnest(c.contradicts) x WHERE x <> c.lineage AND x <> ALL (before));
     -- It makes its lineage exclusive with one it was not exclusive with, both with claims already.
-    fresh boolean := EXISTS (SELECT FROM pgmemory.fact_claims fc
-                              WHERE fc.group_id = c.group_id AND fc.lineage = ANY (c.contradicts)
-                                AND fc.lineage <> c.lineage AND fc.lineage <> ALL (before)
-                                AND fc.kind <> 'retract' AND fc.retracted_by IS NULL)
+    fresh boolean := cardinality(newly) > 0
+                     AND EXISTS (SELECT FROM pgmemory.fact_claims fc
+                                  WHERE fc.group_id = c.group_id AND fc.lineage = ANY (newly)
+                                    AND fc.kind <> 'retract' AND fc.retracted_by IS NULL)
                      AND EXISTS (SELECT FROM pgmemory.fact_claims fc
                                   WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
                                     AND fc.kind <> 'retract' AND fc.retracted_by IS NULL);
