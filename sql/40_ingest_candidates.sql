@@ -99,22 +99,30 @@ $$;
 -- Believed facts that may contradict each new fact: among the 100 most
 -- recently recorded still-valid facts touching its source or target, the
 -- p_k nearest in meaning; plus every believed fact with the same source and
--- relation type (one employer, ...), ended or not.
+-- relation type (one employer, ...) that has not ended by the new fact's place in
+-- the fold (p_starts: an assertion's evidence start, a negation's end; NULL: ended or
+-- not). One that ended before it is neither ended nor capped by it
+-- (sql/35_fact_rules.sql), and a person's past employers grow with
+-- the conversation: all of them were read, and put to the judge, for every "works
+-- at X" (196 for one speaker at 10k episodes). Should a later statement move the new
+-- fact's start back over such an old one, that statement is judged against it then.
 -- Each "100 most recent" is the top 100 of the two endpoints' own top 100s, each read in the
 -- order of its index (facts_current_*_recent), so a hub entity's still-valid facts are not all
 -- read and sorted (they grow with the group). The rows carry their columns out of the union
 -- (no second lookup of each fact by version).
+DROP FUNCTION IF EXISTS pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[]);
+DROP FUNCTION IF EXISTS pgmemory_internal.contradiction_candidates(text, uuid[], uuid[], text[], vector[], integer);
 CREATE OR REPLACE FUNCTION pgmemory_internal.contradiction_candidates(
     p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
-    p_k integer DEFAULT 10)
+    p_starts timestamptz[], p_k integer DEFAULT 10)
 RETURNS TABLE (idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
                target_name text, relation text, fact text, valid_from timestamptz,
                valid_to timestamptz, similarity double precision)
 LANGUAGE sql STABLE AS $$
     SELECT i.idx::integer, c.id, c.source_id, c.target_id, s.name, t.name, c.relation, c.fact,
            lower(c.valid), upper(c.valid), coalesce(1 - c.dist, 0)
-      FROM unnest(p_sources, p_targets, p_relations, p_embeddings)
-           WITH ORDINALITY AS i (source_id, target_id, relation, embedding, idx)
+      FROM unnest(p_sources, p_targets, p_relations, p_embeddings, p_starts)
+           WITH ORDINALITY AS i (source_id, target_id, relation, embedding, start, idx)
       CROSS JOIN LATERAL (
             SELECT DISTINCT ON (u.version_id) u.* FROM (
                 (SELECT near.version_id, near.id, near.source_id, near.target_id, near.relation, near.fact,
@@ -155,7 +163,8 @@ LANGUAGE sql STABLE AS $$
                        same.valid, same.embedding <=> i.embedding
                   FROM pgmemory.facts same
                  WHERE same.group_id = p_group AND same.source_id = i.source_id AND same.relation = i.relation
-                   AND upper_inf(same.recorded)) u
+                   AND upper_inf(same.recorded)
+                   AND (i.start IS NULL OR upper_inf(same.valid) OR upper(same.valid) > i.start)) u
              ORDER BY u.version_id) c
       JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = c.source_id
       JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = c.target_id
@@ -205,7 +214,8 @@ $$;
 -- marked 'duplicate' (fact_candidates: same entity pair) or 'contradiction'
 -- (contradiction_candidates; similarity is NULL on duplicate rows).
 CREATE OR REPLACE FUNCTION pgmemory_internal.read_fact_candidates(
-    p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[])
+    p_group text, p_sources uuid[], p_targets uuid[], p_relations text[], p_embeddings vector[],
+    p_starts timestamptz[])
 RETURNS TABLE (kind text, idx integer, fact_id uuid, source_id uuid, target_id uuid, source_name text,
                target_name text, relation text, fact text, valid_from timestamptz,
                valid_to timestamptz, similarity double precision)
@@ -214,5 +224,6 @@ LANGUAGE sql STABLE AS $$
       FROM pgmemory_internal.fact_candidates(p_group, p_sources, p_targets) d
     UNION ALL
     SELECT 'contradiction', c.*
-      FROM pgmemory_internal.contradiction_candidates(p_group, p_sources, p_targets, p_relations, p_embeddings) c
+      FROM pgmemory_internal.contradiction_candidates(p_group, p_sources, p_targets, p_relations, p_embeddings,
+                                                      p_starts) c
 $$;

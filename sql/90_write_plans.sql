@@ -31,13 +31,13 @@ DO $plan$
 BEGIN
     IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) RESET plan_cache_mode;
-        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
+        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[], timestamptz[])
             RESET plan_cache_mode;
         ALTER FUNCTION pgmemory_internal.entity_candidates_generic(text, text[], vector[]) RESET plan_cache_mode;
         ALTER FUNCTION pgmemory_internal.apply_episode(text, uuid, jsonb, vector[]) RESET plan_cache_mode;
     ELSE
         ALTER FUNCTION pgmemory_internal.derive_summaries(text, uuid[]) SET plan_cache_mode = force_generic_plan;
-        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[])
+        ALTER FUNCTION pgmemory_internal.read_fact_candidates(text, uuid[], uuid[], text[], vector[], timestamptz[])
             SET plan_cache_mode = force_generic_plan;
         ALTER FUNCTION pgmemory_internal.entity_candidates_generic(text, text[], vector[])
             SET plan_cache_mode = force_generic_plan;

@@ -505,7 +505,7 @@ def test_the_calls_ingestion_makes_inside_a_transaction_run_on_the_groups_worker
     reads = [
         "SELECT pgmemory_internal.lock_group(%s)",
         "SELECT * FROM pgmemory_internal.read_entity_candidates(%s, '{Ann}', '{NULL}')",
-        "SELECT * FROM pgmemory_internal.read_fact_candidates(%s, '{}', '{}', '{}', '{}')",
+        "SELECT * FROM pgmemory_internal.read_fact_candidates(%s, '{}', '{}', '{}', '{}', '{}')",
     ]
     with psycopg.connect(citus_dsn) as tx:
         tx.execute("SELECT pgmemory_internal.lock_group(%s)", (group,))  # psycopg: inside BEGIN

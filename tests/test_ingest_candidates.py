@@ -12,7 +12,8 @@ from pgmemory.storage.setup import init_database
 # The definition written plainly (every still-valid fact of both endpoints read and sorted): the
 # p_k nearest among the 100 most recently recorded still-valid facts with the source or target
 # as their source, and among those with either as their target; plus every believed fact with
-# the same source and relation, ended or not.
+# the same source and relation that has not ended by the new fact's evidence start (any, without
+# one: a negation).
 REFERENCE = """
 SELECT f.id, s.name, t.name, f.relation, lower(f.valid), upper(f.valid),
        coalesce(1 - (f.embedding <=> %(emb)s::vector), 0)
@@ -31,7 +32,8 @@ SELECT f.id, s.name, t.name, f.relation, lower(f.valid), upper(f.valid),
                   AND upper_inf(r.recorded) AND upper_inf(r.valid)
                 ORDER BY lower(r.recorded) DESC LIMIT 100)) near
         ORDER BY near.embedding <=> %(emb)s::vector LIMIT 10)
-    OR (f.group_id = %(g)s AND f.source_id = %(a)s AND f.relation = %(rel)s AND upper_inf(f.recorded))
+    OR (f.group_id = %(g)s AND f.source_id = %(a)s AND f.relation = %(rel)s AND upper_inf(f.recorded)
+        AND (%(start)s::timestamptz IS NULL OR upper(f.valid) IS NULL OR upper(f.valid) > %(start)s::timestamptz))
  ORDER BY 7 DESC
 """
 
@@ -44,7 +46,8 @@ def test_contradiction_candidates_of_hubs_are_the_defined_set(conn, group):
     """Two hubs with 130 still-valid facts each as source and 110 as target (each recorded at
     its own time, distinct vectors), 40 ended facts of one relation: the candidates of a new fact
     between the hubs are exactly the reference's rows in the reference's order, and of a fact
-    from a hub to a new entity too."""
+    from a hub to a new entity too; with an evidence start, the ended facts of its relation that
+    ended before it are not candidates, those ending after it are."""
     rng = random.Random(9)
     ids = {name: uuid.uuid4() for name in ("A", "B", "C")}
     others = [uuid.uuid4() for _ in range(60)]
@@ -73,16 +76,24 @@ def test_contradiction_candidates_of_hubs_are_the_defined_set(conn, group):
                 "  tstzrange('2025-01-01'::timestamptz + %(n)s * interval '1 minute', NULL))",
                 {"id": uuid.uuid4(), "g": group, "s": source, "t": target, "rel": relation,
                  "fact": f"fact {n}", "emb": vec(rng), "n": n, "open": open_})
+    ended = sorted(r[0] for r in conn.execute(
+        "SELECT upper(valid) FROM pgmemory.facts WHERE group_id = %s AND relation = 'LIVES_IN'", (group,)))
+    middle = ended[len(ended) // 2]
     for a, b in ((ids["A"], ids["B"]), (ids["A"], ids["C"]), (ids["B"], ids["A"])):
         for rel in ("LIVES_IN", "LIKES"):
-            emb = vec(rng)
-            got = conn.execute(
-                "SELECT fact_id, source_name, target_name, relation, valid_from, valid_to, similarity"
-                " FROM pgmemory_internal.contradiction_candidates(%s, %s, %s, %s, ARRAY[%s::vector])",
-                (group, [a], [b], [rel], emb)).fetchall()
-            want = conn.execute(REFERENCE, {"g": group, "a": a, "b": b, "rel": rel, "emb": emb}).fetchall()
-            assert len(want) >= 10
-            assert got == want
+            for start in (None, middle):
+                emb = vec(rng)
+                got = conn.execute(
+                    "SELECT fact_id, source_name, target_name, relation, valid_from, valid_to, similarity"
+                    " FROM pgmemory_internal.contradiction_candidates(%s, %s, %s, %s, ARRAY[%s::vector],"
+                    " ARRAY[%s::timestamptz])", (group, [a], [b], [rel], emb, start)).fetchall()
+                want = conn.execute(REFERENCE, {"g": group, "a": a, "b": b, "rel": rel, "emb": emb,
+                                                "start": start}).fetchall()
+                assert len(want) >= 10
+                assert got == want
+                if a == ids["A"] and rel == "LIVES_IN":  # the ended homes: all, or those ending after it
+                    homes = [r for r in got if r[3] == "LIVES_IN"]
+                    assert len(homes) == (40 if start is None else sum(t > middle for t in ended))
 
 
 def test_entity_candidates_generic_plan_only_where_a_group_holds_most_entities(empty_dsn):

@@ -285,3 +285,37 @@ async def test_null_for_an_optional_field_is_its_default(llm_memory, fake_openai
                                    "functional": None, "attributes": None}]})
     result = await llm_memory.add_episode(group, "Alice: I work for Acme.", actor="Alice", reference_time=REF)
     assert result.status == "done" and result.llm_calls == 1 and len(result.facts_created) == 1
+
+
+async def test_a_new_employer_is_not_judged_against_employers_that_ended_before_it(db_dsn, fake_openai, group):
+    """Issue 9: the judge sees the same-relation facts still holding at (or after) a statement's
+    start, not every employer ever had: eight job changes in, the prompt for the ninth lists the
+    current employer, not the seven that ended before, and the belief is the same job history."""
+    from bench.scripted_llm import _section, kind_of
+    from tests.belief import open_memory
+
+    memory = await open_memory("llm", db_dsn, fake_openai)
+    try:
+        companies = [f"Corp{chr(ord('A') + i)}" for i in range(9)]
+        await memory.add_episode(group, f"I work at {companies[0]}.", actor="Alice",
+                                 reference_time=datetime(2015, 1, 5, tzinfo=timezone.utc))
+        for year, (old, new) in enumerate(zip(companies, companies[1:]), start=2016):
+            fake_openai.requests.clear()
+            await memory.add_episode(group, f"I left {old} last week and now work at {new}.", actor="Alice",
+                                     reference_time=datetime(year, 3, 1, tzinfo=timezone.utc))
+        [judge] = [r.body for r in fake_openai.requests if kind_of(r.body) == "judgement"]
+        listed = "\n".join(_section(judge["messages"][-1]["content"], "EXISTING FACTS"))
+        assert companies[-2] in listed
+        assert not any(c in listed for c in companies[:-2]), listed
+        held = sorted((r["target"], r["valid_from"].year, r["valid_to"] and r["valid_to"].year)
+                      for r in await _believed_jobs(memory, group))
+        assert held == sorted([(companies[0], 2015, 2016)] + [
+            (c, y, y + 1 if c != companies[-1] else None) for y, c in enumerate(companies[1:], start=2016)])
+    finally:
+        await memory.close()
+
+
+async def _believed_jobs(memory, group):
+    async with memory.pool.acquire() as conn:
+        return await conn.fetch("SELECT target, valid_from, valid_to FROM pgmemory.believed_facts"
+                                " WHERE group_id = $1 AND relation = 'WORKS_FOR'", group)

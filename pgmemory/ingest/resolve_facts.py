@@ -54,10 +54,13 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     duplicates: dict[int, list[FactCandidate]] = {}
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
+        # Same-relation facts that ended before a statement's place in the fold (an assertion's
+        # start, a negation's end: fold_key, sql/35_fact_rules.sql) are not its candidates.
+        starts = [(f.invalid_at if f.negated else f.valid_at) or episode.reference_time for f, _, _, _ in facts]
         rows = await db.fetch(
-            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::vector[])",
+            "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::vector[], $6)",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
-            as_vectors([e for _, _, _, e in facts]))
+            as_vectors([e for _, _, _, e in facts]), starts)
         # A candidate's endpoints named as this episode resolves them: an entity it renames ("Liam"
         # said as "Liam Reyes") is the same one, so a repeat is not judged a new spouse.
         names = {r.id: r.name for _, s, t, _ in facts for r in (s, t)}

@@ -34,7 +34,7 @@ GROUP_ARG = "p_group"
 FORCE_DELEGATED = {
     "pgmemory_internal.lock_group(text)",
     "pgmemory_internal.read_entity_candidates(text,text[],vector[])",
-    "pgmemory_internal.read_fact_candidates(text,uuid[],uuid[],text[],vector[])",
+    "pgmemory_internal.read_fact_candidates(text,uuid[],uuid[],text[],vector[],timestamp with time zone[])",
 }
 
 
