@@ -659,11 +659,13 @@ BEGIN
         INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)  -- (row by row: routed on Citus)
         VALUES (landed, nid, p_group) ON CONFLICT DO NOTHING;
     END LOOP;
-    INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
-    SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
-     WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
-       AND fc.fact_id = ANY (changed) AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
-    ON CONFLICT DO NOTHING;
+    IF cardinality(changed) > 0 THEN  -- (else it read every claim of the component to find none)
+        INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
+        SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
+         WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
+           AND fc.fact_id = ANY (changed) AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
+        ON CONFLICT DO NOTHING;
+    END IF;
     RETURN changed;
 END
 $$;
