@@ -74,3 +74,18 @@ async def test_a_new_entity_tied_between_two_communities_joins_the_same_one_in_e
         seen.append(communities_by_name(conn, g))
     assert all(s == seen[0] for s in seen), seen
     assert any({"Frank", "Acme"} <= members for _, members in seen[0]), seen[0]
+
+
+async def test_offline_names_and_summaries_are_the_same_in_every_group(memory, conn, group):
+    # One episode per triangle: its three facts are recorded together and equally central
+    # (a guard: this passed before ties were broken by name too).
+    chat = [" ".join(TIED_CHAT[:3]), " ".join(TIED_CHAT[3:6])]
+    seen = []
+    for k in range(4):
+        g = f"{group}-{k}"
+        await ingest(memory, g, chat)
+        await memory.refresh_communities(g, force=True)
+        seen.append(sorted(conn.execute("SELECT name, summary FROM pgmemory.communities"
+                                        " WHERE group_id = %s AND ended_at IS NULL", (g,)).fetchall()))
+    assert all(s == seen[0] for s in seen), seen
+    assert len(seen[0]) == 2
