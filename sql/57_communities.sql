@@ -28,7 +28,10 @@ $$;
 -- then rounds of merges of community pairs that are each other's best
 -- modularity gain (LPAm+: propagation alone stops in local optima that split
 -- a dense group), each contracted, while merges happen (at most 10 rounds).
--- Nodes are numbered; labels, degrees and label volumes live in arrays indexed
+-- Nodes are numbered by entity name (byte order, then id among entities of the
+-- same name), so that every tie above is broken by content: the same facts
+-- loaded into two groups or databases (entity ids are random) give the same
+-- communities. Labels, degrees and label volumes live in arrays indexed
 -- by number (one statement per phase reads them as parameters, no joins and no
 -- row updates). At most p_max_iterations propagation iterations in all.
 -- Labels shared by two or more entities become the group's communities: the
@@ -114,13 +117,19 @@ BEGIN
         RAISE EXCEPTION 'resolution must be between 0 and 100, got %', p_resolution USING ERRCODE = '22023';
     END IF;
     PERFORM pgmemory_internal.lock_group(p_group);
-    DROP TABLE IF EXISTS pg_temp.lp_pair, pg_temp.lp_node, pg_temp.lv_edge, pg_temp.lv_next_edge;
+    DROP TABLE IF EXISTS pg_temp.lp_pair, pg_temp.lp_name, pg_temp.lp_node, pg_temp.lv_edge, pg_temp.lv_next_edge;
     CREATE TEMP TABLE lp_pair ON COMMIT DROP AS SELECT * FROM pgmemory_internal.community_graph(p_group);
-    -- Entities numbered 1..N in id order, with their weighted degree.
+    -- The group's entity names (a temporary table: on Citus none joins a distributed one).
+    CREATE TEMP TABLE lp_name ON COMMIT DROP AS
+        SELECT e.id, e.name FROM pgmemory.entities e WHERE e.group_id = p_group;
+    -- Entities numbered 1..N by name (byte order: the same in every database), then id
+    -- (only among entities of the same name), with their weighted degree and name.
     CREATE TEMP TABLE lp_node ON COMMIT DROP AS
-        SELECT row_number() OVER (ORDER BY y.id)::integer AS n, y.id, sum(y.w)::float8 AS degree
+        SELECT row_number() OVER (ORDER BY x.name COLLATE "C", y.id)::integer AS n, y.id, sum(y.w)::float8 AS degree,
+               x.name
           FROM (SELECT a AS id, w FROM lp_pair UNION ALL SELECT b, w FROM lp_pair) y
-         GROUP BY y.id;
+          LEFT JOIN lp_name x ON x.id = y.id
+         GROUP BY y.id, x.name;
     ANALYZE lp_node;  -- without statistics the join below is planned as two merge joins (sorts of 92k uuids at 100k facts)
     -- Both directions of every pair, by number.
     CREATE TEMP TABLE lv_edge ON COMMIT DROP AS
@@ -223,12 +232,13 @@ BEGIN
     -- The last merges, not contracted.
     comm := ARRAY(SELECT lab[u.c] FROM unnest(comm) WITH ORDINALITY AS u (c, o) ORDER BY u.o);
 
-    -- Communities found: labels held by two or more entities; centrality = weighted degree.
+    -- Communities found: labels held by two or more entities; centrality = weighted degree
+    -- (ties: by node number, i.e. by name).
     t1 := clock_timestamp();
     DROP TABLE IF EXISTS pg_temp.lp_found;
     CREATE TEMP TABLE lp_found ON COMMIT DROP AS
         SELECT comm[p.n] AS label, array_agg(p.id ORDER BY p.id) AS members,
-               (array_agg(p.id ORDER BY p.degree DESC, p.id))[1:3] AS central
+               (array_agg(p.id ORDER BY p.degree DESC, p.n))[1:3] AS central
           FROM lp_node p GROUP BY 1 HAVING count(*) >= 2;
     -- A current community with exactly the same members stays (its name and summary
     -- still describe it); the other current ones end, with their memberships.
@@ -292,7 +302,7 @@ $$;
 -- p_entities without a current community joins the current community held by
 -- the plurality of its neighbours over facts believed and holding now
 -- (weighted by the number of such facts; ties: the larger community, then the
--- smaller id). The drift counter grows by the members that joined and by the
+-- one whose first member name, in byte order, comes first, then the smaller id). The drift counter grows by the members that joined and by the
 -- new entities (p_new) that have facts but found no community to join. The
 -- current communities of p_changed (entities whose facts changed) and of
 -- the entities that joined are marked for a summary refresh (revision + 1).
@@ -344,13 +354,19 @@ BEGIN
         , top AS (
             SELECT v.community_id FROM votes v WHERE v.w = (SELECT max(x.w) FROM votes x)
         )
-        -- Sizes are counted only when communities tie at the top (a count reads every member).
+        -- Sizes and first member names are read only when communities tie at the top (they
+        -- read every member); the id only among communities whose first members share a name.
         SELECT t.community_id INTO best
           FROM top t
          ORDER BY CASE WHEN (SELECT count(*) FROM top) > 1
                        THEN (SELECT count(*) FROM pgmemory.community_members s
                               WHERE s.group_id = p_group AND s.community_id = t.community_id
                                 AND s.ended_at IS NULL) END DESC NULLS LAST,
+                  CASE WHEN (SELECT count(*) FROM top) > 1
+                       THEN (SELECT min(x.name COLLATE "C") FROM pgmemory.community_members s
+                               JOIN pgmemory.entities x ON x.group_id = p_group AND x.id = s.entity_id
+                              WHERE s.group_id = p_group AND s.community_id = t.community_id
+                                AND s.ended_at IS NULL) END NULLS LAST,
                   t.community_id
          LIMIT 1;
         IF best IS NOT NULL THEN
