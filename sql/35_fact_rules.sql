@@ -757,9 +757,25 @@ BEGIN
     IF in_place THEN
         RETURN did;
     END IF;
-    -- Only what its place can change (a suffix), unless it makes two lineages with claims
-    -- exclusive anew: their earlier intervals then meet for the first time, all is re-folded.
-    changed := pgmemory_internal.refold_lineages(c.group_id, near, CASE WHEN NOT fresh THEN key END);
+    -- Only what its place can change (a suffix). When it makes its lineage and others with claims
+    -- exclusive anew, from where such a pair first meets too: the later of the two lineages'
+    -- earliest claims (before it one of the two has no claim, so no interval to end or be ended
+    -- by, and the fold up to there is as it was; an old job taken again after a job that began
+    -- when it had ended re-folds from that later job, not from the first statement of either).
+    IF fresh THEN
+        key := least(key, (
+            SELECT min(greatest(own.k, x.k))
+              FROM (SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)) AS k
+                      FROM pgmemory.fact_claims fc
+                     WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.kind <> 'retract'
+                       AND fc.retracted_by IS NULL) own,
+                   (SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)) AS k
+                      FROM pgmemory.fact_claims fc
+                     WHERE fc.group_id = c.group_id AND fc.lineage = ANY (newly) AND fc.kind <> 'retract'
+                       AND fc.retracted_by IS NULL
+                     GROUP BY fc.lineage) x));
+    END IF;
+    changed := pgmemory_internal.refold_lineages(c.group_id, near, key);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
         'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
