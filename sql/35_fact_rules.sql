@@ -152,6 +152,8 @@ DECLARE
     new_hi timestamptz;
     cap timestamptz;
     sentence text;
+    first_fact text;  -- the wording of the merged interval, when it changes
+    first_emb vector;
     excl uuid[];
     ended uuid[] := '{}';
     withdrawn uuid[] := '{}';
@@ -238,12 +240,29 @@ BEGIN
         -- late about an earlier time brings its wording, as folding it in its place would; an
         -- interval opened by a negation takes the first asserting sentence), so the belief,
         -- wording included, does not depend on the order the statements arrived in.
-        IF sentence <> c.fact AND NOT EXISTS (
+        -- Intervals it joins: that of the first assertion before it in fold order among all
+        -- their claims (the interval it lands on, first by start, may be a later one's: one
+        -- with an unknown start), else its own.
+        IF cardinality(ids) > 1 THEN
+            SELECT fc.fact, fc.embedding INTO first_fact, first_emb FROM pgmemory.fact_claims fc
+             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
+               AND fc.kind = 'assert' AND fc.retracted_by IS NULL
+               AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
+             ORDER BY pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
+            IF NOT FOUND THEN
+                first_fact := c.fact;
+                first_emb := c.embedding;
+            END IF;
+        ELSIF NOT EXISTS (
                SELECT 1 FROM pgmemory.fact_claims fc
                 WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
                   AND fc.kind = 'assert' AND fc.retracted_by IS NULL
                   AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es) THEN
-            PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi, NULL, c.fact, c.embedding);
+            first_fact := c.fact;
+            first_emb := c.embedding;
+        END IF;
+        IF sentence <> first_fact THEN
+            PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi, NULL, first_fact, first_emb);
             action := 'extended';
         ELSIF lo IS DISTINCT FROM new_lo OR hi IS DISTINCT FROM new_hi THEN
             PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi);
@@ -552,6 +571,22 @@ BEGIN
                 END LOOP;
                 s_id[m[e]] := NULL;
             END LOOP;
+            IF cardinality(m) > 1 THEN  -- joined: the first assertion before it among their claims
+                e := NULL;               -- (the lists run in fold order), else its own (as apply_claim)
+                q := lc_head[li];
+                WHILE q IS NOT NULL AND q < i LOOP
+                    IF c_kind[q] = 'assert' AND c_live[q] AND c_land[q] = landed THEN
+                        e := q;
+                        EXIT;
+                    END IF;
+                    q := c_next[q];
+                END LOOP;
+                e := coalesce(e, i);
+                IF s_fact[k] <> c_fact[e] THEN
+                    s_fact[k] := c_fact[e];
+                    s_src[k] := e;
+                END IF;
+            END IF;
             IF landed = ANY (neg_id) THEN
                 IF s_fact[k] <> c_fact[i] AND s_fact[k] = (
                        SELECT neg_fact[x] FROM generate_subscripts(neg_id, 1) x WHERE neg_id[x] = landed LIMIT 1) THEN
