@@ -239,27 +239,20 @@ BEGIN
         -- The sentence is that of the interval's first assertion in fold order (a claim told
         -- late about an earlier time brings its wording, as folding it in its place would; an
         -- interval opened by a negation takes the first asserting sentence), so the belief,
-        -- wording included, does not depend on the order the statements arrived in.
-        -- Intervals it joins: that of the first assertion before it in fold order among all
-        -- their claims (the interval it lands on, first by start, may be a later one's: one
-        -- with an unknown start), else its own.
-        IF cardinality(ids) > 1 THEN
-            SELECT fc.fact, fc.embedding INTO first_fact, first_emb FROM pgmemory.fact_claims fc
-             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
-               AND fc.kind = 'assert' AND fc.retracted_by IS NULL
-               AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
-             ORDER BY pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
-            IF NOT FOUND THEN
-                first_fact := c.fact;
-                first_emb := c.embedding;
-            END IF;
-        ELSIF NOT EXISTS (
-               SELECT 1 FROM pgmemory.fact_claims fc
-                WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
-                  AND fc.kind = 'assert' AND fc.retracted_by IS NULL
-                  AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es) THEN
+        -- wording included, does not depend on the order the statements arrived in. Of intervals
+        -- it joins, that of the first assertion before it among all their claims (the interval it
+        -- lands on, first by start, may be a later one's: one with an unknown start); of one, its
+        -- own stands when an assertion comes before it; else the claim's own.
+        SELECT fc.fact, fc.embedding INTO first_fact, first_emb FROM pgmemory.fact_claims fc
+         WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
+           AND fc.kind = 'assert' AND fc.retracted_by IS NULL
+           AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
+         ORDER BY pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
+        IF NOT FOUND THEN
             first_fact := c.fact;
             first_emb := c.embedding;
+        ELSIF cardinality(ids) = 1 THEN
+            first_fact := NULL;  -- (its wording stands)
         END IF;
         IF sentence <> first_fact THEN
             PERFORM pgmemory.correct_fact(c.group_id, landed, new_lo, new_hi, NULL, first_fact, first_emb);
