@@ -351,8 +351,8 @@ DECLARE
     c_fact text[]; c_from timestamptz[]; c_to timestamptz[]; c_ref timestamptz[]; c_ep uuid[];
     c_live boolean[]; c_key timestamptz[]; c_next int[]; lc_head int[];
     -- Exclusive lineages: those of lineage l are ex_to[ex_off[l] .. ex_off[l + 1] - 1] (ex_a: sorted
-    -- pairs' first lineage). Negations' ids and sentences.
-    ex_a int[]; ex_to int[]; ex_off int[]; neg_id uuid[]; neg_fact text[];
+    -- pairs' first lineage).
+    ex_a int[]; ex_to int[]; ex_off int[];
     -- The believed intervals while folding (s_id NULL: withdrawn), in version order (apply_claim's
     -- tie-break); s_src: the claim whose sentence it carries (NULL: as stored); each lineage's
     -- intervals as a list (ls_head, s_next).
@@ -363,6 +363,7 @@ DECLARE
     x_id uuid[]; x_li int[]; x_lo timestamptz[]; x_hi timestamptz[];
     -- What is believed now (d_*), to write only the differences.
     d_id uuid[]; d_li int[]; d_lo timestamptz[]; d_hi timestamptz[]; d_fact text[];
+    d_end timestamptz[]; d_first timestamptz[];  -- (with p_from: where each interval was last shaped, its first claim)
     prov_fact uuid[] := '{}';
     prov_ep uuid[] := '{}';
     have_fact uuid[]; have_ep uuid[];  -- the provenance links already there
@@ -404,18 +405,25 @@ BEGIN
     END IF;
     d_id := coalesce(d_id, '{}');
     -- With p_from: moved back to the earliest claim of any interval that does not end before it
-    -- (intervals by their end, latest first: each one reached can only move the point back).
+    -- (intervals by their end, latest first: each one reached can only move the point back). An
+    -- interval ends, here, where it or its latest assertion does: "worked at Acme until 2019", said
+    -- in 2021, ended in 2021 an interval that was open before, so it is not final before 2021.
     IF p_from IS NOT NULL THEN
-        FOR hi, lo IN SELECT d.hi, min(u.k) FROM unnest(d_id, d_hi) AS d(id, hi)
-                        LEFT JOIN unnest(c_land, c_key, c_live, c_kind) AS u(f, k, lv, kd)
-                          ON u.f = d.id AND u.lv AND u.kd <> 'retract'
-                       GROUP BY d.id, d.hi ORDER BY d.hi DESC NULLS FIRST LOOP
+        SELECT array_agg(e.id), array_agg(e.e), array_agg(e.k) INTO m_ids, d_end, d_first FROM (
+            SELECT d.id, CASE WHEN d.hi IS NOT NULL THEN greatest(d.hi, max(u.k) FILTER (WHERE u.kd = 'assert')) END AS e,
+                   min(u.k) AS k
+              FROM unnest(d_id, d_hi) AS d(id, hi)
+              LEFT JOIN unnest(c_land, c_key, c_live, c_kind) AS u(f, k, lv, kd)
+                ON u.f = d.id AND u.lv AND u.kd <> 'retract'
+             GROUP BY d.id, d.hi) e;
+        FOR hi, lo IN SELECT d.e, d.k FROM unnest(d_end, d_first) AS d(e, k) ORDER BY d.e DESC NULLS FIRST LOOP
             EXIT WHEN hi < p_from;
             p_from := least(p_from, lo);
         END LOOP;
+        open_ids := ARRAY(SELECT d.id FROM unnest(m_ids, d_end) AS d(id, e) WHERE d.e IS NULL OR d.e >= p_from);
+    ELSE
+        open_ids := d_id;
     END IF;
-    open_ids := ARRAY(SELECT d.id FROM unnest(d_id, d_hi) AS d(id, hi)
-                       WHERE p_from IS NULL OR d.hi IS NULL OR d.hi >= p_from);
     -- The intervals that stay as they are (ended before p_from) start the fold.
     ls_head := array_fill(NULL::int, ARRAY[n]);
     FOR j IN 1 .. cardinality(d_id) LOOP
@@ -444,8 +452,6 @@ BEGIN
         END LOOP;
         ex_off[li] := k;
     END LOOP;
-    SELECT array_agg(x), array_agg(f) INTO neg_id, neg_fact FROM unnest(c_id, c_kind, c_fact) AS u(x, kd, f)
-     WHERE kd = 'negate';
     -- The fold: plain PL/pgSQL over the arrays (a statement per claim cost ~0.3 ms a claim).
     FOR i IN 1 .. cardinality(c_seq) LOOP
         CONTINUE WHEN c_kind[i] = 'retract' OR NOT c_live[i] OR c_key[i] < p_from;
@@ -580,12 +586,9 @@ BEGIN
                     s_src[k] := e;
                 END IF;
             END IF;
-            IF landed = ANY (neg_id) THEN
-                IF s_fact[k] <> c_fact[i] AND s_fact[k] = (
-                       SELECT neg_fact[x] FROM generate_subscripts(neg_id, 1) x WHERE neg_id[x] = landed LIMIT 1) THEN
-                    s_fact[k] := c_fact[i];  -- an interval opened by a negation takes the asserting sentence
-                    s_src[k] := i;
-                END IF;
+            IF c_kind[s_src[k]] = 'negate' THEN  -- an interval opened by a negation takes the asserting
+                s_fact[k] := c_fact[i];           -- sentence (whatever id the re-fold gave it)
+                s_src[k] := i;
             END IF;
             s_lo[k] := new_lo;
             s_hi[k] := new_hi;
@@ -716,14 +719,33 @@ DECLARE
     -- names the same ones again; looked up only when there are some, else the claims of every
     -- lineage it names were read to find none).
     newly uuid[] := ARRAY(SELECT x FROM unnest(c.contradicts) x WHERE x <> c.lineage AND x <> ALL (before));
-    -- It makes its lineage exclusive with one it was not exclusive with, both with claims already.
-    fresh boolean := cardinality(newly) > 0
-                     AND EXISTS (SELECT FROM pgmemory.fact_claims fc
-                                  WHERE fc.group_id = c.group_id AND fc.lineage = ANY (newly)
-                                    AND fc.kind <> 'retract' AND fc.retracted_by IS NULL)
-                     AND EXISTS (SELECT FROM pgmemory.fact_claims fc
-                                  WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
-                                    AND fc.kind <> 'retract' AND fc.retracted_by IS NULL);
+    -- It makes its lineage exclusive with one it was not exclusive with, and the pair would have
+    -- changed the fold of the claims already stored. In that fold (valid-time order) a pair (a, b)
+    -- acts only at an assertion of b that finds an interval of a valid at its start, and such an
+    -- interval is believed afterwards too (or one it was joined into), still valid at that point:
+    -- an interval's start only moves back, and its end only moves to the point of a later claim,
+    -- except by an assertion whose stated end is before its own start (then it may act). So when no
+    -- believed interval of either holds an assertion of the other (bounds included) and no claim of
+    -- one is at the same point as an assertion of the other, the pair changed nothing before this
+    -- claim: an old job taken again after jobs it never met applies in place, not by a re-fold.
+    fresh boolean := cardinality(newly) > 0 AND EXISTS (
+        SELECT FROM unnest(newly) x, LATERAL (VALUES (c.lineage, x), (x, c.lineage)) p(a, b)
+         WHERE EXISTS (SELECT FROM pgmemory.facts f
+                         JOIN pgmemory.fact_claims fc ON fc.group_id = c.group_id AND fc.lineage = p.b
+                          AND fc.kind = 'assert' AND fc.retracted_by IS NULL
+                          AND (lower_inf(f.valid) OR coalesce(fc.valid_from, fc.ref_time) >= lower(f.valid))
+                          AND (upper_inf(f.valid) OR coalesce(fc.valid_from, fc.ref_time) <= upper(f.valid))
+                        WHERE f.group_id = c.group_id AND f.lineage = p.a AND upper_inf(f.recorded))
+            OR EXISTS (SELECT FROM pgmemory.fact_claims fa
+                         JOIN pgmemory.fact_claims fb ON fb.group_id = c.group_id AND fb.lineage = p.b
+                          AND fb.kind = 'assert' AND fb.retracted_by IS NULL
+                          AND coalesce(fb.valid_from, fb.ref_time)
+                              = pgmemory_internal.fold_key(fa.kind, fa.valid_from, fa.valid_to, fa.ref_time)
+                        WHERE fa.group_id = c.group_id AND fa.lineage = p.a AND fa.kind <> 'retract'
+                          AND fa.retracted_by IS NULL)
+            OR EXISTS (SELECT FROM pgmemory.fact_claims fc
+                        WHERE fc.group_id = c.group_id AND fc.lineage = p.a AND fc.kind = 'assert'
+                          AND fc.retracted_by IS NULL AND fc.valid_to < coalesce(fc.valid_from, fc.ref_time)));
     did jsonb;
     changed uuid[];
     landed uuid;

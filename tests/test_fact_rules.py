@@ -196,15 +196,30 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
     starts, retractions, mostly functional; each worded differently) arriving in a random order:
     what each add_fact leaves, wording included, is what a re-fold of all the claims in valid-time
     order gives (the re-fold changes nothing)."""
+    random_story(conn, group, seed)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_applying_a_claim_equals_folding_it_in_its_place_over_more_lineages(conn, group, seed):
+    """The same over five employers and twelve statements, some of them an end stated before the
+    statement's own time ("worked at Acme until 2019", said in 2021): contradictions between
+    lineages that never met in time are common, and an interval's end can move back."""
+    random_story(conn, group, seed, targets=("Acme", "Globex", "Initech", "Hooli", "Umbrella"), statements=12,
+                 shapes=("frm", "frm", "ref", "frm_to", "neg", "retract", "ref_to"))
+
+
+def random_story(conn, group: str, seed: int, targets=("Acme", "Globex", "Initech"), statements: int = 8,
+                 shapes=("frm", "frm", "ref", "frm_to", "neg", "retract")) -> None:
+    """Random add_fact / retract_fact steps; after each, the belief is the re-fold of all claims."""
     import random
 
     rng = random.Random(seed)
     days = [f"20{y:02d}-{m:02d}-01" for y in range(18, 24) for m in (1, 7)]
-    for n in range(8):
+    for n in range(statements):
         kw: dict = {"fn": rng.random() < 0.8}  # now and then one that contradicts nothing
         start = rng.randrange(len(days) - 1)
-        shape = rng.choice(["frm", "frm", "ref", "frm_to", "neg", "retract"])
-        target = rng.choice(["Acme", "Globex", "Initech"])
+        shape = rng.choice(list(shapes))
+        target = rng.choice(list(targets))
         if shape == "retract":
             if target not in intervals(conn, group):
                 continue
@@ -215,6 +230,8 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
             kw["ref"] = days[start]
         elif shape == "frm_to":
             kw.update(frm=days[start], to=days[rng.randrange(start + 1, len(days))])
+        elif shape == "ref_to":
+            kw.update(ref=days[start + 1], to=days[rng.randrange(0, start + 1)])
         else:
             kw.update(neg=True, fn=False, ref=days[start])
         if not kw.get("retract"):
@@ -382,3 +399,71 @@ def test_an_infinite_end_is_an_open_end_that_can_be_ended(conn, group):
     assert intervals(conn, group) == {"Acme": [("2020-01-01", None)]}
     add(conn, group, "Globex", {"frm": "2021-01-01", "fn": True})
     assert intervals(conn, group) == {"Acme": [("2020-01-01", "2021-01-01")], "Globex": [("2021-01-01", None)]}
+
+
+def refolds_in(conn) -> int:
+    """Re-folds counted by pg_stat_xact_user_functions (track_functions on)."""
+    return conn.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
+                        " WHERE funcname = 'refold_lineages'").fetchone()[0]
+
+
+def add_counting_refolds(conn, group: str, target: str, kw: dict) -> int:
+    """add_fact in a transaction of its own; how many re-folds it ran."""
+    conn.execute("SET track_functions = 'all'")
+    before = refolds_in(conn)  # (the view keeps counts not yet reported by earlier transactions)
+    add(conn, group, target, kw)
+    ran = refolds_in(conn) - before
+    conn.commit()
+    return ran
+
+
+def assert_refold_changes_nothing(conn, group: str) -> None:
+    lineages = [r[0] for r in conn.execute(
+        "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
+    before = believed_sentences(conn, group)
+    assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == []
+    assert believed_sentences(conn, group) == before
+    conn.rollback()
+
+
+def test_an_old_job_taken_again_after_a_job_it_never_met_is_applied_in_place(conn, group):
+    """A contradiction between two lineages whose claims never met in time (Acme ended before
+    Initech began) changes nothing before the new claim: applied in place, no re-fold of the
+    speaker's whole history, and the same belief a re-fold gives."""
+    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
+                       ("Initech", {"frm": "2020-01-01"})]:  # (Initech contradicts nothing)
+        add(conn, group, target, kw)
+        conn.commit()
+    assert add_counting_refolds(conn, group, "Acme", {"frm": "2021-01-01", "fn": True}) == 0
+    assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01"), ("2021-01-01", None)],
+                                      "Globex": [("2019-01-01", "2021-01-01")],
+                                      "Initech": [("2020-01-01", "2021-01-01")]}
+    assert_refold_changes_nothing(conn, group)
+
+
+def test_a_new_contradiction_between_lineages_that_met_refolds_their_past(conn, group):
+    """Initech began while Acme held; once a claim says they exclude each other, Initech's start
+    ends Acme there (the past is re-folded with the pair)."""
+    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Initech", {"frm": "2020-01-01"}),
+                       ("Globex", {"frm": "2021-01-01", "fn": True})]:
+        add(conn, group, target, kw)
+        conn.commit()
+    assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 1
+    assert intervals(conn, group) == {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)],
+                                      "Globex": [("2021-01-01", "2022-01-01")],
+                                      "Initech": [("2020-01-01", "2021-01-01")]}
+    assert_refold_changes_nothing(conn, group)
+
+
+def test_a_stated_end_before_the_statement_keeps_a_new_contradiction_refolded(conn, group):
+    """"Worked at Acme until 2019", said in 2021, ended an interval that was open when Initech began
+    in 2020: in the fold with the pair Initech ends Acme first, so the pair did change the past
+    although the believed intervals never meet."""
+    for target, kw in [("Acme", {"ref": "2018-01-01"}), ("Initech", {"frm": "2020-01-01"}),
+                       ("Initech", {"neg": True, "ref": "2020-07-01"}),
+                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01"})]:
+        add(conn, group, target, kw)
+        conn.commit()
+    assert intervals(conn, group) == {"Acme": [(None, "2019-01-01")], "Initech": [("2020-01-01", "2020-07-01")]}
+    assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 1
+    assert_refold_changes_nothing(conn, group)
