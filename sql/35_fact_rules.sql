@@ -9,7 +9,9 @@
 -- belief (pgmemory_internal.fold_claim, the usual case), any other re-folds the
 -- lineages it touches (pgmemory_internal.refold_lineages, as after a delete).
 --
--- Rules for one claim c, with its evidence start es = coalesce(valid_from, ref_time):
+-- Rules for one claim c, with its evidence start es = coalesce(valid_from, ref_time), or its stated
+-- end when that is earlier (a claim that it held until a time before it was said: "worked at Acme
+-- until 2019", said in 2021, is evidence up to 2019, not in 2021):
 -- assert:  merge into the believed intervals of its lineage that overlap or
 --          touch [es, valid_to or forever]: the start moves back to es (an
 --          earlier episode extends it; an unknown start takes the stated one),
@@ -18,8 +20,9 @@
 --          it touches opens that interval again.
 --          With none (never stated, or ended before es: a return to an earlier
 --          state), it opens a new interval, a new fact id in the same lineage.
---          Then each exclusive lineage's interval that is valid at es ends at
---          es (withdrawn if it started exactly then). Exclusive: a lineage this
+--          Then, when the claim holds at es (not one that ended by then), each
+--          exclusive lineage's interval that is valid at es ends at es (withdrawn
+--          if it started exactly then). Exclusive: a lineage this
 --          one's claims contradict, or whose claims contradict it (a contradiction
 --          holds both ways: Acme -> Globex -> Acme ends Globex when Acme returns).
 --          One that starts after es (a late-arriving statement about the past) is
@@ -31,12 +34,14 @@
 --          marked retracted_by and left out of every fold, and the lineage is
 --          re-folded without them.
 
--- Where a claim takes its place in a fold: an assertion at its evidence start, a negation at
--- the end it states (or when it was said).
+-- Where a claim takes its place in a fold: an assertion at its evidence start (its stated start,
+-- else when it was said, but not after its stated end), a negation at the end it states (or when
+-- it was said). (Written out the same in the index fact_claims_lineage_fold_key, migration 0600.)
 CREATE OR REPLACE FUNCTION pgmemory_internal.fold_key(p_kind text, p_valid_from timestamptz,
                                                       p_valid_to timestamptz, p_ref_time timestamptz)
 RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN p_kind = 'negate' THEN coalesce(p_valid_to, p_ref_time) ELSE coalesce(p_valid_from, p_ref_time) END
+    SELECT CASE WHEN p_kind = 'negate' THEN coalesce(p_valid_to, p_ref_time)
+                ELSE least(coalesce(p_valid_from, p_ref_time), p_valid_to) END
 $$;
 
 -- The lineages that cannot hold at the same time as p_lineage: those its live claims (and
@@ -138,7 +143,7 @@ DROP FUNCTION IF EXISTS pgmemory_internal.apply_claim(pgmemory.fact_claims, bool
 CREATE OR REPLACE FUNCTION pgmemory_internal.apply_claim(c pgmemory.fact_claims, p_excl uuid[] DEFAULT NULL)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    es timestamptz := coalesce(c.valid_from, c.ref_time);
+    es timestamptz := least(coalesce(c.valid_from, c.ref_time), c.valid_to);  -- (fold_key of an assertion)
     t timestamptz;
     landed uuid;
     action text := 'unchanged';
@@ -267,8 +272,10 @@ BEGIN
         VALUES (landed, c.episode_id, c.group_id) ON CONFLICT DO NOTHING;
     END IF;
 
-    -- contradictions (both ways): end what held at es; never end what only began after es.
-    excl := coalesce(p_excl, pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts));
+    -- contradictions (both ways): end what held at es; never end what only began after es. (Not
+    -- for a claim that ended by es: that it held until then ends nothing else.)
+    excl := CASE WHEN c.valid_to <= es THEN '{}'
+                 ELSE coalesce(p_excl, pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, c.contradicts)) END;
     IF cardinality(excl) > 0 THEN  -- most claims contradict nothing: no statement then
         FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
                     WHERE f.group_id = c.group_id AND f.lineage = ANY (excl)
@@ -363,7 +370,6 @@ DECLARE
     x_id uuid[]; x_li int[]; x_lo timestamptz[]; x_hi timestamptz[];
     -- What is believed now (d_*), to write only the differences.
     d_id uuid[]; d_li int[]; d_lo timestamptz[]; d_hi timestamptz[]; d_fact text[];
-    d_end timestamptz[]; d_first timestamptz[];  -- (with p_from: where each interval was last shaped, its first claim)
     prov_fact uuid[] := '{}';
     prov_ep uuid[] := '{}';
     have_fact uuid[]; have_ep uuid[];  -- the provenance links already there
@@ -405,25 +411,18 @@ BEGIN
     END IF;
     d_id := coalesce(d_id, '{}');
     -- With p_from: moved back to the earliest claim of any interval that does not end before it
-    -- (intervals by their end, latest first: each one reached can only move the point back). An
-    -- interval ends, here, where it or its latest assertion does: "worked at Acme until 2019", said
-    -- in 2021, ended in 2021 an interval that was open before, so it is not final before 2021.
+    -- (intervals by their end, latest first: each one reached can only move the point back).
     IF p_from IS NOT NULL THEN
-        SELECT array_agg(e.id), array_agg(e.e), array_agg(e.k) INTO m_ids, d_end, d_first FROM (
-            SELECT d.id, CASE WHEN d.hi IS NOT NULL THEN greatest(d.hi, max(u.k) FILTER (WHERE u.kd = 'assert')) END AS e,
-                   min(u.k) AS k
-              FROM unnest(d_id, d_hi) AS d(id, hi)
-              LEFT JOIN unnest(c_land, c_key, c_live, c_kind) AS u(f, k, lv, kd)
-                ON u.f = d.id AND u.lv AND u.kd <> 'retract'
-             GROUP BY d.id, d.hi) e;
-        FOR hi, lo IN SELECT d.e, d.k FROM unnest(d_end, d_first) AS d(e, k) ORDER BY d.e DESC NULLS FIRST LOOP
+        FOR hi, lo IN SELECT d.hi, min(u.k) FROM unnest(d_id, d_hi) AS d(id, hi)
+                        LEFT JOIN unnest(c_land, c_key, c_live, c_kind) AS u(f, k, lv, kd)
+                          ON u.f = d.id AND u.lv AND u.kd <> 'retract'
+                       GROUP BY d.id, d.hi ORDER BY d.hi DESC NULLS FIRST LOOP
             EXIT WHEN hi < p_from;
             p_from := least(p_from, lo);
         END LOOP;
-        open_ids := ARRAY(SELECT d.id FROM unnest(m_ids, d_end) AS d(id, e) WHERE d.e IS NULL OR d.e >= p_from);
-    ELSE
-        open_ids := d_id;
     END IF;
+    open_ids := ARRAY(SELECT d.id FROM unnest(d_id, d_hi) AS d(id, hi)
+                       WHERE p_from IS NULL OR d.hi IS NULL OR d.hi >= p_from);
     -- The intervals that stay as they are (ended before p_from) start the fold.
     ls_head := array_fill(NULL::int, ARRAY[n]);
     FOR j IN 1 .. cardinality(d_id) LOOP
@@ -456,7 +455,7 @@ BEGIN
     FOR i IN 1 .. cardinality(c_seq) LOOP
         CONTINUE WHEN c_kind[i] = 'retract' OR NOT c_live[i] OR c_key[i] < p_from;
         li := c_li[i];
-        es := coalesce(c_from[i], c_ref[i]);
+        es := least(coalesce(c_from[i], c_ref[i]), c_to[i]);
         landed := NULL;
         -- m: its lineage's intervals it touches (all of them for a negation), by start then version
         m := '{}';
@@ -598,7 +597,7 @@ BEGIN
             prov_fact := prov_fact || landed;
             prov_ep := prov_ep || c_ep[i];
         END IF;
-        CONTINUE WHEN c_kind[i] = 'negate';
+        CONTINUE WHEN c_kind[i] = 'negate' OR c_to[i] <= es;
 
         -- contradictions (both ways): end what held at es; never end what only began after es.
         -- (k: the interval it landed on.)
@@ -723,29 +722,27 @@ DECLARE
     -- changed the fold of the claims already stored. In that fold (valid-time order) a pair (a, b)
     -- acts only at an assertion of b that finds an interval of a valid at its start, and such an
     -- interval is believed afterwards too (or one it was joined into), still valid at that point:
-    -- an interval's start only moves back, and its end only moves to the point of a later claim,
-    -- except by an assertion whose stated end is before its own start (then it may act). So when no
-    -- believed interval of either holds an assertion of the other (bounds included) and no claim of
-    -- one is at the same point as an assertion of the other, the pair changed nothing before this
-    -- claim: an old job taken again after jobs it never met applies in place, not by a re-fold.
+    -- an interval's start only moves back, and its end only to the point of a later claim. So when
+    -- no believed interval of either holds an assertion of the other (bounds included) and no claim
+    -- of one is at the same point as an assertion of the other, the pair changed nothing before
+    -- this claim: an old job taken again after jobs it never met applies in place, not by a re-fold.
     fresh boolean := cardinality(newly) > 0 AND EXISTS (
         SELECT FROM unnest(newly) x, LATERAL (VALUES (c.lineage, x), (x, c.lineage)) p(a, b)
          WHERE EXISTS (SELECT FROM pgmemory.facts f
                          JOIN pgmemory.fact_claims fc ON fc.group_id = c.group_id AND fc.lineage = p.b
                           AND fc.kind = 'assert' AND fc.retracted_by IS NULL
-                          AND (lower_inf(f.valid) OR coalesce(fc.valid_from, fc.ref_time) >= lower(f.valid))
-                          AND (upper_inf(f.valid) OR coalesce(fc.valid_from, fc.ref_time) <= upper(f.valid))
+                          AND (lower_inf(f.valid)
+                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lower(f.valid))
+                          AND (upper_inf(f.valid)
+                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= upper(f.valid))
                         WHERE f.group_id = c.group_id AND f.lineage = p.a AND upper_inf(f.recorded))
             OR EXISTS (SELECT FROM pgmemory.fact_claims fa
                          JOIN pgmemory.fact_claims fb ON fb.group_id = c.group_id AND fb.lineage = p.b
                           AND fb.kind = 'assert' AND fb.retracted_by IS NULL
-                          AND coalesce(fb.valid_from, fb.ref_time)
+                          AND pgmemory_internal.fold_key(fb.kind, fb.valid_from, fb.valid_to, fb.ref_time)
                               = pgmemory_internal.fold_key(fa.kind, fa.valid_from, fa.valid_to, fa.ref_time)
                         WHERE fa.group_id = c.group_id AND fa.lineage = p.a AND fa.kind <> 'retract'
-                          AND fa.retracted_by IS NULL)
-            OR EXISTS (SELECT FROM pgmemory.fact_claims fc
-                        WHERE fc.group_id = c.group_id AND fc.lineage = p.a AND fc.kind = 'assert'
-                          AND fc.retracted_by IS NULL AND fc.valid_to < coalesce(fc.valid_from, fc.ref_time)));
+                          AND fa.retracted_by IS NULL));
     did jsonb;
     changed uuid[];
     landed uuid;

@@ -53,6 +53,10 @@ async def ingest():
                                     reference_time=datetime(2024, 1, 1 + i, tzinfo=UTC))).status == "done"
     await m.close()
 asyncio.run(ingest())
+# An end stated after the fact: the older rules placed it when said, and it ended Acme then.
+with psycopg.connect(dsn) as conn:
+    conn.execute("SELECT pgmemory.add_fact('old-group', 'Ann', 'WORKS_FOR', 'Initech', 'Ann worked at Initech.',"
+                 " p_valid_to => '2023-06-01Z', p_functional => true, p_reference_time => '2024-01-05Z')")
 """ % (DIM, DIM)
 
 
@@ -97,6 +101,11 @@ def upgrade(dsn: str, old: Path, say: Callable[[str], None] = lambda line: None)
         assert dist.local == [] and dist.not_delegated == [] and dist.colocation_groups == 1, dist
         say(f"{len(dist.distributed)} distributed and {len(dist.reference)} reference tables, "
             f"{len(dist.delegated)} delegated functions, none local or left on the coordinator")
+        acme_open = conn.execute(
+            "SELECT upper_inf(f.valid) FROM pgmemory.facts f JOIN pgmemory.entities e"
+            " ON e.group_id = f.group_id AND e.id = f.target_id"
+            " WHERE f.group_id = 'old-group' AND e.name = 'Acme Corp' AND upper_inf(f.recorded)").fetchall()
+        assert acme_open == [(True,)], f"Ann's job at Acme not re-folded open after the upgrade: {acme_open}"
         checks = run_checks(conn)
         assert healthy(checks), "doctor: " + "; ".join(f"{c.name} {c.status}" for c in checks if c.status != "ok")
     started = time.perf_counter()

@@ -199,7 +199,7 @@ def test_applying_a_claim_equals_folding_it_in_its_place(conn, group, seed):
     random_story(conn, group, seed)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", [*range(12), 59, 74, 167])  # 59, 74, 167: an end stated after the fact
 def test_applying_a_claim_equals_folding_it_in_its_place_over_more_lineages(conn, group, seed):
     """The same over five employers and twelve statements, some of them an end stated before the
     statement's own time ("worked at Acme until 2019", said in 2021): contradictions between
@@ -455,15 +455,29 @@ def test_a_new_contradiction_between_lineages_that_met_refolds_their_past(conn, 
     assert_refold_changes_nothing(conn, group)
 
 
-def test_a_stated_end_before_the_statement_keeps_a_new_contradiction_refolded(conn, group):
-    """"Worked at Acme until 2019", said in 2021, ended an interval that was open when Initech began
-    in 2020: in the fold with the pair Initech ends Acme first, so the pair did change the past
-    although the believed intervals never meet."""
+def test_an_end_stated_after_the_fact_ends_nothing_else(conn, group):
+    """"Worked at Acme until 2019", said in 2021 (no start), is evidence up to 2019: it bounds Acme
+    and does not end the job held in 2021 (it was taken as Acme holding in 2021, which ended
+    Globex then and opened a second Acme interval)."""
+    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
+                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01", "fn": True})]:
+        add(conn, group, target, kw)
+        conn.commit()
+    assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01")], "Globex": [("2019-01-01", None)]}
+    assert_refold_changes_nothing(conn, group)
+
+
+def test_an_end_stated_after_the_fact_ends_an_open_interval_where_it_says(conn, group):
+    """Acme was said to hold (start unknown) in 2018, then "until 2019" in 2021: the interval ends in
+    2019, in its place in the fold, so Initech (2020) never met it and a later claim making the two
+    exclusive is applied in place."""
     for target, kw in [("Acme", {"ref": "2018-01-01"}), ("Initech", {"frm": "2020-01-01"}),
                        ("Initech", {"neg": True, "ref": "2020-07-01"}),
                        ("Acme", {"ref": "2021-01-01", "to": "2019-01-01"})]:
         add(conn, group, target, kw)
         conn.commit()
     assert intervals(conn, group) == {"Acme": [(None, "2019-01-01")], "Initech": [("2020-01-01", "2020-07-01")]}
-    assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 1
+    assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 0
+    assert intervals(conn, group) == {"Acme": [(None, "2019-01-01"), ("2022-01-01", None)],
+                                      "Initech": [("2020-01-01", "2020-07-01")]}
     assert_refold_changes_nothing(conn, group)

@@ -213,3 +213,41 @@ def test_upgrade_stores_the_exclusive_lineages_of_the_claims_so_far(empty_dsn):
         assert sorted(conn.execute("SELECT pgmemory_internal.claim_component('g', %s)", ([a],)).fetchone()[0]) \
             == sorted([a, b, c])
         assert conn.execute("SELECT pgmemory_internal.claim_component('g', %s)", ([d],)).fetchone()[0] == [d]
+
+
+def test_upgrade_refolds_the_claims_with_an_end_stated_after_the_fact(empty_dsn):
+    """0600: "worked at Acme until 2019", said in 2021, took its place in 2021 and ended the job held
+    then; after the upgrade its place is 2019: the lineages with such claims are re-folded (Globex
+    holds again) and the flag that asked for it is cleared."""
+    from pgmemory.storage.setup import init_database
+
+    alice, acme, globex = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    la, lg, a2 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at) VALUES"
+                     " (%s, 'g', 'Alice', '2024-01-01Z', '2024-01-01Z'), (%s, 'g', 'Acme', '2024-01-01Z', '2024-01-01Z'),"
+                     " (%s, 'g', 'Globex', '2024-01-01Z', '2024-01-01Z')", (alice, acme, globex))
+        # What the older rules believed: Acme [2018, 2019), Globex ended in 2021 by the Acme claim.
+        for fid, target, valid in ((la, acme, "[2018-01-01Z, 2019-01-01Z)"), (lg, globex, "[2019-01-01Z, 2021-01-01Z)")):
+            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
+                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s,"
+                         " tstzrange('2024-01-01Z', NULL))", (fid, fid, alice, target, valid))
+        for cid, lineage, target, frm, to, ref, contradicts in (
+                (la, la, acme, "2018-01-01Z", None, "2018-01-01Z", []),
+                (lg, lg, globex, "2019-01-01Z", None, "2019-01-01Z", [la]),
+                (a2, la, acme, None, "2019-01-01Z", "2021-01-01Z", [lg])):
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
+                         " relation, fact, valid_from, valid_to, ref_time, contradicts)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s, %s, %s)",
+                         (cid, lineage, lineage, alice, target, frm, to, ref, contradicts))
+        conn.commit()
+
+        report = init_database(conn, 384)
+        conn.commit()
+        assert "0600_fold_key_stated_end.sql" in report.migrations_applied
+        believed = conn.execute("SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
+                                " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded) ORDER BY 2").fetchall()
+        assert believed == [(acme, "2018-01-01", "2019-01-01"), (globex, "2019-01-01", None)]
+        assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0

@@ -3,6 +3,7 @@ entities for contradictions), decisions from the extractor, asked only when ther
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 import asyncpg
 
@@ -55,8 +56,9 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
     contradictions: dict[int, list[FactCandidate]] = {}
     if any(existing):
         # Same-relation facts that ended before a statement's place in the fold (an assertion's
-        # start, a negation's end: fold_key, sql/35_fact_rules.sql) are not its candidates.
-        starts = [(f.invalid_at if f.negated else f.valid_at) or episode.reference_time for f, _, _, _ in facts]
+        # start, not after its end; a negation's end: fold_key, sql/35_fact_rules.sql) are not its
+        # candidates.
+        starts = [fold_place(f, episode.reference_time) for f, _, _, _ in facts]
         rows = await db.fetch(
             "SELECT * FROM pgmemory_internal.read_fact_candidates($1, $2, $3, $4, $5::vector[], $6)",
             group_id, sources, targets, [f.relation for f, _, _, _ in facts],
@@ -78,6 +80,15 @@ async def judge_facts(db: asyncpg.Pool | asyncpg.Connection, group_id: str,
         cands = {c.id: c for c in duplicates.get(i, []) + contradictions.get(i, [])}
         judged.append(JudgedFact(fact, src, tgt, emb, decisions.get(i, FactDecision(i)), cands))
     return judged
+
+
+def fold_place(fact: ExtractedFact, reference_time: datetime) -> datetime:
+    """Where a statement takes its place in the fold (pgmemory_internal.fold_key): a negation at
+    the end it states, an assertion at its start (else when said) but not after its stated end."""
+    if fact.negated:
+        return fact.invalid_at or reference_time
+    start = fact.valid_at or reference_time
+    return min(start, fact.invalid_at) if fact.invalid_at else start
 
 
 def _candidate(row: asyncpg.Record, names: dict) -> FactCandidate:

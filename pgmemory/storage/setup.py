@@ -170,6 +170,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.drop_stale_functions(conn, functions_before)
         if distributed:
             citus.distribute(conn)
+        _refold_stale_beliefs(conn)
         _put_setting(conn, "graph_mode", graph_mode)
         conn.execute("INSERT INTO pgmemory.settings (key, value) VALUES ('graph_mirror', %s)"
                      " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (Jsonb(mirror),))
@@ -288,6 +289,27 @@ def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
     """One value of pgmemory.settings (None when absent)."""
     row = conn.execute("SELECT value FROM pgmemory.settings WHERE key = %s", (key,)).fetchone()
     return row[0] if row else None
+
+
+def _refold_stale_beliefs(conn: psycopg.Connection) -> None:
+    """Re-fold, group by group, the lineages with claims whose place in the fold changed (an end
+    stated before the claim was said: migration 0600 sets beliefs_stale), then derive their
+    entities' summaries and communities again, as a retraction does."""
+    if pgmemory_setting(conn, "beliefs_stale") is not True:
+        return
+    stale = conn.execute(
+        "SELECT group_id, array_agg(DISTINCT lineage) FROM pgmemory.fact_claims"
+        " WHERE kind = 'assert' AND retracted_by IS NULL AND valid_to <= coalesce(valid_from, ref_time)"
+        " GROUP BY group_id ORDER BY group_id").fetchall()
+    for group, lineages in stale:
+        changed = conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
+        touched = [r[0] for r in conn.execute(
+            "SELECT DISTINCT unnest(ARRAY[source_id, target_id]) FROM pgmemory.facts"
+            " WHERE group_id = %s AND id = ANY (%s)", (group, changed)).fetchall()]
+        if touched:
+            conn.execute("SELECT pgmemory_internal.derive_summaries(%s, %s::uuid[])", (group, touched))
+            conn.execute("SELECT pgmemory_internal.update_communities(%s, '{}', '{}', %s::uuid[])", (group, touched))
+    conn.execute("DELETE FROM pgmemory.settings WHERE key = 'beliefs_stale'")
 
 
 def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str | None = None) -> None:
