@@ -37,6 +37,7 @@ DECLARE
     g text := p_group;
     ref timestamptz := (p_plan->>'reference_time')::timestamptz;
     item jsonb;
+    n bigint;
     c pgmemory.fact_claims;
     did jsonb;
     results jsonb := '[]';
@@ -113,7 +114,14 @@ BEGIN
         END LOOP;
     END IF;
 
-    FOR item IN SELECT * FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) LOOP
+    -- In fold order (pgmemory_internal.fold_key; the plan's order among equals): the belief is the
+    -- same in any order, but a claim applied before one of its own episode that comes earlier in
+    -- the fold is re-folded ("I left Acme two weeks ago and now work at Globex": the negation of
+    -- Acme is placed two weeks back, after Globex ended Acme today).
+    FOR item, n IN SELECT x.value, x.n FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) WITH ORDINALITY AS x(value, n)
+                    ORDER BY pgmemory_internal.fold_key(x.value->>'kind', (x.value->>'valid_from')::timestamptz,
+                                                        (x.value->>'valid_to')::timestamptz,
+                                                        coalesce((x.value->>'ref_time')::timestamptz, ref)), x.n LOOP
         -- Looked up first: Citus plans no subquery inside INSERT ... VALUES. Only when there is
         -- something to look up (most claims are new facts that contradict nothing): a lookup of
         -- NULL is planned anew on every call, as its custom plan always looks cheapest.
@@ -158,7 +166,7 @@ BEGIN
         c.ref_time := coalesce((item->>'ref_time')::timestamptz, ref);
         c.contradicts := v_contradicts;
         did := pgmemory_internal.fold_claim(c);
-        results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact));
+        results := results || jsonb_build_array(did || jsonb_build_object('fact', c.fact, 'n', n));
         touched := touched || ARRAY(SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x);
         IF did->>'action' NOT IN ('merged', 'unchanged') THEN
             changed := changed || (did->>'fact_id')::uuid;
@@ -192,7 +200,8 @@ BEGIN
            completion_tokens = completion_tokens + (p_plan #>> '{usage,completion_tokens}')::integer,
            embedding = pgmemory_internal.plan_vector(p_plan->'embedding', p_vectors)
      WHERE id = p_episode AND group_id = g;
-    RETURN pgmemory_internal.claims_summary(results);
+    RETURN pgmemory_internal.claims_summary(  -- (in the plan's order)
+        coalesce((SELECT jsonb_agg(r - 'n' ORDER BY (r->>'n')::int) FROM jsonb_array_elements(results) r), '[]'));
 END
 $$;
 

@@ -481,3 +481,40 @@ def test_an_end_stated_after_the_fact_ends_an_open_interval_where_it_says(conn, 
     assert intervals(conn, group) == {"Acme": [(None, "2019-01-01"), ("2022-01-01", None)],
                                       "Initech": [("2020-01-01", "2020-07-01")]}
     assert_refold_changes_nothing(conn, group)
+
+
+def test_an_episode_applies_its_claims_in_fold_order(conn, group):
+    """"I left Acme two weeks ago and now work at Globex", extracted Globex first: applied in the
+    plan's order the negation of Acme (placed two weeks back) came after Globex had ended Acme
+    today and re-folded; in fold order it ends Acme first and Globex then ends nothing. Same
+    belief, no re-fold, and the claims are reported in the plan's order."""
+    import uuid
+
+    acme = add(conn, group, "Acme", {"frm": "2020-01-01", "fn": True})
+    conn.commit()
+    alice = acme["source_id"]
+    episode, globex = uuid.uuid4(), uuid.uuid4()
+    conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, valid_at, status)"
+                 " VALUES (%s, %s, 'text', 'I left Acme two weeks ago and now work at Globex.', now(), 'processing')",
+                 (episode, group))
+    claim = {"duplicate_of": None, "source": alice, "relation": "WORKS_FOR", "embedding": None, "attributes": {}}
+    plan = {"group": group, "reference_time": "2024-03-01T00:00:00+00:00",
+            "new_entities": [{"id": str(globex), "name": "Globex", "labels": ["Entity"], "summary": "",
+                              "attributes": {}, "embedding": None}],
+            "entity_updates": [], "mentions": [alice, str(globex)], "mention_summaries": {},
+            "claims": [{**claim, "id": str(uuid.uuid4()), "kind": "assert", "contradicts": [acme["fact_id"]],
+                        "target": str(globex), "fact": "Alice works for Globex.", "valid_from": "2024-03-01T00:00:00+00:00",
+                        "valid_to": None},
+                       {**claim, "id": str(uuid.uuid4()), "kind": "negate", "contradicts": [],
+                        "target": acme["target_id"], "fact": "Alice left Acme.", "valid_from": None,
+                        "valid_to": "2024-02-16T00:00:00+00:00", "duplicate_of": acme["fact_id"]}],
+            "usage": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}, "embedding": None}
+    conn.execute("SET track_functions = 'all'")
+    before = refolds_in(conn)
+    done = conn.execute("SELECT pgmemory_internal.apply_episode(%s, %s, %s::jsonb)",
+                        (group, episode, json.dumps(plan))).fetchone()[0]
+    assert refolds_in(conn) - before == 0
+    conn.commit()
+    assert [c["fact"] for c in done["claims"]] == ["Alice works for Globex.", "Alice left Acme."]
+    assert intervals(conn, group) == {"Acme": [("2020-01-01", "2024-02-16")], "Globex": [("2024-03-01", None)]}
+    assert_refold_changes_nothing(conn, group)
