@@ -329,7 +329,9 @@ $$;
 -- Re-fold the lineages of p_seeds (and those they depend on) from their live
 -- claims, writing only the differences as new versions: a fact believed
 -- exactly as before keeps its version. Returns the fact ids of the component
--- whose belief changed (old and new ids).
+-- whose belief changed (old and new ids). With p_only, the lineages of p_seeds alone are re-folded
+-- (their exclusive lineages' assertions still end their intervals): the caller names every
+-- lineage whose claims or exclusive lineages' assertions changed (see fold_claim).
 -- p_from (a claim's place in the fold, when only that claim was added and it brought no new
 -- contradiction between lineages that already had claims): only what a claim there can change
 -- is re-folded. The belief is the fold in valid-time order, and no claim at or after a point F
@@ -344,12 +346,17 @@ $$;
 -- never an id believed (then a new one). So a re-fold keeps fact ids where the belief keeps its
 -- intervals ("works at Acme since 2019", arriving after "since 2020", extends that fact).
 DROP FUNCTION IF EXISTS pgmemory_internal.refold_lineages(text, uuid[]);
+DROP FUNCTION IF EXISTS pgmemory_internal.refold_lineages(text, uuid[], timestamptz);
 CREATE OR REPLACE FUNCTION pgmemory_internal.refold_lineages(p_group text, p_seeds uuid[],
-                                                            p_from timestamptz DEFAULT NULL)
+                                                            p_from timestamptz DEFAULT NULL,
+                                                            p_only boolean DEFAULT false)
 RETURNS uuid[] LANGUAGE plpgsql AS $$
 DECLARE
-    comp uuid[] := pgmemory_internal.claim_component(p_group, p_seeds);
-    n int := cardinality(comp);  -- lineages are numbered by their place in comp
+    -- The lineages re-folded, comp[1 .. nf]: p_seeds' component, or with p_only p_seeds alone,
+    -- then (p_only) the lineages exclusive with them, whose assertions only end their intervals.
+    comp uuid[];
+    nf int;
+    n int;  -- lineages are numbered by their place in comp
     open_ids uuid[];  -- the intervals re-folded (all, without p_from)
     folded uuid[];    -- the lineages with claims to fold
     -- The component's claims in fold order (c_*), where each lands now (c_land; c_fact_id: as stored);
@@ -378,7 +385,17 @@ DECLARE
     hi timestamptz; new_lo timestamptz; new_hi timestamptz; nid uuid; cl record; one_seq bigint;
     changed uuid[];
 BEGIN
-    IF n = 0 THEN
+    IF p_only THEN
+        comp := ARRAY(SELECT DISTINCT s FROM unnest(p_seeds) s WHERE s IS NOT NULL);
+        nf := cardinality(comp);
+        comp := comp || ARRAY(SELECT DISTINCT e.other FROM pgmemory.lineage_exclusions e
+                               WHERE e.group_id = p_group AND e.lineage = ANY (comp) AND e.other <> ALL (comp));
+    ELSE
+        comp := pgmemory_internal.claim_component(p_group, p_seeds);
+        nf := cardinality(comp);
+    END IF;
+    n := cardinality(comp);
+    IF nf = 0 THEN
         RETURN '{}';
     END IF;
     SELECT array_agg(seq ORDER BY fk, seq), array_agg(kind ORDER BY fk, seq), array_agg(id ORDER BY fk, seq),
@@ -389,7 +406,8 @@ BEGIN
            array_agg(fk ORDER BY fk, seq)
       INTO c_seq, c_kind, c_id, c_li, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
       FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk
-              FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)) fc;
+              FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)
+               AND (fc.kind = 'assert' OR fc.lineage = ANY (comp[1:nf]))) fc;
     c_seq := coalesce(c_seq, '{}');
     c_land := c_fact_id;
     lc_head := array_fill(NULL::int, ARRAY[n]);
@@ -405,7 +423,7 @@ BEGIN
            min(lower(f.recorded)) FILTER (WHERE lower(f.recorded) > now())
       INTO d_id, d_li, d_lo, d_hi, d_fact, nid, t
       FROM pgmemory.facts f
-     WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded);
+     WHERE f.group_id = p_group AND f.lineage = ANY (comp[1:nf]) AND upper_inf(f.recorded);
     IF nid IS NOT NULL THEN  -- 40001, as check_lineages_since_start (sql/30_fact_versions.sql)
         PERFORM pgmemory_internal.fact_changed_since_start(p_group, nid, t);
     END IF;
@@ -435,14 +453,15 @@ BEGIN
     END LOOP;
     -- Exclusive pairs (a, b), both ways, for the lineages a with claims to fold (only theirs are
     -- looked up: a re-fold from a late claim folds a few lineages of a component whose functional
-    -- facts make ~n^2 pairs); comp is closed under them (claim_component).
+    -- facts make ~n^2 pairs) and b re-folded; comp holds every such a (claim_component, or the
+    -- re-folded lineages' exclusive ones).
     folded := ARRAY(SELECT DISTINCT comp[u.li] FROM unnest(c_li, c_key, c_live, c_kind) AS u(li, k, lv, kd)
                      WHERE u.lv AND u.kd <> 'retract' AND (p_from IS NULL OR u.k >= p_from));
     SELECT array_agg(la.n ORDER BY la.n), array_agg(lb.n ORDER BY la.n) INTO ex_a, ex_to
       FROM pgmemory.lineage_exclusions e
       JOIN unnest(comp) WITH ORDINALITY AS la(l, n) ON la.l = e.lineage  -- (numbered by a join, not
       JOIN unnest(comp) WITH ORDINALITY AS lb(l, n) ON lb.l = e.other    -- array_position per pair)
-     WHERE e.group_id = p_group AND e.lineage = ANY (folded);
+     WHERE e.group_id = p_group AND e.lineage = ANY (folded) AND e.other = ANY (comp[1:nf]);
     ex_a := coalesce(ex_a, '{}');
     k := 1;
     FOR li IN 1 .. n + 1 LOOP
@@ -456,146 +475,148 @@ BEGIN
         CONTINUE WHEN c_kind[i] = 'retract' OR NOT c_live[i] OR c_key[i] < p_from;
         li := c_li[i];
         es := least(coalesce(c_from[i], c_ref[i]), c_to[i]);
-        landed := NULL;
-        -- m: its lineage's intervals it touches (all of them for a negation), by start then version
-        m := '{}';
-        j := ls_head[li];
-        WHILE j IS NOT NULL LOOP
-            IF s_id[j] IS NOT NULL
-               AND (c_kind[i] = 'negate' OR (s_lo[j] IS NULL OR s_lo[j] <= coalesce(c_to[i], 'infinity'))
-                                            AND (s_hi[j] IS NULL OR es <= s_hi[j])) THEN
-                m := j || m;  -- (the list runs from the latest interval back)
-            END IF;
-            j := s_next[j];
-        END LOOP;
-        IF cardinality(m) > 1 THEN
-            m := ARRAY(SELECT x FROM unnest(m) x ORDER BY s_lo[x] NULLS FIRST, x);
-        END IF;
-        IF cardinality(m) = 0 THEN
-            -- A new interval (none of its lineage for a negation, none it touches for an assertion),
-            -- with the id chosen as above.
-            t := coalesce(c_to[i], c_ref[i]);
-            nid := CASE WHEN coalesce(c_fact_id[i] <> ALL (s_id), true) THEN c_fact_id[i] END;
-            IF nid IS NULL AND x_id IS NULL THEN
-                -- Read when first needed: the versions no longer believed as of this transaction (the
-                -- re-folded intervals as stored before it, and versions it closed; one written in it
-                -- and re-folded is gone, not closed). By fact id, the ids the component's claims
-                -- landed on: a scan by lineage over every version grew with the conversation.
-                SELECT array_agg(f.id), array_agg(array_position(comp, f.lineage)), array_agg(lower(f.valid)),
-                       array_agg(upper(f.valid))
-                  INTO x_id, x_li, x_lo, x_hi
-                  FROM pgmemory.facts f
-                 WHERE f.group_id = p_group AND f.id = ANY (ARRAY(SELECT DISTINCT u FROM unnest(c_fact_id) u WHERE u IS NOT NULL))
-                   AND f.lineage = ANY (comp)
-                   AND (upper(f.recorded) = now() OR f.id = ANY (open_ids) AND upper_inf(f.recorded) AND lower(f.recorded) < now());
-                x_id := coalesce(x_id, '{}');
-            END IF;
-            IF nid IS NULL THEN
-                nid := (SELECT x_id[x] FROM generate_subscripts(x_id, 1) x
-                         WHERE x_li[x] = li AND coalesce(x_id[x] <> ALL (s_id), true)
-                           AND x_id[x] IN (SELECT c_land[y] FROM generate_subscripts(c_land, 1) y WHERE c_li[y] = li)
-                           AND (x_lo[x] IS NULL OR x_lo[x] <= coalesce(c_to[i], 'infinity'))
-                           AND (x_hi[x] IS NULL OR es <= x_hi[x])
-                         ORDER BY x_lo[x] NULLS FIRST, x LIMIT 1);
-            END IF;
-            IF nid IS NULL THEN
-                nid := CASE WHEN coalesce(c_id[i] <> ALL (s_id), true) THEN c_id[i] ELSE gen_random_uuid() END;
-            END IF;
-            ns := ns + 1;
-            k := ns;
-            s_id[k] := nid;
-            s_li[k] := li;
-            s_lo[k] := CASE WHEN c_kind[i] = 'negate' THEN CASE WHEN c_from[i] < t THEN c_from[i] END
-                            WHEN c_to[i] IS NULL OR c_from[i] < c_to[i] THEN c_from[i] END;
-            s_hi[k] := CASE WHEN c_kind[i] = 'negate' THEN t ELSE c_to[i] END;
-            s_fact[k] := c_fact[i];
-            s_src[k] := i;
-            s_next[k] := ls_head[li];
-            ls_head[li] := k;
-            landed := nid;
-        ELSIF c_kind[i] = 'negate' THEN
-            -- its lineage's open intervals that started before t end at t
-            t := coalesce(c_to[i], c_ref[i]);
-            FOREACH k IN ARRAY m LOOP
-                IF s_hi[k] IS NULL AND (s_lo[k] IS NULL OR s_lo[k] < t) THEN
-                    s_hi[k] := t;
-                    landed := coalesce(landed, s_id[k]);
+        IF li <= nf THEN  -- (a claim of a lineage not re-folded only ends intervals, below)
+            landed := NULL;
+            -- m: its lineage's intervals it touches (all of them for a negation), by start then version
+            m := '{}';
+            j := ls_head[li];
+            WHILE j IS NOT NULL LOOP
+                IF s_id[j] IS NOT NULL
+                   AND (c_kind[i] = 'negate' OR (s_lo[j] IS NULL OR s_lo[j] <= coalesce(c_to[i], 'infinity'))
+                                                AND (s_hi[j] IS NULL OR es <= s_hi[j])) THEN
+                    m := j || m;  -- (the list runs from the latest interval back)
                 END IF;
+                j := s_next[j];
             END LOOP;
-            landed := coalesce(landed, s_id[m[1]]);
-        ELSE
-            -- merge into the intervals it overlaps or touches (see apply_claim)
-            k := m[1];
-            landed := s_id[k];
-            any_unknown_lo := false;
-            any_open := false;
-            lo := NULL;
-            hi := NULL;
-            m_ids := '{}';
-            FOREACH j IN ARRAY m LOOP
-                IF s_lo[j] IS NULL THEN any_unknown_lo := true; ELSE lo := least(lo, s_lo[j]); END IF;
-                IF s_hi[j] IS NULL THEN any_open := true; ELSE hi := greatest(hi, s_hi[j]); END IF;
-                m_ids := m_ids || s_id[j];
-            END LOOP;
-            IF NOT any_unknown_lo THEN
-                new_lo := least(lo, es);
-            ELSIF c_from[i] IS NOT NULL OR lo IS NOT NULL THEN
-                -- an unknown start takes the earliest evidence of the assertions it joins
-                t := NULL;
-                q := lc_head[li];
-                WHILE q IS NOT NULL LOOP
-                    IF c_kind[q] = 'assert' AND c_live[q] AND c_land[q] = ANY (m_ids) THEN
-                        t := least(t, c_key[q]);
-                    END IF;
-                    q := c_next[q];
-                END LOOP;
-                new_lo := least(lo, es, t);
-            ELSE
-                new_lo := NULL;
+            IF cardinality(m) > 1 THEN
+                m := ARRAY(SELECT x FROM unnest(m) x ORDER BY s_lo[x] NULLS FIRST, x);
             END IF;
-            new_hi := CASE WHEN any_open THEN c_to[i]
-                           WHEN c_to[i] IS NULL AND es >= hi THEN NULL
-                           WHEN c_to[i] IS NULL THEN hi ELSE greatest(hi, c_to[i]) END;
-            IF new_lo >= new_hi THEN
-                new_lo := NULL;
-            END IF;
-            FOR e IN 2 .. cardinality(m) LOOP  -- joined: their claims now land on the first
-                q := lc_head[li];
-                WHILE q IS NOT NULL LOOP
-                    IF c_land[q] = m_ids[e] THEN
-                        c_land[q] := landed;
-                    END IF;
-                    q := c_next[q];
-                END LOOP;
-                s_id[m[e]] := NULL;
-            END LOOP;
-            IF cardinality(m) > 1 THEN  -- joined: the first assertion before it among their claims
-                e := NULL;               -- (the lists run in fold order), else its own (as apply_claim)
-                q := lc_head[li];
-                WHILE q IS NOT NULL AND q < i LOOP
-                    IF c_kind[q] = 'assert' AND c_live[q] AND c_land[q] = landed THEN
-                        e := q;
-                        EXIT;
-                    END IF;
-                    q := c_next[q];
-                END LOOP;
-                e := coalesce(e, i);
-                IF s_fact[k] <> c_fact[e] THEN
-                    s_fact[k] := c_fact[e];
-                    s_src[k] := e;
+            IF cardinality(m) = 0 THEN
+                -- A new interval (none of its lineage for a negation, none it touches for an assertion),
+                -- with the id chosen as above.
+                t := coalesce(c_to[i], c_ref[i]);
+                nid := CASE WHEN coalesce(c_fact_id[i] <> ALL (s_id), true) THEN c_fact_id[i] END;
+                IF nid IS NULL AND x_id IS NULL THEN
+                    -- Read when first needed: the versions no longer believed as of this transaction (the
+                    -- re-folded intervals as stored before it, and versions it closed; one written in it
+                    -- and re-folded is gone, not closed). By fact id, the ids the component's claims
+                    -- landed on: a scan by lineage over every version grew with the conversation.
+                    SELECT array_agg(f.id), array_agg(array_position(comp, f.lineage)), array_agg(lower(f.valid)),
+                           array_agg(upper(f.valid))
+                      INTO x_id, x_li, x_lo, x_hi
+                      FROM pgmemory.facts f
+                     WHERE f.group_id = p_group AND f.id = ANY (ARRAY(SELECT DISTINCT u FROM unnest(c_fact_id) u WHERE u IS NOT NULL))
+                       AND f.lineage = ANY (comp[1:nf])
+                       AND (upper(f.recorded) = now() OR f.id = ANY (open_ids) AND upper_inf(f.recorded) AND lower(f.recorded) < now());
+                    x_id := coalesce(x_id, '{}');
                 END IF;
-            END IF;
-            IF c_kind[s_src[k]] = 'negate' THEN  -- an interval opened by a negation takes the asserting
-                s_fact[k] := c_fact[i];           -- sentence (whatever id the re-fold gave it)
+                IF nid IS NULL THEN
+                    nid := (SELECT x_id[x] FROM generate_subscripts(x_id, 1) x
+                             WHERE x_li[x] = li AND coalesce(x_id[x] <> ALL (s_id), true)
+                               AND x_id[x] IN (SELECT c_land[y] FROM generate_subscripts(c_land, 1) y WHERE c_li[y] = li)
+                               AND (x_lo[x] IS NULL OR x_lo[x] <= coalesce(c_to[i], 'infinity'))
+                               AND (x_hi[x] IS NULL OR es <= x_hi[x])
+                             ORDER BY x_lo[x] NULLS FIRST, x LIMIT 1);
+                END IF;
+                IF nid IS NULL THEN
+                    nid := CASE WHEN coalesce(c_id[i] <> ALL (s_id), true) THEN c_id[i] ELSE gen_random_uuid() END;
+                END IF;
+                ns := ns + 1;
+                k := ns;
+                s_id[k] := nid;
+                s_li[k] := li;
+                s_lo[k] := CASE WHEN c_kind[i] = 'negate' THEN CASE WHEN c_from[i] < t THEN c_from[i] END
+                                WHEN c_to[i] IS NULL OR c_from[i] < c_to[i] THEN c_from[i] END;
+                s_hi[k] := CASE WHEN c_kind[i] = 'negate' THEN t ELSE c_to[i] END;
+                s_fact[k] := c_fact[i];
                 s_src[k] := i;
+                s_next[k] := ls_head[li];
+                ls_head[li] := k;
+                landed := nid;
+            ELSIF c_kind[i] = 'negate' THEN
+                -- its lineage's open intervals that started before t end at t
+                t := coalesce(c_to[i], c_ref[i]);
+                FOREACH k IN ARRAY m LOOP
+                    IF s_hi[k] IS NULL AND (s_lo[k] IS NULL OR s_lo[k] < t) THEN
+                        s_hi[k] := t;
+                        landed := coalesce(landed, s_id[k]);
+                    END IF;
+                END LOOP;
+                landed := coalesce(landed, s_id[m[1]]);
+            ELSE
+                -- merge into the intervals it overlaps or touches (see apply_claim)
+                k := m[1];
+                landed := s_id[k];
+                any_unknown_lo := false;
+                any_open := false;
+                lo := NULL;
+                hi := NULL;
+                m_ids := '{}';
+                FOREACH j IN ARRAY m LOOP
+                    IF s_lo[j] IS NULL THEN any_unknown_lo := true; ELSE lo := least(lo, s_lo[j]); END IF;
+                    IF s_hi[j] IS NULL THEN any_open := true; ELSE hi := greatest(hi, s_hi[j]); END IF;
+                    m_ids := m_ids || s_id[j];
+                END LOOP;
+                IF NOT any_unknown_lo THEN
+                    new_lo := least(lo, es);
+                ELSIF c_from[i] IS NOT NULL OR lo IS NOT NULL THEN
+                    -- an unknown start takes the earliest evidence of the assertions it joins
+                    t := NULL;
+                    q := lc_head[li];
+                    WHILE q IS NOT NULL LOOP
+                        IF c_kind[q] = 'assert' AND c_live[q] AND c_land[q] = ANY (m_ids) THEN
+                            t := least(t, c_key[q]);
+                        END IF;
+                        q := c_next[q];
+                    END LOOP;
+                    new_lo := least(lo, es, t);
+                ELSE
+                    new_lo := NULL;
+                END IF;
+                new_hi := CASE WHEN any_open THEN c_to[i]
+                               WHEN c_to[i] IS NULL AND es >= hi THEN NULL
+                               WHEN c_to[i] IS NULL THEN hi ELSE greatest(hi, c_to[i]) END;
+                IF new_lo >= new_hi THEN
+                    new_lo := NULL;
+                END IF;
+                FOR e IN 2 .. cardinality(m) LOOP  -- joined: their claims now land on the first
+                    q := lc_head[li];
+                    WHILE q IS NOT NULL LOOP
+                        IF c_land[q] = m_ids[e] THEN
+                            c_land[q] := landed;
+                        END IF;
+                        q := c_next[q];
+                    END LOOP;
+                    s_id[m[e]] := NULL;
+                END LOOP;
+                IF cardinality(m) > 1 THEN  -- joined: the first assertion before it among their claims
+                    e := NULL;               -- (the lists run in fold order), else its own (as apply_claim)
+                    q := lc_head[li];
+                    WHILE q IS NOT NULL AND q < i LOOP
+                        IF c_kind[q] = 'assert' AND c_live[q] AND c_land[q] = landed THEN
+                            e := q;
+                            EXIT;
+                        END IF;
+                        q := c_next[q];
+                    END LOOP;
+                    e := coalesce(e, i);
+                    IF s_fact[k] <> c_fact[e] THEN
+                        s_fact[k] := c_fact[e];
+                        s_src[k] := e;
+                    END IF;
+                END IF;
+                IF c_kind[s_src[k]] = 'negate' THEN  -- an interval opened by a negation takes the asserting
+                    s_fact[k] := c_fact[i];           -- sentence (whatever id the re-fold gave it)
+                    s_src[k] := i;
+                END IF;
+                s_lo[k] := new_lo;
+                s_hi[k] := new_hi;
             END IF;
-            s_lo[k] := new_lo;
-            s_hi[k] := new_hi;
-        END IF;
-        c_land[i] := landed;
-        IF c_ep[i] IS NOT NULL THEN
-            prov_fact := prov_fact || landed;
-            prov_ep := prov_ep || c_ep[i];
+            c_land[i] := landed;
+            IF c_ep[i] IS NOT NULL THEN
+                prov_fact := prov_fact || landed;
+                prov_ep := prov_ep || c_ep[i];
+            END IF;
         END IF;
         CONTINUE WHEN c_kind[i] = 'negate' OR c_to[i] <= es;
 
@@ -628,7 +649,7 @@ BEGIN
                 j := s_next[j];
             END LOOP;
         END LOOP;
-        IF cap IS NOT NULL AND (s_hi[k] IS NULL OR s_hi[k] > cap) THEN
+        IF cap IS NOT NULL AND li <= nf AND (s_hi[k] IS NULL OR s_hi[k] > cap) THEN
             s_lo[k] := CASE WHEN s_lo[k] < cap THEN s_lo[k] END;
             s_hi[k] := cap;
         END IF;
@@ -678,7 +699,7 @@ BEGIN
                       WHERE f.group_id = p_group AND f.id = ANY (open_ids) AND upper(f.recorded) = now()
                      UNION
                      SELECT f.id FROM pgmemory.facts f
-                      WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded)
+                      WHERE f.group_id = p_group AND f.lineage = ANY (comp[1:nf]) AND upper_inf(f.recorded)
                         AND lower(f.recorded) = now());
     -- (Most links are there already: a re-fold mostly lands claims where they were. Read into
     -- arrays first: a statement joining a distributed table with local rows is not routed on Citus.)
@@ -692,7 +713,7 @@ BEGIN
     IF cardinality(changed) > 0 THEN  -- (else it read every claim of the component to find none)
         INSERT INTO pgmemory.fact_episodes (fact_id, episode_id, group_id)
         SELECT fc.fact_id, fc.episode_id, fc.group_id FROM pgmemory.fact_claims fc  -- the group from the source: pushed down on Citus
-         WHERE fc.group_id = p_group AND fc.lineage = ANY (comp) AND fc.episode_id IS NOT NULL
+         WHERE fc.group_id = p_group AND fc.lineage = ANY (comp[1:nf]) AND fc.episode_id IS NOT NULL
            AND fc.fact_id = ANY (changed) AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
         ON CONFLICT DO NOTHING;
     END IF;
@@ -822,7 +843,14 @@ BEGIN
                        AND fc.retracted_by IS NULL
                      GROUP BY fc.lineage) x));
     END IF;
-    changed := pgmemory_internal.refold_lineages(c.group_id, near, key);
+    -- Only the lineages whose input changed: in a fold a lineage's belief depends on its own claims
+    -- and on where assertions of its exclusive lineages end its intervals (the ending claim's own
+    -- lineage is not changed by it; a new interval starting after the claim, the one case
+    -- apply_claim caps, does not arise in valid-time order). So its own lineage, and those it
+    -- ends or is newly exclusive with; a negation, or a claim that ended by its place, ends none.
+    changed := pgmemory_internal.refold_lineages(
+        c.group_id, CASE WHEN fresh OR c.kind = 'assert' AND (c.valid_to IS NULL OR c.valid_to > key)
+                         THEN near ELSE ARRAY[c.lineage] END, key, true);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
         'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
