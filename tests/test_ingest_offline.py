@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -293,3 +293,21 @@ async def test_a_repeat_naming_a_renamed_entity_is_judged_a_repeat(memory, group
     [judged] = await judge_facts(memory.pool, group, [(fact, src, tgt, vector)], RuleExtractor(), episode, None)
     assert judged.decision.duplicate_of == str(stored["fact_id"])
     assert judged.decision.contradicts == ()
+
+
+def test_a_statements_place_in_the_fold_bounds_its_candidates_as_the_rules_place_it():
+    """The candidate bound (facts that ended before a statement's place are not judged) uses the
+    place the stored rules give it (pgmemory_internal.fold_key): an assertion's start, else when
+    said, but not after the end it states; a negation's end."""
+    from pgmemory.extract.types import ExtractedFact
+    from pgmemory.ingest.resolve_facts import fold_place
+
+    said = datetime(2021, 1, 1, tzinfo=timezone.utc)
+    y2019, y2020 = datetime(2019, 1, 1, tzinfo=timezone.utc), datetime(2020, 1, 1, tzinfo=timezone.utc)
+    fact = lambda **kw: ExtractedFact("Alice", "Acme", "WORKS_FOR", "Alice works at Acme.", **kw)  # noqa: E731
+    assert fold_place(fact(), said) == said
+    assert fold_place(fact(valid_at=y2019), said) == y2019
+    assert fold_place(fact(invalid_at=y2019), said) == y2019  # "until 2019", said in 2021
+    assert fold_place(fact(valid_at=y2019, invalid_at=y2020), said) == y2019
+    assert fold_place(fact(negated=True), said) == said
+    assert fold_place(fact(negated=True, invalid_at=y2019, valid_at=datetime(2018, 1, 1, tzinfo=timezone.utc)), said) == y2019
