@@ -846,11 +846,19 @@ BEGIN
     -- Only the lineages whose input changed: in a fold a lineage's belief depends on its own claims
     -- and on where assertions of its exclusive lineages end its intervals (the ending claim's own
     -- lineage is not changed by it; a new interval starting after the claim, the one case
-    -- apply_claim caps, does not arise in valid-time order). So its own lineage, and those it
-    -- ends or is newly exclusive with; a negation, or a claim that ended by its place, ends none.
+    -- apply_claim caps, does not arise in valid-time order). So its own lineage, those it is
+    -- newly exclusive with, and those it can end: an exclusive lineage with an interval valid at
+    -- its place then is believed with one holding that point (see fresh). A negation, or a claim
+    -- that ended by its place, ends none.
     changed := pgmemory_internal.refold_lineages(
-        c.group_id, CASE WHEN fresh OR c.kind = 'assert' AND (c.valid_to IS NULL OR c.valid_to > key)
-                         THEN near ELSE ARRAY[c.lineage] END, key, true);
+        c.group_id, CASE WHEN fresh THEN near
+                         WHEN c.kind = 'assert' AND (c.valid_to IS NULL OR c.valid_to > key) THEN
+                             c.lineage || ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                                                 WHERE f.group_id = c.group_id AND f.lineage = ANY (near[2:])
+                                                   AND upper_inf(f.recorded)
+                                                   AND (lower_inf(f.valid) OR lower(f.valid) <= key)
+                                                   AND (upper_inf(f.valid) OR upper(f.valid) >= key))
+                         ELSE ARRAY[c.lineage] END, key, true);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
         'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
