@@ -332,9 +332,8 @@ $$;
 -- whose belief changed (old and new ids). With p_only, the lineages of p_seeds alone are re-folded
 -- (their exclusive lineages' assertions still end their intervals): the caller names every
 -- lineage whose claims or exclusive lineages' assertions changed (see fold_claim).
--- p_from (a claim's place in the fold, when only that claim was added and it brought no new
--- contradiction between lineages that already had claims): only what a claim there can change
--- is re-folded. The belief is the fold in valid-time order, and no claim at or after a point F
+-- p_from (a claim's place in the fold, when only that claim was added; for a new exclusive pair,
+-- no later than where the pair first meets): only what a claim there can change is re-folded. The belief is the fold in valid-time order, and no claim at or after a point F
 -- can touch an interval that ended before F: with F moved back to the earliest claim of any
 -- interval that does not end before it (so no claim before F shaped one after it), the intervals
 -- that ended before F are final and the claims from F on are re-folded onto them.
