@@ -376,6 +376,7 @@ DECLARE
     x_id uuid[]; x_li int[]; x_lo timestamptz[]; x_hi timestamptz[];
     -- What is believed now (d_*), to write only the differences.
     d_id uuid[]; d_li int[]; d_lo timestamptz[]; d_hi timestamptz[]; d_fact text[];
+    f_land uuid[]; f_key timestamptz[];  -- (with p_from: where the re-folded lineages' claims landed, their places)
     prov_fact uuid[] := '{}';
     prov_ep uuid[] := '{}';
     have_fact uuid[]; have_ep uuid[];  -- the provenance links already there
@@ -397,24 +398,6 @@ BEGIN
     IF nf = 0 THEN
         RETURN '{}';
     END IF;
-    SELECT array_agg(seq ORDER BY fk, seq), array_agg(kind ORDER BY fk, seq), array_agg(id ORDER BY fk, seq),
-           array_agg(array_position(comp, lineage) ORDER BY fk, seq), array_agg(fact_id ORDER BY fk, seq),
-           array_agg(fact ORDER BY fk, seq), array_agg(valid_from ORDER BY fk, seq),
-           array_agg(valid_to ORDER BY fk, seq), array_agg(ref_time ORDER BY fk, seq),
-           array_agg(episode_id ORDER BY fk, seq), array_agg(retracted_by IS NULL ORDER BY fk, seq),
-           array_agg(fk ORDER BY fk, seq)
-      INTO c_seq, c_kind, c_id, c_li, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
-      FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk
-              FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)
-               AND (fc.kind = 'assert' OR fc.lineage = ANY (comp[1:nf]))) fc;
-    c_seq := coalesce(c_seq, '{}');
-    c_land := c_fact_id;
-    lc_head := array_fill(NULL::int, ARRAY[n]);
-    c_next := array_fill(NULL::int, ARRAY[cardinality(c_seq)]);
-    FOR i IN REVERSE cardinality(c_seq) .. 1 LOOP
-        c_next[i] := lc_head[c_li[i]];
-        lc_head[c_li[i]] := i;
-    END LOOP;
     SELECT array_agg(f.id ORDER BY f.version_id), array_agg(array_position(comp, f.lineage) ORDER BY f.version_id),
            array_agg(lower(f.valid) ORDER BY f.version_id), array_agg(upper(f.valid) ORDER BY f.version_id),
            array_agg(f.fact ORDER BY f.version_id),
@@ -429,15 +412,41 @@ BEGIN
     d_id := coalesce(d_id, '{}');
     -- With p_from: moved back to the earliest claim of any interval that does not end before it
     -- (intervals by their end, latest first: each one reached can only move the point back).
+    -- (Read first, by the re-folded lineages' own claims: with p_only the other lineages'
+    -- assertions are then read only from p_from on.)
     IF p_from IS NOT NULL THEN
+        SELECT array_agg(fc.fact_id), array_agg(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time))
+          INTO f_land, f_key
+          FROM pgmemory.fact_claims fc
+         WHERE fc.group_id = p_group AND fc.lineage = ANY (comp[1:nf]) AND fc.kind <> 'retract'
+           AND fc.retracted_by IS NULL;
         FOR hi, lo IN SELECT d.hi, min(u.k) FROM unnest(d_id, d_hi) AS d(id, hi)
-                        LEFT JOIN unnest(c_land, c_key, c_live, c_kind) AS u(f, k, lv, kd)
-                          ON u.f = d.id AND u.lv AND u.kd <> 'retract'
+                        LEFT JOIN unnest(f_land, f_key) AS u(f, k) ON u.f = d.id
                        GROUP BY d.id, d.hi ORDER BY d.hi DESC NULLS FIRST LOOP
             EXIT WHEN hi < p_from;
             p_from := least(p_from, lo);
         END LOOP;
     END IF;
+    SELECT array_agg(seq ORDER BY fk, seq), array_agg(kind ORDER BY fk, seq), array_agg(id ORDER BY fk, seq),
+           array_agg(array_position(comp, lineage) ORDER BY fk, seq), array_agg(fact_id ORDER BY fk, seq),
+           array_agg(fact ORDER BY fk, seq), array_agg(valid_from ORDER BY fk, seq),
+           array_agg(valid_to ORDER BY fk, seq), array_agg(ref_time ORDER BY fk, seq),
+           array_agg(episode_id ORDER BY fk, seq), array_agg(retracted_by IS NULL ORDER BY fk, seq),
+           array_agg(fk ORDER BY fk, seq)
+      INTO c_seq, c_kind, c_id, c_li, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
+      FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk
+              FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)
+               AND (fc.lineage = ANY (comp[1:nf])
+                    OR fc.kind = 'assert' AND (p_from IS NULL OR pgmemory_internal.fold_key(
+                                                  fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= p_from))) fc;
+    c_seq := coalesce(c_seq, '{}');
+    c_land := c_fact_id;
+    lc_head := array_fill(NULL::int, ARRAY[n]);
+    c_next := array_fill(NULL::int, ARRAY[cardinality(c_seq)]);
+    FOR i IN REVERSE cardinality(c_seq) .. 1 LOOP
+        c_next[i] := lc_head[c_li[i]];
+        lc_head[c_li[i]] := i;
+    END LOOP;
     open_ids := ARRAY(SELECT d.id FROM unnest(d_id, d_hi) AS d(id, hi)
                        WHERE p_from IS NULL OR d.hi IS NULL OR d.hi >= p_from);
     -- The intervals that stay as they are (ended before p_from) start the fold.
