@@ -107,6 +107,13 @@ def add(conn, group: str, target: str, kw: dict) -> dict:
          kw.get("fn", False), day("ref"), day("frm") or utc("2020-01-01"))).fetchone()[0]
 
 
+def tell(conn, group: str, steps) -> None:
+    """Each (target, kwargs) step through add, each in its own transaction."""
+    for target, kw in steps:
+        add(conn, group, target, kw)
+        conn.commit()
+
+
 def intervals(conn, group: str) -> dict[str, list]:
     rows = conn.execute(
         "SELECT target, valid_from, valid_to FROM pgmemory.believed_facts WHERE group_id = %s", (group,)).fetchall()
@@ -119,9 +126,7 @@ def intervals(conn, group: str) -> dict[str, list]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_rule(conn, group, name):
     steps, expected = CASES[name]
-    for target, kw in steps:
-        add(conn, group, target, kw)
-        conn.commit()
+    tell(conn, group, steps)
     assert intervals(conn, group) == expected
 
 
@@ -129,9 +134,7 @@ def test_rule(conn, group, name):
 def test_refold_from_claims_reproduces_the_belief(conn, group, name):
     """Re-folding a lineage from nothing gives the belief the rules built step by step, unchanged."""
     steps, _ = CASES[name]
-    for target, kw in steps:
-        add(conn, group, target, kw)
-        conn.commit()
+    tell(conn, group, steps)
     before = conn.execute("SELECT version_id, recorded FROM pgmemory.facts WHERE group_id = %s ORDER BY 1",
                           (group,)).fetchall()
     lineages = [r[0] for r in conn.execute(
@@ -180,14 +183,9 @@ def test_belief_does_not_depend_on_arrival_order(conn, group, name):
     steps, expected = STORIES[name]
     for n, order in enumerate(itertools.permutations(steps)):
         g = f"{group}-{n}"
-        for target, kw in order:
-            add(conn, g, target, kw)
-            conn.commit()
+        tell(conn, g, order)
         assert intervals(conn, g) == expected, order
-        lineages = [r[0] for r in conn.execute(
-            "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (g,)).fetchall()]
-        assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (g, lineages)).fetchone()[0] == []
-        conn.commit()
+        assert_refold_changes_nothing(conn, g)
 
 
 @pytest.mark.parametrize("seed", [*range(12), 823])  # 823: a join whose first interval by start is a later claim's
@@ -238,13 +236,8 @@ def random_story(conn, group: str, seed: int, targets=("Acme", "Globex", "Initec
             kw["text"] = f"Alice {'no longer works' if kw.get('neg') else 'works'} for {target} (statement {n})."
         add(conn, group, target, kw)
         conn.commit()
-        lineages = [r[0] for r in conn.execute(
-            "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
-        before = believed_sentences(conn, group)
         assert_exclusions_match_claims(conn, group)
-        assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == [], n
-        assert believed_sentences(conn, group) == before
-        conn.commit()
+        assert_refold_changes_nothing(conn, group, step=n)
 
 
 def assert_exclusions_match_claims(conn, group: str) -> None:
@@ -269,9 +262,7 @@ def test_the_wording_of_the_earliest_statement_is_believed_in_any_order(conn, gr
         conn.commit()
     rows = conn.execute("SELECT fact, valid_from FROM pgmemory.believed_facts WHERE group_id = %s", (group,)).fetchall()
     assert rows == [("Tomas adopted a dog named Luna.", utc("2015-01-03"))]
-    lineages = [r[0] for r in conn.execute(
-        "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
-    assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == []
+    assert_refold_changes_nothing(conn, group)
 
 
 def test_a_late_earlier_start_keeps_the_fact_id(conn, group):
@@ -417,12 +408,13 @@ def add_counting_refolds(conn, group: str, target: str, kw: dict) -> int:
     return ran
 
 
-def assert_refold_changes_nothing(conn, group: str) -> None:
+def assert_refold_changes_nothing(conn, group: str, step: object = None) -> None:
+    """A re-fold of every lineage of the group from its claims changes nothing, wording included."""
     lineages = [r[0] for r in conn.execute(
         "SELECT DISTINCT lineage FROM pgmemory.fact_claims WHERE group_id = %s", (group,)).fetchall()]
     before = believed_sentences(conn, group)
-    assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == []
-    assert believed_sentences(conn, group) == before
+    assert conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0] == [], step
+    assert believed_sentences(conn, group) == before, step
     conn.rollback()
 
 
@@ -430,10 +422,8 @@ def test_an_old_job_taken_again_after_a_job_it_never_met_is_applied_in_place(con
     """A contradiction between two lineages whose claims never met in time (Acme ended before
     Initech began) changes nothing before the new claim: applied in place, no re-fold of the
     speaker's whole history, and the same belief a re-fold gives."""
-    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
-                       ("Initech", {"frm": "2020-01-01"})]:  # (Initech contradicts nothing)
-        add(conn, group, target, kw)
-        conn.commit()
+    tell(conn, group, [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
+                       ("Initech", {"frm": "2020-01-01"})])  # (Initech contradicts nothing)
     assert add_counting_refolds(conn, group, "Acme", {"frm": "2021-01-01", "fn": True}) == 0
     assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01"), ("2021-01-01", None)],
                                       "Globex": [("2019-01-01", "2021-01-01")],
@@ -444,10 +434,8 @@ def test_an_old_job_taken_again_after_a_job_it_never_met_is_applied_in_place(con
 def test_a_new_contradiction_between_lineages_that_met_refolds_their_past(conn, group):
     """Initech began while Acme held; once a claim says they exclude each other, Initech's start
     ends Acme there (the past is re-folded with the pair)."""
-    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Initech", {"frm": "2020-01-01"}),
-                       ("Globex", {"frm": "2021-01-01", "fn": True})]:
-        add(conn, group, target, kw)
-        conn.commit()
+    tell(conn, group, [("Acme", {"frm": "2018-01-01", "fn": True}), ("Initech", {"frm": "2020-01-01"}),
+                       ("Globex", {"frm": "2021-01-01", "fn": True})])
     assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 1
     assert intervals(conn, group) == {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)],
                                       "Globex": [("2021-01-01", "2022-01-01")],
@@ -459,10 +447,8 @@ def test_an_end_stated_after_the_fact_ends_nothing_else(conn, group):
     """"Worked at Acme until 2019", said in 2021 (no start), is evidence up to 2019: it bounds Acme
     and does not end the job held in 2021 (it was taken as Acme holding in 2021, which ended
     Globex then and opened a second Acme interval)."""
-    for target, kw in [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
-                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01", "fn": True})]:
-        add(conn, group, target, kw)
-        conn.commit()
+    tell(conn, group, [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2019-01-01", "fn": True}),
+                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01", "fn": True})])
     assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01")], "Globex": [("2019-01-01", None)]}
     assert_refold_changes_nothing(conn, group)
 
@@ -471,11 +457,9 @@ def test_an_end_stated_after_the_fact_ends_an_open_interval_where_it_says(conn, 
     """Acme was said to hold (start unknown) in 2018, then "until 2019" in 2021: the interval ends in
     2019, in its place in the fold, so Initech (2020) never met it and a later claim making the two
     exclusive is applied in place."""
-    for target, kw in [("Acme", {"ref": "2018-01-01"}), ("Initech", {"frm": "2020-01-01"}),
+    tell(conn, group, [("Acme", {"ref": "2018-01-01"}), ("Initech", {"frm": "2020-01-01"}),
                        ("Initech", {"neg": True, "ref": "2020-07-01"}),
-                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01"})]:
-        add(conn, group, target, kw)
-        conn.commit()
+                       ("Acme", {"ref": "2021-01-01", "to": "2019-01-01"})])
     assert intervals(conn, group) == {"Acme": [(None, "2019-01-01")], "Initech": [("2020-01-01", "2020-07-01")]}
     assert add_counting_refolds(conn, group, "Acme", {"frm": "2022-01-01", "fn": True}) == 0
     assert intervals(conn, group) == {"Acme": [(None, "2019-01-01"), ("2022-01-01", None)],
