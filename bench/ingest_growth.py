@@ -88,6 +88,9 @@ async def main_async(args: argparse.Namespace) -> None:
                         psycopg.sql.Identifier(names[side])))
             memories[side] = await Memory.open(dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=2)
             await load(memories[side], episodes[:size], f"{side} ({size})")
+            if args.drop_hnsw:
+                async with memories[side].pool.acquire() as conn:
+                    await conn.execute("DROP INDEX pgmemory.episodes_embedding_hnsw, pgmemory.facts_embedding_hnsw")
         # Settled before probing: the large side's autovacuum would otherwise run beside round 1.
         for side in memories:
             async with memories[side].pool.acquire() as conn:
@@ -160,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep", action="store_true", help="keep both databases")
     p.add_argument("--functions", type=int, default=0, metavar="K",
                    help="track stored functions and list the K with the most self time on the large side")
+    p.add_argument("--drop-hnsw", action="store_true",
+                   help="diagnostic: drop the episodes' and facts' HNSW indexes after loading (what grows besides them)")
     args = p.parse_args(argv)
     if not 0 < args.small < args.large or args.probe < args.rounds or args.rounds < 1:
         p.error("need 0 < --small < --large and --probe >= --rounds >= 1")

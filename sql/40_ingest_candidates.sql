@@ -105,7 +105,9 @@ $$;
 -- (sql/35_fact_rules.sql), and a person's past employers grow with
 -- the conversation: all of them were read, and put to the judge, for every "works
 -- at X" (196 for one speaker at 10k episodes). Should a later statement move the new
--- fact's start back over such an old one, that statement is judged against it then.
+-- fact's start back over such an old one, that statement is judged against it then. Those
+-- past ones are not read either: the index facts_current_source_end holds each believed fact's
+-- end, so only the facts still valid after the new fact's place are visited.
 -- Each "100 most recent" is the top 100 of the two endpoints' own top 100s, each read in the
 -- order of its index (facts_current_*_recent), so a hub entity's still-valid facts are not all
 -- read and sorted (they grow with the group). The rows carry their columns out of the union
@@ -164,7 +166,10 @@ LANGUAGE sql STABLE AS $$
                   FROM pgmemory.facts same
                  WHERE same.group_id = p_group AND same.source_id = i.source_id AND same.relation = i.relation
                    AND upper_inf(same.recorded)
-                   AND (i.start IS NULL OR upper_inf(same.valid) OR upper(same.valid) > i.start)) u
+                   -- (i.start IS NULL OR upper_inf(valid) OR upper(valid) > i.start), as the
+                   -- index facts_current_source_end reads it: an open end is +infinity
+                   AND coalesce(upper(same.valid), 'infinity'::timestamptz)
+                       > coalesce(i.start, '-infinity'::timestamptz)) u
              ORDER BY u.version_id) c
       JOIN pgmemory.entities s ON s.group_id = p_group AND s.id = c.source_id
       JOIN pgmemory.entities t ON t.group_id = p_group AND t.id = c.target_id
