@@ -76,6 +76,9 @@ BEGIN
     IF coalesce(btrim(p_fact), '') = '' THEN
         RAISE EXCEPTION 'fact must be a non-empty sentence' USING ERRCODE = '22023';
     END IF;
+    PERFORM pgmemory_internal.check_time(p_valid_from, 'valid_from', '-infinity');
+    PERFORM pgmemory_internal.check_time(p_valid_to, 'valid_to', 'infinity');
+    PERFORM pgmemory_internal.check_time(p_reference_time, 'reference_time');
     IF p_valid_from >= p_valid_to THEN
         RAISE EXCEPTION 'valid_from % is not before valid_to %', p_valid_from, p_valid_to USING ERRCODE = '22023';
     END IF;

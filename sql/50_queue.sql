@@ -137,9 +137,7 @@ BEGIN
         RAISE EXCEPTION 'reference_time is required (when the episode was said or happened)'
               USING ERRCODE = '22023';
     END IF;
-    IF NOT isfinite(p_reference_time) THEN
-        RAISE EXCEPTION 'reference_time must be a finite time, got %', p_reference_time USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmemory_internal.check_time(p_reference_time, 'reference_time');
     IF p_actor IS NOT NULL AND btrim(p_actor) = '' THEN
         RAISE EXCEPTION 'actor must be a non-empty string or NULL' USING ERRCODE = '22023';
     END IF;

@@ -301,3 +301,46 @@ async def test_add_fact_accepts_names_at_the_limit(memory, group):
     name = "".join(random.Random(3).choice(string.ascii_letters) for _ in range(400))
     done = await memory.add_fact(group, "Alice", "R" * 100, name, "Alice knows someone.")
     assert done["action"] == "created"
+
+
+# --- the SQL API takes the times the Python surfaces take -------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    ({"p_valid_from": "infinity"}, "valid_from infinity is out of range"),
+    ({"p_valid_to": "-infinity"}, "valid_to -infinity is out of range"),
+    ({"p_valid_from": "0500-01-01T00:00Z"}, "valid_from 0500-01-01T00:00:00[+]00:00 is out of range"),
+    ({"p_valid_to": "20000-01-01T00:00Z"}, "valid_to 20000-01-01T00:00:00[+]00:00 is out of range"),
+    ({"p_reference_time": "infinity"}, "reference_time infinity is out of range"),
+    ({"p_reference_time": "3000-01-01T00:00Z"}, "reference_time 3000-01-01T00:00:00[+]00:00 is out of range"),
+])
+def test_sql_add_fact_refuses_times_out_of_range_and_writes_nothing(db_dsn, group, args, message):
+    """pgmemory.add_fact stored a start of +infinity as [infinity,) and failed on an end of
+    -infinity with a not-null error from the entity summaries; a year the drivers cannot decode
+    would break the group's reads through them. Each is one line naming the argument now."""
+    names = ", ".join(f"{k} => %({k})s::timestamptz" for k in args)
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message) as info:
+            conn.execute(f"SELECT pgmemory.add_fact(%(g)s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.', {names})",
+                         {"g": group, **args})
+        assert "\n" not in str(info.value.diag.message_primary)
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmemory.entities WHERE group_id = %s", (group,)).fetchone() == (0,)
+
+
+def test_sql_add_fact_takes_the_infinite_bounds_that_mean_something(db_dsn, group):
+    """-infinity as a start (since forever) and +infinity as an end (still holds, stored open)."""
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.',"
+                     " '-infinity', 'infinity', p_reference_time => '2999-12-31T00:00Z')", (group,))
+        assert conn.execute("SELECT lower_inf(valid), lower(valid) = '-infinity', upper_inf(valid)"
+                            " FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchall() == [(False, True, True)]
+
+
+@pytest.mark.parametrize("when", ["infinity", "0999-12-31T23:59:59Z", "30000-01-01T00:00Z"])
+def test_sql_enqueue_refuses_a_reference_time_out_of_range(db_dsn, group, when):
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="reference_time .* is out of range"):
+            conn.execute("SELECT pgmemory.enqueue_episode(%s, 'hello', p_reference_time => %s::timestamptz)",
+                         (group, when))
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone() == (0,)
