@@ -279,7 +279,8 @@ BEGIN
     IF cardinality(excl) > 0 THEN  -- most claims contradict nothing: no statement then
         FOR cur IN SELECT f.id, lower(f.valid) AS lo, upper(f.valid) AS hi FROM pgmemory.facts f
                     WHERE f.group_id = c.group_id AND f.lineage = ANY (excl)
-                      AND upper_inf(f.recorded) AND (upper_inf(f.valid) OR upper(f.valid) > es)
+                      AND upper_inf(f.recorded)  -- (upper_inf(valid) OR upper(valid) > es: facts_lineage_current_end)
+                      AND coalesce(upper(f.valid), 'infinity'::timestamptz) > es
                     ORDER BY f.version_id LOOP
             IF cur.lo IS NOT NULL AND es < cur.lo THEN
                 cap := least(cap, cur.lo);
@@ -865,7 +866,7 @@ BEGIN
                                                  WHERE f.group_id = c.group_id AND f.lineage = ANY (near[2:])
                                                    AND upper_inf(f.recorded)
                                                    AND (lower_inf(f.valid) OR lower(f.valid) <= key)
-                                                   AND (upper_inf(f.valid) OR upper(f.valid) >= key))
+                                                   AND coalesce(upper(f.valid), 'infinity'::timestamptz) >= key)
                          ELSE ARRAY[c.lineage] END, key, true);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
