@@ -50,12 +50,7 @@ DECLARE
     ends uuid[] := '{}';
     touched uuid[];
 BEGIN
-    IF coalesce(btrim(p_group), '') = '' THEN
-        RAISE EXCEPTION 'group must be a non-empty string' USING ERRCODE = '22023';
-    END IF;
-    IF p_group = '*' THEN
-        RAISE EXCEPTION 'group ''*'' is reserved: it means every group in grants and API keys' USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmemory_internal.check_group(p_group);
     IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
         RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
     END IF;
@@ -75,6 +70,13 @@ BEGIN
     END IF;
     IF coalesce(btrim(p_fact), '') = '' THEN
         RAISE EXCEPTION 'fact must be a non-empty sentence' USING ERRCODE = '22023';
+    END IF;
+    IF p_attributes IS NOT NULL AND jsonb_typeof(p_attributes) <> 'object' THEN
+        RAISE EXCEPTION 'attributes must be a JSON object, got %', jsonb_typeof(p_attributes) USING ERRCODE = '22023';
+    END IF;
+    IF length(p_attributes::text) > 10000 THEN  -- (pgmemory.validate.MAX_METADATA_CHARS)
+        RAISE EXCEPTION 'attributes have % characters as JSON; the limit is 10000', length(p_attributes::text)
+              USING ERRCODE = '22023';
     END IF;
     PERFORM pgmemory_internal.check_time(p_valid_from, 'valid_from', '-infinity');
     PERFORM pgmemory_internal.check_time(p_valid_to, 'valid_to', 'infinity');

@@ -344,3 +344,26 @@ def test_sql_enqueue_refuses_a_reference_time_out_of_range(db_dsn, group, when):
                          (group, when))
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("pgmemory.add_fact(NULL, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group_id must be a non-empty string"),
+    ("pgmemory.add_fact('*', 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group_id '[*]' is reserved"),
+    ("pgmemory.retract_fact(NULL, gen_random_uuid())", "group_id must be a non-empty string"),
+    ("pgmemory.erase_group(NULL)", "group_id must be a non-empty string"),
+    ("pgmemory.erase_group(' ')", "group_id must be a non-empty string"),
+    ("pgmemory.delete_episode(repeat('g', 201), gen_random_uuid())", "at most 200 printable characters"),
+    ("pgmemory.add_fact(%(g)s, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.', p_attributes => '[1]')",
+     "attributes must be a JSON object, got array"),
+    ("pgmemory.add_fact(%(g)s, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.',"
+     " p_attributes => jsonb_build_object('x', repeat('a', 10000)))", "attributes have 10009 characters"),
+])
+def test_sql_writers_refuse_a_bad_group_or_attributes_in_one_line(db_dsn, group, call, message):
+    """The SQL writers check a group id as the Python surfaces do (a NULL one failed on the group
+    locks' not-null constraint), and add_fact's attributes as an object of bounded size."""
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            conn.execute(f"SELECT {call}", {"g": group})
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id IS NULL OR group_id IN (%s, '*')",
+                            (group,)).fetchone() == (0,)
