@@ -249,7 +249,42 @@ DECLARE
     w_fulltext float8;
     w_bfs float8;
     hidden uuid;  -- an id passed for a search of no visible group
+    out_of_range text;
+    unknown jsonb := p_opts - ARRAY['candidates', 'kinds', 'methods', 'as_of', 'known_at', 'include_invalidated',
+        'include_superseded', 'relation_types', 'labels', 'valid_at_from', 'valid_at_to', 'invalid_at_from',
+        'invalid_at_to', 'created_at_from', 'created_at_to', 'expired_at_from', 'expired_at_to', 'bfs_depth',
+        'bfs_recent_episodes', 'bfs_max_entities', 'bfs_seeds', 'center', 'neighbours', 'neighbour_span',
+        'neighbour_window_s', 'prf_docs', 'prf_terms', 'with_keys', 'bfs_seed_episodes', 'metadata', 'fuse',
+        'single_node', 'with_embeddings'];
 BEGIN
+    -- The options as the Python surfaces check them (SearchConfig.validate): a misspelt option,
+    -- kind or method searched nothing, silently, and a negative count failed deep inside.
+    IF unknown <> '{}'::jsonb THEN
+        RAISE EXCEPTION 'unknown search option(s) %: see pgmemory.search_candidates in docs/sql.md',
+            (SELECT string_agg(key, ', ') FROM jsonb_object_keys(unknown) AS key) USING ERRCODE = '22023';
+    END IF;
+    IF NOT kinds <@ ARRAY['facts', 'entities', 'communities', 'episodes'] THEN
+        RAISE EXCEPTION 'unknown search kind(s) in %: use facts, entities, communities, episodes', kinds
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT methods <@ ARRAY['cosine', 'fulltext', 'bfs'] THEN
+        RAISE EXCEPTION 'unknown search method(s) in %: use cosine, fulltext, bfs', methods USING ERRCODE = '22023';
+    END IF;
+    out_of_range := CASE
+        WHEN k NOT BETWEEN 1 AND 1000 THEN format('candidates %s (1-1000)', k)
+        WHEN bfs_depth NOT BETWEEN 1 AND 5 THEN format('bfs_depth %s (1-5)', bfs_depth)
+        WHEN bfs_recent NOT BETWEEN 1 AND 100 THEN format('bfs_recent_episodes %s (1-100)', bfs_recent)
+        WHEN bfs_max NOT BETWEEN 1 AND 100000 THEN format('bfs_max_entities %s (1-100000)', bfs_max)
+        WHEN cardinality(seeds) > 1000 THEN format('bfs_seeds: %s ids (at most 1000)', cardinality(seeds))
+        WHEN neighbours NOT BETWEEN 0 AND 100 THEN format('neighbours %s (0-100)', neighbours)
+        WHEN neighbour_span NOT BETWEEN 1 AND 10 THEN format('neighbour_span %s (1-10)', neighbour_span)
+        WHEN o.neighbour_window_s NOT BETWEEN 0 AND 31 * 86400
+            THEN format('neighbour_window_s %s (0-2678400)', o.neighbour_window_s)
+        WHEN prf_docs NOT BETWEEN 0 AND 100 THEN format('prf_docs %s (0-100)', prf_docs)
+        WHEN prf_terms NOT BETWEEN 1 AND 50 THEN format('prf_terms %s (1-50)', prf_terms) END;
+    IF out_of_range IS NOT NULL THEN
+        RAISE EXCEPTION 'search option out of range: %', out_of_range USING ERRCODE = '22023';
+    END IF;
     -- The search runs with its owner's rights where init could make that safe (no row-level
     -- security inside, so the planner keeps every index: sql/catalog/tenancy.sql): it searches
     -- only the groups the session may see, which is what row-level security would have let it read.

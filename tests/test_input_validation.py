@@ -367,3 +367,24 @@ def test_sql_writers_refuse_a_bad_group_or_attributes_in_one_line(db_dsn, group,
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id IS NULL OR group_id IN (%s, '*')",
                             (group,)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("opts, message", [
+    ({"kinds": ["fact"]}, r"unknown search kind\(s\) in \{fact\}"),
+    ({"methods": ["bm25"]}, r"unknown search method\(s\) in \{bm25\}"),
+    ({"candidatez": 5}, r"unknown search option\(s\) candidatez"),
+    ({"candidates": -1}, "candidates -1 [(]1-1000[)]"),
+    ({"candidates": 100000000}, "candidates 100000000"),
+    ({"bfs_depth": 50, "methods": ["bfs"]}, "bfs_depth 50"),
+    ({"neighbours": 1000}, "neighbours 1000"),
+])
+def test_sql_search_refuses_unknown_options_and_counts_out_of_range(db_dsn, group, opts, message):
+    """A misspelt option, kind or method searched nothing and returned no rows, silently; a
+    negative count failed on a LIMIT deep inside; a huge one was taken."""
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+            conn.execute("SELECT * FROM pgmemory.search_group(%s, 'Alice', NULL, %s::jsonb)",
+                         (group, json.dumps(opts)))
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmemory.search_group(%s, 'Alice', NULL,"
+                            " '{\"kinds\": [\"facts\"], \"candidates\": 1000}')", (group,)).fetchone() == (0,)

@@ -261,6 +261,8 @@ BEGIN
             ('apply_claim', 'Internal: apply one claim to its group''s believed facts (the temporal rules)'),
             ('fold_claim', 'Internal: store one claim and fold it into its group''s believed facts'),
             ('fold_key', 'Internal: the valid-time point at which a claim takes its place in a fold'),
+            ('check_time', 'Internal (SQL writers): refuse a time outside 1000-01-01..2999-12-31 UTC (or the one infinity allowed) in one line'),
+            ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, control characters, *)'),
             ('exclusive_lineages', 'Internal: the lineages that cannot hold together with a lineage (contradictions, both ways)'),
             ('add_exclusions', 'Internal: record the exclusive lineages a stored claim adds, joining their components'),
             ('rebuild_exclusions', 'Internal: remake the exclusive pairs and components of lineages from their live claims'),
