@@ -347,8 +347,9 @@ def test_sql_enqueue_refuses_a_reference_time_out_of_range(db_dsn, group, when):
 
 
 @pytest.mark.parametrize("call, message", [
-    ("pgmemory.add_fact(NULL, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group_id must be a non-empty string"),
-    ("pgmemory.add_fact('*', 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group_id '[*]' is reserved"),
+    ("pgmemory.add_fact(NULL, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group must be a non-empty string"),
+    ("pgmemory.add_fact('*', 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "group '[*]' is reserved"),
+    ("pgmemory.add_fact(E'a\\tb', 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "at most 200 printable characters"),
     ("pgmemory.retract_fact(NULL, gen_random_uuid())", "group_id must be a non-empty string"),
     ("pgmemory.erase_group(NULL)", "group_id must be a non-empty string"),
     ("pgmemory.erase_group(' ')", "group_id must be a non-empty string"),
