@@ -416,3 +416,24 @@ async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_go
         assert (await memory.episode_status(poison, "p-a"))["status"] == "done"
     finally:
         await memory.close()
+
+
+async def test_an_episode_stored_with_a_time_no_driver_reads_fails_alone(queue_dsn):
+    """A pending episode written straight into the table (not through enqueue_episode, which
+    refuses such times) with a reference time Python cannot hold stopped the worker at its claim:
+    it now fails with the reason, and the other groups' episodes are processed."""
+    enqueue(queue_dsn, "g-ok", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    bad = uuid.uuid4()
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
+                     " VALUES (%s, 'g-bad', 'message', 'I live in Lima.', 'Zoe', '', '20000-01-01T00:00:00Z')", (bad,))
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        stats = await asyncio.wait_for(memory.worker(concurrency=2, drain=True).run(), 60)
+    finally:
+        await memory.close()
+    assert (stats.done, stats.failed) == (1, 1)
+    with psycopg.connect(queue_dsn) as conn:
+        rows = dict(conn.execute("SELECT group_id, status || ': ' || coalesce(error, '') FROM pgmemory.episodes").fetchall())
+    assert rows["g-ok"] == "done: "
+    assert rows["g-bad"].startswith("failed: ") and "reference_time" in rows["g-bad"] and "out of range" in rows["g-bad"]

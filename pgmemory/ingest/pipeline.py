@@ -189,17 +189,17 @@ class Ingestor:
         try:
             return await self._process(ep, usage, entity_types, edge_types, own_vector)
         except asyncio.CancelledError:
-            await asyncio.shield(self._end_attempt(ep, None, usage))
+            await asyncio.shield(self.end_attempt(ep, None, usage))
             raise
         except Exception as exc:
             if not postgres_lost(exc):
-                await self._end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
+                await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
                 raise IngestError(ep.id, exc) from exc
             # Postgres went away: not the episode's fault, so it is given back ('pending', to be
             # processed again in its group's order), not marked failed. If the server is still
             # away the lease stays until the caller gives it back (Worker) or it expires.
             with contextlib.suppress(Exception):
-                await self._end_attempt(ep, None, usage)
+                await self.end_attempt(ep, None, usage)
             raise IngestError(ep.id, exc) from exc
         finally:
             renewal.cancel()
@@ -216,7 +216,10 @@ class Ingestor:
             except asyncpg.PostgresError:
                 pass  # planner statistics only: the episode is applied, autovacuum analyses later
 
-    async def _end_attempt(self, ep: Episode, error: str | None, usage: Usage) -> None:
+    async def end_attempt(self, ep: Episode, error: str | None, usage: Usage | None = None) -> None:
+        """End this owner's attempt at an episode: 'failed' with `error`, else given back
+        ('pending'); the LLM usage of the attempt is added to the episode's."""
+        usage = usage or Usage()
         await self.pool.execute("SELECT pgmemory_internal.end_attempt($1, $2, $3, $4, $5, $6, $7)",
                                 ep.group_id, ep.id, self.owner, error, usage.calls, usage.prompt_tokens,
                                 usage.completion_tokens)

@@ -25,6 +25,7 @@ from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 from pgmemory.providers.llm import ProviderError
 from pgmemory.storage.connect import postgres_lost
+from pgmemory.validate import EARLIEST, LATEST
 
 CHANNEL = "pgmemory_episodes"
 
@@ -129,11 +130,14 @@ class Worker:
             self._wake.clear()
             try:
                 await self._give_back_interrupted()
+                # (valid_at NULL: a time no driver reads, stored past enqueue_episode's checks)
                 row = await pool.fetchrow(
-                    "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.valid_at, e.source_description"
+                    "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.source_description,"
+                    "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
+                    "       e.valid_at::text AS stated_at"
                     " FROM pgmemory_internal.claim_episode($1, $2) c"
                     " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
-                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds))
+                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), EARLIEST, LATEST)
                 if row is None and await expire_dead_leases(pool):
                     continue  # a crashed process of this host held some: claim again at once
             except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
@@ -153,6 +157,10 @@ class Worker:
                 continue
             ep = Episode(row["episode_id"], row["group_id"], row["content"], row["kind"], row["valid_at"],
                          row["actor"], row["source_description"])
+            if ep.reference_time is None:
+                await self._refuse(ep, f"InvalidInput: reference_time {row['stated_at']} is out of range: it must be"
+                                       f" between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)")
+                continue
             self.stats.in_progress += 1
             self._touched.add(ep.group_id)
             try:
@@ -173,6 +181,20 @@ class Worker:
                 await self._pause(backoff)
             if self.on_progress is not None:
                 self.on_progress(self.stats)
+
+    async def _refuse(self, ep: Episode, reason: str) -> None:
+        """Fail a claimed episode that cannot be processed as stored, and go on with the others."""
+        try:
+            await self.ingestor.end_attempt(ep, reason)
+        except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
+            if not postgres_lost(exc):
+                raise
+            return  # its lease expires and the next claim round meets it again
+        self.stats.failed += 1
+        self.stats.errors.append(reason)
+        self._wake.set()  # the group's next episode may be ready now
+        if self.on_progress is not None:
+            self.on_progress(self.stats)
 
     async def _give_back_interrupted(self) -> None:
         """Give back ('pending') the episodes whose processing a lost connection interrupted and
