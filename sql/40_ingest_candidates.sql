@@ -186,6 +186,7 @@ $$;
 -- Count one change of a group (call inside the writing transaction, under the group lock).
 CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
 RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT pgmemory_internal.check_group(p_group);
     INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
     ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
     RETURNING v.version

@@ -92,24 +92,6 @@ BEGIN
 END
 $f$;
 
--- A group id as every surface takes it (pgmemory.ingest.episode.validate_group_id): a non-empty
--- string of at most 200 printable characters, not '*' (every group, in grants and API keys).
--- Checked by every SQL writer (through lock_group): a NULL group failed on a not-null constraint.
-CREATE OR REPLACE FUNCTION pgmemory_internal.check_group(p_group text)
-RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-    IF p_group IS NULL OR btrim(p_group) = '' THEN
-        RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
-    END IF;
-    IF length(p_group) > 200 OR p_group ~ '[[:cntrl:]]' THEN
-        RAISE EXCEPTION 'group_id must be at most 200 printable characters' USING ERRCODE = '22023';
-    END IF;
-    IF p_group = '*' THEN
-        RAISE EXCEPTION 'group_id ''*'' is reserved: it means every group in grants and API keys' USING ERRCODE = '22023';
-    END IF;
-END
-$$;
-
 -- Store a pending episode for the workers, validated like the Python API
 -- (bad input raises invalid_parameter_value naming the problem; nothing is
 -- written). Idempotent by id: the same id and content again is a no-op.

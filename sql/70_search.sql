@@ -257,6 +257,9 @@ DECLARE
         'neighbour_window_s', 'prf_docs', 'prf_terms', 'with_keys', 'bfs_seed_episodes', 'metadata', 'fuse',
         'single_node', 'with_embeddings'];
 BEGIN
+    IF p_groups IS NULL THEN  -- (an empty array searches nothing)
+        RAISE EXCEPTION 'p_groups must be an array of group ids' USING ERRCODE = '22023';
+    END IF;
     -- The options as the Python surfaces check them (SearchConfig.validate): a misspelt option,
     -- kind or method searched nothing, silently, and a negative count failed deep inside.
     IF unknown <> '{}'::jsonb THEN

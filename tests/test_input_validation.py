@@ -352,6 +352,8 @@ def test_sql_enqueue_refuses_a_reference_time_out_of_range(db_dsn, group, when):
     ("pgmemory.add_fact(E'a\\tb', 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.')", "at most 200 printable characters"),
     ("pgmemory.retract_fact(NULL, gen_random_uuid())", "group_id must be a non-empty string"),
     ("pgmemory.erase_group(NULL)", "group_id must be a non-empty string"),
+    ("pgmemory.bump_group_version(NULL)", "group_id must be a non-empty string"),
+    ("pgmemory.search_candidates(NULL, 'Alice', NULL, '{}')", "p_groups must be an array of group ids"),
     ("pgmemory.erase_group(' ')", "group_id must be a non-empty string"),
     ("pgmemory.delete_episode(repeat('g', 201), gen_random_uuid())", "at most 200 printable characters"),
     ("pgmemory.add_fact(%(g)s, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.', p_attributes => '[1]')",
