@@ -14,7 +14,9 @@
 -- plan a custom one would be when the group holds most of the table (read_entity_candidates picks
 -- it then): planning was ~0.8 of the ~1.4 ms per call (bench/README.md, "Issue 9, session 10").
 -- Candidates that tie (two "Iris" equally similar) come by name, then id: the same pick on every
--- plan and node (a cluster resolved "Iris" to another entity than one node did).
+-- plan and node (a cluster resolved "Iris" to another entity than one node did); so do the
+-- full-text matches that tie at the LIMIT (short names often rank the same), which were the first
+-- five in whatever order the rows were read.
 DO $define$
 DECLARE
     body constant text := $body$
@@ -40,7 +42,7 @@ DECLARE
             (SELECT x.id FROM pgmemory.entities x
               WHERE x.group_id = p_group AND NOT exact.found AND x.retired_at IS NULL
                 AND x.tsv @@ plainto_tsquery('english', i.name)
-              ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC
+              ORDER BY ts_rank_cd(x.tsv, plainto_tsquery('english', i.name)) DESC, x.name, x.id
               LIMIT %1$s)) c
       JOIN pgmemory.entities e ON e.group_id = p_group AND e.id = c.id
       LEFT JOIN pgmemory.entity_name_vectors nv ON nv.group_id = p_group AND nv.entity_id = e.id

@@ -154,3 +154,18 @@ def test_entity_candidates_that_tie_come_in_name_order(conn, group):
     rows = conn.execute("SELECT name FROM pgmemory_internal.entity_candidates_generic(%s, %s, ARRAY[%s::vector])",
                         (group, ["Iris"], v)).fetchall()
     assert [r[0] for r in rows] == sorted(names)
+
+
+def test_full_text_entity_candidates_that_tie_at_the_limit_are_the_first_by_name(conn, group):
+    """Eight entities match "Iris" by full text equally well (no name vector to order them): the
+    five read are the first five by name, whichever order they were stored in."""
+    names = [f"Iris {surname}" for surname in ("Young", "Smith", "Reyes", "Adler", "Moreau", "Ito", "Costa", "Brennan")]
+    random.Random(5).shuffle(names)
+    with conn.transaction():
+        for name in names:
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (%s, %s, %s)",
+                         (uuid.uuid4(), group, name))
+    for fn in ("entity_candidates", "entity_candidates_generic"):
+        rows = conn.execute(f"SELECT name FROM pgmemory_internal.{fn}(%s, %s, ARRAY[NULL::vector])",
+                            (group, ["Iris"])).fetchall()
+        assert [r[0] for r in rows] == sorted(names)[:5], fn
