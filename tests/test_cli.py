@@ -175,3 +175,30 @@ def test_search_json_prints_episodes_with_their_neighbours(db_dsn, group, tmp_pa
     episodes = json.loads(search.stdout)["episodes"]
     assert any(e["neighbour_of"] for e in episodes)
     assert all(isinstance(k, str) for e in episodes for k in e["neighbour_of"])
+
+
+def test_erase_group_at_a_terminal_asks_for_the_group_id(db_dsn, group, monkeypatch, capsys):
+    """At a terminal the group id is typed again (as REST's ?confirm=); a wrong answer erases
+    nothing and exits 1; --yes and scripts (no terminal) do not ask."""
+    from pgmemory.surfaces import cli
+
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pgmemory.enqueue_episode(%s, 'I live in Oslo.', p_reference_time => now())", (group,))
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    monkeypatch.setenv("PGMEMORY_EMBEDDER", "hash")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    answers = iter([group + "x", group])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+
+    def episodes() -> int:
+        with psycopg.connect(db_dsn) as conn:
+            return conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone()[0]
+
+    assert cli.main(["erase-group", group]) == 1
+    assert "not erased" in capsys.readouterr().err and episodes() == 1
+    assert cli.main(["erase-group", group]) == 0
+    assert episodes() == 0
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pgmemory.enqueue_episode(%s, 'I live in Oslo.', p_reference_time => now())", (group,))
+    assert cli.main(["erase-group", group, "--yes"]) == 0  # (no answer left: asking would fail)
+    assert episodes() == 0

@@ -210,6 +210,15 @@ def _cmd_delete_episode(args: argparse.Namespace) -> int:
 def _cmd_erase_group(args: argparse.Namespace) -> int:
     from pgmemory.memory import Memory
 
+    # At a terminal, the group id typed again (REST asks for ?confirm=<group id>); scripts and
+    # pipes run as before, and --yes skips the question.
+    if not args.yes and sys.stdin.isatty():
+        typed = input(f"erase group {args.group!r} and everything derived from it? this cannot be undone;"
+                      " type the group id to confirm: ")
+        if typed != args.group:
+            print(f"not erased: {typed!r} is not {args.group!r}", file=sys.stderr)
+            return 1
+
     async def run() -> int:
         async with await Memory.open() as memory:
             n = await memory.erase_group(args.group)
@@ -484,8 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--restart", action="store_true",
                    help="start over even where a run with the same recipe finished or was interrupted")
     p.set_defaults(func=_cmd_reembed)
-    p = sub.add_parser("erase-group", help="erase everything of one group")
+    p = sub.add_parser("erase-group", help="erase everything of one group (at a terminal: type the group id to confirm)")
     p.add_argument("group")
+    p.add_argument("--yes", action="store_true", help="do not ask for the group id at a terminal")
     p.set_defaults(func=_cmd_erase_group)
     p = sub.add_parser("serve", help="run the REST server (OpenAPI at /docs) with an in-process queue worker")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
