@@ -56,7 +56,6 @@ BEGIN
     IF p_group = '*' THEN
         RAISE EXCEPTION 'group ''*'' is reserved: it means every group in grants and API keys' USING ERRCODE = '22023';
     END IF;
-    PERFORM pgmemory_internal.check_group(p_group);  -- (the rest: length, control characters)
     IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
         RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
     END IF;
