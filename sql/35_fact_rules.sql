@@ -780,6 +780,7 @@ DECLARE
     later_other boolean;   -- of an exclusive one,
     out_of_place boolean;  -- and one whose place it could change
     in_place boolean;      -- applied to the current belief (else re-folded in its place)
+    since timestamptz := key;  -- where the re-fold starts
 BEGIN
     -- What an earlier claim's place can change (else applying it last gives the same belief):
     -- for a negation, a claim of its lineage after it, or any after it once an interval that held
@@ -840,7 +841,7 @@ BEGIN
     -- by, and the fold up to there is as it was; an old job taken again after a job that began
     -- when it had ended re-folds from that later job, not from the first statement of either).
     IF fresh THEN
-        key := least(key, (
+        since := least(key, (
             SELECT min(greatest(own.k, x.k))
               FROM (SELECT min(pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)) AS k
                       FROM pgmemory.fact_claims fc
@@ -856,18 +857,21 @@ BEGIN
     -- and on where assertions of its exclusive lineages end its intervals (the ending claim's own
     -- lineage is not changed by it; a new interval starting after the claim, the one case
     -- apply_claim caps, does not arise in valid-time order). So its own lineage, those it is
-    -- newly exclusive with, and those it can end: an exclusive lineage with an interval valid at
-    -- its place then is believed with one holding that point (see fresh). A negation, or a claim
-    -- that ended by its place, ends none.
+    -- newly exclusive with (fresh: each now ends the other's intervals, from where they meet), and
+    -- those it can end: an exclusive lineage with an interval valid at its place then is believed
+    -- with one holding that point (see fresh). The other exclusive lineages keep their input (a
+    -- new pair changes what its two lineages' claims end, not which claims there are), so they
+    -- are not re-folded, even when the re-fold starts years back. A negation, or a claim that
+    -- ended by its place, ends none.
     changed := pgmemory_internal.refold_lineages(
-        c.group_id, CASE WHEN fresh THEN near
-                         WHEN c.kind = 'assert' AND (c.valid_to IS NULL OR c.valid_to > key) THEN
-                             c.lineage || ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
-                                                 WHERE f.group_id = c.group_id AND f.lineage = ANY (near[2:])
-                                                   AND upper_inf(f.recorded)
-                                                   AND (lower_inf(f.valid) OR lower(f.valid) <= key)
-                                                   AND coalesce(upper(f.valid), 'infinity'::timestamptz) >= key)
-                         ELSE ARRAY[c.lineage] END, key, true);
+        c.group_id, c.lineage || CASE WHEN fresh THEN newly ELSE '{}' END
+                    || CASE WHEN c.kind = 'assert' AND (c.valid_to IS NULL OR c.valid_to > key) THEN
+                           ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+                                  WHERE f.group_id = c.group_id AND f.lineage = ANY (near[2:])
+                                    AND upper_inf(f.recorded)
+                                    AND (lower_inf(f.valid) OR lower(f.valid) <= key)
+                                    AND coalesce(upper(f.valid), 'infinity'::timestamptz) >= key)
+                       ELSE '{}' END, since, true);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
         'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
