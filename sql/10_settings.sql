@@ -6,7 +6,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- Fix the embedding dimension of this database: types every embedding column
--- as vector(p_dim) and builds the HNSW (cosine) indexes. Idempotent for the
+-- as vector(p_dim) and builds the HNSW (cosine) indexes (the facts' over current versions only:
+-- a correction closes a version and writes the next with the same vector). Idempotent for the
 -- same dimension; a different one is an error naming both.
 CREATE OR REPLACE FUNCTION pgmemory_internal.set_embedding_dim(p_dim integer)
 RETURNS integer LANGUAGE plpgsql AS $$
@@ -29,9 +30,9 @@ BEGIN
     -- (no lock taken: init runs while writers ingest).
     FOR col IN
         SELECT c.*, format_type(a.atttypid, a.atttypmod) AS typed FROM (VALUES
-            ('episodes', 'embedding', true), ('entity_name_vectors', 'name_embedding', true),
-            ('facts', 'embedding', true), ('communities', 'name_embedding', true),
-            ('fact_claims', 'embedding', false)) AS c(tbl, colname, searched)
+            ('episodes', 'embedding', true, ''), ('entity_name_vectors', 'name_embedding', true, ''),
+            ('facts', 'embedding', true, 'WHERE upper_inf(recorded)'), ('communities', 'name_embedding', true, ''),
+            ('fact_claims', 'embedding', false, '')) AS c(tbl, colname, searched, predicate)
         JOIN pg_attribute a ON a.attrelid = to_regclass('pgmemory.' || c.tbl) AND a.attname = c.colname
     LOOP
         IF col.typed <> format('vector(%s)', p_dim) THEN
@@ -39,8 +40,8 @@ BEGIN
                            col.tbl, col.colname, p_dim);
         END IF;
         IF col.searched AND to_regclass(format('pgmemory.%I', col.tbl || '_' || col.colname || '_hnsw')) IS NULL THEN
-            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgmemory.%I USING hnsw (%I vector_cosine_ops)',
-                           col.tbl || '_' || col.colname || '_hnsw', col.tbl, col.colname);
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON pgmemory.%I USING hnsw (%I vector_cosine_ops) %s',
+                           col.tbl || '_' || col.colname || '_hnsw', col.tbl, col.colname, col.predicate);
         END IF;
     END LOOP;
     IF current_dim IS NULL THEN

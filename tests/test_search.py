@@ -63,6 +63,22 @@ async def test_known_at_two_transaction_times(memory, graph):
     assert before.facts == [] and before.entities == [] and before.episodes == []
 
 
+@pytest.mark.parametrize("candidates", [1, 10])
+async def test_cosine_alone_finds_past_beliefs_as_known_then(memory, graph, candidates):
+    """The facts' vector index holds current versions only: a cosine-only search as known at a
+    past time, or with superseded versions, still ranks the versions believed then (exactly)."""
+    group = graph["group"]
+    cosine = SearchConfig(kinds=("facts",), methods=("cosine",), candidates=candidates)
+    then = await memory.search("Globex", group_ids=[group], config=cosine,
+                               filters=SearchFilters(known_at=graph["known"][1]))
+    assert employers(then)[:1] == ["Globex"]
+    assert then.facts[0].valid_to is None  # as believed then: still open (it has ended since)
+    every = await memory.search("Globex", group_ids=[group], config=SearchConfig(kinds=("facts",), methods=("cosine",)),
+                                filters=SearchFilters(include_superseded=True, include_invalidated=True))
+    globex = [f for f in every.facts if f.target == "Globex"]
+    assert {f.valid_to is None for f in globex} == {True, False}  # the open version and the ended one
+
+
 async def test_invalidated_facts_excluded_by_default_included_on_request(memory, graph):
     group = graph["group"]
     default = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf")
