@@ -408,7 +408,7 @@ BEGIN
                     AND NOT upper_inf(f.recorded) AND (known_at IS NULL OR f.recorded @> known_at)
                     AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                               include_superseded, relations, bounds, f.is_event)
-                  ORDER BY f.embedding <=> p_embedding
+                  ORDER BY f.embedding <=> p_embedding, f.version_id  -- (exact: ties by version)
                   LIMIT k)) c
              ORDER BY c.d + 0, c.version_id
              LIMIT k);
