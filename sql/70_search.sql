@@ -375,24 +375,12 @@ BEGIN
                  ORDER BY f.embedding <=> p_embedding
                  LIMIT k) c
              ORDER BY c.d + 0, c.version_id);
-    ELSIF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL
-          AND known_at IS NULL AND NOT include_superseded THEN
-        -- (upper_inf written out: the facts' HNSW index holds the current versions only.)
-        fact_cos := ARRAY(
-            SELECT c.version_id FROM (
-                SELECT f.version_id, f.embedding <=> p_embedding AS d FROM pgmemory.facts f
-                 WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
-                   AND upper_inf(f.recorded)
-                   AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
-                                             include_superseded, relations, bounds, f.is_event)
-                 ORDER BY f.embedding <=> p_embedding
-                 LIMIT k) c
-             ORDER BY c.d + 0, c.version_id);
     ELSIF 'facts' = ANY (kinds) AND 'cosine' = ANY (methods) AND p_embedding IS NOT NULL THEN
-        -- Past beliefs: the facts' HNSW index holds the current versions only (a correction would
-        -- otherwise insert the same vector twice, the version it closes and the new one), so the
-        -- nearest current versions in view come from it and the nearest closed ones in view are
-        -- ranked exactly (as known at a time, those recorded before it and closed after it).
+        -- Any other view: the facts' HNSW index holds the current versions only (a correction
+        -- would otherwise insert the same vector twice, the version it closes and the new one), so
+        -- the nearest current versions in view come from it (upper_inf written out for the planner)
+        -- and, for past beliefs, the nearest closed ones in view are ranked exactly (as known at a
+        -- time, those recorded before it and closed after it).
         fact_cos := ARRAY(
             SELECT c.version_id FROM (
                 (SELECT f.version_id, f.embedding <=> p_embedding AS d FROM pgmemory.facts f
@@ -405,6 +393,7 @@ BEGIN
                 UNION ALL
                 (SELECT f.version_id, f.embedding <=> p_embedding FROM pgmemory.facts f
                   WHERE (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups))
+                    AND (known_at IS NOT NULL OR include_superseded)
                     AND NOT upper_inf(f.recorded) AND (known_at IS NULL OR f.recorded @> known_at)
                     AND pgmemory_internal.fact_in_view(f.valid, f.recorded, f.relation, point, known_at,
                                               include_superseded, relations, bounds, f.is_event)
