@@ -232,3 +232,45 @@ def test_revoking_from_a_role_that_never_existed_is_an_error(db_dsn, group):
         assert grants.grant(conn, role, [group], create_password="pw") == [group]
         conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
         assert grants.revoke(conn, role, [group]) == []
+
+
+def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, group):
+    """Ids come from counters shared by every group: a tenant's app login that could read one
+    (`SELECT last_value FROM pgmemory.<sequence>`) would see how much every other tenant writes.
+    It writes through them (identity columns need no right on their sequence) and reads none."""
+    from pgmemory import SyncMemory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"app_{tag}", f"pw-{tag}"
+    with SyncMemory(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()):
+        pass  # (initialised by the owner for this embedder)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        assert grants.grant(conn, role, [group], kind="app", create_password=password) == [group]
+        sequences = [r for (r,) in conn.execute(
+            "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relkind = 'S'"
+            "   AND c.relnamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace) ORDER BY 1")]
+    assert len(sequences) >= 3  # (fact versions, claims, episodes, ...)
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    dsn = f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    try:
+        with SyncMemory(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+            result = memory.add_episode(group, "I work at Acme in Boston.", actor="Alice",
+                                        reference_time=datetime(2024, 1, 1, tzinfo=timezone.utc))
+            assert result.facts_created
+            memory.add_fact(group, "Alice", "LIVES_IN", "Lisbon", "Alice lives in Lisbon.")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for sequence in sequences:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(psycopg.sql.SQL("SELECT last_value FROM {}").format(
+                        psycopg.sql.SQL(sequence)))
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("SELECT nextval(%s::regclass)", (sequence,))
+                # (NULL without a right, as pg_sequences shows it)
+                assert conn.execute("SELECT pg_sequence_last_value(%s::regclass)", (sequence,)).fetchone() == (None,)
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))

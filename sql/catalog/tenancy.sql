@@ -120,7 +120,9 @@ BEGIN
     -- under them: none runs with its owner's rights but the AGE mirror's trigger functions).
     GRANT USAGE ON SCHEMA pgmemory_internal TO pgmemory_app, pgmemory_analyst;
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgmemory TO pgmemory_app;
-    GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA pgmemory TO pgmemory_app;
+    -- No right on the id counters: every group draws from them, so reading one (last_value,
+    -- nextval) would show how much the other tenants write. Identity columns need none to insert.
+    REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgmemory FROM pgmemory_app, pgmemory_analyst;
     -- An erase VACUUMs the tables that held the text (Memory.delete_episode(erase=True)), so dead
     -- row versions do not keep it until autovacuum: Postgres 17+ lets a non-owner with MAINTAIN
     -- (before 17 only the owner can; the erase then leaves it to autovacuum).
