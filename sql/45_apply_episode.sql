@@ -82,7 +82,12 @@ BEGIN
                labels = ARRAY(SELECT DISTINCT unnest(labels || ARRAY(
                             SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]'))))),
                attributes = attributes || coalesce(item->'attributes', '{}')
-         WHERE id = (item->>'id')::uuid AND group_id = g;
+         WHERE id = (item->>'id')::uuid AND group_id = g
+           -- only when it changes something: a row rewritten the same still writes every index
+           -- entry of the entity and its graph vertex (the mirror fires on SET name, labels)
+           AND (name IS DISTINCT FROM coalesce(item->>'name', name)
+                OR NOT labels @> ARRAY(SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]')))
+                OR attributes || coalesce(item->'attributes', '{}') IS DISTINCT FROM attributes);
     END LOOP;
 
     -- What the episode said about each entity (mention_details {id: {said_name, renamed_to,
