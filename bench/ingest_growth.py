@@ -9,7 +9,11 @@ change of load hits both alike (both vacuumed and checkpointed first). Reported 
 EpisodeResult.db_seconds on each, their ratio (large / small: 1.0 is flat), and shared-buffer gets
 per probe episode on each (a count of work that does not follow the load).
 
-    python -m bench.ingest_growth --small 1000 --large 10000 --probe 600 --rounds 3
+With --same-probes both sides take the same probe episodes (the large side's next ones): what the
+episodes say is then the same, and only the graph they land on differs (a control for the mix of
+work the story's later episodes bring, such as more statements that extend an existing fact).
+
+    python -m bench.ingest_growth --small 1000 --large 10000 --probe 600 --rounds 3 [--same-probes]
 """
 from __future__ import annotations
 
@@ -108,7 +112,7 @@ async def main_async(args: argparse.Namespace) -> None:
             for i in range(r * per_round, min(args.probe, (r + 1) * per_round)):
                 order = ("small", "large") if i % 2 == 0 else ("large", "small")
                 for side in order:
-                    size = args.small if side == "small" else args.large
+                    size = args.small if side == "small" and not args.same_probes else args.large
                     ms[side].append(await one(memories[side], episodes[size + i]))
             for side in ms:
                 gets[side] += await counted_gets(memories[side])
@@ -165,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="track stored functions and list the K with the most self time on the large side")
     p.add_argument("--drop-hnsw", action="store_true",
                    help="diagnostic: drop the episodes' and facts' HNSW indexes after loading (what grows besides them)")
+    p.add_argument("--same-probes", action="store_true",
+                   help="both sides take the same probe episodes (the large side's next): only the graph differs")
     args = p.parse_args(argv)
     if not 0 < args.small < args.large or args.probe < args.rounds or args.rounds < 1:
         p.error("need 0 < --small < --large and --probe >= --rounds >= 1")
