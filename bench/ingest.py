@@ -193,7 +193,10 @@ class Run:
             self.failures.append(str(result))
             return
         self.records.append({
-            "db_ms": result.db_seconds * 1000, "wall_minus_llm_ms": (wall - other) * 1000,
+            "db_ms": result.db_seconds * 1000,
+            # (None on a baseline revision older than EpisodeResult.store_seconds)
+            "store_ms": getattr(result, "store_seconds", None) and result.store_seconds * 1000,
+            "wall_minus_llm_ms": (wall - other) * 1000,
             "llm_calls": result.llm_calls, "prompt_tokens": result.prompt_tokens,
             "completion_tokens": result.completion_tokens, "facts_created": len(result.facts_created),
             "facts_duplicate": result.facts_duplicate, "facts_invalidated": result.facts_invalidated,
@@ -315,7 +318,9 @@ def document(mode: str, run: Run, graph: dict[str, int], elapsed: float, args: a
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": info,
         "loadavg_1m_at_end": round(os.getloadavg()[0], 2), "wall_seconds": round(elapsed, 1),
         "episodes_per_s": round(len(recs) / elapsed, 1),
-        "db_ms": db, "wall_minus_llm_ms": summary([r["wall_minus_llm_ms"] for r in recs]),
+        "db_ms": db, **({"db_with_store_ms": summary([r["db_ms"] + r["store_ms"] for r in recs])}
+                      if recs and all(r["store_ms"] is not None for r in recs) else {}),
+        "wall_minus_llm_ms": summary([r["wall_minus_llm_ms"] for r in recs]),
         "growth": {"first_bucket_median_ms": first, "last_bucket_median_ms": last,
                    "last_over_first": round(last / first, 2) if first else None,
                    "db_ms_slope_per_1000_episodes": slope_per_1000([r["db_ms"] for r in recs])},
@@ -341,6 +346,10 @@ def print_summary(doc: dict[str, Any]) -> None:
           f"{doc['loadavg_1m_at_end']}")
     print(f"   DB-side per episode (EpisodeResult.db_seconds): median {db['median']} ms, p95 {db['p95']} ms, "
           f"mean {db['mean']} ms, max {db['max']} ms")
+    if "db_with_store_ms" in doc:  # (a baseline of an older revision has no store_seconds)
+        stored = doc["db_with_store_ms"]
+        print(f"   with the raw episode INSERT (EpisodeResult.store_seconds, its own transaction before "
+              f"extraction): median {stored['median']} ms, p95 {stored['p95']} ms, mean {stored['mean']} ms")
     cross = doc["wall_minus_llm_ms"]
     print(f"   cross-check wall minus extractor/LLM/embedder time: median {cross['median']} ms, p95 {cross['p95']} ms"
           f" (includes COMMIT, pool and Python orchestration)")

@@ -6,8 +6,10 @@ fresh databases are loaded with the same synthetic conversation (bench/synthetic
 offline extractor, hash embedder), one to --small episodes and one to --large; then each takes its
 own next --probe episodes, one at a time and alternately (small, large, large, small, ...), so a
 change of load hits both alike (both vacuumed and checkpointed first). Reported per round and in all: the median and p95 of
-EpisodeResult.db_seconds on each, their ratio (large / small: 1.0 is flat), and shared-buffer gets
-per probe episode on each (a count of work that does not follow the load).
+EpisodeResult.db_seconds on each, their ratio (large / small: 1.0 is flat), the same with the raw
+episode's INSERT (EpisodeResult.store_seconds: it runs in its own transaction before extraction,
+outside db_seconds), and shared-buffer gets per probe episode on each (a count of work that does
+not follow the load).
 
 With --same-probes both sides take the same probe episodes (the large side's next ones): what the
 episodes say is then the same, and only the graph they land on differs (a control for the mix of
@@ -66,11 +68,12 @@ async def function_times(memory: Memory) -> dict[str, tuple[int, float]]:
     return {r["f"]: (int(r["c"]), float(r["s"])) for r in rows}
 
 
-async def one(memory: Memory, episode: dict[str, Any]) -> float:
-    """DB-side ms of one probe episode."""
+async def one(memory: Memory, episode: dict[str, Any], stored: list[float]) -> float:
+    """DB-side ms of one probe episode (its raw INSERT's ms appended to `stored`)."""
     [result] = await memory.add_episodes([episode])
     if not isinstance(result, EpisodeResult):
         raise RuntimeError(f"probe episode failed: {result}")
+    stored.append((result.db_seconds + result.store_seconds) * 1000)
     return result.db_seconds * 1000
 
 
@@ -106,6 +109,7 @@ async def main_async(args: argparse.Namespace) -> None:
         rows = []
         all_ms: dict[str, list[float]] = {"small": [], "large": []}
         all_gets = {"small": 0, "large": 0}
+        with_store: dict[str, list[float]] = {"small": [], "large": []}
         for r in range(args.rounds):
             ms: dict[str, list[float]] = {"small": [], "large": []}
             gets = {side: -(await counted_gets(memories[side])) for side in ms}
@@ -113,7 +117,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 order = ("small", "large") if i % 2 == 0 else ("large", "small")
                 for side in order:
                     size = args.small if side == "small" and not args.same_probes else args.large
-                    ms[side].append(await one(memories[side], episodes[size + i]))
+                    ms[side].append(await one(memories[side], episodes[size + i], with_store[side]))
             for side in ms:
                 gets[side] += await counted_gets(memories[side])
                 all_ms[side] += ms[side]
@@ -134,6 +138,11 @@ async def main_async(args: argparse.Namespace) -> None:
               f"{', '.join(f'x{x:.2f}' for x in ratios)}, median x{statistics.median(ratios):.2f})")
         print(f"   p95 {total['small']['p95']:.2f} -> {total['large']['p95']:.2f} ms; mean "
               f"{total['small']['mean']:.2f} -> {total['large']['mean']:.2f} ms")
+        stored = {side: summary(with_store[side]) for side in with_store}
+        print(f"   with the raw episode INSERT (EpisodeResult.store_seconds, its own transaction): median "
+              f"{stored['small']['median']:.2f} -> {stored['large']['median']:.2f} ms "
+              f"(x{stored['large']['median'] / stored['small']['median']:.2f}), mean "
+              f"{stored['small']['mean']:.2f} -> {stored['large']['mean']:.2f} ms")
         print(f"   buffer gets per episode {all_gets['small'] / len(all_ms['small']):.0f} -> "
               f"{all_gets['large'] / len(all_ms['large']):.0f} "
               f"(x{all_gets['large'] / max(all_gets['small'], 1):.2f})")

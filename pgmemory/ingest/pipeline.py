@@ -89,7 +89,8 @@ class EpisodeResult:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    db_seconds: float = 0.0
+    db_seconds: float = 0.0  # reads, the apply transaction and the statistics refresh
+    store_seconds: float = 0.0  # the raw episode's INSERT and lease before them (its own transaction)
     decide_rounds: int = 1
 
     def __str__(self) -> str:
@@ -166,6 +167,7 @@ class Ingestor:
             discard(own)
 
     async def _ingest(self, ep: Episode, own: asyncio.Task, entity_types, edge_types) -> EpisodeResult:
+        started = time.perf_counter()
         async with self.pool.acquire() as conn:
             state = await _store_raw(conn, ep, self.owner, self.lease_seconds)
             for _ in range(2):
@@ -175,9 +177,12 @@ class Ingestor:
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
                 if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
                     break
+        stored = time.perf_counter() - started
         if state != "leased":
-            return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy")
-        return await self.process(ep, entity_types=entity_types, edge_types=edge_types, own_vector=own)
+            return EpisodeResult(ep.id, ep.group_id, "skipped" if state == "done" else "busy", store_seconds=stored)
+        result = await self.process(ep, entity_types=entity_types, edge_types=edge_types, own_vector=own)
+        result.store_seconds = stored
+        return result
 
     async def process(self, ep: Episode, *, entity_types=None, edge_types=None,
                       own_vector: asyncio.Task | None = None) -> EpisodeResult:
