@@ -27,6 +27,12 @@ STORY = {
 WORDS = ["Acme", "Boston", "Globex", "Berlin", "Alice", "Bob", "sister", "chess", "work", "lives", "Lisbon"]
 
 
+def login_dsn(owner_dsn: str, role: str, password: str) -> str:
+    """The DSN of a login role on the owner's database."""
+    info = psycopg.conninfo.conninfo_to_dict(owner_dsn)
+    return f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+
+
 @pytest.fixture(scope="module")
 def tenants(db_dsn):
     """Two groups with episodes, entities, facts, mentions and text statistics (written by the
@@ -45,8 +51,7 @@ def tenants(db_dsn):
     role, password = f"analyst_{tag}", f"pw-{tag}"
     with psycopg.connect(db_dsn) as conn:
         assert grants.grant(conn, role, [groups["A"]], create_password=password) == [groups["A"]]
-    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
-    dsn = f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    dsn = login_dsn(db_dsn, role, password)
     yield dict(groups=groups, role=role, dsn=dsn, owner_dsn=db_dsn)
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         grants.revoke(conn, role, None)
@@ -252,8 +257,7 @@ def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, grou
             "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relkind = 'S'"
             "   AND c.relnamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace) ORDER BY 1")]
     assert len(sequences) >= 3  # (fact versions, claims, episodes, ...)
-    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
-    dsn = f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    dsn = login_dsn(db_dsn, role, password)
     try:
         with SyncMemory(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
             result = memory.add_episode(group, "I work at Acme in Boston.", actor="Alice",
