@@ -68,13 +68,12 @@ async def function_times(memory: Memory) -> dict[str, tuple[int, float]]:
     return {r["f"]: (int(r["c"]), float(r["s"])) for r in rows}
 
 
-async def one(memory: Memory, episode: dict[str, Any], stored: list[float]) -> float:
-    """DB-side ms of one probe episode (its raw INSERT's ms appended to `stored`)."""
+async def one(memory: Memory, episode: dict[str, Any]) -> tuple[float, float]:
+    """DB-side ms of one probe episode, without and with its raw INSERT."""
     [result] = await memory.add_episodes([episode])
     if not isinstance(result, EpisodeResult):
         raise RuntimeError(f"probe episode failed: {result}")
-    stored.append((result.db_seconds + result.store_seconds) * 1000)
-    return result.db_seconds * 1000
+    return result.db_seconds * 1000, (result.db_seconds + result.store_seconds) * 1000
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -117,7 +116,9 @@ async def main_async(args: argparse.Namespace) -> None:
                 order = ("small", "large") if i % 2 == 0 else ("large", "small")
                 for side in order:
                     size = args.small if side == "small" and not args.same_probes else args.large
-                    ms[side].append(await one(memories[side], episodes[size + i], with_store[side]))
+                    db_ms, stored_ms = await one(memories[side], episodes[size + i])
+                    ms[side].append(db_ms)
+                    with_store[side].append(stored_ms)
             for side in ms:
                 gets[side] += await counted_gets(memories[side])
                 all_ms[side] += ms[side]
