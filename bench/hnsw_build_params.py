@@ -8,7 +8,9 @@ vector's 10 nearest by the index (hnsw.ef_search as the server has it, or each o
 compared with the exact 10 nearest by the full-precision vectors (recall@10). Element types:
 `vector` indexes the column itself (vector_cosine_ops); `halfvec` indexes the expression
 `v::halfvec(D)` (halfvec_cosine_ops: 2 bytes per component) and the probe orders by the same
-expression; `none` builds no HNSW index (the insert's other costs). Rounds alternate the order of
+expression; `diskann` is pgvectorscale's StreamingDiskANN index (the embedded server ships the
+extension; each m/ef_construction pair is read as num_neighbors/search_list_size, its defaults
+50/100; probes at its default query settings); `none` builds no index (the insert's other costs). Rounds alternate the order of
 the types so that load drifts hit both. --distinct keeps each vector once (a fact's closed and
 later versions repeat its vector: what an index of one element per distinct vector would cost).
 --source reads the vectors from another database (read only), e.g. a search benchmark's. The
@@ -31,7 +33,7 @@ import psycopg
 from bench.stats import backend_cpu_s, percentile
 
 PARAMS = ((16, 64), (16, 32), (8, 32), (8, 16))  # pgvector's default first
-TYPES = ("vector", "halfvec", "none")
+TYPES = ("vector", "halfvec", "diskann", "none")
 
 
 @dataclass
@@ -62,7 +64,11 @@ def measure(conn: psycopg.Connection, kind: str, m: int, efc: int, base: list[st
     conn.execute(f"CREATE TABLE public.bench_hnsw_params (id bigserial PRIMARY KEY, v vector({int(dim)}))")
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO public.bench_hnsw_params (v) VALUES (%s::vector)", [(v,) for v in base])
-    if kind != "none":
+    if kind == "diskann":
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vectorscale")
+        conn.execute(f"CREATE INDEX bench_hnsw_params_v ON public.bench_hnsw_params USING diskann ({expr} {opclass})"
+                     f" WITH (num_neighbors = {int(m)}, search_list_size = {int(efc)})")
+    elif kind != "none":
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute(f"CREATE INDEX bench_hnsw_params_v ON public.bench_hnsw_params USING hnsw ({expr} {opclass})"
                      f" WITH (m = {int(m)}, ef_construction = {int(efc)})")
@@ -155,7 +161,7 @@ def main() -> None:
     p.add_argument("--ef-search", default="", help="hnsw.ef_search values to probe with (default: the server's)")
     p.add_argument("--rounds", type=int, default=1, help="rounds over every type and pair (figures pooled)")
     args = p.parse_args()
-    if any(efc < 2 * m for m, efc in parse_params(args.params)):
+    if "diskann" not in args.types and any(efc < 2 * m for m, efc in parse_params(args.params)):
         p.error("pgvector needs ef_construction >= 2 * m")
     kinds = [k for k in args.types.split(",") if k]
     if not kinds or any(k not in TYPES for k in kinds):
