@@ -145,8 +145,17 @@ async def test_same_run_resumes_another_run_is_refused_and_force_replaces(memory
     before = snapshot(out)
     for other in (options(path, out, k=5), options(path, out, recipe="edge_hybrid_rrf")):
         with pytest.raises(InvalidInput, match=r"already holds a run of recipe combined_hybrid_rrf with k=10 "
-                                               r"on irregular\.json \(2 conversations.*--force"):
+                                               r"on irregular\.json \(sha256 [0-9a-f]{16}\.\.\.\) "
+                                               r"\(2 conversations.*--force"):
             await run_eval(other, conversations, memory, None)
+    # Another file of the same name is another run: refused, not resumed.
+    changed = tmp_path / "elsewhere" / path.name
+    changed.parent.mkdir()
+    data = json.loads(path.read_text())
+    data[0]["conversation"]["session_1"][0]["text"] += " Changed."
+    changed.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput, match=r"already holds a run .* on irregular\.json"):
+        await run_eval(options(changed, out), load_conversations("locomo", changed), memory, None)
     assert snapshot(out) == before
 
     other_k = await run_eval(options(path, tmp_path / "out-k5", k=5), conversations, memory, None)
@@ -447,6 +456,10 @@ def test_rank_turns_episodes_first_then_fact_provenance():
                  "qa": []}], "session_1 turn 0: missing 'text'"),
     ("locomo", [{"question_id": "q", "haystack_sessions": []}], "is a longmemeval file"),
     ("longmemeval", {"not": "a list"}, "top level must be a list"),
+    ("locomo", [], "bad.json: no conversations to evaluate"),
+    ("locomo", [{"sample_id": "x", "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023",
+                                                    "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}]},
+                 "qa": []}], "bad.json: no questions to evaluate"),
 ])
 def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, benchmark, content, message):
     path = tmp_path / "bad.json"
@@ -469,3 +482,51 @@ async def test_group_is_reused_only_when_built_by_the_same_ingestion_code(memory
     changed = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
     assert changed.reused is False and changed.episodes == 10 and changed.failed == 0
     assert "code 0123456789]" in ingestion.build_marker(memory)
+
+
+async def test_group_is_reused_only_for_the_same_turns(memory, tmp_path):
+    """Same ids and count, other words: the group holds another file's turns and is rebuilt, so
+    pgmemory is never scored on text the baselines do not see."""
+    from dataclasses import replace as changed_copy
+
+    from pgmemory.eval import ingestion
+
+    (conversation, _) = load_conversations("locomo", irregular_copy(tmp_path))
+    first = await ingestion.ingest_conversation(memory, "locomo", conversation, lambda: None)
+    turns = [changed_copy(t, text=f"filler number {i}") for i, t in enumerate(conversation.turns)]
+    other = changed_copy(conversation, turns=turns)
+    rebuilt = await ingestion.ingest_conversation(memory, "locomo", other, lambda: None)
+    assert (first.reused, rebuilt.reused) == (False, False)
+    async with memory.pool.acquire() as conn:
+        texts = {r[0] for r in await conn.fetch("SELECT content FROM pgmemory.episodes WHERE group_id = $1",
+                                                group_id("locomo", conversation.conversation_id))}
+    assert texts == {t.text for t in turns}
+    again = await ingestion.ingest_conversation(memory, "locomo", other, lambda: None)
+    assert again.reused is True
+
+
+def test_a_run_that_cannot_start_says_why_before_ingesting(tmp_path, capsys, monkeypatch):
+    """An --output that cannot be a directory, and a cross-encoder recipe with no provider, are
+    refused in one line before anything is ingested or written."""
+    path = irregular_copy(tmp_path)
+    (tmp_path / "afile").write_text("")
+    assert main(["eval", "locomo", str(path), "--output", str(tmp_path / "afile" / "sub")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot create the directory" in err and "\n" not in err and "database" not in err
+    for name in ("PGMEMORY_CROSS_ENCODER", "PGMEMORY_LLM_BASE_URL", "OPENAI_API_KEY", "PGMEMORY_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["eval", "locomo", str(path), "--recipe", "combined_cross_encoder",
+                 "--output", str(tmp_path / "ce")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cross-encoder" in err and "before ingesting" in err and "\n" not in err
+    assert not (tmp_path / "ce").exists()
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    monkeypatch.chdir(tmp_path)
+    now = datetime(2026, 12, 3, 7, 0, 0, tzinfo=timezone.utc)
+    first, second = (harness.default_output("locomo", "combined_hybrid_rrf", now) for _ in range(2))
+    assert first != second and first.is_dir() and second.is_dir()
+    assert second.name == first.name + "-2"

@@ -186,8 +186,12 @@ def test_locomo_missing_text_names_field_and_place(tmp_path: Path) -> None:
             "bad.json: conversation 0 (sample_id conv-x): qa 3: missing 'adversarial_answer'",
         ),
         (
-            lambda d: d[0]["qa"][0].update(evidence="D1:1"),
-            "bad.json: conversation 0 (sample_id conv-x): qa 0: 'evidence' must be list, got str",
+            lambda d: d[0]["qa"][0].update(evidence={"D1:1": 1}),
+            "bad.json: conversation 0 (sample_id conv-x): qa 0: 'evidence' must be list/str, got dict",
+        ),
+        (
+            lambda d: d.append(json.loads(json.dumps(d[0]))),
+            "bad.json: conversation 1 repeats sample_id 'conv-x' (of conversation 0); ids must be unique",
         ),
         (
             lambda d: d[0]["qa"][0].update(evidence=[11]),
@@ -247,6 +251,31 @@ def test_locomo_evidence_duplicates_and_commas(tmp_path: Path) -> None:
         {"question_id": "conv-x:q0", "raw": "turn one", "kept": [],
          "skipped": [{"token": "turn", "reason": "unreadable"}, {"token": "one", "reason": "unreadable"}]},
     ]
+
+
+def test_locomo_evidence_that_is_not_a_list_of_ids_is_read_or_counted(tmp_path: Path) -> None:
+    """One id alone, lower case, blank entries and a missing or null list: what names a turn is
+    kept, the rest is counted as skipped, and the run goes on."""
+    data = _locomo()
+    data[0]["qa"][0]["evidence"] = "D1:1"
+    data[0]["qa"][1]["evidence"] = ["d2:1", "  "]
+    data[0]["qa"][2].pop("evidence")
+    data[0]["qa"][4]["evidence"] = None
+    (conv,) = read_locomo(_write(tmp_path, "l.json", data))
+    assert [q.evidence for q in conv.questions][:3] == [["D1:1"], ["D2:1"], []]
+    assert conv.questions[4].evidence == []
+    assert conv.evidence_counts() == {"as_is": 1 + len(data[0]["qa"][3]["evidence"]), "normalised": 1,
+                                      "skipped": 3, "questions_without_evidence": 2}
+    assert [(n.raw, n.skipped) for n in conv.evidence_notes if not n.kept] == [
+        ("  ", (("  ", "empty"),)), (None, (("(none)", "no evidence given"),)),
+        (None, (("(none)", "no evidence given"),))]
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bin.json"
+    path.write_bytes(b"\xff\xfe\x00\x01garbage\x80")
+    with pytest.raises(EvalFormatError, match=r"^bin\.json: not UTF-8 text"):
+        read_locomo(path)
 
 
 def test_locomo_reader_rejects_longmemeval_file(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ the partial files at the end.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -47,6 +48,8 @@ from pgmemory.eval.retrieval import full_transcript, rank_turns, render_turns
 from pgmemory.memory import Memory, default_extractor
 from pgmemory.search.config import resolve_config
 from pgmemory.providers.embed_cache import EmbeddingCache
+from pgmemory.providers.embedder import available_cores
+from pgmemory.providers.reranker import cross_encoder_from_env
 from pgmemory.providers.llm import LLMClient, Usage
 from pgmemory.providers.tokens import count_tokens
 
@@ -73,9 +76,20 @@ class EvalOptions:
 
 
 def default_output(benchmark: str, recipe: str, now: datetime | None = None) -> Path:
-    """A fresh run directory: ``eval-runs/<benchmark>-<recipe>-<UTC timestamp>``."""
+    """A fresh run directory: ``eval-runs/<benchmark>-<recipe>-<UTC timestamp>``, with ``-2``,
+    ``-3``, ... when a run started in the same second already took that name."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    return Path("eval-runs") / f"{benchmark}-{recipe}-{stamp}"
+    base = Path("eval-runs") / f"{benchmark}-{recipe}-{stamp}"
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir(parents=True)  # taken atomically: two runs never share a directory
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise InvalidInput(f"cannot create the run directory {path}: {exc.strerror}") from exc
+    raise InvalidInput(f"{base}: too many runs started in the same second; pass --output")
 
 
 def load_conversations(benchmark: str, path: Path, only: Sequence[str] = ()) -> list[Conversation]:
@@ -102,7 +116,20 @@ def load_conversations(benchmark: str, path: Path, only: Sequence[str] = ()) -> 
             raise InvalidInput(f"{path.name} has no {what} id {', '.join(missing)} "
                                f"(it has {len(known)}, e.g. {', '.join(sorted(known)[:5])})")
         conversations = [c for c in conversations if c.conversation_id in set(only)]
+    if not conversations:
+        raise InvalidInput(f"{path.name}: no conversations to evaluate")
+    if not any(c.questions for c in conversations):
+        raise InvalidInput(f"{path.name}: no questions to evaluate")
     return conversations
+
+
+def file_digest(path: Path) -> str:
+    """A short hash of a benchmark file's bytes: a run is of one file, not of one file name."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def settings(options: EvalOptions, memory: Memory, llm: LLMClient | None) -> dict[str, Any]:
@@ -110,6 +137,7 @@ def settings(options: EvalOptions, memory: Memory, llm: LLMClient | None) -> dic
     return {
         "benchmark": options.benchmark,
         "file": options.path.name,
+        "file_sha256": file_digest(options.path),
         "recipe": options.recipe,
         "k": options.k,
         "ks": list(DEFAULT_KS),
@@ -122,7 +150,8 @@ def settings(options: EvalOptions, memory: Memory, llm: LLMClient | None) -> dic
 def _describe(manifest: Any) -> str:
     try:
         s = manifest["settings"]
-        return (f"a run of recipe {s['recipe']} with k={s['k']} on {s['file']} "
+        return (f"a run of recipe {s['recipe']} with k={s['k']} on {s['file']}"
+                f"{' (sha256 ' + s['file_sha256'] + '...)' if s.get('file_sha256') else ''} "
                 f"({len(manifest['conversations'])} conversations, {s['build'].strip('[]')})")
     except (TypeError, KeyError, AttributeError):
         return "files of another run"
@@ -133,6 +162,10 @@ def claim_output(output: Path, manifest: dict[str, Any], force: bool) -> None:
     other non-empty directory) unless `force`, which removes only the files a run writes."""
     if output.exists() and not output.is_dir():
         raise InvalidInput(f"--output {output} is a file, not a directory")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"--output {output}: cannot create the directory ({exc.strerror})") from exc
     if output.is_dir() and any(output.iterdir()):
         try:
             existing = json.loads((output / RUN_FILE).read_text(encoding="utf-8"))
@@ -178,7 +211,7 @@ def _size(text: str) -> dict[str, int]:
 
 def machine() -> dict[str, Any]:
     """Where latency was measured: CPU cores and how many searches ran at once (always one)."""
-    return {"cores": os.cpu_count(), "search_concurrency": 1}
+    return {"cores": available_cores(), "search_concurrency": 1}
 
 
 @dataclass
@@ -210,6 +243,7 @@ async def _pgmemory(run: _Run, conv: _Conversation, question: Question) -> dict[
     results = await run.memory.search(question.question, group_ids=[conv.group], limit=max(DEFAULT_KS),
                                       config=run.options.recipe)
     search_ms = (time.perf_counter() - started) * 1000
+    _forget(run.memory, [question.question])  # the context call embeds its query too, as a user's does
     started = time.perf_counter()
     context = await run.memory.context(question.question, group_ids=[conv.group], limit=run.options.k,
                                        config=run.options.recipe, episodes=True)
@@ -393,6 +427,9 @@ async def run_cli(options: EvalOptions) -> int:
     """The `pgmemory eval` command: read the file, open memory (and the LLM if configured), run."""
     conversations = load_conversations(options.benchmark, options.path, options.only)
     llm = LLMClient.from_env()
+    if resolve_config(options.recipe).reranker == "cross_encoder" and cross_encoder_from_env() is None:
+        raise InvalidInput(f"recipe {options.recipe} reranks with a cross-encoder: configure an LLM endpoint "
+                           "(PGMEMORY_LLM_BASE_URL) or a local model (PGMEMORY_CROSS_ENCODER) before ingesting")
     async with await Memory.open(extractor=default_extractor(llm)) as memory:
         results = await run_eval(options, conversations, memory, llm)
     for line in summary_lines(results):

@@ -6,11 +6,12 @@ Each conversation (LoCoMo sample, LongMemEval question) gets the group
 time is the real session date.  A group that already holds exactly these
 turns, all done, built with the same embedder, extractor and ingestion code
 (a hash of the extractor and ingestion modules, migrations and stored SQL
-other than search), is reused; anything else is erased and ingested again.
+other than search) from the same turns (a hash of their ids, speakers, texts and times), is reused; anything else is erased and ingested again.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -69,6 +70,16 @@ def build_marker(memory: Memory) -> str:
     return f"[pgmemory eval; embedder {memory.embedder.name}; extractor {label}; code {ingestion_fingerprint()}]"
 
 
+def conversation_marker(memory: Memory, benchmark: str, conversation: Conversation) -> str:
+    """The build marker with a hash of what the conversation's episodes say (turn ids, speakers,
+    texts, times, sessions), so a group holding another file's turns under the same ids is not
+    reused."""
+    digest = hashlib.sha256()
+    for episode in episodes(benchmark, "", conversation, ""):
+        digest.update(json.dumps(episode, sort_keys=True, default=str).encode() + b"\0")
+    return f"{build_marker(memory)[:-1]}; content {digest.hexdigest()[:12]}]"
+
+
 def episode_map(group: str, conversation: Conversation) -> dict[uuid.UUID, str]:
     """Episode UUID -> turn id, to read search results back as turns."""
     return {episode_uuid(group, t.turn_id): t.turn_id for t in conversation.turns}
@@ -106,7 +117,7 @@ async def ingest_conversation(memory: Memory, benchmark: str, conversation: Conv
                               on_episode: Callable[[], None]) -> IngestReport:
     """Reuse the conversation's group if complete, else erase it and ingest every turn."""
     group = group_id(benchmark, conversation.conversation_id)
-    marker = build_marker(memory)
+    marker = conversation_marker(memory, benchmark, conversation)
     if await is_ingested(memory, group, len(conversation.turns), marker):
         for _ in conversation.turns:
             on_episode()

@@ -31,7 +31,7 @@ LOCOMO_CATEGORIES: dict[int, str] = {
 }
 
 _SESSION_KEY = re.compile(r"session_(\d+)")
-_DIA_ID = re.compile(r"D:?(\d+):(\d+)")
+_DIA_ID = re.compile(r"[Dd]:?(\d+):(\d+)")
 _LOCOMO_TIME_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %B %Y")
 _HAYSTACK_KEYS = ("haystack_session_ids", "haystack_dates", "haystack_sessions")
 _LME_DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\(\w+\))?\s*(\d{1,2}):(\d{2})")
@@ -75,7 +75,7 @@ class EvidenceNote:
     recovered from it (``kept``) and the tokens skipped, each with why (``skipped``)."""
 
     question_id: str
-    raw: str
+    raw: str | None  # None: the question gave no evidence list
     kept: tuple[str, ...]
     skipped: tuple[tuple[str, str], ...]
 
@@ -129,6 +129,8 @@ def _load(path: str | Path) -> tuple[str, Any]:
             return path.name, json.load(fh)
     except json.JSONDecodeError as exc:
         raise EvalFormatError(f"{path.name}: not valid JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise EvalFormatError(f"{path.name}: not UTF-8 text (byte {exc.start}): save it as UTF-8 JSON") from exc
 
 
 def _items(name: str, data: Any, what: str) -> list[dict[str, Any]]:
@@ -181,7 +183,19 @@ def read_locomo(path: str | Path) -> list[Conversation]:
 
 def _read_locomo(name: str, data: Any) -> list[Conversation]:
     items = _items(name, data, "conversations")
-    return [_locomo_conversation(f"{name}: conversation {i}", c) for i, c in enumerate(items)]
+    return _unique(name, [_locomo_conversation(f"{name}: conversation {i}", c) for i, c in enumerate(items)],
+                   "conversation", "sample_id")
+
+
+def _unique(name: str, conversations: list[Conversation], what: str, key: str) -> list[Conversation]:
+    """Refuse a file naming two items alike: each is one group and one result, so one would be lost."""
+    seen: dict[str, int] = {}
+    for i, c in enumerate(conversations):
+        if c.conversation_id in seen:
+            raise EvalFormatError(f"{name}: {what} {i} repeats {key} {c.conversation_id!r} "
+                                  f"(of {what} {seen[c.conversation_id]}); ids must be unique")
+        seen[c.conversation_id] = i
+    return conversations
 
 
 def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
@@ -204,9 +218,18 @@ def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
         _locomo_question(f"{where}: qa {k}", q, f"{sample_id}:q{k}", known, notes)
         for k, q in enumerate(qa)
     ]
-    entries = sum(len(q["evidence"]) for q in qa if isinstance(q, dict))
+    entries = sum(len(_evidence_entries(q)) for q in qa if isinstance(q, dict))
     return Conversation(conversation_id=sample_id, turns=turns, questions=questions,
-                        evidence_as_is=entries - len(notes), evidence_notes=notes)
+                        evidence_as_is=entries - sum(1 for n in notes if n.raw is not None), evidence_notes=notes)
+
+
+def _evidence_entries(raw: dict[str, Any]) -> list[Any]:
+    """A question's evidence entries: its list; one string alone as a list of it; none when the
+    key is missing or null (the question then counts as having no evidence)."""
+    value = raw.get("evidence")
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else value
 
 
 def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
@@ -233,7 +256,11 @@ def _locomo_question(where: str, raw: Any, question_id: str, known: set[str],
     key = "answer" if "answer" in raw or not adversarial else "adversarial_answer"
     answer = _get(raw, key, (str, int, float), where)
     evidence: list[str] = []
-    for e, entry in enumerate(_get(raw, "evidence", list, where)):
+    if raw.get("evidence") is None:  # no list at all: nothing to read, counted as skipped
+        notes.append(EvidenceNote(question_id, None, (), (("(none)", "no evidence given"),)))
+    elif not isinstance(raw["evidence"], (list, str)):
+        raise _fail(where, f"'evidence' must be list/str, got {type(raw['evidence']).__name__}")
+    for e, entry in enumerate(_evidence_entries(raw)):
         if not isinstance(entry, str):
             raise _fail(where, f"evidence {e} must be str, got {type(entry).__name__}")
         kept, skipped = read_evidence_entry(entry, known)
@@ -256,6 +283,8 @@ def read_evidence_entry(entry: str, known: set[str]) -> tuple[list[str], list[tu
     only if the turn exists) and the tokens skipped with the reason ("unreadable", "no such turn")."""
     kept: list[str] = []
     skipped: list[tuple[str, str]] = []
+    if not entry.strip():
+        return kept, [(entry, "empty")]
     for token in re.split(r"[;,\s]+", entry.strip()):
         if not token:
             continue
@@ -306,7 +335,8 @@ def read_longmemeval(path: str | Path) -> list[Conversation]:
 
 def _read_longmemeval(name: str, data: Any) -> list[Conversation]:
     items = _items(name, data, "questions")
-    return [_lme_item(f"{name}: item {i}", item) for i, item in enumerate(items)]
+    return _unique(name, [_lme_item(f"{name}: item {i}", item) for i, item in enumerate(items)],
+                   "item", "question_id")
 
 
 def _lme_item(where: str, item: dict[str, Any]) -> Conversation:

@@ -284,6 +284,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"pgmemory: error: {exc}; finished conversations are kept in {output}/partial, "
               f"run the same command with --output {output} to resume", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"pgmemory: interrupted; finished conversations are kept in {output}/partial, "
+              f"run the same command with --output {output} to resume", file=sys.stderr)
+        return 130
+    finally:
+        if not args.output and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()  # the fresh run directory of a run refused before it wrote anything
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
