@@ -181,7 +181,15 @@ $$;
 -- A few index probes per group with work, whatever the backlog (migration 0300):
 -- the groups are walked in the queue index (the next group_id above the last), each
 -- group's oldest episode and live lease are one probe each.
-CREATE OR REPLACE FUNCTION pgmemory_internal.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes')
+-- p_skip: groups the caller sets aside for now (a worker that found a group's write lock held by
+-- another session past lock_timeout goes on with the other groups, sql below and worker.py).
+DO $$ BEGIN  -- it had no p_skip before: two overloads would make a two-argument call ambiguous
+    IF to_regprocedure('pgmemory_internal.claim_episode(text, interval)') IS NOT NULL THEN
+        DROP FUNCTION pgmemory_internal.claim_episode(text, interval);
+    END IF;
+END $$;
+CREATE OR REPLACE FUNCTION pgmemory_internal.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes',
+                                                           p_skip text[] DEFAULT '{}')
 RETURNS TABLE (group_id text, episode_id uuid)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -205,7 +213,8 @@ BEGIN
         g := (SELECT min(q.group_id) FROM pgmemory.episodes q
                WHERE q.status IN ('pending', 'processing') AND q.group_id > g);
     END LOOP;
-    FOR g IN SELECT r.g FROM unnest(ready, waiting) AS r (g, t) ORDER BY r.t, r.g LOOP
+    FOR g IN SELECT r.g FROM unnest(ready, waiting) AS r (g, t) WHERE r.g <> ALL (coalesce(p_skip, '{}'))
+              ORDER BY r.t, r.g LOOP
         -- The group's 'claim' row (made with its first episode): skipped when another claimer
         -- holds it, or when it is missing (deleted by hand: the group's next episode makes it).
         PERFORM FROM pgmemory.group_locks l WHERE l.group_id = g AND l.purpose = 'claim' FOR UPDATE SKIP LOCKED;
@@ -312,6 +321,24 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
            lease_owner = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_owner END,
            lease_until = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_until END
      WHERE e.group_id = p_group AND e.id = p_episode
+$$;
+
+-- Give back an episode whose group was busy (its write lock held by another session past
+-- lock_timeout): 'pending' again while this worker holds the lease, its LLM cost added, and the
+-- attempt not counted (the episode did nothing wrong: a group held busy for long must not make
+-- it "poisoned", claim_episode's max attempts).
+CREATE OR REPLACE FUNCTION pgmemory_internal.set_aside_episode(p_group text, p_episode uuid, p_worker text,
+                                                               p_calls integer, p_prompt_tokens integer,
+                                                               p_completion_tokens integer)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+    UPDATE pgmemory.episodes e
+       SET llm_calls = e.llm_calls + p_calls,
+           prompt_tokens = e.prompt_tokens + p_prompt_tokens,
+           completion_tokens = e.completion_tokens + p_completion_tokens,
+           status = 'pending', error = NULL, lease_owner = NULL, lease_until = NULL,
+           attempts = greatest(e.attempts - 1, 0)
+     WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
+       AND e.lease_owner = p_worker
 $$;
 
 -- Take the group's write lock until the transaction ends: the lock every writer of the group

@@ -437,3 +437,42 @@ async def test_an_episode_stored_with_a_time_no_driver_reads_fails_alone(queue_d
         rows = dict(conn.execute("SELECT group_id, status || ': ' || coalesce(error, '') FROM pgmemory.episodes").fetchall())
     assert rows["g-ok"] == "done: "
     assert rows["g-bad"].startswith("failed: ") and "reference_time" in rows["g-bad"] and "out of range" in rows["g-bad"]
+
+
+async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(queue_dsn, monkeypatch):
+    """An app's own open transaction holding its group's write lock past lock_timeout: the worker
+    gives that episode back (pending, the attempt not counted), processes the other groups
+    meanwhile, and processes it once the lock is free; nothing is failed."""
+    monkeypatch.setenv("PGMEMORY_LOCK_TIMEOUT", "0.3")
+    busy = enqueue(queue_dsn, "g-busy", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    for group in ("g-free1", "g-free2"):
+        enqueue(queue_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
+    holder = psycopg.connect(queue_dsn)
+    holder.execute("SELECT pgmemory_internal.lock_group('g-busy')")  # held until commit
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    run = None
+    try:
+        run = asyncio.create_task(memory.worker(drain=True, poll_seconds=0.2).run())
+
+        def status(group):
+            return {r["group_id"]: r for r in episodes(queue_dsn)}[group]
+        await asyncio.to_thread(wait_until, lambda: status("g-free1")["status"] == status("g-free2")["status"] == "done",
+                                "the free groups processed while g-busy is held", 60)
+        seen = set()
+        for _ in range(20):  # g-busy is tried again after each pause, and set aside again
+            held = status("g-busy")
+            seen.add((held["status"], held["attempts"]))
+            await asyncio.sleep(0.1)
+        # between tries pending with no attempt counted; during a try processing with one
+        assert seen <= {("pending", 0), ("processing", 1)} and ("pending", 0) in seen
+        assert not run.done()  # draining waits for the set-aside group instead of leaving it
+        holder.commit()
+        stats = await asyncio.wait_for(run, 60)
+    finally:
+        holder.close()
+        if run is not None and not run.done():
+            run.cancel()
+        await memory.close()
+    assert (stats.done, stats.failed) == (3, 0) and stats.set_aside >= 2
+    done = status("g-busy")
+    assert (done["id"], done["status"], done["attempts"]) == (busy, "done", 1)

@@ -112,6 +112,14 @@ class GroupBusy(Exception):
     """The group changed between every read and apply of DECIDE_ROUNDS rounds (retry later)."""
 
 
+def group_busy(exc: BaseException | None) -> bool:
+    """Whether processing stopped because of other writers of the group, not the episode: it
+    changed in every round (GroupBusy), or its write lock stayed taken past lock_timeout."""
+    if isinstance(exc, IngestError):
+        exc = exc.cause
+    return isinstance(exc, (GroupBusy, asyncpg.LockNotAvailableError))
+
+
 def worker_id() -> str:
     """A lease owner name unique to this process: host, pid and a random suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -185,10 +193,12 @@ class Ingestor:
         return result
 
     async def process(self, ep: Episode, *, entity_types=None, edge_types=None,
-                      own_vector: asyncio.Task | None = None) -> EpisodeResult:
+                      own_vector: asyncio.Task | None = None, set_aside_when_busy: bool = False) -> EpisodeResult:
         """Process an episode whose lease this owner holds (`own_vector`: its own text's vector, if
         already started). A failure is recorded ('failed', with its cost) and raised as
-        IngestError; a cancellation gives the episode back ('pending')."""
+        IngestError; a cancellation gives the episode back ('pending'). With
+        `set_aside_when_busy` (the queue worker), a group kept busy by other writers
+        (group_busy) gives the episode back too, the attempt not counted, and raises IngestError."""
         usage = Usage()
         renewal = asyncio.create_task(self._renew(ep))
         try:
@@ -197,6 +207,11 @@ class Ingestor:
             await asyncio.shield(self.end_attempt(ep, None, usage))
             raise
         except Exception as exc:
+            if set_aside_when_busy and group_busy(exc):
+                await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
+                                        ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,
+                                        usage.completion_tokens)
+                raise IngestError(ep.id, exc) from exc
             if not postgres_lost(exc):
                 await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
                 raise IngestError(ep.id, exc) from exc

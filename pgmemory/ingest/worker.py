@@ -9,6 +9,10 @@ interval (which also picks up episodes whose lease expired after a crash).
 cancelled and give their episodes back (status 'pending'). When the queue is empty, a slot runs
 the community upkeep (`refresh`, e.g. Memory.refresh_communities) of the groups processed since
 the last one: summaries are refreshed lazily, never per episode.
+A group kept busy by other writers (its write lock held by another session past lock_timeout,
+e.g. an app's own open transaction, or changed in every decide round) is set aside: its episode
+goes back to 'pending' without counting an attempt, and the slots go on with the other groups
+until a pause (doubling per group, SET_ASIDE_MAX_SECONDS at most) has passed.
 """
 from __future__ import annotations
 
@@ -22,12 +26,14 @@ from typing import Any
 import asyncpg
 
 from pgmemory.ingest.episode import Episode
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases, group_busy
 from pgmemory.providers.llm import ProviderError
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.validate import EARLIEST, LATEST
 
 CHANNEL = "pgmemory_episodes"
+SET_ASIDE_FIRST_SECONDS = 1.0
+SET_ASIDE_MAX_SECONDS = 30.0
 
 
 @dataclass
@@ -37,6 +43,7 @@ class WorkerStats:
     done: int = 0
     skipped: int = 0
     failed: int = 0
+    set_aside: int = 0  # times a busy group's episode was given back to be tried later
     in_progress: int = 0
     llm_calls: int = 0
     tokens: int = 0
@@ -62,6 +69,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._interrupted: list[Episode] = []
+        self._aside: dict[str, tuple[float, float]] = {}  # busy group -> (loop time it is tried again, pause)
 
     def stop(self) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period)."""
@@ -135,9 +143,10 @@ class Worker:
                     "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.source_description,"
                     "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
                     "       e.valid_at::text AS stated_at"
-                    " FROM pgmemory_internal.claim_episode($1, $2) c"
+                    " FROM pgmemory_internal.claim_episode($1, $2, $5) c"
                     " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
-                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), EARLIEST, LATEST)
+                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), EARLIEST, LATEST,
+                    self._set_aside_now())
                 if row is None and await expire_dead_leases(pool):
                     continue  # a crashed process of this host held some: claim again at once
             except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
@@ -149,6 +158,12 @@ class Worker:
             backoff = 0.0
             if row is None:
                 await self._refresh_touched()
+                now = asyncio.get_running_loop().time()  # groups whose pause ended had nothing to claim
+                self._aside = {g: v for g, v in self._aside.items() if v[0] > now}
+                if self._aside:  # a busy group's episodes still wait: look again when its pause ends
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), min(self._next_retry(), self.poll_seconds))
+                    continue
                 if self.drain and self.stats.in_progress == 0:
                     self._wake.set()  # let the other idle slots see that the queue is drained
                     return
@@ -164,9 +179,12 @@ class Worker:
             self.stats.in_progress += 1
             self._touched.add(ep.group_id)
             try:
-                self._count(await self.ingestor.process(ep))
+                self._count(await self.ingestor.process(ep, set_aside_when_busy=True))
+                self._aside.pop(ep.group_id, None)
             except IngestError as exc:
-                if postgres_lost(exc):
+                if group_busy(exc):
+                    self._set_aside(ep.group_id)
+                elif postgres_lost(exc):
                     # Not the episode's fault: it goes back to 'pending' (process() gave it back,
                     # or the next claim round does once the server answers), in its group's order.
                     self._interrupted.append(ep)
@@ -181,6 +199,22 @@ class Worker:
                 await self._pause(backoff)
             if self.on_progress is not None:
                 self.on_progress(self.stats)
+
+    def _set_aside(self, group: str) -> None:
+        """Try a busy group again after a pause that doubles while it stays busy."""
+        pause = min(2 * self._aside.get(group, (0.0, SET_ASIDE_FIRST_SECONDS / 2))[1], SET_ASIDE_MAX_SECONDS)
+        self._aside[group] = (asyncio.get_running_loop().time() + pause, pause)
+        self.stats.set_aside += 1
+
+    def _set_aside_now(self) -> list[str]:
+        """The groups whose pause has not ended (the claim skips them); the others are tried again."""
+        now = asyncio.get_running_loop().time()
+        return [g for g, (until, _) in self._aside.items() if until > now]
+
+    def _next_retry(self) -> float:
+        """Seconds until the first set-aside group may be tried again (0 when one may be now)."""
+        now = asyncio.get_running_loop().time()
+        return max(0.0, min(until for until, _ in self._aside.values()) - now)
 
     async def _refuse(self, ep: Episode, reason: str) -> None:
         """Fail a claimed episode that cannot be processed as stored, and go on with the others."""

@@ -25,7 +25,8 @@ class ProgressLine:
         if not (final or self.tty or now - self._last >= self.every):
             return
         self._last = now
-        text = (f"worker: {stats.done} done, {stats.skipped} skipped, {stats.failed} failed, "
+        aside = f", {stats.set_aside} set aside (group busy)" if stats.set_aside else ""
+        text = (f"worker: {stats.done} done, {stats.skipped} skipped, {stats.failed} failed{aside}, "
                 f"{stats.in_progress} in progress; {stats.llm_calls} LLM calls, {stats.tokens} tokens")
         if self.tty:
             self.stream.write("\r" + text + ("\n" if final else ""))

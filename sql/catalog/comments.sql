@@ -300,6 +300,7 @@ BEGIN
             ('lease_episode', 'Internal: lease one given episode (leased, done or busy)'),
             ('renew_lease', 'Internal: extend a lease this worker holds'),
             ('end_attempt', 'Internal: end a processing attempt (failed with an error, or pending again)'),
+            ('set_aside_episode', 'Internal (worker): give back an episode whose group was busy, the attempt not counted'),
             ('group_version', 'Internal: a group''s change counter'),
             ('bump_group_version', 'Mark a group changed (writers outside apply_episode call it in their transaction)'),
             ('delete_episode', 'Delete an episode of a group as if never ingested; erase => true also rewrites history'),
