@@ -1,17 +1,41 @@
 -- Checks of what SQL writers pass, as the Python surfaces check it (pgmemory/validate.py,
 -- pgmemory/ingest/episode.py): each refuses with one line (22023) naming the argument.
 
+-- Is p_text printable as Python's str.isprintable() says (pgmemory.ingest.episode.validate_group_id
+-- refuses a group id that is not)? Python refuses the code points of Unicode categories Cc, Cf, Cs,
+-- Co, Cn, Zl, Zp and Zs but the ASCII space. Postgres's [[:print:]] depends on the locale (every
+-- non-ASCII character is unprintable in the C locale), so the class is spelt out here: every
+-- assigned code point Python refuses (Cc, Cf, Co, Zl, Zp, Zs; Unicode 14 and the Cf that 15 added), from
+--     [c for c in range(0x110000) if not chr(c).isprintable() and unicodedata.category(chr(c)) != 'Cn']
+-- plus the noncharacters U+FDD0-U+FDEF and U+nFFFE-U+nFFFF (Cn forever; the last lines).
+-- Surrogates cannot occur in text. Other unassigned code points (Cn) are not refused: which are
+-- unassigned changes with each Unicode version, so Python versions disagree on them too.
+-- tests/test_input_validation.py checks this list against the running Python.
+CREATE OR REPLACE FUNCTION pgmemory_internal.is_printable(p_text text)
+RETURNS boolean LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT p_text !~ ('[\u0001-\u001F\u007F-\u00A0\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891'
+                      '\u08E2\u1680\u180E\u2000-\u200F\u2028-\u202F\u205F-\u2064\u2066-\u206F\u3000'
+                      '\uE000-\uF8FF\uFDD0-\uFDEF\uFEFF\uFFF9-\uFFFB\uFFFE-\uFFFF\U000110BD\U000110CD'
+                      '\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001'
+                      '\U000E0020-\U000E007F\U000F0000-\U0010FFFF'
+                      '\U0001FFFE-\U0001FFFF\U0002FFFE-\U0002FFFF\U0003FFFE-\U0003FFFF\U0004FFFE-\U0004FFFF'
+                      '\U0005FFFE-\U0005FFFF\U0006FFFE-\U0006FFFF\U0007FFFE-\U0007FFFF\U0008FFFE-\U0008FFFF'
+                      '\U0009FFFE-\U0009FFFF\U000AFFFE-\U000AFFFF\U000BFFFE-\U000BFFFF\U000CFFFE-\U000CFFFF'
+                      '\U000DFFFE-\U000DFFFF\U000EFFFE-\U000EFFFF'
+                      ']')
+$$;
+
 -- A group id as every surface takes it (pgmemory.ingest.episode.validate_group_id): a non-empty
--- string of at most 200 printable characters, not '*' (every group, in grants and API keys).
--- Checked by every SQL writer (lock_group, bump_group_version): a NULL group failed on a not-null
--- constraint.
+-- string of at most 200 printable characters (is_printable), not '*' (every group, in grants and
+-- API keys). Checked by every SQL writer (lock_group, bump_group_version): a NULL group failed on
+-- a not-null constraint.
 CREATE OR REPLACE FUNCTION pgmemory_internal.check_group(p_group text)
 RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_group IS NULL OR btrim(p_group) = '' THEN
         RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
     END IF;
-    IF length(p_group) > 200 OR p_group ~ '[[:cntrl:]]' THEN
+    IF length(p_group) > 200 OR NOT pgmemory_internal.is_printable(p_group) THEN
         RAISE EXCEPTION 'group_id must be at most 200 printable characters' USING ERRCODE = '22023';
     END IF;
     IF p_group = '*' THEN

@@ -59,13 +59,21 @@ BEGIN
     IF coalesce(btrim(p_source), '') = '' OR coalesce(btrim(p_target), '') = '' THEN
         RAISE EXCEPTION 'source and target must be non-empty entity names' USING ERRCODE = '22023';
     END IF;
-    -- Names and relations are btree keys (pgmemory.validate.MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS).
-    IF length(btrim(p_source)) > 400 OR length(btrim(p_target)) > 400 THEN
-        RAISE EXCEPTION 'entity names may have at most 400 characters (source has %, target has %)',
-            length(btrim(p_source)), length(btrim(p_target)) USING ERRCODE = '22023';
+    PERFORM pgmemory_internal.check_group(p_group);  -- (printable, at most 200 characters)
+    -- The limits Memory.add_fact checks, on the arguments as given: names and relations are btree
+    -- keys (pgmemory.validate.MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS); the fact is stored and
+    -- copied into entity summaries (pgmemory.ingest.episode.MAX_CONTENT_CHARS).
+    IF length(p_source) > 400 THEN
+        RAISE EXCEPTION 'source has % characters; the limit is 400', length(p_source) USING ERRCODE = '22023';
     END IF;
-    IF length(rel) > 100 THEN
-        RAISE EXCEPTION 'relation may have at most 100 characters, has %', length(rel) USING ERRCODE = '22023';
+    IF length(p_relation) > 100 THEN
+        RAISE EXCEPTION 'relation has % characters; the limit is 100', length(p_relation) USING ERRCODE = '22023';
+    END IF;
+    IF length(p_target) > 400 THEN
+        RAISE EXCEPTION 'target has % characters; the limit is 400', length(p_target) USING ERRCODE = '22023';
+    END IF;
+    IF length(p_fact) > 50000 THEN
+        RAISE EXCEPTION 'fact has % characters; the limit is 50000', length(p_fact) USING ERRCODE = '22023';
     END IF;
     IF lower(btrim(p_source)) = lower(btrim(p_target)) THEN
         RAISE EXCEPTION 'source and target are the same entity %', p_source USING ERRCODE = '22023';

@@ -92,15 +92,22 @@ BEGIN
 END
 $f$;
 
+-- The 7-argument form (before metadata had a default): one function now, so calls without
+-- p_metadata (positional or named) are not ambiguous between two.
+DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timestamptz, text, text);
+
 -- Store a pending episode for the workers, validated like the Python API
--- (bad input raises invalid_parameter_value naming the problem; nothing is
--- written). Idempotent by id: the same id and content again is a no-op.
+-- (pgmemory.ingest.episode.validate_episode, with its limits: bad input raises
+-- invalid_parameter_value naming the argument and the problem; nothing is written).
+-- Idempotent by id: the same id and content again is a no-op.
+-- p_metadata: a JSON object stored with a newly enqueued episode in the same transaction (so
+-- no worker sees it without); an episode already present keeps the metadata it was stored with.
 -- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes, empty payload:
 -- any login may LISTEN, so the notification names no group; workers claim from every group).
 CREATE OR REPLACE FUNCTION pgmemory.enqueue_episode(
     p_group text, p_content text, p_kind text DEFAULT 'message', p_actor text DEFAULT NULL,
     p_reference_time timestamptz DEFAULT NULL, p_source_description text DEFAULT '',
-    p_episode_id text DEFAULT NULL)
+    p_episode_id text DEFAULT NULL, p_metadata jsonb DEFAULT NULL)
 RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_id uuid;
@@ -114,7 +121,7 @@ BEGIN
     IF p_content IS NULL OR btrim(p_content, E' \t\n\r\f\v') = '' THEN
         RAISE EXCEPTION 'episode content is empty' USING ERRCODE = '22023';
     END IF;
-    IF length(p_content) > 50000 THEN
+    IF length(p_content) > 50000 THEN  -- (pgmemory.ingest.episode.MAX_CONTENT_CHARS)
         RAISE EXCEPTION 'episode content has % characters; the limit is 50000: split it into several episodes',
               length(p_content) USING ERRCODE = '22023';
     END IF;
@@ -133,8 +140,26 @@ BEGIN
     IF p_actor IS NOT NULL AND btrim(p_actor) = '' THEN
         RAISE EXCEPTION 'actor must be a non-empty string or NULL' USING ERRCODE = '22023';
     END IF;
+    IF length(p_actor) > 200 THEN  -- (pgmemory.ingest.episode.MAX_ACTOR_CHARS)
+        RAISE EXCEPTION 'actor has % characters; the limit is 200', length(p_actor) USING ERRCODE = '22023';
+    END IF;
     IF p_source_description IS NULL THEN
         RAISE EXCEPTION 'source_description must be a string' USING ERRCODE = '22023';
+    END IF;
+    IF length(p_source_description) > 50000 THEN  -- (MAX_CONTENT_CHARS, as Python checks it)
+        RAISE EXCEPTION 'source_description has % characters; the limit is 50000', length(p_source_description)
+              USING ERRCODE = '22023';
+    END IF;
+    IF length(p_episode_id) > 200 THEN  -- (pgmemory.ingest.episode.MAX_EPISODE_ID_CHARS)
+        RAISE EXCEPTION 'episode_id has % characters; the limit is 200', length(p_episode_id) USING ERRCODE = '22023';
+    END IF;
+    IF p_metadata IS NOT NULL AND jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'metadata must be a JSON object, got %', jsonb_typeof(p_metadata) USING ERRCODE = '22023';
+    END IF;
+    -- jsonb's text has the separators of Python's json.dumps, which pgmemory.validate.check_metadata measures.
+    IF length(p_metadata::text) > 10000 THEN  -- (pgmemory.validate.MAX_METADATA_CHARS)
+        RAISE EXCEPTION 'metadata has % characters as JSON; the limit is 10000', length(p_metadata::text)
+              USING ERRCODE = '22023';
     END IF;
     -- Without an id: derived from (group, actor, reference time as a UTC instant, content)
     -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
@@ -152,8 +177,9 @@ BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
     -- A retracted episode (kept as history, sql/60_delete.sql) gives way when its id is said again.
     PERFORM pgmemory_internal.forget_retracted_episode(p_group, v_id);
-    INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)
-    VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time)
+    INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at, metadata)
+    VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time,
+            coalesce(p_metadata, '{}'))
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
         PERFORM pg_notify('pgmemory_episodes', '');
@@ -163,6 +189,12 @@ BEGIN
     IF v_stored IS DISTINCT FROM p_content THEN
         RAISE EXCEPTION 'episode id % is already used by a different episode', p_episode_id
               USING ERRCODE = '22023';
+    END IF;
+    -- The same episode again: a pending one enqueued without metadata takes the metadata given now
+    -- (as the two forms, without and with metadata, did before they were one function).
+    IF coalesce(p_metadata, '{}') <> '{}' THEN
+        UPDATE pgmemory.episodes e SET metadata = p_metadata
+         WHERE e.group_id = p_group AND e.id = v_id AND e.status = 'pending' AND e.metadata = '{}';
     END IF;
     RETURN v_id;
 END

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -289,7 +290,7 @@ async def test_add_fact_refuses_names_too_long_to_index(memory, group, db_dsn, s
         await memory.add_fact(group, source, relation, target, "Alice knows someone.")
     with psycopg.connect(db_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgmemory.entities WHERE group_id = %s", (group,)).fetchone() == (0,)
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match="at most 400 characters"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="target has 401 characters; the limit is 400"):
             conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'KNOWS', %s, 'Alice knows someone.')",
                          (group, "z" * 401))
 
@@ -370,6 +371,128 @@ def test_sql_writers_refuse_a_bad_group_or_attributes_in_one_line(db_dsn, group,
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id IS NULL OR group_id IN (%s, '*')",
                             (group,)).fetchone() == (0,)
+
+
+# --- the SQL writers apply Python's limits and its group id rule ---------------------------------
+
+def refused_in_one_line(conn, call: str, params: dict, message: str) -> None:
+    """`SELECT call` fails with 22023 and the one-line message (which names the argument)."""
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+        conn.execute(f"SELECT {call}", params)
+    assert info.value.sqlstate == "22023"
+    assert re.search(message, info.value.diag.message_primary), info.value.diag.message_primary
+    conn.rollback()
+
+
+ENQUEUE = ("pgmemory.enqueue_episode(%(g)s, %(content)s, 'message', %(actor)s, '2024-01-01Z', %(source)s,"
+           " %(id)s, %(meta)s::jsonb)")
+
+
+def enqueue_args(group: str, **changes) -> dict:
+    return {"g": group, "content": "I live in Oslo.", "actor": "Kim", "source": "chat", "id": None,
+            "meta": None, **changes}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"actor": "a" * 201}, "^actor has 201 characters; the limit is 200$"),
+    ({"actor": "a" * 10_000_000}, "^actor has 10000000 characters; the limit is 200$"),
+    ({"source": "s" * 50_001}, "^source_description has 50001 characters; the limit is 50000$"),
+    ({"id": "i" * 201}, "^episode_id has 201 characters; the limit is 200$"),
+    ({"meta": json.dumps({"x": "a" * 9_992})}, "^metadata has 10001 characters as JSON; the limit is 10000$"),
+    ({"content": "c" * 50_001}, "^episode content has 50001 characters; the limit is 50000"),
+    ({"g": "a\u00a0b"}, "^group_id must be at most 200 printable characters$"),
+    ({"g": "a\u200bb"}, "^group_id must be at most 200 printable characters$"),
+])
+def test_sql_enqueue_refuses_what_python_refuses_and_writes_nothing(db_dsn, group, changes, message):
+    """pgmemory.enqueue_episode took a 10 MB actor (the worker then failed on an index row too
+    big), and a group id with a no-break space that Python then could neither read nor erase."""
+    args = enqueue_args(group, **changes)
+    with pytest.raises(InvalidInput, match=message.rstrip("$")):
+        from pgmemory.ingest.episode import validate_episode
+        validate_episode(args["g"], args["content"], actor=args["actor"], reference_time="2024-01-01T00:00:00Z",
+                         source_description=args["source"], episode_id=args["id"],
+                         metadata=None if args["meta"] is None else json.loads(args["meta"]))
+    with psycopg.connect(db_dsn) as conn:
+        refused_in_one_line(conn, ENQUEUE, args, message)
+        assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id IN (%s, %s)",
+                            (group, args["g"])).fetchone() == (0,)
+
+
+def test_sql_enqueue_accepts_values_at_the_limits(db_dsn, group):
+    meta = {"x": "a" * 9_991}
+    assert len(json.dumps(meta)) == 10_000
+    args = enqueue_args(group, content="c" * 50_000, actor="a" * 200, source="s" * 50_000, id="i" * 200,
+                        meta=json.dumps(meta))
+    with psycopg.connect(db_dsn) as conn:
+        eid = conn.execute(f"SELECT {ENQUEUE}", args).fetchone()[0]
+        assert conn.execute("SELECT length(content), length(actor), length(source_description), metadata"
+                            " FROM pgmemory.episodes WHERE group_id = %s AND id = %s",
+                            (group, eid)).fetchone() == (50_000, 200, 50_000, meta)
+
+
+def test_sql_enqueue_takes_metadata_by_name_after_positional_arguments(db_dsn, group):
+    """One function with defaults: the form with metadata by name, and every shorter call."""
+    with psycopg.connect(db_dsn) as conn:
+        first = conn.execute("SELECT pgmemory.enqueue_episode(%s, 'hi8', 'message', 'A', '2024-01-01Z',"
+                             " p_metadata => '{\"a\": 1}')", (group,)).fetchone()[0]
+        conn.execute("SELECT pgmemory.enqueue_episode(%s, 'hi2', p_reference_time => '2024-01-01Z')", (group,))
+        conn.execute("SELECT pgmemory.enqueue_episode(%s, 'hi5', 'text', NULL, '2024-01-01Z')", (group,))
+        conn.execute("SELECT pgmemory.enqueue_episode(%s, 'hi7', 'text', NULL, '2024-01-01Z', '', 'e7')", (group,))
+        assert conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'enqueue_episode'").fetchone() == (1,)
+        assert conn.execute("SELECT content, metadata FROM pgmemory.episodes WHERE group_id = %s ORDER BY content",
+                            (group,)).fetchall() == [("hi2", {}), ("hi5", {}), ("hi7", {}), ("hi8", {"a": 1})]
+        assert conn.execute("SELECT metadata FROM pgmemory.episodes WHERE id = %s", (first,)).fetchone() == ({"a": 1},)
+
+
+ADD_FACT = "pgmemory.add_fact(%(g)s, %(source)s, %(relation)s, %(target)s, %(fact)s)"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"fact": "f" * 60_000}, "^fact has 60000 characters; the limit is 50000$"),
+    ({"fact": "f" * 10_000_000}, "^fact has 10000000 characters; the limit is 50000$"),
+    ({"source": "s" * 401}, "^source has 401 characters; the limit is 400$"),
+    ({"target": " " + "t" * 400}, "^target has 401 characters; the limit is 400$"),
+    ({"relation": "works  " * 15}, "^relation has 105 characters; the limit is 100$"),
+    ({"g": "a\u00a0b"}, "^group_id must be at most 200 printable characters$"),
+    ({"g": "\u200b"}, "^group_id must be at most 200 printable characters$"),
+    ({"g": "a\u2028b"}, "^group_id must be at most 200 printable characters$"),
+])
+async def test_sql_add_fact_refuses_what_python_refuses_and_writes_nothing(memory, db_dsn, group, changes, message):
+    """pgmemory.add_fact stored a 10 MB fact (and copied it into the entity summaries); Python
+    refused it, and the same group ids Python refuses."""
+    args = {"g": group, "source": "Alice", "relation": "KNOWS", "target": "Bob", "fact": "Alice knows Bob.", **changes}
+    with pytest.raises(InvalidInput, match=message.rstrip("$")):
+        await memory.add_fact(args["g"], args["source"], args["relation"], args["target"], args["fact"])
+    with psycopg.connect(db_dsn) as conn:
+        refused_in_one_line(conn, ADD_FACT, args, message)
+        for table in ("entities", "facts", "fact_claims", "group_locks"):
+            assert conn.execute(f"SELECT count(*) FROM pgmemory.{table} WHERE group_id IN (%s, %s)",
+                                (group, args["g"])).fetchone() == (0,), table
+
+
+def test_sql_add_fact_accepts_a_fact_and_names_at_the_limits(db_dsn, group):
+    args = {"g": group, "source": "S" * 400, "relation": "R" * 100, "target": "T" * 400, "fact": "f" * 50_000}
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute(f"SELECT {ADD_FACT}", args).fetchone()[0]["action"] == "created"
+        assert conn.execute("SELECT length(fact) FROM pgmemory.facts WHERE group_id = %s", (group,)).fetchone() == (50_000,)
+
+
+def test_sql_group_ids_are_printable_exactly_as_python_says(db_dsn):
+    """pgmemory_internal.is_printable (check_group) against str.isprintable() over every assigned
+    code point of this Python's Unicode (unassigned ones are left to Python: sql/15_writer_checks.sql)."""
+    import unicodedata
+
+    assigned = [c for c in range(1, 0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs")]
+    with psycopg.connect(db_dsn) as conn:
+        sql_printable = set(conn.execute("SELECT c FROM unnest(%s::int[]) c WHERE pgmemory_internal.is_printable(chr(c))",
+                                         (assigned,)).fetchall())
+    differ = [f"U+{c:04X}" for c in assigned if ((c,) in sql_printable) != chr(c).isprintable()]
+    assert differ == []
+    with psycopg.connect(db_dsn) as conn:  # and the noncharacters, unassigned in every version
+        nonchars = [c for c in range(0xFDD0, 0xFDF0)] + [p * 0x10000 + d for p in range(17) for d in (0xFFFE, 0xFFFF)]
+        assert conn.execute("SELECT count(*) FROM unnest(%s::int[]) c WHERE pgmemory_internal.is_printable(chr(c))",
+                            (nonchars,)).fetchone() == (0,)
+        assert conn.execute("SELECT pgmemory_internal.is_printable('Zoë 東京 a b-1')").fetchone() == (True,)
 
 
 @pytest.mark.parametrize("opts, message", [
