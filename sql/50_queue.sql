@@ -363,14 +363,11 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.set_aside_episode(p_group text, p_e
                                                                p_calls integer, p_prompt_tokens integer,
                                                                p_completion_tokens integer)
 RETURNS void LANGUAGE sql VOLATILE AS $$
-    UPDATE pgmemory.episodes e
-       SET llm_calls = e.llm_calls + p_calls,
-           prompt_tokens = e.prompt_tokens + p_prompt_tokens,
-           completion_tokens = e.completion_tokens + p_completion_tokens,
-           status = 'pending', error = NULL, lease_owner = NULL, lease_until = NULL,
-           attempts = greatest(e.attempts - 1, 0)
+    UPDATE pgmemory.episodes e SET attempts = greatest(e.attempts - 1, 0)
      WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
-       AND e.lease_owner = p_worker
+       AND e.lease_owner = p_worker;
+    SELECT pgmemory_internal.end_attempt(p_group, p_episode, p_worker, NULL, p_calls, p_prompt_tokens,
+                                         p_completion_tokens);
 $$;
 
 -- Take the group's write lock until the transaction ends: the lock every writer of the group
