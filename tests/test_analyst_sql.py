@@ -219,3 +219,13 @@ def test_cli_prints_table_csv_json_and_the_rewritten_sql(career, capsys, monkeyp
     assert "f.recorded @>" not in capsys.readouterr().out  # no alias: qualified by the view name
     assert main(["sql", "DELETE FROM pgmemory.facts"]) == 2
     assert capsys.readouterr().err.strip() == "pgmemory: error: only SELECT queries are allowed, not DELETE"
+
+
+def test_a_time_at_infinity_is_read_not_an_error(conn):
+    """A fact may start at -infinity (docs/sql.md): `pgmemory sql` reads it as the word, in a
+    column and in a range, instead of failing the query on Python's datetime limits."""
+    result = run(conn, "SELECT '-infinity'::timestamptz AS a, 'infinity'::timestamp AS b, '-infinity'::date AS c,"
+                       " tstzrange('-infinity', '2021-01-01Z') AS r, '2020-01-01Z'::timestamptz AS d")
+    (a, b, c, r, d), = result.rows
+    assert (a, b, c, r.lower) == ("-infinity", "infinity", "-infinity", "-infinity")
+    assert r.upper == utc("2021-01-01") and d == utc("2020-01-01")

@@ -86,6 +86,24 @@ def _failure(exc: Exception, timeout_s: float) -> Exception:
     return InvalidInput(f"the query failed: {message}")
 
 
+def _infinity_as_text(base: type) -> type:
+    """A text loader of a time type that reads infinity / -infinity (which Python's datetime and
+    date cannot hold: a start may be -infinity) as those words instead of failing the query."""
+    class Loader(base):
+        def load(self, data):
+            raw = bytes(data)
+            return raw.decode() if raw in (b"infinity", b"-infinity") else super().load(data)
+    return Loader
+
+
+def _time_loaders(cur: psycopg.Cursor) -> None:
+    """Register the infinity-aware time loaders on one cursor (ranges of them use them too)."""
+    from psycopg.types.datetime import DateLoader, TimestampLoader, TimestamptzLoader
+
+    for name, base in (("timestamptz", TimestamptzLoader), ("timestamp", TimestampLoader), ("date", DateLoader)):
+        cur.adapters.register_loader(name, _infinity_as_text(base))
+
+
 def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None,
         max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S) -> SqlResult:
     """Run one analyst query on `conn` (rolled back afterwards), in UTC whatever the session's time
@@ -104,6 +122,7 @@ def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None
             conn.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(READER_ROLE)))
         try:
             with conn.cursor() as cur:
+                _time_loaders(cur)
                 cur.execute(final.encode())  # the generated SQL, no client-side parameters
                 columns = [d.name for d in cur.description or []]
                 rows = cur.fetchmany(max_rows + 1) if cur.description else []
