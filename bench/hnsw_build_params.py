@@ -10,8 +10,8 @@ compared with the exact 10 nearest by the full-precision vectors (recall@10). El
 `v::halfvec(D)` (halfvec_cosine_ops: 2 bytes per component) and the probe orders by the same
 expression; `diskann` is pgvectorscale's StreamingDiskANN index (the embedded server ships the
 extension; each m/ef_construction pair is read as num_neighbors/search_list_size, its defaults
-50/100; probes at its default query settings); `none` builds no index (the insert's other costs). Rounds alternate the order of
-the types so that load drifts hit both. --distinct keeps each vector once (a fact's closed and
+50/100; probes at its default query settings); `none` builds no index (the insert's other costs).
+Rounds alternate the order of the types so that load drifts hit both. --distinct keeps each vector once (a fact's closed and
 later versions repeat its vector: what an index of one element per distinct vector would cost).
 --source reads the vectors from another database (read only), e.g. a search benchmark's. The
 scratch table is dropped at the end.

@@ -456,8 +456,9 @@ async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(queu
 
         def status(group):
             return {r["group_id"]: r for r in episodes(queue_dsn)}[group]
-        await asyncio.to_thread(wait_until, lambda: status("g-free1")["status"] == status("g-free2")["status"] == "done",
-                                "the free groups processed while g-busy is held", 60)
+        await asyncio.to_thread(
+            wait_until, lambda: status("g-free1")["status"] == status("g-free2")["status"] == "done",
+            "the free groups processed while g-busy is held", 60)
         seen = set()
         for _ in range(20):  # g-busy is tried again after each pause, and set aside again
             held = status("g-busy")

@@ -6,7 +6,8 @@ Each conversation (LoCoMo sample, LongMemEval question) gets the group
 time is the real session date.  A group that already holds exactly these
 turns, all done, built with the same embedder, extractor and ingestion code
 (a hash of the extractor and ingestion modules, migrations and stored SQL
-other than search) from the same turns (a hash of their ids, speakers, texts and times), is reused; anything else is erased and ingested again.
+other than search) from the same turns (a hash of their ids, speakers,
+texts and times), is reused; anything else is erased and ingested again.
 """
 from __future__ import annotations
 

@@ -91,10 +91,11 @@ def evidence_lines(results: dict[str, Any], limit: int = 20) -> list[str]:
     e = results["evidence"]
     lines = [(f"{e['as_is']:,} evidence entries read as they stood, {e['normalised']:,} ids recovered from "
               f"irregular entries (normalised), {e['skipped']:,} tokens skipped (unreadable, empty, naming no "
-              f"turn of the conversation, or no evidence list given); {e['questions_without_evidence']:,} questions have no evidence "
-              "left and count in questions but not in recall."), ""]
+              f"turn of the conversation, or no evidence list given); {e['questions_without_evidence']:,} "
+              "questions have no evidence left and count in questions but not in recall."), ""]
     if e["notes"]:
-        rows = [[n["conversation_id"], n["question_id"], "(no list)" if n["raw"] is None else f"`{n['raw']}`", ", ".join(n["kept"]) or "–",
+        rows = [[n["conversation_id"], n["question_id"], "(no list)" if n["raw"] is None else f"`{n['raw']}`",
+                 ", ".join(n["kept"]) or "–",
                  ", ".join(f"`{s['token']}` ({s['reason']})" for s in n["skipped"]) or "–"]
                 for n in e["notes"][:limit]]
         lines += _table(["conversation", "question", "entry", "read as", "skipped"], rows)
