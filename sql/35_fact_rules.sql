@@ -19,7 +19,9 @@
 --          a claim with no stated end made at or after the end of an interval
 --          it touches opens that interval again.
 --          With none (never stated, or ended before es: a return to an earlier
---          state), it opens a new interval, a new fact id in the same lineage.
+--          state), it opens a new interval, a new fact id in the same lineage; with
+--          no stated start it starts at es when its lineage has earlier claims
+--          (intervals of one lineage never overlap), else unknown (unknown_start).
 --          Then, when the claim holds at es (not one that ended by then), each
 --          exclusive lineage's interval that is valid at es ends at es (withdrawn
 --          if it started exactly then). Exclusive: a lineage this
@@ -132,6 +134,33 @@ $$;
 
 DROP FUNCTION IF EXISTS pgmemory_internal.interval_id(pgmemory.fact_claims);  -- (now inside refold_lineages)
 
+-- Where an interval of claim c's lineage starts when no start is known (c says none, or one not
+-- before its end), c's interval ending at p_hi: intervals of one lineage never overlap, and an
+-- unknown start means "as far back as we know". For the lineage's first claim in fold order that
+-- is unknown (NULL). After earlier claims (a return to an earlier state, said without a start) it
+-- is c's evidence start, not before; when that is its end (a claim that it held until a time
+-- before it was said), the latest end of the lineage's believed intervals by then (other than
+-- p_skip's), else unknown. (refold_lineages applies the same rule in memory; fold_claim re-folds
+-- instead of applying in place when a later claim of that last kind could see a changed end.)
+CREATE OR REPLACE FUNCTION pgmemory_internal.unknown_start(c pgmemory.fact_claims, p_hi timestamptz,
+                                                          p_skip uuid[] DEFAULT '{}')
+RETURNS timestamptz LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    es timestamptz := least(coalesce(c.valid_from, c.ref_time), c.valid_to);  -- (fold_key of an assertion)
+BEGIN
+    IF es < coalesce(p_hi, 'infinity') THEN
+        RETURN CASE WHEN EXISTS (
+            SELECT FROM pgmemory.fact_claims fc
+             WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.kind <> 'retract'
+               AND fc.retracted_by IS NULL
+               AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es) THEN es END;
+    END IF;
+    RETURN (SELECT max(upper(f.valid)) FROM pgmemory.facts f
+             WHERE f.group_id = c.group_id AND f.lineage = c.lineage AND upper_inf(f.recorded)
+               AND upper(f.valid) <= es AND f.id <> ALL (p_skip));
+END
+$$;
+
 -- Apply one claim to its group's believed facts, in place (p_excl: its exclusive lineages, when
 -- known); returns what it did as
 -- {fact_id, action (created|extended|merged|ended|withdrawn|unchanged), ended, withdrawn}.
@@ -208,11 +237,13 @@ BEGIN
     IF ids IS NULL THEN
         landed := c.id;
         action := 'created';
+        new_lo := CASE WHEN c.valid_to IS NULL OR c.valid_from < c.valid_to THEN c.valid_from END;
+        IF new_lo IS NULL THEN
+            new_lo := pgmemory_internal.unknown_start(c, c.valid_to);
+        END IF;
         -- Without the episode: its provenance row is written once, below, for every outcome.
         PERFORM pgmemory.record_fact(landed, c.group_id, c.source_id, c.target_id, c.relation, c.fact,
-                                     CASE WHEN c.valid_to IS NULL OR c.valid_from < c.valid_to
-                                          THEN c.valid_from END, c.valid_to,
-                                     c.embedding, c.attributes, NULL, c.lineage);
+                                     new_lo, c.valid_to, c.embedding, c.attributes, NULL, c.lineage);
     ELSE
         landed := ids[1];
         action := 'merged';
@@ -229,7 +260,7 @@ BEGIN
                        WHEN c.valid_to IS NULL AND es >= hi THEN NULL  -- said to hold from where it ended
                        WHEN c.valid_to IS NULL THEN hi ELSE greatest(hi, c.valid_to) END;
         IF new_lo >= new_hi THEN
-            new_lo := NULL;
+            new_lo := pgmemory_internal.unknown_start(c, new_hi, ids);
         END IF;
         FOR i IN 2 .. cardinality(ids) LOOP
             PERFORM pgmemory.withdraw_fact(c.group_id, ids[i]);
@@ -537,6 +568,26 @@ BEGIN
                 s_lo[k] := CASE WHEN c_kind[i] = 'negate' THEN CASE WHEN c_from[i] < t THEN c_from[i] END
                                 WHEN c_to[i] IS NULL OR c_from[i] < c_to[i] THEN c_from[i] END;
                 s_hi[k] := CASE WHEN c_kind[i] = 'negate' THEN t ELSE c_to[i] END;
+                IF s_lo[k] IS NULL AND c_kind[i] = 'assert' THEN  -- (pgmemory_internal.unknown_start)
+                    IF es < coalesce(c_to[i], 'infinity') THEN
+                        q := lc_head[li];  -- an earlier claim of its lineage
+                        WHILE q IS NOT NULL AND q < i LOOP
+                            IF c_live[q] AND c_kind[q] <> 'retract' THEN
+                                s_lo[k] := es;
+                                EXIT;
+                            END IF;
+                            q := c_next[q];
+                        END LOOP;
+                    ELSE
+                        j := ls_head[li];  -- (k is not in the list yet)
+                        WHILE j IS NOT NULL LOOP
+                            IF s_id[j] IS NOT NULL AND s_hi[j] <= es THEN
+                                s_lo[k] := greatest(s_lo[k], s_hi[j]);
+                            END IF;
+                            j := s_next[j];
+                        END LOOP;
+                    END IF;
+                END IF;
                 s_fact[k] := c_fact[i];
                 s_src[k] := i;
                 s_next[k] := ls_head[li];
@@ -585,8 +636,15 @@ BEGIN
                 new_hi := CASE WHEN any_open THEN c_to[i]
                                WHEN c_to[i] IS NULL AND es >= hi THEN NULL
                                WHEN c_to[i] IS NULL THEN hi ELSE greatest(hi, c_to[i]) END;
-                IF new_lo >= new_hi THEN
+                IF new_lo >= new_hi THEN  -- (pgmemory_internal.unknown_start)
                     new_lo := NULL;
+                    j := ls_head[li];
+                    WHILE j IS NOT NULL LOOP
+                        IF s_id[j] IS NOT NULL AND j <> ALL (m) AND s_hi[j] <= es THEN
+                            new_lo := greatest(new_lo, s_hi[j]);
+                        END IF;
+                        j := s_next[j];
+                    END LOOP;
                 END IF;
                 FOR e IN 2 .. cardinality(m) LOOP  -- joined: their claims now land on the first
                     q := lc_head[li];
@@ -790,7 +848,9 @@ BEGIN
     -- it inside an interval that held at its start (applied last, it would end that interval
     -- before that evidence; in its place, the evidence reopens it), or anything after it when its
     -- own lineage has claims after it too (an exclusive interval between them splits what it
-    -- would merge). tests/test_fact_rules.py checks applied == re-folded on random statements.
+    -- would merge), or one there said to have held until a time before it was said (where it
+    -- starts depends on its lineage's earlier ends). tests/test_fact_rules.py checks applied ==
+    -- re-folded on random statements.
     SELECT coalesce(bool_or(fc.lineage = c.lineage), false),
            coalesce(bool_or(fc.lineage <> c.lineage), false),
            coalesce(bool_or(CASE WHEN c.kind = 'negate' THEN fc.lineage = c.lineage OR EXISTS (
@@ -800,6 +860,9 @@ BEGIN
                                         AND NOT upper_inf(f.valid) AND upper(f.valid) > key)
                                  WHEN c.valid_to IS NOT NULL THEN true
                                  WHEN fc.lineage = c.lineage THEN fc.kind = 'negate' OR fc.valid_to IS NOT NULL
+                                 -- (one that held until a time before it was said starts where its
+                                 -- lineage's intervals ended by then: unknown_start)
+                                 WHEN fc.kind = 'assert' AND fc.valid_to <= coalesce(fc.valid_from, fc.ref_time) THEN true
                                  ELSE EXISTS (
                                    SELECT FROM pgmemory.facts f
                                     WHERE f.group_id = c.group_id AND f.id = fc.fact_id AND upper_inf(f.recorded)

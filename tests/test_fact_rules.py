@@ -69,6 +69,15 @@ CASES = {
     "negation about a time before the interval records the earlier one": (
         [("Acme", {"frm": "2022-01-01"}), ("Acme", {"neg": True, "ref": "2021-01-01"})],
         {"Acme": [(None, "2021-01-01"), ("2022-01-01", None)]}),
+    "a return said without a start begins when it was said": (
+        [("Acme", {"frm": "2020-01-01", "to": "2021-01-01"}), ("Acme", {"ref": "2022-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01"), ("2022-01-01", None)]}),
+    "a return after a negation, said without a start, begins when it was said": (
+        [("Acme", {"frm": "2020-01-01"}), ("Acme", {"neg": True, "ref": "2021-01-01"}), ("Acme", {"ref": "2023-01-01"})],
+        {"Acme": [("2020-01-01", "2021-01-01"), ("2023-01-01", None)]}),
+    "an end said later with no start begins no earlier than the last end": (  # (it held sometime after 2020)
+        [("Acme", {"frm": "2019-01-01", "to": "2020-01-01"}), ("Acme", {"ref": "2023-01-01", "to": "2021-01-01"})],
+        {"Acme": [("2019-01-01", "2020-01-01"), ("2020-01-01", "2021-01-01")]}),
     "re-assertion from the instant it ended opens it again": (
         [("Acme", {"frm": "2021-01-01", "to": "2021-06-01"}), ("Acme", {"frm": "2021-06-01"})],
         {"Acme": [("2021-01-01", None)]}),
@@ -168,6 +177,14 @@ STORIES = {
     "a bounded statement and one from its end": (
         [("Acme", {"frm": "2021-01-01", "to": "2021-06-01"}), ("Acme", {"frm": "2021-06-01"})],
         {"Acme": [("2021-01-01", None)]}),
+    "a return said without a start": (
+        [("Acme", {"frm": "2018-01-01", "to": "2020-01-01"}), ("Acme", {"ref": "2022-01-01"}),
+         ("Acme", {"ref": "2023-01-01"})],
+        {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)]}),
+    "a return to the old employer said without a start": (
+        [("Acme", {"frm": "2018-01-01", "fn": True}), ("Globex", {"frm": "2020-01-01", "fn": True}),
+         ("Acme", {"ref": "2022-01-01", "fn": True})],
+        {"Acme": [("2018-01-01", "2020-01-01"), ("2022-01-01", None)], "Globex": [("2020-01-01", "2022-01-01")]}),
     "earlier evidence extends a start whatever arrives first": (
         [("Acme", {"frm": "2022-01-01"}), ("Acme", {"ref": "2021-01-01"}), ("Acme", {"frm": "2020-06-01", "to": "2020-12-01"})],
         {"Acme": [("2020-06-01", "2020-12-01"), ("2021-01-01", None)]}),
@@ -236,6 +253,7 @@ def random_story(conn, group: str, seed: int, targets=("Acme", "Globex", "Initec
             kw["text"] = f"Alice {'no longer works' if kw.get('neg') else 'works'} for {target} (statement {n})."
         add(conn, group, target, kw)
         conn.commit()
+        assert_lineages_do_not_overlap(conn, group, step=n)
         assert_exclusions_match_claims(conn, group)
         assert_refold_changes_nothing(conn, group, step=n)
 
@@ -406,6 +424,28 @@ def add_counting_refolds(conn, group: str, target: str, kw: dict) -> int:
     ran = refolds_in(conn) - before
     conn.commit()
     return ran
+
+
+def assert_lineages_do_not_overlap(conn, group: str, step: object = None) -> None:
+    """No two believed intervals of one lineage hold at the same time (a return said without a
+    start must not reach back over the interval that ended before it)."""
+    pairs = conn.execute(
+        "SELECT a.valid::text, b.valid::text FROM pgmemory.facts a JOIN pgmemory.facts b"
+        " ON b.group_id = a.group_id AND b.lineage = a.lineage AND b.id > a.id AND b.valid && a.valid"
+        " WHERE a.group_id = %s AND upper_inf(a.recorded) AND upper_inf(b.recorded)", (group,)).fetchall()
+    assert pairs == [], step
+
+
+def test_a_return_said_without_a_start_is_not_believed_before_it(conn, group):
+    """Acme 2020-2021, again from 2021, left 2022 (a negation), and in 2024 "works for Acme" with no
+    start: as of 2023 Alice did not work there; as of 2024-06 she did; the two intervals are apart."""
+    tell(conn, group, [("Acme", {"frm": "2020-01-01", "to": "2021-01-01"}), ("Acme", {"frm": "2021-01-01"}),
+                       ("Acme", {"neg": True, "to": "2022-01-01", "ref": "2022-02-01"}), ("Acme", {"ref": "2024-05-01"})])
+    held = lambda day: conn.execute(  # noqa: E731
+        "SELECT count(*) FROM pgmemory.facts_valid_at(%s, %s)", (group, utc(day))).fetchone()[0]
+    assert [held(d) for d in ("2021-06-01", "2023-01-01", "2024-06-01")] == [1, 0, 1]
+    assert_lineages_do_not_overlap(conn, group)
+    assert_refold_changes_nothing(conn, group)
 
 
 def assert_refold_changes_nothing(conn, group: str, step: object = None) -> None:
