@@ -431,7 +431,8 @@ class Memory:
             raise InvalidInput(str(exc).splitlines()[0]) from None
 
     async def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
-        """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact)."""
+        """Stop believing one fact of `group_id` (history kept; pgmemory.retract_fact). Returns
+        fact_id, action, withdrawn and changed (facts that hold again or with another interval)."""
         group = validate_group_id(group_id)
         fid = check_uuid(fact_id, "fact id")
         try:

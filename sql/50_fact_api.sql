@@ -151,7 +151,9 @@ $$;
 -- (those of its lineage whose place in the fold lies within its validity interval)
 -- are marked retracted_by it: folds leave them out, so the lineage is re-folded
 -- without them (what only they ended holds again) and a later re-fold (a delete)
--- keeps it retracted. Returns {fact_id, action: withdrawn, ended, withdrawn}.
+-- keeps it retracted. Returns {fact_id, action: withdrawn, ended (none), withdrawn (it, and
+-- facts that only its claims made believed), changed (facts believed with another interval now,
+-- such as one it had ended)}.
 CREATE OR REPLACE FUNCTION pgmemory.retract_fact(p_group text, p_fact uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -190,7 +192,17 @@ BEGIN
                       WHERE f.group_id = p_group AND f.id = ANY (changed || p_fact));
     PERFORM pgmemory_internal.derive_summaries(p_group, touched);
     PERFORM pgmemory_internal.update_communities(p_group, '{}', '{}', touched);
-    RETURN jsonb_build_object('fact_id', p_fact, 'action', 'withdrawn', 'ended', '[]'::jsonb,
-                              'withdrawn', jsonb_build_array(p_fact));
+    -- Of the other facts the re-fold changed: those no longer believed (withdrawn) and those
+    -- believed with another interval (changed: what only the retracted claims ended holds again).
+    RETURN jsonb_build_object(
+        'fact_id', p_fact, 'action', 'withdrawn', 'ended', '[]'::jsonb,
+        'withdrawn', to_jsonb(p_fact || ARRAY(
+            SELECT DISTINCT x FROM unnest(changed) x
+             WHERE x <> p_fact AND NOT EXISTS (SELECT FROM pgmemory.facts f WHERE f.group_id = p_group
+                                                  AND f.id = x AND upper_inf(f.recorded)))),
+        'changed', to_jsonb(ARRAY(
+            SELECT DISTINCT x FROM unnest(changed) x
+             WHERE x <> p_fact AND EXISTS (SELECT FROM pgmemory.facts f WHERE f.group_id = p_group
+                                              AND f.id = x AND upper_inf(f.recorded)))));
 END
 $$;

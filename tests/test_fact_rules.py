@@ -327,6 +327,18 @@ def test_add_fact_refuses_bad_input(conn, args, message):
     conn.rollback()
 
 
+def test_retract_fact_reports_what_holds_again(conn, group):
+    """Retracting Globex, which had ended Acme, names Acme among the facts it changed: Acme holds
+    again, with the same id."""
+    acme = add(conn, group, "Acme", {"frm": "2020-01-01"})["fact_id"]
+    globex = add(conn, group, "Globex", {"frm": "2021-01-01", "fn": True})["fact_id"]
+    conn.commit()
+    out = add(conn, group, "Globex", {"retract": True})
+    conn.commit()
+    assert (out["action"], out["withdrawn"], out["changed"]) == ("withdrawn", [globex], [acme])
+    assert intervals(conn, group) == {"Acme": [("2020-01-01", None)]}
+
+
 def test_retract_fact_of_another_group_is_not_found(conn, group):
     fid = add(conn, group, "Acme", {"frm": "2020-01-01"})["fact_id"]
     conn.commit()
