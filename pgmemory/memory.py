@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -561,14 +562,15 @@ ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versio
 
 async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid.UUID:
     """pgmemory.enqueue_episode for a validated episode; what the database refuses (after
-    validation, only an id already used by other content) is InvalidInput."""
+    validation, only an id already used by another episode) is InvalidInput."""
     try:
         return await conn.fetchval(
             "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb)", ep.group_id, ep.content,
             ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id), ep.metadata)
     except asyncpg.InvalidParameterValueError as exc:
         message = str(exc).splitlines()[0]
-        raise (id_in_use(ep, given_id) if "already used" in message else InvalidInput(message)) from None
+        used = re.search(r"already used by a different episode: its (\w+) differs", message)
+        raise (id_in_use(ep, given_id, used[1]) if used else InvalidInput(message)) from None
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:

@@ -185,10 +185,15 @@ BEGIN
         PERFORM pg_notify('pgmemory_episodes', '');
         RETURN v_id;
     END IF;
-    SELECT e.content INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
-    IF v_stored IS DISTINCT FROM p_content THEN
-        RAISE EXCEPTION 'episode id % is already used by a different episode', p_episode_id
-              USING ERRCODE = '22023';
+    -- The same id again is the same episode only with the same content, kind, speaker and time.
+    SELECT CASE WHEN e.content IS DISTINCT FROM p_content THEN 'content'
+                WHEN e.kind IS DISTINCT FROM p_kind THEN 'kind'
+                WHEN e.actor IS DISTINCT FROM btrim(p_actor) THEN 'actor'
+                WHEN e.valid_at IS DISTINCT FROM p_reference_time THEN 'reference_time' END
+      INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
+    IF v_stored IS NOT NULL THEN
+        RAISE EXCEPTION 'episode id % is already used by a different episode: its % differs',
+              coalesce(p_episode_id, v_id::text), v_stored USING ERRCODE = '22023';
     END IF;
     -- The same episode again: a pending one enqueued without metadata takes the metadata given now
     -- (as the two forms, without and with metadata, did before they were one function).

@@ -95,6 +95,9 @@ def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
         ((group, "x", "message", " ", "2024-01-01Z", "", None), "actor must be a non-empty string"),
         ((group, "x" * 50_001, "message", None, "2024-01-01Z", "", None), "the limit is 50000"),
         ((group, "Something else.", "message", "Zoe", "2024-01-01Z", "", "z1"), "already used"),
+        ((group, "I work at Acme Corp.", "message", "Ann", "2024-01-01Z", "", "z1"), "z1 .* its actor differs"),
+        ((group, "I work at Acme Corp.", "text", "Zoe", "2024-01-01Z", "", "z1"), "its kind differs"),
+        ((group, "I work at Acme Corp.", "message", "Zoe", "2024-01-02Z", "", "z1"), "its reference_time differs"),
     ]
     with psycopg.connect(queue_dsn, autocommit=True) as conn:
         for args, message in bad:
@@ -112,7 +115,7 @@ async def test_python_enqueue_refuses_an_id_used_by_another_episode(memory, grou
     t = datetime(2024, 1, 1, tzinfo=timezone.utc)
     first = await memory.enqueue_episode(group, "I work at Acme Corp.", reference_time=t, episode_id="z1")
     assert await memory.enqueue_episode(group, "I work at Acme Corp.", reference_time=t, episode_id="z1") == first
-    clash = f"episode id 'z1' ({first}) is already used by a different episode of group '{group}'"
+    clash = f"episode id 'z1' ({first}) is already used by a different episode of group '{group}': its content differs"
     with pytest.raises(InvalidInput) as refused:
         await memory.enqueue_episode(group, "Something else.", reference_time=t, episode_id="z1")
     assert str(refused.value) == clash
@@ -122,6 +125,13 @@ async def test_python_enqueue_refuses_an_id_used_by_another_episode(memory, grou
         await memory.enqueue_episodes(batch)
     assert str(refused.value) == f"episode 2: {clash}"
     assert [e.content for e in await memory.get_episodes(group)] == ["I work at Acme Corp."]
+    for other, differs in ((dict(actor="Bob"), "actor"), (dict(kind="text"), "kind"),
+                           (dict(reference_time=t + timedelta(hours=1)), "reference_time")):
+        same_text = {"reference_time": t, "episode_id": "z1", **other}
+        with pytest.raises(InvalidInput, match=f"already used by a different episode of group .*: its {differs} differs"):
+            await memory.enqueue_episode(group, "I work at Acme Corp.", **same_text)
+        with pytest.raises(InvalidInput, match=f"its {differs} differs"):
+            await memory.add_episode(group, "I work at Acme Corp.", **same_text)
     ids = await memory.enqueue_episodes([batch[0], {**batch[1], "content": "I work at Acme Corp."}])
     assert ids[1] == first and [e.content for e in await memory.get_episodes(group)] == [
         "I work at Acme Corp.", "I live in Lima."]

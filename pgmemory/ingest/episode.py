@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -64,11 +65,22 @@ def episode_uuid(group_id: str, episode_id: Any) -> uuid.UUID:
         return uuid.uuid5(EPISODE_NAMESPACE, f"{group_id}\x1f{episode_id}")
 
 
-def id_in_use(ep: Episode, given: Any = None) -> InvalidInput:
+def id_in_use(ep: Episode, given: Any = None, differs: str = "content") -> InvalidInput:
     """The refusal of an episode whose id its group already uses for a different episode (named
-    as the writer gave it, and as the UUID it stands for)."""
+    as the writer gave it, and as the UUID it stands for), saying which field differs."""
     named = f"{given!r:.80} ({ep.id})" if isinstance(given, str) and given != str(ep.id) else str(ep.id)
-    return InvalidInput(f"episode id {named} is already used by a different episode of group {ep.group_id!r:.80}")
+    return InvalidInput(f"episode id {named} is already used by a different episode of group {ep.group_id!r:.80}:"
+                        f" its {differs} differs")
+
+
+def stored_differs(stored: Mapping[str, Any], ep: Episode) -> str | None:
+    """Which field of the episode stored under ep's id is not ep's (content, kind, actor,
+    reference_time), or None: the same id is the same episode only when all agree."""
+    for field, mine in (("content", ep.content), ("kind", ep.kind), ("actor", ep.actor),
+                        ("valid_at", ep.reference_time)):
+        if stored[field] != mine:
+            return "reference_time" if field == "valid_at" else field
+    return None
 
 
 def default_episode_uuid(group_id: str, actor: str | None, reference_time: datetime, content: str) -> uuid.UUID:

@@ -32,7 +32,7 @@ from pgvector import Vector
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
-from pgmemory.ingest.episode import Episode, id_in_use
+from pgmemory.ingest.episode import Episode, id_in_use, stored_differs
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
@@ -455,7 +455,8 @@ def fact_embedding_text(fact: ExtractedFact) -> str:
 async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_seconds: float) -> str:
     """Insert the raw episode, leased to `owner` ('leased'), unless its id exists; then return the
     stored status. One statement: no worker can claim it in between. A retracted episode with the
-    id (kept as history) gives way to it (pgmemory_internal.forget_retracted_episode)."""
+    id (kept as history) gives way to it (pgmemory_internal.forget_retracted_episode). The id of
+    another episode (other content, kind, actor or time) is refused, naming what differs."""
     row = await conn.fetchrow(
         "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
         " status, lease_owner, lease_until, attempts, metadata)"
@@ -465,15 +466,16 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
         owner, _interval(lease_seconds), ep.metadata)
     if row is not None:
         return row[0]
-    stored = await conn.fetchrow("SELECT content, status, retracted_at FROM pgmemory.episodes"
+    stored = await conn.fetchrow("SELECT content, kind, actor, valid_at, status, retracted_at FROM pgmemory.episodes"
                                  " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
     if stored is not None and stored["retracted_at"] is not None:
         await conn.execute("SELECT pgmemory_internal.forget_retracted_episode($1, $2)", ep.group_id, ep.id)
         stored = None
     if stored is None:  # the retracted one gave way (or the row went in between): stored as new
         return await _store_raw(conn, ep, owner, lease_seconds)
-    if stored["content"] != ep.content:
-        raise id_in_use(ep)
+    differs = stored_differs(stored, ep)
+    if differs:
+        raise id_in_use(ep, differs=differs)
     return stored["status"]
 
 
