@@ -388,12 +388,21 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     PERFORM pgmemory_internal.check_group(p_group);  -- (every writer of a group comes here first)
+    IF NOT has_table_privilege('pgmemory.group_locks', 'UPDATE') THEN  -- (an analyst's read-only login)
+        RAISE EXCEPTION 'login % may not write group %: it may only read', pgmemory_internal.session_role(), p_group
+              USING ERRCODE = '42501';
+    END IF;
     LOOP
         PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'write' FOR UPDATE;
         EXIT WHEN FOUND;
         -- Missing (the group's first write; a login that does not see the group fails here on
-        -- row-level security): created, then locked by the next round.
-        INSERT INTO pgmemory.group_locks (group_id, purpose) VALUES (p_group, 'write') ON CONFLICT DO NOTHING;
+        -- row-level security, told in one line naming both): created, then locked by the next round.
+        BEGIN
+            INSERT INTO pgmemory.group_locks (group_id, purpose) VALUES (p_group, 'write') ON CONFLICT DO NOTHING;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'login % may not write group % (not among its groups; the owner grants it: pgmemory grant)',
+                  pgmemory_internal.session_role(), p_group USING ERRCODE = '42501';
+        END;
     END LOOP;
 END
 $$;

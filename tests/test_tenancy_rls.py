@@ -143,7 +143,7 @@ def test_no_security_definer_function_but_the_search_and_group_parameters_do_not
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="is not an entity of the searched groups"):
             conn.execute("SELECT * FROM pgmemory.bfs_entities(%s, %s, 2)", ([b], [entity_b]))
         conn.rollback()
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"login {tenants['role']} may not write group {b}: it may only read"):
             conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (b,))
 
 
@@ -265,6 +265,10 @@ def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, grou
             assert result.facts_created
             memory.add_fact(group, "Alice", "LIVES_IN", "Lisbon", "Alice lives in Lisbon.")
         with psycopg.connect(dsn, autocommit=True) as conn:
+            other = f"{group}-other"
+            with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                               match=f"^login {role} may not write group {other} \\(not among its groups"):
+                conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (other,))
             for sequence in sequences:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     conn.execute(psycopg.sql.SQL("SELECT last_value FROM {}").format(
