@@ -65,3 +65,19 @@ BEGIN
           USING ERRCODE = '22023';
 END
 $$;
+
+-- A writer's JSON argument p_value named p_name (an episode's metadata, a fact's attributes), as
+-- pgmemory.validate.check_metadata takes it: NULL or a JSON object of at most 10,000 characters
+-- as JSON (MAX_METADATA_CHARS; jsonb's text has the separators of Python's json.dumps).
+CREATE OR REPLACE FUNCTION pgmemory_internal.check_json_object(p_value jsonb, p_name text)
+RETURNS void LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_value IS NOT NULL AND jsonb_typeof(p_value) <> 'object' THEN
+        RAISE EXCEPTION '% must be a JSON object, got %', p_name, jsonb_typeof(p_value) USING ERRCODE = '22023';
+    END IF;
+    IF length(p_value::text) > 10000 THEN
+        RAISE EXCEPTION '% has % characters as JSON; the limit is 10000', p_name, length(p_value::text)
+              USING ERRCODE = '22023';
+    END IF;
+END
+$$;

@@ -874,11 +874,15 @@ BEGIN
        AND fc.retracted_by IS NULL
        AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key;
     -- (Assertions without an end merge the same in any order only where no claim of the lineage
-    -- bounds an interval: else one could join intervals that were apart when it came in its place.)
+    -- bounds an interval: else one could join intervals that were apart when it came in its place;
+    -- nor when the lineage has intervals apart (another lineage ended one): a later one may start
+    -- where it was said only because it came after a gap, unknown_start.)
     IF later_own AND NOT out_of_place THEN
         out_of_place := EXISTS (SELECT FROM pgmemory.fact_claims fc
                                  WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage
-                                   AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL) AND fc.retracted_by IS NULL);
+                                   AND (fc.kind = 'negate' OR fc.valid_to IS NOT NULL) AND fc.retracted_by IS NULL)
+                        OR (SELECT count(*) FROM pgmemory.facts f WHERE f.group_id = c.group_id
+                               AND f.lineage = c.lineage AND upper_inf(f.recorded)) > 1;
     END IF;
     in_place := NOT (fresh OR out_of_place OR c.kind = 'assert' AND later_own AND later_other);
     IF in_place THEN

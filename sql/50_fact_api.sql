@@ -84,13 +84,7 @@ BEGIN
     IF coalesce(btrim(p_fact), '') = '' THEN
         RAISE EXCEPTION 'fact must be a non-empty sentence' USING ERRCODE = '22023';
     END IF;
-    IF p_attributes IS NOT NULL AND jsonb_typeof(p_attributes) <> 'object' THEN
-        RAISE EXCEPTION 'attributes must be a JSON object, got %', jsonb_typeof(p_attributes) USING ERRCODE = '22023';
-    END IF;
-    IF length(p_attributes::text) > 10000 THEN  -- (pgmemory.validate.MAX_METADATA_CHARS)
-        RAISE EXCEPTION 'attributes have % characters as JSON; the limit is 10000', length(p_attributes::text)
-              USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmemory_internal.check_json_object(p_attributes, 'attributes');
     PERFORM pgmemory_internal.check_time(p_valid_from, 'valid_from', '-infinity');
     PERFORM pgmemory_internal.check_time(p_valid_to, 'valid_to', 'infinity');
     PERFORM pgmemory_internal.check_time(p_reference_time, 'reference_time');

@@ -153,14 +153,7 @@ BEGIN
     IF length(p_episode_id) > 200 THEN  -- (pgmemory.ingest.episode.MAX_EPISODE_ID_CHARS)
         RAISE EXCEPTION 'episode_id has % characters; the limit is 200', length(p_episode_id) USING ERRCODE = '22023';
     END IF;
-    IF p_metadata IS NOT NULL AND jsonb_typeof(p_metadata) <> 'object' THEN
-        RAISE EXCEPTION 'metadata must be a JSON object, got %', jsonb_typeof(p_metadata) USING ERRCODE = '22023';
-    END IF;
-    -- jsonb's text has the separators of Python's json.dumps, which pgmemory.validate.check_metadata measures.
-    IF length(p_metadata::text) > 10000 THEN  -- (pgmemory.validate.MAX_METADATA_CHARS)
-        RAISE EXCEPTION 'metadata has % characters as JSON; the limit is 10000', length(p_metadata::text)
-              USING ERRCODE = '22023';
-    END IF;
+    PERFORM pgmemory_internal.check_json_object(p_metadata, 'metadata');
     -- Without an id: derived from (group, actor, reference time as a UTC instant, content)
     -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
     v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory_internal.episode_uuid(p_group, p_episode_id)

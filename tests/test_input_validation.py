@@ -360,7 +360,7 @@ def test_sql_enqueue_refuses_a_reference_time_out_of_range(db_dsn, group, when):
     ("pgmemory.add_fact(%(g)s, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.', p_attributes => '[1]')",
      "attributes must be a JSON object, got array"),
     ("pgmemory.add_fact(%(g)s, 'Alice', 'KNOWS', 'Bob', 'Alice knows Bob.',"
-     " p_attributes => jsonb_build_object('x', repeat('a', 10000)))", "attributes have 10009 characters"),
+     " p_attributes => jsonb_build_object('x', repeat('a', 10000)))", "attributes has 10009 characters"),
 ])
 def test_sql_writers_refuse_a_bad_group_or_attributes_in_one_line(db_dsn, group, call, message):
     """The SQL writers check a group id as the Python surfaces do (a NULL one failed on the group

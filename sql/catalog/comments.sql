@@ -264,6 +264,8 @@ BEGIN
             ('check_time', 'Internal (SQL writers): refuse a time outside 1000-01-01..2999-12-31 UTC (or the one infinity allowed) in one line'),
             ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, unprintable characters, *)'),
             ('is_printable', 'Internal (SQL writers): is a text printable as Python''s str.isprintable() says (but for unassigned code points)'),
+            ('check_json_object', 'Internal (SQL writers): refuse metadata or attributes that are not a JSON object of at most 10,000 characters'),
+            ('unknown_start', 'Internal: where an interval with no known start begins (unknown only for its lineage''s first claim)'),
             ('exclusive_lineages', 'Internal: the lineages that cannot hold together with a lineage (contradictions, both ways)'),
             ('add_exclusions', 'Internal: record the exclusive lineages a stored claim adds, joining their components'),
             ('rebuild_exclusions', 'Internal: remake the exclusive pairs and components of lineages from their live claims'),
