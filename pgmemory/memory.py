@@ -247,7 +247,8 @@ class Memory:
                               metadata: Mapping[str, Any] | None = None) -> uuid.UUID:
         """Store a pending episode for `pgmemory worker` (the SQL function pgmemory.enqueue_episode,
         which any writer can call); idempotent by id, InvalidInput if the id is already used by a
-        different episode of the group. Returns the episode's UUID."""
+        different episode of the group (other content, kind, actor or reference time). Returns the
+        episode's UUID."""
         ep = validate_episode(group_id, content, kind=kind, actor=actor, reference_time=reference_time,
                               source_description=source_description, episode_id=episode_id,
                               metadata=metadata)
