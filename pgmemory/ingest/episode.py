@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
