@@ -801,7 +801,8 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     before uuid[] := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, '{}');
     near uuid[] := c.lineage || ARRAY(SELECT DISTINCT x FROM unnest(before || c.contradicts) x WHERE x <> c.lineage);
-    key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, c.valid_to, c.ref_time);
+    -- (An end at infinity is no end: an open one, stored as NULL, as record_fact stores it.)
+    key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, nullif(c.valid_to, 'infinity'), c.ref_time);
     -- The lineages it contradicts that were not exclusive with its own (usually none: a repeat
     -- names the same ones again; looked up only when there are some, else the claims of every
     -- lineage it names were read to find none).
@@ -840,6 +841,7 @@ DECLARE
     in_place boolean;      -- applied to the current belief (else re-folded in its place)
     since timestamptz := key;  -- where the re-fold starts
 BEGIN
+    c.valid_to := nullif(c.valid_to, 'infinity');
     -- What an earlier claim's place can change (else applying it last gives the same belief):
     -- for a negation, a claim of its lineage after it, or any after it once an interval that held
     -- at its end has been ended later (by an exclusive one); for an assertion with a stated end,

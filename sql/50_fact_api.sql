@@ -104,9 +104,11 @@ BEGIN
      WHERE f.group_id = p_group AND f.relation = rel
        AND f.source_id = src.entity_id AND f.target_id = tgt.entity_id
      ORDER BY upper_inf(f.recorded) DESC, lower(f.recorded) LIMIT 1;
+    -- One value per source: every other target's lineage, believed or not (one withdrawn now may be
+    -- believed again when what withdrew it is retracted, and must then end where this begins).
     IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
         ends := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
-                       WHERE f.group_id = p_group AND upper_inf(f.recorded) AND f.source_id = src.entity_id
+                       WHERE f.group_id = p_group AND f.source_id = src.entity_id
                          AND f.relation = rel AND f.target_id <> tgt.entity_id);
     END IF;
     c.group_id := p_group;
@@ -174,11 +176,16 @@ BEGIN
     -- The component as it was: a lineage that only the retracted claims made exclusive with this
     -- one is re-folded too (what they ended holds again).
     comp := pgmemory_internal.claim_component(p_group, ARRAY[c.lineage]);
+    -- (Not a claim that landed on another believed interval of the lineage: one touching this one
+    -- at a bound has its own claims there, such as the negation that ended the one before.)
     UPDATE pgmemory.fact_claims fc SET retracted_by = c.seq
      WHERE fc.group_id = p_group AND fc.lineage = c.lineage AND fc.kind <> 'retract' AND fc.retracted_by IS NULL
        AND (fc.fact_id = p_fact
             OR ((lo IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lo)
-                AND (hi IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= hi)));
+                AND (hi IS NULL OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= hi)
+                AND NOT EXISTS (SELECT FROM pgmemory.facts o
+                                 WHERE o.group_id = p_group AND o.id = fc.fact_id AND o.id <> p_fact
+                                   AND upper_inf(o.recorded))));
     PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
     changed := pgmemory_internal.refold_lineages(p_group, comp);
     -- Read first, then call (a call nested in a shard query cannot query on Citus).

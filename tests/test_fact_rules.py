@@ -97,6 +97,10 @@ CASES = {
         [("Initech", {"frm": "2022-07-01", "fn": True}), ("Acme", {"frm": "2022-07-01", "fn": True}),
          ("Initech", {"frm": "2023-01-01", "to": "2023-07-01", "fn": True}), ("Acme", {"retract": True})],
         {"Initech": [("2022-07-01", "2023-07-01")]}),  # one lineage: its stated end ends it (not two overlapping)
+    "retraction gives back a value it withdrew, ended where a later one began": (
+        [("Acme", {"frm": "2020-01-01", "fn": True}), ("Globex", {"frm": "2020-01-01", "fn": True}),
+         ("Initech", {"frm": "2022-01-01", "fn": True}), ("Globex", {"retract": True})],
+        {"Acme": [("2020-01-01", "2022-01-01")], "Initech": [("2022-01-01", None)]}),
     "retraction withdraws the belief": (
         [("Acme", {"frm": "2020-01-01"}), ("Globex", {"frm": "2020-01-01"}), ("Acme", {"retract": True})],
         {"Globex": [("2020-01-01", None)]}),
@@ -337,6 +341,36 @@ def test_retract_fact_reports_what_holds_again(conn, group):
     conn.commit()
     assert (out["action"], out["withdrawn"], out["changed"]) == ("withdrawn", [globex], [acme])
     assert intervals(conn, group) == {"Acme": [("2020-01-01", None)]}
+
+
+def test_retracting_an_interval_keeps_the_end_of_the_one_it_touches(conn, group):
+    """Acme from 2018, left 2019 (a negation); "until 2020", said in 2021, starts where that ended.
+    Retracting the 2019-2020 interval leaves the first as it was (its negation is not retracted)."""
+    tell(conn, group, [("Acme", {"frm": "2018-01-01"}), ("Acme", {"neg": True, "ref": "2019-01-01"}),
+                       ("Acme", {"ref": "2021-01-01", "to": "2020-01-01"})])
+    assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01"), ("2019-01-01", "2020-01-01")]}
+    later = conn.execute("SELECT id FROM pgmemory.believed_facts WHERE group_id = %s AND valid_from = %s",
+                         (group, utc("2019-01-01"))).fetchone()[0]
+    conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, later))
+    conn.commit()
+    assert intervals(conn, group) == {"Acme": [("2018-01-01", "2019-01-01")]}
+    assert_refold_changes_nothing(conn, group)
+
+
+def test_an_end_at_infinity_is_an_open_end(conn, group):
+    """valid_to => 'infinity' means still true, as NULL does: the same belief (a bounded interval
+    joined by it stays bounded as with NULL), a re-fold changes nothing, and a negation 'until
+    infinity' ends at its reference time instead of holding forever."""
+    sql = ("SELECT pgmemory.add_fact(%s, 'Alice', 'works for', %s, 'Alice works for it.', p_valid_from => %s,"
+           " p_valid_to => %s, p_negated => %s, p_reference_time => %s)")
+    for g, to in ((group, "infinity"), (f"{group}-null", None)):
+        conn.execute(sql, (g, "Acme", utc("2018-01-01"), utc("2019-01-01"), False, utc("2018-01-01")))
+        conn.execute(sql, (g, "Acme", utc("2018-06-01"), to, False, utc("2018-06-01")))
+        conn.execute(sql, (g, "Globex", None, to, True, utc("2020-01-01")))
+        conn.commit()
+    assert intervals(conn, group) == intervals(conn, f"{group}-null") == {
+        "Acme": [("2018-01-01", "2019-01-01")], "Globex": [(None, "2020-01-01")]}
+    assert_refold_changes_nothing(conn, group)
 
 
 def test_retract_fact_of_another_group_is_not_found(conn, group):
