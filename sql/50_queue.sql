@@ -99,7 +99,8 @@ DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timesta
 -- Store a pending episode for the workers, validated like the Python API
 -- (pgmemory.ingest.episode.validate_episode, with its limits: bad input raises
 -- invalid_parameter_value naming the argument and the problem; nothing is written).
--- Idempotent by id: the same id and content again is a no-op.
+-- Idempotent by id: the same id with the same content, kind, actor and reference time again is a
+-- no-op; with another of them it is refused, naming which.
 -- p_metadata: a JSON object stored with a newly enqueued episode in the same transaction (so
 -- no worker sees it without); an episode already present keeps the metadata it was stored with.
 -- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes, empty payload:
