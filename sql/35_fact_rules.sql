@@ -3,8 +3,9 @@
 -- lineage, a negation, which lineages it contradicts, with its dates); these
 -- functions turn that into fact versions. A fact's believed versions are the
 -- fold of its lineage's live claims in valid-time order (fold_key: an assertion
--- at its evidence start, a negation at its end; claims at the same point in
--- arrival order), so the belief does not depend on the order in which statements
+-- at its evidence start, a negation at its end; at one point, fold_place: the one
+-- with the earlier stated end first, then the earlier said, then arrival order),
+-- so the belief does not depend on the order in which statements
 -- arrive: a statement that comes last in that order is applied to the current
 -- belief (pgmemory_internal.fold_claim, the usual case), any other re-folds the
 -- lineages it touches (pgmemory_internal.refold_lineages, as after a delete).
@@ -44,6 +45,18 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.fold_key(p_kind text, p_valid_from 
 RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN p_kind = 'negate' THEN coalesce(p_valid_to, p_ref_time)
                 ELSE least(coalesce(p_valid_from, p_ref_time), p_valid_to) END
+$$;
+
+-- A claim's full place in the fold, compared as an array: its fold_key, then at one key the claim
+-- with the earlier stated end (an open one last: of two values of a functional relation said to
+-- start the same day, the one still true ends believed, whichever arrived first; an end stated
+-- at a point comes before a start stated there), then the earlier said. Equal places keep
+-- arrival order (fact_claims.seq).
+CREATE OR REPLACE FUNCTION pgmemory_internal.fold_place(p_kind text, p_valid_from timestamptz,
+                                                        p_valid_to timestamptz, p_ref_time timestamptz)
+RETURNS timestamptz[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY[pgmemory_internal.fold_key(p_kind, p_valid_from, p_valid_to, p_ref_time),
+                 coalesce(p_valid_to, 'infinity'), p_ref_time]
 $$;
 
 -- The lineages that cannot hold at the same time as p_lineage: those its live claims (and
@@ -132,6 +145,30 @@ BEGIN
 END
 $$;
 
+-- The lineages whose belief a change of the fold's order may have left stale, by group: those with
+-- a claim that it held until a time before it was said (placed at its end since migration 0600),
+-- and those with claims at one fold_key that fold_place now orders against their arrival (of one
+-- lineage, or of two exclusive ones; migration 0640). Init re-folds them once (beliefs_stale,
+-- pgmemory.storage.setup). Joins on the group only, so on Citus each runs on its shards.
+CREATE OR REPLACE FUNCTION pgmemory_internal.stale_lineages()
+RETURNS TABLE (group_id text, lineages uuid[]) LANGUAGE sql STABLE AS $$
+    SELECT s.group_id, array_agg(DISTINCT s.lineage) FROM (
+        SELECT fc.group_id, fc.lineage FROM pgmemory.fact_claims fc
+         WHERE fc.kind = 'assert' AND fc.retracted_by IS NULL AND fc.valid_to <= coalesce(fc.valid_from, fc.ref_time)
+        UNION ALL
+        SELECT a.group_id, unnest(ARRAY[a.lineage, b.lineage]) FROM pgmemory.fact_claims a
+          JOIN pgmemory.fact_claims b ON b.group_id = a.group_id AND b.seq > a.seq
+           AND pgmemory_internal.fold_key(b.kind, b.valid_from, b.valid_to, b.ref_time)
+               = pgmemory_internal.fold_key(a.kind, a.valid_from, a.valid_to, a.ref_time)
+           AND pgmemory_internal.fold_place(b.kind, b.valid_from, b.valid_to, b.ref_time)
+               < pgmemory_internal.fold_place(a.kind, a.valid_from, a.valid_to, a.ref_time)
+          LEFT JOIN pgmemory.lineage_exclusions e ON e.group_id = a.group_id AND e.lineage = a.lineage
+           AND e.other = b.lineage
+         WHERE a.kind <> 'retract' AND b.kind <> 'retract' AND a.retracted_by IS NULL AND b.retracted_by IS NULL
+           AND (b.lineage = a.lineage OR e.lineage IS NOT NULL)) s
+     GROUP BY s.group_id ORDER BY s.group_id
+$$;
+
 DROP FUNCTION IF EXISTS pgmemory_internal.interval_id(pgmemory.fact_claims);  -- (now inside refold_lineages)
 
 -- Where an interval of claim c's lineage starts when no start is known (c says none, or one not
@@ -153,7 +190,9 @@ BEGIN
             SELECT FROM pgmemory.fact_claims fc
              WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.kind <> 'retract'
                AND fc.retracted_by IS NULL
-               AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es) THEN es END;
+               AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
+               AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+                   <= pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time)) THEN es END;
     END IF;
     RETURN (SELECT max(upper(f.valid)) FROM pgmemory.facts f
              WHERE f.group_id = c.group_id AND f.lineage = c.lineage AND upper_inf(f.recorded)
@@ -283,7 +322,9 @@ BEGIN
          WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
            AND fc.kind = 'assert' AND fc.retracted_by IS NULL
            AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
-         ORDER BY pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
+           AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+               <= pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time)
+         ORDER BY pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
         IF NOT FOUND THEN
             first_fact := c.fact;
             first_emb := c.embedding;
@@ -459,14 +500,15 @@ BEGIN
             p_from := least(p_from, lo);
         END LOOP;
     END IF;
-    SELECT array_agg(seq ORDER BY fk, seq), array_agg(kind ORDER BY fk, seq), array_agg(id ORDER BY fk, seq),
-           array_agg(array_position(comp, lineage) ORDER BY fk, seq), array_agg(fact_id ORDER BY fk, seq),
-           array_agg(fact ORDER BY fk, seq), array_agg(valid_from ORDER BY fk, seq),
-           array_agg(valid_to ORDER BY fk, seq), array_agg(ref_time ORDER BY fk, seq),
-           array_agg(episode_id ORDER BY fk, seq), array_agg(retracted_by IS NULL ORDER BY fk, seq),
-           array_agg(fk ORDER BY fk, seq)
+    SELECT array_agg(seq ORDER BY fp, seq), array_agg(kind ORDER BY fp, seq), array_agg(id ORDER BY fp, seq),
+           array_agg(array_position(comp, lineage) ORDER BY fp, seq), array_agg(fact_id ORDER BY fp, seq),
+           array_agg(fact ORDER BY fp, seq), array_agg(valid_from ORDER BY fp, seq),
+           array_agg(valid_to ORDER BY fp, seq), array_agg(ref_time ORDER BY fp, seq),
+           array_agg(episode_id ORDER BY fp, seq), array_agg(retracted_by IS NULL ORDER BY fp, seq),
+           array_agg(fk ORDER BY fp, seq)
       INTO c_seq, c_kind, c_id, c_li, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
-      FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk
+      FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk,
+                   pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fp
               FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)
                AND (fc.lineage = ANY (comp[1:nf])
                     OR fc.kind = 'assert' AND (p_from IS NULL OR pgmemory_internal.fold_key(
@@ -874,7 +916,9 @@ BEGIN
       FROM pgmemory.fact_claims fc
      WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
        AND fc.retracted_by IS NULL
-       AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) > key;
+       AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= key
+       AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+           > pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time);
     -- (Assertions without an end merge the same in any order only where no claim of the lineage
     -- bounds an interval: else one could join intervals that were apart when it came in its place;
     -- nor when the lineage has intervals apart (another lineage ended one): a later one may start

@@ -192,6 +192,23 @@ STORIES = {
     "earlier evidence extends a start whatever arrives first": (
         [("Acme", {"frm": "2022-01-01"}), ("Acme", {"ref": "2021-01-01"}), ("Acme", {"frm": "2020-06-01", "to": "2020-12-01"})],
         {"Acme": [("2020-06-01", "2020-12-01"), ("2021-01-01", None)]}),
+    # Statements at the same point of the fold (dates of a year or a month often coincide): the one
+    # with the earlier stated end first, an open one last, then the earlier said.
+    "two values from the same day, one of them ended": (
+        [("Acme", {"frm": "2020-01-01", "to": "2020-03-01", "fn": True}), ("Globex", {"frm": "2020-01-01", "fn": True})],
+        {"Globex": [("2020-01-01", None)]}),
+    "two values from the same day, the later said believed": (
+        [("Acme", {"frm": "2020-01-01", "ref": "2021-01-01", "fn": True}),
+         ("Globex", {"frm": "2020-01-01", "ref": "2023-01-01", "fn": True})],
+        {"Globex": [("2020-01-01", None)]}),
+    "an end and a start at the same point": (
+        [("Acme", {"frm": "2018-01-01"}), ("Acme", {"neg": True, "to": "2020-01-01", "ref": "2020-02-01"}),
+         ("Acme", {"frm": "2020-01-01", "ref": "2021-01-01"})],
+        {"Acme": [("2018-01-01", None)]}),
+    "a negation said where a start is stated": (
+        [("Acme", {"frm": "2018-01-01"}), ("Acme", {"neg": True, "ref": "2020-01-01"}),
+         ("Acme", {"frm": "2020-01-01", "ref": "2021-01-01"})],
+        {"Acme": [("2018-01-01", None)]}),
 }
 
 
@@ -284,6 +301,18 @@ def test_the_wording_of_the_earliest_statement_is_believed_in_any_order(conn, gr
         conn.commit()
     rows = conn.execute("SELECT fact, valid_from FROM pgmemory.believed_facts WHERE group_id = %s", (group,)).fetchall()
     assert rows == [("Tomas adopted a dog named Luna.", utc("2015-01-03"))]
+    assert_refold_changes_nothing(conn, group)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_of_two_statements_from_the_same_day_the_wording_of_the_ended_one_is_believed(conn, group, order):
+    """Two wordings of one fact from the same day, one with a stated end: the fold takes the ended
+    one first, so its sentence is believed whichever arrives first."""
+    said = [{"frm": "2020-01-01", "to": "2021-01-01", "text": "Alice joined Acme for a year."},
+            {"frm": "2020-01-01", "ref": "2022-01-01", "text": "Alice has worked for Acme since 2020."}]
+    tell(conn, group, [("Acme", said[i]) for i in order])
+    assert [(r[1].date().isoformat(), r[2].date().isoformat(), r[3]) for r in believed_sentences(conn, group)] == [
+        ("2020-01-01", "2021-01-01", "Alice joined Acme for a year.")]
     assert_refold_changes_nothing(conn, group)
 
 

@@ -251,3 +251,41 @@ def test_upgrade_refolds_the_claims_with_an_end_stated_after_the_fact(empty_dsn)
                                 " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded) ORDER BY 2").fetchall()
         assert believed == [(acme, "2018-01-01", "2019-01-01"), (globex, "2019-01-01", None)]
         assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0
+
+
+def test_upgrade_refolds_claims_at_one_point_in_the_new_order(empty_dsn):
+    """0640: two values of a functional relation stated from the same day were folded in arrival
+    order (Globex from 2020, then Acme from 2020 until March: Globex withdrawn, nothing held after
+    March). After the upgrade the ended statement comes first at that point, so the lineages are
+    re-folded to the belief any arrival order now gives: Globex from 2020, still true."""
+    from pgmemory.storage.setup import init_database
+
+    alice, acme, globex = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    la, lg = uuid.uuid4(), uuid.uuid4()
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at) VALUES"
+                     " (%s, 'g', 'Alice', '2024-01-01Z', '2024-01-01Z'), (%s, 'g', 'Acme', '2024-01-01Z', '2024-01-01Z'),"
+                     " (%s, 'g', 'Globex', '2024-01-01Z', '2024-01-01Z')", (alice, acme, globex))
+        for fid, target, valid, recorded in (
+                (lg, globex, "[2020-01-01Z,)", "[2024-01-01Z, 2024-01-02Z)"),
+                (la, acme, "[2020-01-01Z, 2020-03-01Z)", "[2024-01-02Z,)")):
+            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
+                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s)",
+                         (fid, fid, alice, target, valid, recorded))
+        for cid, target, to, ref, contradicts in ((lg, globex, None, "2024-01-01Z", []),
+                                                  (la, acme, "2020-03-01Z", "2024-01-02Z", [lg])):
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
+                         " relation, fact, valid_from, valid_to, ref_time, contradicts)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'WORKS_FOR', 'Alice works for x', '2020-01-01Z',"
+                         " %s, %s, %s)", (cid, cid, cid, alice, target, to, ref, contradicts))
+        conn.commit()
+
+        report = init_database(conn, 384)
+        conn.commit()
+        assert "0640_fold_place_ties.sql" in report.migrations_applied
+        believed = conn.execute("SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
+                                " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded)").fetchall()
+        assert believed == [(globex, "2020-01-01", None)]
+        assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0

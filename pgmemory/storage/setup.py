@@ -293,14 +293,12 @@ def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
 
 def _refold_stale_beliefs(conn: psycopg.Connection) -> None:
     """Re-fold, group by group, the lineages with claims whose place in the fold changed (an end
-    stated before the claim was said: migration 0600 sets beliefs_stale), then derive their
-    entities' summaries and communities again, as a retraction does."""
+    stated before the claim was said, migration 0600; claims at one point now in another order,
+    0640: both set beliefs_stale), then derive their entities' summaries and communities again,
+    as a retraction does."""
     if pgmemory_setting(conn, "beliefs_stale") is not True:
         return
-    stale = conn.execute(
-        "SELECT group_id, array_agg(DISTINCT lineage) FROM pgmemory.fact_claims"
-        " WHERE kind = 'assert' AND retracted_by IS NULL AND valid_to <= coalesce(valid_from, ref_time)"
-        " GROUP BY group_id ORDER BY group_id").fetchall()
+    stale = conn.execute("SELECT group_id, lineages FROM pgmemory_internal.stale_lineages()").fetchall()
     for group, lineages in stale:
         changed = conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
         touched = [r[0] for r in conn.execute(
