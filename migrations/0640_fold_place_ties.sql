@@ -6,7 +6,7 @@
 -- beliefs_stale, pgmemory_internal.stale_lineages, pgmemory.storage.setup).
 DO $$
 BEGIN
-    IF EXISTS (SELECT FROM pgmemory.fact_claims) THEN
+    IF EXISTS (SELECT 1 FROM pgmemory.fact_claims) THEN  -- (SELECT 1: Citus plans no empty target list)
         INSERT INTO pgmemory.settings (key, value) VALUES ('beliefs_stale', 'true')
         ON CONFLICT (key) DO UPDATE SET value = excluded.value;
     END IF;
