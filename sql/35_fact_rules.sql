@@ -3,7 +3,7 @@
 -- lineage, a negation, which lineages it contradicts, with its dates); these
 -- functions turn that into fact versions. A fact's believed versions are the
 -- fold of its lineage's live claims in valid-time order (fold_key: an assertion
--- at its evidence start, a negation at its end; at one point, fold_place: the one
+-- at its evidence start, a negation at its end; at one point, fold_order: the one
 -- with the earlier stated end first, then the earlier said, then arrival order),
 -- so the belief does not depend on the order in which statements
 -- arrive: a statement that comes last in that order is applied to the current
@@ -52,7 +52,7 @@ $$;
 -- start the same day, the one still true ends believed, whichever arrived first; an end stated
 -- at a point comes before a start stated there), then the earlier said. Equal places keep
 -- arrival order (fact_claims.seq).
-CREATE OR REPLACE FUNCTION pgmemory_internal.fold_place(p_kind text, p_valid_from timestamptz,
+CREATE OR REPLACE FUNCTION pgmemory_internal.fold_order(p_kind text, p_valid_from timestamptz,
                                                         p_valid_to timestamptz, p_ref_time timestamptz)
 RETURNS timestamptz[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT ARRAY[pgmemory_internal.fold_key(p_kind, p_valid_from, p_valid_to, p_ref_time),
@@ -147,7 +147,7 @@ $$;
 
 -- The lineages whose belief a change of the fold's order may have left stale, by group: those with
 -- a claim that it held until a time before it was said (placed at its end since migration 0600),
--- and those with claims at one fold_key that fold_place now orders against their arrival (of one
+-- and those with claims at one fold_key that fold_order now orders against their arrival (of one
 -- lineage, or of two exclusive ones; migration 0640). Init re-folds them once (beliefs_stale,
 -- pgmemory.storage.setup). Joins on the group only, so on Citus each runs on its shards.
 CREATE OR REPLACE FUNCTION pgmemory_internal.stale_lineages()
@@ -160,8 +160,8 @@ RETURNS TABLE (group_id text, lineages uuid[]) LANGUAGE sql STABLE AS $$
           JOIN pgmemory.fact_claims b ON b.group_id = a.group_id AND b.seq > a.seq
            AND pgmemory_internal.fold_key(b.kind, b.valid_from, b.valid_to, b.ref_time)
                = pgmemory_internal.fold_key(a.kind, a.valid_from, a.valid_to, a.ref_time)
-           AND pgmemory_internal.fold_place(b.kind, b.valid_from, b.valid_to, b.ref_time)
-               < pgmemory_internal.fold_place(a.kind, a.valid_from, a.valid_to, a.ref_time)
+           AND pgmemory_internal.fold_order(b.kind, b.valid_from, b.valid_to, b.ref_time)
+               < pgmemory_internal.fold_order(a.kind, a.valid_from, a.valid_to, a.ref_time)
           LEFT JOIN pgmemory.lineage_exclusions e ON e.group_id = a.group_id AND e.lineage = a.lineage
            AND e.other = b.lineage
          WHERE a.kind <> 'retract' AND b.kind <> 'retract' AND a.retracted_by IS NULL AND b.retracted_by IS NULL
@@ -191,8 +191,8 @@ BEGIN
              WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.kind <> 'retract'
                AND fc.retracted_by IS NULL
                AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
-               AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
-                   <= pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time)) THEN es END;
+               AND pgmemory_internal.fold_order(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+                   <= pgmemory_internal.fold_order(c.kind, c.valid_from, c.valid_to, c.ref_time)) THEN es END;
     END IF;
     RETURN (SELECT max(upper(f.valid)) FROM pgmemory.facts f
              WHERE f.group_id = c.group_id AND f.lineage = c.lineage AND upper_inf(f.recorded)
@@ -322,9 +322,9 @@ BEGIN
          WHERE fc.group_id = c.group_id AND fc.lineage = c.lineage AND fc.fact_id = ANY (ids)
            AND fc.kind = 'assert' AND fc.retracted_by IS NULL
            AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= es
-           AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
-               <= pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time)
-         ORDER BY pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
+           AND pgmemory_internal.fold_order(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+               <= pgmemory_internal.fold_order(c.kind, c.valid_from, c.valid_to, c.ref_time)
+         ORDER BY pgmemory_internal.fold_order(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time), fc.seq LIMIT 1;
         IF NOT FOUND THEN
             first_fact := c.fact;
             first_emb := c.embedding;
@@ -508,7 +508,7 @@ BEGIN
            array_agg(fk ORDER BY fp, seq)
       INTO c_seq, c_kind, c_id, c_li, c_fact_id, c_fact, c_from, c_to, c_ref, c_ep, c_live, c_key
       FROM (SELECT fc.*, pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fk,
-                   pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fp
+                   pgmemory_internal.fold_order(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) AS fp
               FROM pgmemory.fact_claims fc WHERE fc.group_id = p_group AND fc.lineage = ANY (comp)
                AND (fc.lineage = ANY (comp[1:nf])
                     OR fc.kind = 'assert' AND (p_from IS NULL OR pgmemory_internal.fold_key(
@@ -917,8 +917,8 @@ BEGIN
      WHERE fc.group_id = c.group_id AND fc.lineage = ANY (near) AND fc.kind <> 'retract'
        AND fc.retracted_by IS NULL
        AND pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= key
-       AND pgmemory_internal.fold_place(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
-           > pgmemory_internal.fold_place(c.kind, c.valid_from, c.valid_to, c.ref_time);
+       AND pgmemory_internal.fold_order(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time)
+           > pgmemory_internal.fold_order(c.kind, c.valid_from, c.valid_to, c.ref_time);
     -- (Assertions without an end merge the same in any order only where no claim of the lineage
     -- bounds an interval: else one could join intervals that were apart when it came in its place;
     -- nor when the lineage has intervals apart (another lineage ended one): a later one may start

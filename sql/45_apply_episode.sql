@@ -119,12 +119,12 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- In fold order (pgmemory_internal.fold_place; the plan's order among equals): the belief is the
+    -- In fold order (pgmemory_internal.fold_order; the plan's order among equals): the belief is the
     -- same in any order, but a claim applied before one of its own episode that comes earlier in
     -- the fold is re-folded ("I left Acme two weeks ago and now work at Globex": the negation of
     -- Acme is placed two weeks back, after Globex ended Acme today).
     FOR item, n IN SELECT x.value, x.n FROM jsonb_array_elements(coalesce(p_plan->'claims', '[]')) WITH ORDINALITY AS x(value, n)
-                    ORDER BY pgmemory_internal.fold_place(x.value->>'kind', (x.value->>'valid_from')::timestamptz,
+                    ORDER BY pgmemory_internal.fold_order(x.value->>'kind', (x.value->>'valid_from')::timestamptz,
                                                           nullif((x.value->>'valid_to')::timestamptz, 'infinity'),
                                                           coalesce((x.value->>'ref_time')::timestamptz, ref)), x.n LOOP
         -- Looked up first: Citus plans no subquery inside INSERT ... VALUES. Only when there is

@@ -284,7 +284,7 @@ def test_upgrade_refolds_claims_at_one_point_in_the_new_order(empty_dsn):
 
         report = init_database(conn, 384)
         conn.commit()
-        assert "0640_fold_place_ties.sql" in report.migrations_applied
+        assert "0640_fold_order_ties.sql" in report.migrations_applied
         believed = conn.execute("SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
                                 " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded)").fetchall()
         assert believed == [(globex, "2020-01-01", None)]

@@ -261,7 +261,7 @@ BEGIN
             ('apply_claim', 'Internal: apply one claim to its group''s believed facts (the temporal rules)'),
             ('fold_claim', 'Internal: store one claim and fold it into its group''s believed facts'),
             ('fold_key', 'Internal: the valid-time point at which a claim takes its place in a fold'),
-            ('fold_place', 'Internal: a claim''s full place in a fold (fold_key, then the earlier stated end, then the earlier said)'),
+            ('fold_order', 'Internal: a claim''s full place in a fold (fold_key, then the earlier stated end, then the earlier said)'),
             ('stale_lineages', 'Internal (init): the lineages a change of the fold order may have left stale, by group'),
             ('check_time', 'Internal (SQL writers): refuse a time outside 1000-01-01..2999-12-31 UTC (or the one infinity allowed) in one line'),
             ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, unprintable characters, *)'),
