@@ -215,42 +215,56 @@ def test_upgrade_stores_the_exclusive_lineages_of_the_claims_so_far(empty_dsn):
         assert conn.execute("SELECT pgmemory_internal.claim_component('g', %s)", ([d],)).fetchone()[0] == [d]
 
 
+def upgrade_beliefs(dsn: str, facts, claims, migration: str) -> list[tuple]:
+    """A database at migration 0570 holding Alice, Acme and Globex, the given fact versions (id,
+    target, valid, recorded) and assertions of Alice WORKS_FOR (id, target, valid_from, valid_to,
+    ref_time, contradicts; each its own lineage unless named, landed on the fact of its lineage),
+    upgraded by init (which applies `migration`): the believed (target, start, end), and no
+    beliefs_stale flag left."""
+    from pgmemory.storage.setup import init_database
+
+    names = {"Alice": uuid.uuid4(), "Acme": uuid.uuid4(), "Globex": uuid.uuid4()}
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        for name, eid in names.items():
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
+                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        for fid, target, valid, recorded in facts:
+            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
+                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s)",
+                         (fid, fid, names["Alice"], names[target], valid, recorded))
+        for cid, lineage, target, frm, to, ref, contradicts in claims:
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
+                         " relation, fact, valid_from, valid_to, ref_time, contradicts)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s, %s, %s)",
+                         (cid, lineage, lineage, names["Alice"], names[target], frm, to, ref, contradicts))
+        conn.commit()
+        report = init_database(conn, 384)
+        conn.commit()
+        assert migration in report.migrations_applied
+        assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0
+        by_id = {eid: name for name, eid in names.items()}
+        return [(by_id[t], lo, hi) for t, lo, hi in conn.execute(
+            "SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
+            " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded) ORDER BY 2").fetchall()]
+
+
 def test_upgrade_refolds_the_claims_with_an_end_stated_after_the_fact(empty_dsn):
     """0600: "worked at Acme until 2019", said in 2021, took its place in 2021 and ended the job held
     then; after the upgrade its place is 2019: the lineages with such claims are re-folded (Globex
     holds again) and the flag that asked for it is cleared."""
-    from pgmemory.storage.setup import init_database
-
-    alice, acme, globex = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     la, lg, a2 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    with psycopg.connect(empty_dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
-        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at) VALUES"
-                     " (%s, 'g', 'Alice', '2024-01-01Z', '2024-01-01Z'), (%s, 'g', 'Acme', '2024-01-01Z', '2024-01-01Z'),"
-                     " (%s, 'g', 'Globex', '2024-01-01Z', '2024-01-01Z')", (alice, acme, globex))
+    now = "[2024-01-01Z,)"
+    believed = upgrade_beliefs(
+        empty_dsn,
         # What the older rules believed: Acme [2018, 2019), Globex ended in 2021 by the Acme claim.
-        for fid, target, valid in ((la, acme, "[2018-01-01Z, 2019-01-01Z)"), (lg, globex, "[2019-01-01Z, 2021-01-01Z)")):
-            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
-                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s,"
-                         " tstzrange('2024-01-01Z', NULL))", (fid, fid, alice, target, valid))
-        for cid, lineage, target, frm, to, ref, contradicts in (
-                (la, la, acme, "2018-01-01Z", None, "2018-01-01Z", []),
-                (lg, lg, globex, "2019-01-01Z", None, "2019-01-01Z", [la]),
-                (a2, la, acme, None, "2019-01-01Z", "2021-01-01Z", [lg])):
-            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
-                         " relation, fact, valid_from, valid_to, ref_time, contradicts)"
-                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s, %s, %s)",
-                         (cid, lineage, lineage, alice, target, frm, to, ref, contradicts))
-        conn.commit()
-
-        report = init_database(conn, 384)
-        conn.commit()
-        assert "0600_fold_key_stated_end.sql" in report.migrations_applied
-        believed = conn.execute("SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
-                                " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded) ORDER BY 2").fetchall()
-        assert believed == [(acme, "2018-01-01", "2019-01-01"), (globex, "2019-01-01", None)]
-        assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0
+        [(la, "Acme", "[2018-01-01Z, 2019-01-01Z)", now), (lg, "Globex", "[2019-01-01Z, 2021-01-01Z)", now)],
+        [(la, la, "Acme", "2018-01-01Z", None, "2018-01-01Z", []),
+         (lg, lg, "Globex", "2019-01-01Z", None, "2019-01-01Z", [la]),
+         (a2, la, "Acme", None, "2019-01-01Z", "2021-01-01Z", [lg])],
+        "0600_fold_key_stated_end.sql")
+    assert believed == [("Acme", "2018-01-01", "2019-01-01"), ("Globex", "2019-01-01", None)]
 
 
 def test_upgrade_refolds_claims_at_one_point_in_the_new_order(empty_dsn):
@@ -258,34 +272,12 @@ def test_upgrade_refolds_claims_at_one_point_in_the_new_order(empty_dsn):
     order (Globex from 2020, then Acme from 2020 until March: Globex withdrawn, nothing held after
     March). After the upgrade the ended statement comes first at that point, so the lineages are
     re-folded to the belief any arrival order now gives: Globex from 2020, still true."""
-    from pgmemory.storage.setup import init_database
-
-    alice, acme, globex = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     la, lg = uuid.uuid4(), uuid.uuid4()
-    with psycopg.connect(empty_dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
-        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at) VALUES"
-                     " (%s, 'g', 'Alice', '2024-01-01Z', '2024-01-01Z'), (%s, 'g', 'Acme', '2024-01-01Z', '2024-01-01Z'),"
-                     " (%s, 'g', 'Globex', '2024-01-01Z', '2024-01-01Z')", (alice, acme, globex))
-        for fid, target, valid, recorded in (
-                (lg, globex, "[2020-01-01Z,)", "[2024-01-01Z, 2024-01-02Z)"),
-                (la, acme, "[2020-01-01Z, 2020-03-01Z)", "[2024-01-02Z,)")):
-            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
-                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s)",
-                         (fid, fid, alice, target, valid, recorded))
-        for cid, target, to, ref, contradicts in ((lg, globex, None, "2024-01-01Z", []),
-                                                  (la, acme, "2020-03-01Z", "2024-01-02Z", [lg])):
-            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
-                         " relation, fact, valid_from, valid_to, ref_time, contradicts)"
-                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'WORKS_FOR', 'Alice works for x', '2020-01-01Z',"
-                         " %s, %s, %s)", (cid, cid, cid, alice, target, to, ref, contradicts))
-        conn.commit()
-
-        report = init_database(conn, 384)
-        conn.commit()
-        assert "0640_fold_order_ties.sql" in report.migrations_applied
-        believed = conn.execute("SELECT target_id, lower(valid)::date::text, upper(valid)::date::text"
-                                " FROM pgmemory.facts WHERE group_id = 'g' AND upper_inf(recorded)").fetchall()
-        assert believed == [(globex, "2020-01-01", None)]
-        assert conn.execute("SELECT count(*) FROM pgmemory.settings WHERE key = 'beliefs_stale'").fetchone()[0] == 0
+    believed = upgrade_beliefs(
+        empty_dsn,
+        [(lg, "Globex", "[2020-01-01Z,)", "[2024-01-01Z, 2024-01-02Z)"),
+         (la, "Acme", "[2020-01-01Z, 2020-03-01Z)", "[2024-01-02Z,)")],
+        [(lg, lg, "Globex", "2020-01-01Z", None, "2024-01-01Z", []),
+         (la, la, "Acme", "2020-01-01Z", "2020-03-01Z", "2024-01-02Z", [lg])],
+        "0640_fold_order_ties.sql")
+    assert believed == [("Globex", "2020-01-01", None)]
