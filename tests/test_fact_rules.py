@@ -285,7 +285,8 @@ def assert_exclusions_match_claims(conn, group: str) -> None:
 
 
 def believed_sentences(conn, group: str) -> list[tuple]:
-    return sorted(conn.execute("SELECT target, valid_from, valid_to, fact FROM pgmemory.believed_facts"
+    """(target, start, end, sentence) of every believed fact, bounds as text (-infinity included)."""
+    return sorted(conn.execute("SELECT target, valid_from::text, valid_to::text, fact FROM pgmemory.believed_facts"
                                " WHERE group_id = %s", (group,)).fetchall(), key=str)
 
 
@@ -311,7 +312,7 @@ def test_of_two_statements_from_the_same_day_the_wording_of_the_ended_one_is_bel
     said = [{"frm": "2020-01-01", "to": "2021-01-01", "text": "Alice joined Acme for a year."},
             {"frm": "2020-01-01", "ref": "2022-01-01", "text": "Alice has worked for Acme since 2020."}]
     tell(conn, group, [("Acme", said[i]) for i in order])
-    assert [(r[1].date().isoformat(), r[2].date().isoformat(), r[3]) for r in believed_sentences(conn, group)] == [
+    assert [(r[1][:10], r[2][:10], r[3]) for r in believed_sentences(conn, group)] == [
         ("2020-01-01", "2021-01-01", "Alice joined Acme for a year.")]
     assert_refold_changes_nothing(conn, group)
 
@@ -399,6 +400,24 @@ def test_an_end_at_infinity_is_an_open_end(conn, group):
         conn.commit()
     assert intervals(conn, group) == intervals(conn, f"{group}-null") == {
         "Acme": [("2018-01-01", "2019-01-01")], "Globex": [(None, "2020-01-01")]}
+    assert_refold_changes_nothing(conn, group)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_two_values_held_since_always_one_ended_leave_the_other_believed(conn, group, order):
+    """A start of -infinity ("always") on two values of a functional relation, one of them ended:
+    they tie in valid time, and the ended one comes first whichever arrived first, so the value
+    still true is believed (arrival order made the later one win, at worst ending with none)."""
+    said = [("Acme", "2020-01-01"), ("Globex", None)]
+    for i in order:
+        target, to = said[i]
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'works for', %s, %s, p_valid_from => '-infinity',"
+                     " p_valid_to => %s, p_functional => true)", (group, target, f"Alice works for {target}.",
+                                                                  to and utc(to)))
+        conn.commit()
+    rows = conn.execute("SELECT target, valid_from::text, valid_to FROM pgmemory.believed_facts WHERE group_id = %s",
+                        (group,)).fetchall()
+    assert rows == [("Globex", "-infinity", None)]
     assert_refold_changes_nothing(conn, group)
 
 
