@@ -836,7 +836,8 @@ $$;
 -- their times, a repeat that moves a start back: the usual cases), else its lineages are
 -- re-folded with it in its place (a late statement about the past, a return to an earlier state
 -- told out of order). Returns what apply_claim returns; after a re-fold: the fact it landed on
--- ('created' when it opened its own), and the other facts whose belief changed as 'ended'
+-- ('created' when it opened its own; none, action 'withdrawn', when its interval is believed
+-- nowhere: another value begins there), and the other facts whose belief changed as 'ended'
 -- (still believed) or 'withdrawn'.
 CREATE OR REPLACE FUNCTION pgmemory_internal.fold_claim(c pgmemory.fact_claims)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -987,7 +988,8 @@ BEGIN
                        ELSE '{}' END, since, true);
     landed := (SELECT fc.fact_id FROM pgmemory.fact_claims fc WHERE fc.group_id = c.group_id AND fc.seq = c.seq);
     RETURN jsonb_build_object(
-        'fact_id', landed, 'action', CASE WHEN EXISTS (SELECT FROM pgmemory.facts f
+        'fact_id', landed, 'action', CASE WHEN landed IS NULL THEN 'withdrawn'  -- (believed nowhere)
+                                          WHEN EXISTS (SELECT FROM pgmemory.facts f
                                                         WHERE f.group_id = c.group_id AND f.id = landed
                                                           AND lower(f.recorded) < now())
                                           THEN 'extended' ELSE 'created' END,

@@ -29,7 +29,9 @@ $$;
 -- its lineage's interval is extended when it overlaps or touches, else a new one opens. p_negated: the
 -- relation ended at p_valid_to (or p_reference_time). p_functional: one value
 -- per source (one employer, one home), so other targets of the relation end.
--- Returns {fact_id, action, source_id, target_id, entities_created, ended, withdrawn}.
+-- Returns {fact_id, action, source_id, target_id, entities_created, ended, withdrawn}; action
+-- 'withdrawn' with no fact_id: the statement is kept but believed nowhere (another value of a
+-- functional relation, still true, begins where it does).
 CREATE OR REPLACE FUNCTION pgmemory.add_fact(
     p_group text, p_source text, p_relation text, p_target text, p_fact text,
     p_valid_from timestamptz DEFAULT NULL, p_valid_to timestamptz DEFAULT NULL,
@@ -99,17 +101,29 @@ BEGIN
     IF tgt.created THEN created := created || btrim(p_target); END IF;
     -- The pair's lineage of this relation: the believed one, else one no longer believed (its
     -- interval withdrawn by a contradiction, or retracted), so the statement said again joins it
-    -- rather than opening a second lineage that could hold at the same time once the other returns.
+    -- rather than opening a second lineage that could hold at the same time once the other returns;
+    -- else that of a statement believed nowhere (withdrawn as it came: no fact version, a claim).
     SELECT f.lineage INTO dup FROM pgmemory.facts f
      WHERE f.group_id = p_group AND f.relation = rel
        AND f.source_id = src.entity_id AND f.target_id = tgt.entity_id
      ORDER BY upper_inf(f.recorded) DESC, lower(f.recorded) LIMIT 1;
+    IF dup IS NULL THEN
+        SELECT fc.lineage INTO dup FROM pgmemory.fact_claims fc
+         WHERE fc.group_id = p_group AND fc.relation = rel
+           AND fc.source_id = src.entity_id AND fc.target_id = tgt.entity_id
+         ORDER BY fc.seq LIMIT 1;
+    END IF;
     -- One value per source: every other target's lineage, believed or not (one withdrawn now may be
-    -- believed again when what withdrew it is retracted, and must then end where this begins).
+    -- believed again when what withdrew it is retracted, and must then end where this begins), from
+    -- its versions and its statements (one believed nowhere has no version).
     IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
-        ends := ARRAY(SELECT DISTINCT f.lineage FROM pgmemory.facts f
+        ends := ARRAY(SELECT f.lineage FROM pgmemory.facts f
                        WHERE f.group_id = p_group AND f.source_id = src.entity_id
-                         AND f.relation = rel AND f.target_id <> tgt.entity_id);
+                         AND f.relation = rel AND f.target_id <> tgt.entity_id
+                      UNION
+                      SELECT fc.lineage FROM pgmemory.fact_claims fc
+                       WHERE fc.group_id = p_group AND fc.source_id = src.entity_id
+                         AND fc.relation = rel AND fc.target_id <> tgt.entity_id);
     END IF;
     c.group_id := p_group;
     c.kind := CASE WHEN p_negated THEN 'negate' ELSE 'assert' END;

@@ -205,6 +205,11 @@ STORIES = {
         [("Acme", {"frm": "2018-01-01"}), ("Acme", {"neg": True, "to": "2020-01-01", "ref": "2020-02-01"}),
          ("Acme", {"frm": "2020-01-01", "ref": "2021-01-01"})],
         {"Acme": [("2018-01-01", None)]}),
+    "a statement believed nowhere still gives its lineage to the next": (  # (Acme 2021 is withdrawn at once)
+        [("Globex", {"frm": "2021-01-01", "ref": "2023-01-01", "fn": True}),
+         ("Acme", {"frm": "2021-01-01", "to": "2021-07-01", "ref": "2022-01-01", "fn": True}),
+         ("Acme", {"ref": "2022-01-01", "fn": True}), ("Acme", {"ref": "2022-07-01", "fn": True})],
+        {"Acme": [("2022-01-01", None)], "Globex": [("2021-01-01", "2022-01-01")]}),
     "a negation said where a start is stated": (
         [("Acme", {"frm": "2018-01-01"}), ("Acme", {"neg": True, "ref": "2020-01-01"}),
          ("Acme", {"frm": "2020-01-01", "ref": "2021-01-01"})],
@@ -359,6 +364,16 @@ def test_add_fact_refuses_bad_input(conn, args, message):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
         conn.execute("SELECT pgmemory.add_fact(%s, %s, %s, %s, %s)", args)
     conn.rollback()
+
+
+def test_add_fact_says_when_its_statement_is_believed_nowhere(conn, group):
+    """A value of a functional relation ended where another still true began, told after it: the
+    statement is kept (a retraction of the other brings it back) but no fact holds it: action
+    'withdrawn', no fact id (not 'created')."""
+    add(conn, group, "Globex", {"frm": "2021-01-01", "fn": True})
+    did = add(conn, group, "Acme", {"frm": "2021-01-01", "to": "2021-07-01", "fn": True})
+    assert (did["action"], did["fact_id"]) == ("withdrawn", None)
+    assert intervals(conn, group) == {"Globex": [("2021-01-01", None)]}
 
 
 def test_retract_fact_reports_what_holds_again(conn, group):
