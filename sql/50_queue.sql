@@ -201,7 +201,7 @@ $$;
 
 -- Take the next episode for worker p_worker, or no row when nothing is ready.
 -- A group's next episode is its earliest unfinished one (reference time, then
--- recorded time); a group with a live lease is busy; the group whose oldest
+-- recorded time, then enqueue order: seq, as turns enqueued in one transaction share recorded_at); a group with a live lease is busy; the group whose oldest
 -- unfinished episode waits longest goes first. One claimer per group at
 -- a time (its 'claim' row of pgmemory.group_locks, FOR UPDATE SKIP LOCKED, so claimers skip
 -- each other's groups instead of waiting; apart from the writers' 'write' row, so a claim never
@@ -257,7 +257,7 @@ BEGIN
         LOOP
             SELECT h.id, h.attempts INTO v_id, v_attempts FROM pgmemory.episodes h
              WHERE h.group_id = g AND h.status IN ('pending', 'processing')
-             ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
+             ORDER BY h.valid_at, h.recorded_at, h.seq LIMIT 1;
             EXIT WHEN v_id IS NULL OR v_attempts < max_attempts;
             -- A poisoned episode: every lease taken on it ended unfinished (the process working on
             -- it was killed, or lost Postgres, each time). It fails, so its group goes on.

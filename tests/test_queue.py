@@ -487,3 +487,35 @@ async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(queu
     assert (stats.done, stats.failed) == (3, 0) and stats.set_aside >= 2
     done = status("g-busy")
     assert (done["id"], done["status"], done["attempts"]) == (busy, "done", 1)
+
+
+async def test_turns_enqueued_in_one_transaction_with_one_time_are_processed_in_enqueue_order(queue_dsn):
+    """A chat session's turns often share one reference time (LoCoMo stamps every turn with the
+    session's start) and are enqueued in one transaction (Memory.enqueue_episodes, an app's own
+    BEGIN ... COMMIT), so they share recorded_at (now()) too: the claim then fell back to the
+    episode's id, a hash, and processed them in an arbitrary order (here "I left Acme" before
+    "I work at Acme" in some groups), unlike add_episodes. Enqueue order (seq) breaks the tie."""
+    turns = [f"Turn {n}: I visited Town{n}." for n in range(1, 9)]
+    with psycopg.connect(queue_dsn) as conn:  # one transaction
+        for turn in turns:
+            conn.execute(ENQUEUE, ("t-one", turn, "message", "Zoe", "2024-01-01T00:00:00Z", "", None))
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    batch = [{"group_id": f"t-{n}", "content": content, "actor": "Ivy", "reference_time": "2024-01-01T00:00:00+00:00"}
+             for n in range(6) for content in ("I work at Acme Corp.", "I left Acme Corp and now work at Globex.")]
+    await memory.enqueue_episodes(batch)
+    seen: list[tuple[str, str]] = []
+    process = memory.ingestor.process
+
+    async def recorded(ep, **kwargs):
+        seen.append((ep.group_id, ep.content))
+        return await process(ep, **kwargs)
+
+    memory.ingestor.process = recorded
+    try:
+        stats = await memory.worker(drain=True).run()
+    finally:
+        await memory.close()
+    assert (stats.done, stats.failed) == (8 + 12, 0)
+    assert [c for g, c in seen if g == "t-one"] == turns
+    for n in range(6):
+        assert [c for g, c in seen if g == f"t-{n}"] == ["I work at Acme Corp.", "I left Acme Corp and now work at Globex."]
