@@ -519,3 +519,48 @@ async def test_turns_enqueued_in_one_transaction_with_one_time_are_processed_in_
     assert [c for g, c in seen if g == "t-one"] == turns
     for n in range(6):
         assert [c for g, c in seen if g == f"t-{n}"] == ["I work at Acme Corp.", "I left Acme Corp and now work at Globex."]
+
+
+def _pid_free_here(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_dsn):
+    """A lease owner names its host and pid, and a worker ended at once the leases of "this host's"
+    processes that no longer run. A process with the same host name whose pid this worker cannot
+    see (another container on the host network, `hostNetwork` pods, a second machine with the same
+    name) looked dead: its live lease was ended and its episode processed a second time while it
+    still worked on it. Here the holder runs in its own pid namespace (unshare) and keeps its lease."""
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
+        pytest.skip("needs root and unshare to start a process in another pid namespace")
+    eid = enqueue(queue_dsn, "ns-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    last = next(p for p in range(pid_max - 50, 400, -997) if _pid_free_here(p + 1) and _pid_free_here(p + 2))
+    holder_code = ("import sys, time, psycopg\nfrom pgmemory.ingest.pipeline import worker_id\nowner = worker_id()\n"
+                   "conn = psycopg.connect(sys.argv[1], autocommit=True)\n"
+                   "state = conn.execute(\"SELECT pgmemory_internal.lease_episode('ns-a', %s, %s, '1 hour')\","
+                   " (sys.argv[2], owner)).fetchone()[0]\nprint(state, owner, flush=True)\ntime.sleep(120)\n")
+    script = f'echo {last} > /proc/sys/kernel/ns_last_pid && "$0" -c "$1" "$2" "$3"; :'
+    holder = subprocess.Popen(["unshare", "-fp", "--kill-child", "--mount-proc", "sh", "-c", script, sys.executable, holder_code,
+                               queue_dsn, str(eid)], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        line = holder.stdout.readline().split()
+        if not line:
+            pytest.skip(f"could not start a process in another pid namespace: {holder.stderr.read()[-300:]}")
+        state, owner = line
+        assert state == "leased" and _pid_free_here(int(owner.split(":")[1])), owner
+
+        async def drain() -> tuple:
+            memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+            try:
+                return await memory.worker(drain=True, poll_seconds=0.1).run(), await memory.episode_status(eid, "ns-a")
+            finally:
+                await memory.close()
+
+        stats, status = asyncio.run(drain())
+        assert (stats.done, status["status"], status["attempts"]) == (0, "processing", 1)
+        assert episodes(queue_dsn)[0]["lease_owner"] == owner
+    finally:
+        holder.kill()
+        holder.wait(10)
