@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import random
@@ -121,25 +122,26 @@ def group_busy(exc: BaseException | None) -> bool:
     return isinstance(exc, (GroupBusy, asyncpg.LockNotAvailableError))
 
 
+@functools.cache
 def _process_space() -> str:
     """A short name for the set of processes this one can see by pid: the boot (each machine, each
-    reboot), the pid namespace (each container) and the network card (where there is no boot id).
-    Two hosts with one host name, or containers sharing the host's name (host network), differ."""
-    parts = [f"{uuid.getnode():012x}"]
+    reboot) and the pid namespace (each container); where there is no boot id (not Linux), the
+    network card. Two hosts with one host name, or containers sharing the host's name (host
+    network), differ."""
+    parts = []
     for read in (lambda: open("/proc/sys/kernel/random/boot_id").read().strip(),
                  lambda: str(os.stat("/proc/self/ns/pid").st_ino)):
         with contextlib.suppress(OSError):
             parts.append(read())
+    if not parts:
+        parts.append(f"{uuid.getnode():012x}")  # (random per process when there is none: never "dead here")
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:8]
-
-
-_SPACE = _process_space()
 
 
 def worker_id() -> str:
     """A lease owner name unique to this process: host, pid, a random suffix and where its pid
     means something (_process_space)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{_SPACE}"
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{_process_space()}"
 
 
 def _dead_here(owner: str | None) -> bool:
@@ -147,7 +149,7 @@ def _dead_here(owner: str | None) -> bool:
     namespace) that no longer runs (killed or crashed). An owner named elsewhere (or in the older
     host:pid:suffix form, which did not say where) is left to its lease's expiry."""
     host, pid, _, space = ((owner or "").split(":") + ["", "", "", ""])[:4]
-    if host != socket.gethostname() or space != _SPACE or not pid.isdigit():
+    if host != socket.gethostname() or space != _process_space() or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)
