@@ -564,3 +564,34 @@ def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_d
     finally:
         holder.kill()
         holder.wait(10)
+
+
+def test_a_worker_on_a_read_only_login_stops_with_one_line(queue_dsn):
+    """`pgmemory worker` (and ingest, retry) run with a read-only login (pgmemory grant without
+    --app) printed a 40-line traceback ending in "permission denied for table group_locks"; it now
+    stops with one line saying the login may only read and how to get a read-write one, and the
+    episode stays pending for a worker that may write."""
+    tag = uuid.uuid4().hex[:8]
+    role = f"ro_{tag}"
+    with psycopg.connect(queue_dsn) as conn:
+        grants.grant(conn, role, ["ro-a"], create_password="pw")
+    assert cli(queue_dsn, "worker", "--drain").wait(120) == 0  # the owner records the embedder first
+    enqueue(queue_dsn, "ro-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+    login = f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    try:
+        out, err = cli(login, "worker", "--drain").communicate(timeout=120)
+        (line,) = err.strip().splitlines()
+        assert line.startswith("pgmemory: error: ") and f"login {role} may only read" in line, err
+        assert "pgmemory grant" in line and "--app" in line
+        assert [(r["status"], r["attempts"]) for r in episodes(queue_dsn)] == [("pending", 0)]
+        with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ep-{tag}.jsonl"), "w") as f:
+            f.write('{"group_id": "ro-a", "content": "I live in Lima.", "reference_time": "2024-01-02T00:00:00Z"}\n')
+        proc = cli(login, "ingest", f.name)
+        out, err = proc.communicate(timeout=120)
+        (line,) = err.strip().splitlines()
+        assert proc.returncode == 2 and "may only read" in line and "--app" in line, err
+    finally:
+        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
