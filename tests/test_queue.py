@@ -595,3 +595,30 @@ def test_a_worker_on_a_read_only_login_stops_with_one_line(queue_dsn):
         with psycopg.connect(queue_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_sql_enqueue_strips_whitespace_as_python_does(queue_dsn):
+    """enqueue_episode said it validates like the Python API, but trimmed only spaces where Python
+    strips every whitespace character (str.strip): a content of no-break or ideographic spaces was
+    queued, an actor of a tab accepted, and an actor with a trailing newline (a line read from a
+    file) stored with it, so its derived id differed from Python's for the same episode."""
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        for args, message in [
+            (("ws", "\u00a0\u3000\u2009", "message", None, when, "", None), "episode content is empty"),
+            (("ws", "Hi.", "message", "\t\n", when, "", None), "actor must be a non-empty string"),
+            (("ws", "Hi.", "message", "\u3000", when, "", None), "actor must be a non-empty string"),
+            (("ws", "Hi.", "message", None, when, "", "\t"), "episode_id must be a UUID or a non-empty string"),
+        ]:
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+                conn.execute(ENQUEUE, args)
+        eid = conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "Zoe\n", when, "", None)).fetchone()[0]
+        assert eid == default_episode_uuid("ws", "Zoe", when, "I work at Acme Corp.")
+        # The same episode again, its actor written another way, is the same episode.
+        assert conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "\u00a0Zoe", when, "", None)
+                            ).fetchone()[0] == eid
+        assert conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "Zoe\r\n", when, "", "w1")
+                            ).fetchone()[0] == episode_uuid("ws", "w1")
+        conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "Zoe", when, "", "w1"))  # the same actor
+        assert conn.execute("SELECT array_agg(DISTINCT actor) FROM pgmemory.episodes WHERE group_id = 'ws'"
+                            ).fetchone()[0] == ["Zoe"]
