@@ -310,7 +310,8 @@ $$;
 
 -- Lease one given episode (in-process ingestion and `retry`): 'leased' when
 -- this caller now holds it (pending, failed or an expired lease), 'done' when
--- it is finished, 'busy' when another live lease holds it.
+-- it is finished, 'busy' when another live lease holds it or another episode of its group (a
+-- worker is processing the group: its episodes wait for it, so the group's order is kept).
 CREATE OR REPLACE FUNCTION pgmemory_internal.lease_episode(p_group text, p_episode uuid, p_worker text,
                                                   p_lease interval DEFAULT '5 minutes')
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
@@ -318,6 +319,18 @@ DECLARE
     v_status text;
     v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
 BEGIN
+    -- The group's 'claim' row, as claim_episode takes it (a claim is one short statement): a
+    -- claimer's lease committed meanwhile is seen by the check below, and a claimer skips the group
+    -- while this takes it.
+    PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'claim' FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM pgmemory.episodes b
+                WHERE b.group_id = p_group AND b.id <> p_episode AND b.status = 'processing'
+                  AND b.lease_until > clock_timestamp() AND b.lease_owner IS DISTINCT FROM p_worker) THEN
+        SELECT CASE WHEN e.status = 'done' THEN 'done' ELSE 'busy' END INTO v_status
+          FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode;
+        RETURN v_status;
+    END IF;
+    v_now := clock_timestamp();
     UPDATE pgmemory.episodes e
        SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,
            attempts = e.attempts + 1

@@ -622,3 +622,31 @@ def test_sql_enqueue_strips_whitespace_as_python_does(queue_dsn):
         conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "Zoe", when, "", "w1"))  # the same actor
         assert conn.execute("SELECT array_agg(DISTINCT actor) FROM pgmemory.episodes WHERE group_id = 'ws'"
                             ).fetchone()[0] == ["Zoe"]
+
+
+async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
+    """`pgmemory retry` (run to re-try failed episodes while workers run) re-ran every pending
+    episode too, leasing each one alone: with a worker processing a group's first episode, retry
+    processed the group's second and third meanwhile, ahead of the first. A group another process
+    is working on now keeps its order: retry leaves its episodes to it ("busy")."""
+    first = enqueue(queue_dsn, "rt", "I visited Town1.", "2024-01-01T00:00:00Z")
+    enqueue(queue_dsn, "rt", "I visited Town2.", "2024-01-02T00:00:00Z")
+    enqueue(queue_dsn, "rt", "I visited Town3.", "2024-01-03T00:00:00Z")
+    enqueue(queue_dsn, "rt-free", "I visited Town4.", "2024-01-01T00:00:00Z")
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:  # a worker (elsewhere) is on Town1
+        assert conn.execute("SELECT episode_id FROM pgmemory_internal.claim_episode('elsewhere:1:w', '1 hour')"
+                            ).fetchone() == (first,)
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        results = await memory.retry()
+        by_group = {}
+        for r in results:
+            by_group.setdefault(r.group_id, []).append(r.status)
+        assert by_group == {"rt": ["busy", "busy"], "rt-free": ["done"]}
+        # Once the worker is done with Town1, retry (or a worker) takes the rest, in order.
+        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0)", (first,))
+        assert [r.status for r in await memory.retry("rt")] == ["done"] * 3
+    finally:
+        await memory.close()
+    assert {(r["group_id"], r["status"]) for r in episodes(queue_dsn)} == {("rt", "done"), ("rt-free", "done")}
