@@ -650,3 +650,25 @@ async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
     finally:
         await memory.close()
     assert {(r["group_id"], r["status"]) for r in episodes(queue_dsn)} == {("rt", "done"), ("rt-free", "done")}
+
+
+def test_a_second_signal_gives_the_current_episode_back_at_once(queue_dsn, fake_openai):
+    """On SIGINT/SIGTERM a worker finishes its current episode for up to --grace-seconds (30):
+    it said nothing meanwhile, and a second Ctrl-C was ignored, so an impatient user waited the
+    whole grace period or reached for kill -9. It now says it is stopping, and a second signal
+    gives the episode back at once."""
+    enqueue(queue_dsn, "s-c", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    fake_openai.script(Delay(60, Reply(EXTRACTION)))
+    proc = cli(queue_dsn, "worker", llm=fake_openai.base_url)
+    wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    assert proc.poll() is None  # still finishing its episode
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 10, "the second signal did not stop the worker"
+    assert proc.returncode == 0, err
+    assert "stopping" in err and "again" in err
+    (row,) = episodes(queue_dsn)
+    assert (row["status"], row["lease_owner"], row["llm_calls"]) == ("pending", None, 1)
