@@ -48,8 +48,9 @@ async def run_worker(*, concurrency: int, drain: bool, lease_seconds: float, pol
             nonlocal signals
             signals += 1
             if signals == 1 and worker.stats.in_progress:
-                print(f"\nworker: stopping: finishing {worker.stats.in_progress} episode(s) in progress, up to "
-                      f"{grace_seconds:g} s (Ctrl-C or SIGTERM again gives them back now)", file=sys.stderr, flush=True)
+                print("\n" * progress.tty + f"worker: stopping: finishing {worker.stats.in_progress} episode(s) in "
+                      f"progress, up to {grace_seconds:g} s (Ctrl-C or SIGTERM again gives them back now)",
+                      file=sys.stderr, flush=True)
             worker.stop(now=signals > 1)
 
         loop = asyncio.get_running_loop()
