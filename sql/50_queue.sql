@@ -310,8 +310,10 @@ $$;
 
 -- Lease one given episode (in-process ingestion and `retry`): 'leased' when
 -- this caller now holds it (pending, failed or an expired lease), 'done' when
--- it is finished, 'busy' when another live lease holds it or another episode of its group (a
--- worker is processing the group: its episodes wait for it, so the group's order is kept).
+-- it is finished, 'busy' when another live lease holds it, or when it is unfinished (not failed)
+-- and another process holds a live lease on another episode of its group (a worker is processing
+-- the group: its queued episodes wait for it, so the group's order is kept; a failed episode,
+-- already out of order, may be retried meanwhile).
 CREATE OR REPLACE FUNCTION pgmemory_internal.lease_episode(p_group text, p_episode uuid, p_worker text,
                                                   p_lease interval DEFAULT '5 minutes')
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
@@ -325,7 +327,9 @@ BEGIN
     PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'claim' FOR UPDATE;
     IF EXISTS (SELECT 1 FROM pgmemory.episodes b
                 WHERE b.group_id = p_group AND b.id <> p_episode AND b.status = 'processing'
-                  AND b.lease_until > clock_timestamp() AND b.lease_owner IS DISTINCT FROM p_worker) THEN
+                  AND b.lease_until > clock_timestamp() AND b.lease_owner IS DISTINCT FROM p_worker)
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.episodes f
+                        WHERE f.group_id = p_group AND f.id = p_episode AND f.status = 'failed') THEN
         SELECT CASE WHEN e.status = 'done' THEN 'done' ELSE 'busy' END INTO v_status
           FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode;
         RETURN v_status;
