@@ -137,9 +137,11 @@ BEGIN
     END IF;
     IF p_kind = 'json' THEN
         BEGIN
-            PERFORM p_content::jsonb;
+            PERFORM p_content::json;  -- the syntax only, as Python's json.loads (jsonb refuses "\u0000")
         EXCEPTION WHEN invalid_text_representation THEN
             RAISE EXCEPTION 'json episode is not valid JSON' USING ERRCODE = '22023';
+        WHEN statement_too_complex THEN  -- (stack depth limit exceeded: Python's RecursionError)
+            RAISE EXCEPTION 'json episode is not valid JSON: it nests too deeply' USING ERRCODE = '22023';
         END;
     END IF;
     IF p_reference_time IS NULL THEN

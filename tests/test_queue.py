@@ -675,3 +675,25 @@ def test_a_second_signal_gives_the_current_episode_back_at_once(queue_dsn, fake_
     assert "stopping" in err and "again" in err
     (row,) = episodes(queue_dsn)
     assert (row["status"], row["lease_owner"], row["llm_calls"]) == ("pending", None, 1)
+
+
+async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused_in_one_line(queue_dsn):
+    """A json episode holding an escaped NUL ("\\u0000", valid JSON that Python accepts) was refused
+    by enqueue_episode with Postgres' own 22P05 "unsupported Unicode escape sequence" (its check
+    converted the text to jsonb), and one nested 25,000 deep raised "stack depth limit exceeded"
+    with a hint to raise max_stack_depth; Python's own check raised a bare RecursionError."""
+    nul = '{"name": "Ivy", "note": "a\\u0000b"}'
+    deep = "[" * 25_000 + "]" * 25_000
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        eid = conn.execute(ENQUEUE, ("js", nul, "json", None, "2024-01-01T00:00:00Z", "", None)).fetchone()[0]
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+            conn.execute(ENQUEUE, ("js", deep, "json", None, "2024-01-02T00:00:00Z", "", None))
+        assert refused.value.diag.message_primary == "json episode is not valid JSON: it nests too deeply"
+        assert refused.value.diag.message_hint is None
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        assert await memory.enqueue_episode("js", nul, kind="json", reference_time="2024-01-01T00:00:00Z") == eid
+        with pytest.raises(InvalidInput, match="^json episode is not valid JSON: it nests too deeply$"):
+            await memory.enqueue_episode("js", deep, kind="json", reference_time="2024-01-02T00:00:00Z")
+    finally:
+        await memory.close()
