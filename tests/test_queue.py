@@ -727,3 +727,33 @@ async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_opena
         await memory.close()
     assert fake_openai.requests  # the worker did try
     assert {r["status"] for r in episodes(queue_dsn)} == {"pending"}
+
+
+async def test_a_worker_waits_out_too_many_connections(queue_dsn):
+    """Postgres refusing new connections because its slots are full (SQLSTATE 53300: max_connections,
+    or a role's or database's CONNECTION LIMIT, reached by other workers and the app) is a passing
+    state of the server, like a restart: a slot that met it at its claim raised, so the worker died
+    with a traceback (and an episode that met it mid-way was failed). It now waits and goes on."""
+    tag = uuid.uuid4().hex[:8]
+    role = f"lim_{tag}"
+    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        grants.grant(conn, role, ["*"], kind="app", create_password="pw")
+        conn.execute(psycopg.sql.SQL("ALTER ROLE {} CONNECTION LIMIT 3").format(psycopg.sql.Identifier(role)))
+    for n in range(10):
+        for group in ("tm-a", "tm-b", "tm-c", "tm-d"):
+            enqueue(queue_dsn, group, f"I visited Town{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
+    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+    login = f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    await (await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())).close()  # (the owner
+    # records the embedder first)
+    memory = await Memory.open(login, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=8)
+    try:
+        stats = await asyncio.wait_for(memory.worker(concurrency=6, drain=True, poll_seconds=0.2,
+                                                     communities=False).run(), 120)
+    finally:
+        await memory.close()
+        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+    assert stats.failed == 0, stats.errors[:3]
+    assert {r["status"] for r in episodes(queue_dsn)} == {"done"}
