@@ -246,8 +246,8 @@ DECLARE
     max_attempts integer := greatest(coalesce((pgmemory_internal.setting('queue_max_attempts'))::integer, 5), 1);
 BEGIN
     IF NOT has_table_privilege('pgmemory.episodes', 'UPDATE') THEN  -- (an analyst's read-only login)
-        RAISE EXCEPTION 'login % may only read: a worker needs a read-write login (pgmemory grant % GROUP... --app)',
-              pgmemory_internal.session_role(), pgmemory_internal.session_role() USING ERRCODE = '42501';
+        RAISE EXCEPTION 'login % may only read: a worker needs a read-write login, a member of pgmemory_app',
+              pgmemory_internal.session_role() USING ERRCODE = '42501';
     END IF;
     g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
     WHILE g IS NOT NULL LOOP
