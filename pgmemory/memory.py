@@ -347,7 +347,7 @@ class Memory:
                 "SELECT id, group_id, content, kind, actor, valid_at, source_description"
                 " FROM pgmemory.episodes WHERE (status IN ('failed', 'pending')"
                 " OR (status = 'processing' AND lease_until <= clock_timestamp()))"
-                " AND ($1::text IS NULL OR group_id = $1) ORDER BY group_id, valid_at, recorded_at",
+                " AND ($1::text IS NULL OR group_id = $1) ORDER BY group_id, valid_at, recorded_at, seq",
                 group_id)
         batch = [{"group_id": r["group_id"], "content": r["content"], "kind": r["kind"],
                   "actor": r["actor"], "reference_time": r["valid_at"],

@@ -64,6 +64,15 @@ RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
                          || convert_to(p_name, 'UTF8')) AS d
 $$;
 
+-- p_text without the leading and trailing whitespace Python's str.strip() removes (every character
+-- str.isspace() calls whitespace, not only the space): enqueue_episode checks and stores actor and
+-- content as pgmemory.ingest.episode.validate_episode does, so both derive the same episode id.
+CREATE OR REPLACE FUNCTION pgmemory_internal.py_strip(p_text text)
+RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT btrim(p_text, E'\t\n\u000b\f\r\u001c\u001d\u001e\u001f \u0085\u00a0\u1680\u2000\u2001\u2002\u2003'
+                         || E'\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000')
+$$;
+
 -- The episode UUID for an id given by the writer: a UUID as is, any other
 -- string derived from (group, id) exactly as pgmemory.ingest.episode.episode_uuid does.
 CREATE OR REPLACE FUNCTION pgmemory_internal.episode_uuid(p_group text, p_episode_id text)
@@ -71,7 +80,7 @@ RETURNS uuid LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     hex text := replace(btrim(replace(replace(p_episode_id, 'urn:', ''), 'uuid:', ''), '{}'), '-', '');
 BEGIN
-    IF p_episode_id IS NULL OR btrim(p_episode_id) = '' THEN
+    IF p_episode_id IS NULL OR pgmemory_internal.py_strip(p_episode_id) = '' THEN
         RAISE EXCEPTION 'episode_id must be a UUID or a non-empty string' USING ERRCODE = '22023';
     END IF;
     IF hex ~ '^[0-9a-fA-F]{32}$' THEN
@@ -119,7 +128,7 @@ BEGIN
         RAISE EXCEPTION 'unknown episode kind %: use one of message, text, json', quote_nullable(p_kind)
               USING ERRCODE = '22023';
     END IF;
-    IF p_content IS NULL OR btrim(p_content, E' \t\n\r\f\v') = '' THEN
+    IF p_content IS NULL OR pgmemory_internal.py_strip(p_content) = '' THEN
         RAISE EXCEPTION 'episode content is empty' USING ERRCODE = '22023';
     END IF;
     IF length(p_content) > 50000 THEN  -- (pgmemory.ingest.episode.MAX_CONTENT_CHARS)
@@ -128,9 +137,11 @@ BEGIN
     END IF;
     IF p_kind = 'json' THEN
         BEGIN
-            PERFORM p_content::jsonb;
+            PERFORM p_content::json;  -- the syntax only, as Python's json.loads (jsonb refuses "\u0000")
         EXCEPTION WHEN invalid_text_representation THEN
             RAISE EXCEPTION 'json episode is not valid JSON' USING ERRCODE = '22023';
+        WHEN statement_too_complex THEN  -- (stack depth limit exceeded: Python's RecursionError)
+            RAISE EXCEPTION 'json episode is not valid JSON: it nests too deeply' USING ERRCODE = '22023';
         END;
     END IF;
     IF p_reference_time IS NULL THEN
@@ -138,12 +149,13 @@ BEGIN
               USING ERRCODE = '22023';
     END IF;
     PERFORM pgmemory_internal.check_time(p_reference_time, 'reference_time');
-    IF p_actor IS NOT NULL AND btrim(p_actor) = '' THEN
+    IF pgmemory_internal.py_strip(p_actor) = '' THEN
         RAISE EXCEPTION 'actor must be a non-empty string or NULL' USING ERRCODE = '22023';
     END IF;
     IF length(p_actor) > 200 THEN  -- (pgmemory.ingest.episode.MAX_ACTOR_CHARS)
         RAISE EXCEPTION 'actor has % characters; the limit is 200', length(p_actor) USING ERRCODE = '22023';
     END IF;
+    p_actor := pgmemory_internal.py_strip(p_actor);  -- (stored, compared and in the id stripped, as in Python)
     IF p_source_description IS NULL THEN
         RAISE EXCEPTION 'source_description must be a string' USING ERRCODE = '22023';
     END IF;
@@ -159,7 +171,7 @@ BEGIN
     -- exactly as pgmemory.ingest.episode.default_episode_uuid does, so re-enqueueing is a no-op.
     v_id := CASE WHEN p_episode_id IS NOT NULL THEN pgmemory_internal.episode_uuid(p_group, p_episode_id)
                  ELSE pgmemory_internal.uuid5('5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11', concat_ws(chr(31), 'default', p_group,
-                          coalesce(btrim(p_actor), ''),
+                          coalesce(p_actor, ''),
                           to_char(p_reference_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
                           || CASE WHEN extract(microseconds FROM p_reference_time)::bigint % 1000000 <> 0
                                   THEN to_char(p_reference_time AT TIME ZONE 'UTC', '.US') ELSE '' END
@@ -172,7 +184,7 @@ BEGIN
     -- A retracted episode (kept as history, sql/60_delete.sql) gives way when its id is said again.
     PERFORM pgmemory_internal.forget_retracted_episode(p_group, v_id);
     INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at, metadata)
-    VALUES (v_id, p_group, p_kind, p_content, btrim(p_actor), p_source_description, p_reference_time,
+    VALUES (v_id, p_group, p_kind, p_content, p_actor, p_source_description, p_reference_time,
             coalesce(p_metadata, '{}'))
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
@@ -182,7 +194,7 @@ BEGIN
     -- The same id again is the same episode only with the same content, kind, speaker and time.
     SELECT CASE WHEN e.content IS DISTINCT FROM p_content THEN 'content'
                 WHEN e.kind IS DISTINCT FROM p_kind THEN 'kind'
-                WHEN e.actor IS DISTINCT FROM btrim(p_actor) THEN 'actor'
+                WHEN e.actor IS DISTINCT FROM p_actor THEN 'actor'
                 WHEN e.valid_at IS DISTINCT FROM p_reference_time THEN 'reference_time' END
       INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
     IF v_stored IS NOT NULL THEN
@@ -201,7 +213,7 @@ $$;
 
 -- Take the next episode for worker p_worker, or no row when nothing is ready.
 -- A group's next episode is its earliest unfinished one (reference time, then
--- recorded time); a group with a live lease is busy; the group whose oldest
+-- recorded time, then enqueue order: seq, as turns enqueued in one transaction share recorded_at); a group with a live lease is busy; the group whose oldest
 -- unfinished episode waits longest goes first. One claimer per group at
 -- a time (its 'claim' row of pgmemory.group_locks, FOR UPDATE SKIP LOCKED, so claimers skip
 -- each other's groups instead of waiting; apart from the writers' 'write' row, so a claim never
@@ -233,6 +245,10 @@ DECLARE
     -- Leases an episode may take without finishing before it is failed as poisoned.
     max_attempts integer := greatest(coalesce((pgmemory_internal.setting('queue_max_attempts'))::integer, 5), 1);
 BEGIN
+    IF NOT has_table_privilege('pgmemory.episodes', 'UPDATE') THEN  -- (an analyst's read-only login)
+        RAISE EXCEPTION 'login % may only read: a worker needs a read-write login, a member of pgmemory_app',
+              pgmemory_internal.session_role() USING ERRCODE = '42501';
+    END IF;
     g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
     WHILE g IS NOT NULL LOOP
         IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes b
@@ -257,7 +273,7 @@ BEGIN
         LOOP
             SELECT h.id, h.attempts INTO v_id, v_attempts FROM pgmemory.episodes h
              WHERE h.group_id = g AND h.status IN ('pending', 'processing')
-             ORDER BY h.valid_at, h.recorded_at, h.id LIMIT 1;
+             ORDER BY h.valid_at, h.recorded_at, h.seq LIMIT 1;
             EXIT WHEN v_id IS NULL OR v_attempts < max_attempts;
             -- A poisoned episode: every lease taken on it ended unfinished (the process working on
             -- it was killed, or lost Postgres, each time). It fails, so its group goes on.
@@ -296,7 +312,10 @@ $$;
 
 -- Lease one given episode (in-process ingestion and `retry`): 'leased' when
 -- this caller now holds it (pending, failed or an expired lease), 'done' when
--- it is finished, 'busy' when another live lease holds it.
+-- it is finished, 'busy' when another live lease holds it, or when it is unfinished (not failed)
+-- and another process holds a live lease on another episode of its group (a worker is processing
+-- the group: its queued episodes wait for it, so the group's order is kept; a failed episode,
+-- already out of order, may be retried meanwhile).
 CREATE OR REPLACE FUNCTION pgmemory_internal.lease_episode(p_group text, p_episode uuid, p_worker text,
                                                   p_lease interval DEFAULT '5 minutes')
 RETURNS text LANGUAGE plpgsql VOLATILE AS $$
@@ -304,6 +323,20 @@ DECLARE
     v_status text;
     v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
 BEGIN
+    -- The group's 'claim' row, as claim_episode takes it (a claim is one short statement): a
+    -- claimer's lease committed meanwhile is seen by the check below, and a claimer skips the group
+    -- while this takes it.
+    PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'claim' FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM pgmemory.episodes b
+                WHERE b.group_id = p_group AND b.id <> p_episode AND b.status = 'processing'
+                  AND b.lease_until > clock_timestamp() AND b.lease_owner IS DISTINCT FROM p_worker)
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.episodes f
+                        WHERE f.group_id = p_group AND f.id = p_episode AND f.status = 'failed') THEN
+        SELECT CASE WHEN e.status = 'done' THEN 'done' ELSE 'busy' END INTO v_status
+          FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode;
+        RETURN v_status;
+    END IF;
+    v_now := clock_timestamp();
     UPDATE pgmemory.episodes e
        SET status = 'processing', lease_owner = p_worker, lease_until = v_now + p_lease,
            attempts = e.attempts + 1

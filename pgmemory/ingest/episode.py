@@ -133,6 +133,8 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
             json.loads(content)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"json episode is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InvalidInput("json episode is not valid JSON: it nests too deeply") from None
     if reference_time is None:
         raise InvalidInput("reference_time is required (when the episode was said or happened)")
     reference_time = parse_time(reference_time)

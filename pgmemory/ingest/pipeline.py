@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import hashlib
 import os
 import random
 import socket
@@ -120,16 +122,34 @@ def group_busy(exc: BaseException | None) -> bool:
     return isinstance(exc, (GroupBusy, asyncpg.LockNotAvailableError))
 
 
+@functools.cache
+def _process_space() -> str:
+    """A short name for the set of processes this one can see by pid: the boot (each machine, each
+    reboot) and the pid namespace (each container); where there is no boot id (not Linux), the
+    network card. Two hosts with one host name, or containers sharing the host's name (host
+    network), differ."""
+    parts = []
+    for read in (lambda: open("/proc/sys/kernel/random/boot_id").read().strip(),
+                 lambda: str(os.stat("/proc/self/ns/pid").st_ino)):
+        with contextlib.suppress(OSError):
+            parts.append(read())
+    if not parts:
+        parts.append(f"{uuid.getnode():012x}")  # (random per process when there is none: never "dead here")
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:8]
+
+
 def worker_id() -> str:
-    """A lease owner name unique to this process: host, pid and a random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A lease owner name unique to this process: host, pid, a random suffix and where its pid
+    means something (_process_space)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{_process_space()}"
 
 
 def _dead_here(owner: str | None) -> bool:
-    """True when a lease owner is a process of this host that no longer runs (killed or crashed)."""
-    host, _, rest = (owner or "").partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    """True when a lease owner is a process this one can see by pid (same host, boot and pid
+    namespace) that no longer runs (killed or crashed). An owner named elsewhere (or in the older
+    host:pid:suffix form, which did not say where) is left to its lease's expiry."""
+    host, pid, _, space = ((owner or "").split(":") + ["", "", "", ""])[:4]
+    if host != socket.gethostname() or space != _process_space() or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)

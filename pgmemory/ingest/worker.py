@@ -67,14 +67,18 @@ class Worker:
         self.on_progress = on_progress
         self.stats = WorkerStats()
         self._stopping = asyncio.Event()
+        self._now = asyncio.Event()  # stop without waiting for the grace period
         self._wake = asyncio.Event()
         self._interrupted: list[Episode] = []
         self._aside: dict[str, tuple[float, float]] = {}  # busy group -> (loop time it is tried again, pause)
 
-    def stop(self) -> None:
-        """Stop claiming; current episodes finish (or are given back after the grace period)."""
+    def stop(self, *, now: bool = False) -> None:
+        """Stop claiming; current episodes finish (or are given back after the grace period, or
+        at once with now=True: a second Ctrl-C)."""
         self._stopping.set()
         self._wake.set()
+        if now:
+            self._now.set()
 
     async def run(self) -> WorkerStats:
         """Run the slots until stopped or drained; returns the stats. Losing Postgres (a restart,
@@ -86,9 +90,12 @@ class Worker:
             all_slots = asyncio.gather(*slots, return_exceptions=True)
             await asyncio.wait([stopping, all_slots], return_when=asyncio.FIRST_COMPLETED)
             if not all_slots.done():
-                _, late = await asyncio.wait(slots, timeout=self.grace_seconds)
-                for task in late:
-                    task.cancel()
+                now = asyncio.create_task(self._now.wait())
+                await asyncio.wait([all_slots, now], timeout=self.grace_seconds, return_when=asyncio.FIRST_COMPLETED)
+                now.cancel()
+                for task in slots:
+                    if not task.done():
+                        task.cancel()
             stopping.cancel()
             for result in await asyncio.gather(*slots, return_exceptions=True):
                 if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):

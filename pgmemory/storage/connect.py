@@ -103,9 +103,12 @@ def postgres_lost(exc: BaseException) -> bool:
     """Did `exc` come from losing Postgres (not, say, an LLM or embedding endpoint that refused a
     connection)? Like connection_lost, but an OSError counts only when asyncpg raised it (its
     traceback passes through asyncpg), so a worker gives back episodes for a database restart
-    and still marks failed the ones an unreachable provider failed."""
+    and still marks failed the ones an unreachable provider failed. A server whose connection
+    slots are full (53300: max_connections or a CONNECTION LIMIT, taken by other clients) is
+    unavailable for now too: waited out the same way."""
     for e in _chain(exc):
-        if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)) \
+        if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError,
+                          asyncpg.exceptions.TooManyConnectionsError)) \
                 and not isinstance(e, asyncpg.exceptions.QueryCanceledError):
             return True
         if isinstance(e, asyncpg.InterfaceError) and "connection is closed" in str(e) or _protocol_interrupted(e):

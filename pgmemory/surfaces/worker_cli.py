@@ -42,9 +42,20 @@ async def run_worker(*, concurrency: int, drain: bool, lease_seconds: float, pol
     async with await Memory.open(pool_size=concurrency + 2, lease_seconds=lease_seconds) as memory:
         worker = memory.worker(concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
                                grace_seconds=grace_seconds, on_progress=progress.update)
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 1 and worker.stats.in_progress:
+                print("\n" * progress.tty + f"worker: stopping: finishing {worker.stats.in_progress} episode(s) in "
+                      f"progress, up to {grace_seconds:g} s (Ctrl-C or SIGTERM again gives them back now)",
+                      file=sys.stderr, flush=True)
+            worker.stop(now=signals > 1)
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stop)
+            loop.add_signal_handler(sig, on_signal)
         stats = await worker.run()
     progress.update(stats, final=True)
     for error in stats.errors[:10]:

@@ -378,6 +378,7 @@ BEGIN
             ('search_group', 'Search entry point: the search of one group in one call (delegated to its worker on Citus)'),
             ('entities_at', 'Entities of a group at valid time T as believed at T'' (NULL = now), with their summary in that slice'),
             ('forget_retracted_episode', 'Internal: a retracted episode (kept as history) gives way to a new episode with its id'),
+            ('py_strip', 'Internal (enqueue_episode): the text without the leading and trailing whitespace Python''s str.strip() removes'),
             ('entity_versions_of', 'Every recorded version of the entity of a group with this name (now, else in an earlier version), oldest first')
         )
         SELECT p.oid::regprocedure AS sig, d.txt FROM pg_proc p JOIN docs d ON d.fn = p.proname
