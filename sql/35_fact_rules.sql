@@ -32,7 +32,9 @@
 --          never ended: instead the new claim's interval ends where it begins.
 -- negate:  the open intervals of its lineage that started before
 --          t = coalesce(valid_to, ref_time) end at t; with no interval at all
---          the statement is recorded as an interval ending at t.
+--          the statement is recorded as an interval ending at t. One with a
+--          stated start is first folded as an assertion from that start to t
+--          (fold_claim), then as a negation at t.
 -- retract: (pgmemory.retract_fact) the claims behind the fact it names are
 --          marked retracted_by and left out of every fold, and the lineage is
 --          re-folded without them.
@@ -883,8 +885,30 @@ DECLARE
     out_of_place boolean;  -- and one whose place it could change
     in_place boolean;      -- applied to the current belief (else re-folded in its place)
     since timestamptz := key;  -- where the re-fold starts
+    held pgmemory.fact_claims;  -- (a negation with a start: that it held until its end)
+    part jsonb;
 BEGIN
     c.valid_to := nullif(c.valid_to, 'infinity');
+    -- A negation that says since when the fact had held ("left Acme, where she had been since
+    -- 2021") is two statements, each folded in its place: that it held from then until its end
+    -- (an assertion: like any other it moves a start back and ends another value of a functional
+    -- relation where it starts), under the claim's id, and that it ended there.
+    IF c.kind = 'negate' AND c.valid_from < coalesce(c.valid_to, c.ref_time) THEN
+        held := c;
+        held.kind := 'assert';
+        held.valid_to := coalesce(c.valid_to, c.ref_time);
+        part := pgmemory_internal.fold_claim(held);
+        c.id := gen_random_uuid();
+        c.valid_from := NULL;
+        did := pgmemory_internal.fold_claim(c);
+        RETURN did || jsonb_build_object(
+            'action', CASE WHEN did->>'action' = 'unchanged' THEN part->>'action' ELSE did->>'action' END,
+            'ended', to_jsonb(ARRAY(SELECT DISTINCT x FROM jsonb_array_elements_text((part->'ended') || (did->'ended')) x
+                                     WHERE x <> ALL (ARRAY(SELECT jsonb_array_elements_text(did->'withdrawn')))
+                                       AND x IS DISTINCT FROM did->>'fact_id')),
+            'withdrawn', to_jsonb(ARRAY(SELECT DISTINCT x FROM jsonb_array_elements_text((part->'withdrawn') || (did->'withdrawn')) x
+                                         WHERE x IS DISTINCT FROM did->>'fact_id')));
+    END IF;
     -- What an earlier claim's place can change (else applying it last gives the same belief):
     -- for a negation, a claim of its lineage after it, or any after it once an interval that held
     -- at its end has been ended later (by an exclusive one); for an assertion with a stated end,

@@ -116,7 +116,7 @@ BEGIN
     -- One value per source: every other target's lineage, believed or not (one withdrawn now may be
     -- believed again when what withdrew it is retracted, and must then end where this begins), from
     -- its versions and its statements (one believed nowhere has no version).
-    IF p_functional AND NOT p_negated THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
+    IF p_functional THEN  -- computed first: Citus plans no subquery inside INSERT ... VALUES
         ends := ARRAY(SELECT f.lineage FROM pgmemory.facts f
                        WHERE f.group_id = p_group AND f.source_id = src.entity_id
                          AND f.relation = rel AND f.target_id <> tgt.entity_id

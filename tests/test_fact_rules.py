@@ -249,6 +249,14 @@ def test_applying_a_claim_equals_folding_it_in_its_place_over_more_lineages(conn
                  shapes=("frm", "frm", "ref", "frm_to", "neg", "retract", "ref_to"))
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_applying_a_claim_equals_folding_it_in_its_place_with_negations_that_say_since_when(conn, group, seed):
+    """The same with negations that say since when the fact had held ("no longer works for Acme,
+    where she had been since 2019"): each is folded as that it held from then until its end, and
+    that it ended there."""
+    random_story(conn, group, seed, shapes=("frm", "frm", "ref", "frm_to", "neg", "neg_frm", "retract"))
+
+
 def random_story(conn, group: str, seed: int, targets=("Acme", "Globex", "Initech"), statements: int = 8,
                  shapes=("frm", "frm", "ref", "frm_to", "neg", "retract")) -> None:
     """Random add_fact / retract_fact steps; after each, the belief is the re-fold of all claims."""
@@ -273,6 +281,8 @@ def random_story(conn, group: str, seed: int, targets=("Acme", "Globex", "Initec
             kw.update(frm=days[start], to=days[rng.randrange(start + 1, len(days))])
         elif shape == "ref_to":
             kw.update(ref=days[start + 1], to=days[rng.randrange(0, start + 1)])
+        elif shape == "neg_frm":  # "left it, where she had been since ..." (said later)
+            kw.update(neg=True, frm=days[start], ref=days[rng.randrange(start + 1, len(days))])
         else:
             kw.update(neg=True, fn=False, ref=days[start])
         if not kw.get("retract"):
@@ -436,15 +446,13 @@ def test_two_values_held_since_always_one_ended_leave_the_other_believed(conn, g
     assert_refold_changes_nothing(conn, group)
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: a negation that records an interval acts on no other lineage "
-                                       "(only assertions end exclusive values); see the session 24 note of issue 9")
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_a_left_job_recorded_with_its_start_ends_the_other_value_there(conn, group, order):
     """"Alice left Acme, where she had worked since 2021" (nothing known of Acme before) records
-    Acme 2021 until it was said; Globex since 2020, functional: one employer at a time, so Globex
-    ends in 2021 whichever statement arrives first (the fold today keeps both from 2021 when Globex
-    comes first)."""
-    said = [("Acme", {"neg": True, "frm": "2021-01-01", "ref": "2022-07-01"}),
+    Acme 2021 until it was said; Globex since 2020, both functional: one employer at a time, so
+    Globex ends in 2021 whichever statement arrives first (a negation acted on no other value, so
+    both were believed from 2021 when Globex came first)."""
+    said = [("Acme", {"neg": True, "frm": "2021-01-01", "ref": "2022-07-01", "fn": True}),
             ("Globex", {"frm": "2020-01-01", "ref": "2022-01-01", "fn": True})]
     tell(conn, group, [said[i] for i in order])
     assert intervals(conn, group) == {"Acme": [("2021-01-01", "2022-07-01")], "Globex": [("2020-01-01", "2021-01-01")]}
