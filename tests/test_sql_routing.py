@@ -31,6 +31,8 @@ ANY_GROUPS_ALLOWED = {
 UNPINNED_ALLOWED = {
     "function pgmemory_internal.claim_episode": "the queue: finds which groups have work, then pins the one it takes",
     "function pgmemory.rebuild_text_stats": "init's one-off rebuild of every group's statistics",
+    "function pgmemory_internal.stale_lineages": "init's one-off search of every group for beliefs to re-fold "
+                                                 "(joined on group_id)",
     "function pgmemory_internal.track_text_stats": "the statistics trigger reads its statement's transition tables",
     "view pgmemory.episode_queue": "a view over every group: the reader filters by group",
     "view pgmemory.current_facts": "a view over every group: the reader filters by group",
