@@ -39,7 +39,7 @@ from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
 from pgmemory.providers.embedder import Embedder
-from pgmemory.providers.llm import Usage
+from pgmemory.providers.llm import Usage, provider_unavailable
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.storage.vectors import as_vectors
 
@@ -213,12 +213,15 @@ class Ingestor:
         return result
 
     async def process(self, ep: Episode, *, entity_types=None, edge_types=None,
-                      own_vector: asyncio.Task | None = None, set_aside_when_busy: bool = False) -> EpisodeResult:
+                      own_vector: asyncio.Task | None = None, set_aside_when_busy: bool = False,
+                      wait_for_provider: bool = False) -> EpisodeResult:
         """Process an episode whose lease this owner holds (`own_vector`: its own text's vector, if
         already started). A failure is recorded ('failed', with its cost) and raised as
         IngestError; a cancellation gives the episode back ('pending'). With
         `set_aside_when_busy` (the queue worker), a group kept busy by other writers
-        (group_busy) gives the episode back too, the attempt not counted, and raises IngestError."""
+        (group_busy) gives the episode back too, the attempt not counted, and raises IngestError;
+        so does an LLM or embedding provider down for now (provider_unavailable) with
+        `wait_for_provider` (a worker that runs until stopped)."""
         usage = Usage()
         renewal = asyncio.create_task(self._renew(ep))
         try:
@@ -227,7 +230,7 @@ class Ingestor:
             await asyncio.shield(self.end_attempt(ep, None, usage))
             raise
         except Exception as exc:
-            if set_aside_when_busy and group_busy(exc):
+            if set_aside_when_busy and group_busy(exc) or wait_for_provider and provider_unavailable(exc):
                 await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
                                         ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,
                                         usage.completion_tokens)

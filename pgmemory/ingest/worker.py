@@ -27,13 +27,15 @@ import asyncpg
 
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases, group_busy
-from pgmemory.providers.llm import ProviderError
+from pgmemory.providers.llm import ProviderError, provider_unavailable
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.validate import EARLIEST, LATEST
 
 CHANNEL = "pgmemory_episodes"
 SET_ASIDE_FIRST_SECONDS = 1.0
 SET_ASIDE_MAX_SECONDS = 30.0
+PROVIDER_FIRST_PAUSE = 1.0   # an LLM or embedding provider down: a slot waits this long, doubling
+PROVIDER_MAX_PAUSE = 60.0    # up to this, before it claims again
 
 
 @dataclass
@@ -44,6 +46,7 @@ class WorkerStats:
     skipped: int = 0
     failed: int = 0
     set_aside: int = 0  # times a busy group's episode was given back to be tried later
+    provider_waits: int = 0  # times an episode was given back because its LLM or embedder was down
     in_progress: int = 0
     llm_calls: int = 0
     tokens: int = 0
@@ -71,6 +74,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._interrupted: list[Episode] = []
         self._aside: dict[str, tuple[float, float]] = {}  # busy group -> (loop time it is tried again, pause)
+        self._provider_pause = 0.0  # (doubles while the provider stays down, up to PROVIDER_MAX_PAUSE)
 
     def stop(self, *, now: bool = False) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period, or
@@ -186,11 +190,18 @@ class Worker:
             self.stats.in_progress += 1
             self._touched.add(ep.group_id)
             try:
-                self._count(await self.ingestor.process(ep, set_aside_when_busy=True))
+                self._count(await self.ingestor.process(ep, set_aside_when_busy=True, wait_for_provider=not self.drain))
                 self._aside.pop(ep.group_id, None)
+                self._provider_pause = 0.0
             except IngestError as exc:
                 if group_busy(exc):
                     self._set_aside(ep.group_id)
+                elif provider_unavailable(exc) and not self.drain:
+                    # Not the episode's fault either: given back ('pending', the attempt not
+                    # counted), and this slot waits before it claims again (the queue keeps its order).
+                    self.stats.provider_waits += 1
+                    self._provider_pause = min(max(2 * self._provider_pause, PROVIDER_FIRST_PAUSE), PROVIDER_MAX_PAUSE)
+                    backoff = self._provider_pause
                 elif postgres_lost(exc):
                     # Not the episode's fault: it goes back to 'pending' (process() gave it back,
                     # or the next claim round does once the server answers), in its group's order.

@@ -117,6 +117,19 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def provider_unavailable(exc: BaseException | None) -> bool:
+    """Did `exc` come from a provider that is down or overloaded for now (after its retries: a
+    connection error or timeout, HTTP 408, 429 or 502 and up), not from what was asked of it? A
+    queue worker then gives the episode back and waits instead of failing it."""
+    while exc is not None:
+        if isinstance(exc, ProviderError):
+            cause = exc.__cause__
+            return isinstance(cause, openai.APIConnectionError) or (
+                exc.status_code is not None and (exc.status_code in (408, 429) or exc.status_code >= 502))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 async def with_retries(
     attempt: Callable[[], Awaitable[T]],
     *,

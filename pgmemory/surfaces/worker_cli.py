@@ -26,6 +26,8 @@ class ProgressLine:
             return
         self._last = now
         aside = f", {stats.set_aside} set aside (group busy)" if stats.set_aside else ""
+        if stats.provider_waits:
+            aside += f", {stats.provider_waits} given back (LLM or embedder unavailable: waiting)"
         text = (f"worker: {stats.done} done, {stats.skipped} skipped, {stats.failed} failed{aside}, "
                 f"{stats.in_progress} in progress; {stats.llm_calls} LLM calls, {stats.tokens} tokens")
         if self.tty:
