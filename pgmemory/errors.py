@@ -1,5 +1,22 @@
 """Exceptions pgmemory raises: each names the problem and, where there is one, the fix."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then its causes and contexts and the members of exception groups, each once."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
+
 
 class PgMemoryError(Exception):
     """Base class of every error pgmemory raises on purpose."""

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 
+from pgmemory.errors import exception_chain
+
 if TYPE_CHECKING:
     import openai
 else:
@@ -121,13 +123,10 @@ def provider_unavailable(exc: BaseException | None) -> bool:
     """Did `exc` come from a provider that is down or overloaded for now (after its retries: a
     connection error or timeout, HTTP 408, 429 or 502 and up), not from what was asked of it? A
     queue worker then gives the episode back and waits instead of failing it."""
-    while exc is not None:
-        if isinstance(exc, ProviderError):
-            cause = exc.__cause__
-            return isinstance(cause, openai.APIConnectionError) or (
-                exc.status_code is not None and (exc.status_code in (408, 429) or exc.status_code >= 502))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return exc is not None and any(
+        isinstance(e, ProviderError) and (isinstance(e.__cause__, openai.APIConnectionError) or (
+            e.status_code is not None and (e.status_code in (408, 429) or e.status_code >= 502)))
+        for e in exception_chain(exc))
 
 
 async def with_retries(

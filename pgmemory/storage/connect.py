@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import psycopg
 from pgvector.asyncpg import register_vector
 
 from pgmemory.config import Settings, Timeouts
-from pgmemory.errors import DatabaseUnavailable
+from pgmemory.errors import DatabaseUnavailable, exception_chain
 from pgmemory.storage.embedded import embedded_dsn
 
 CONNECT_TIMEOUT_S = 5
@@ -69,19 +69,6 @@ _CONNECTION_LOST = (OSError, asyncpg.PostgresConnectionError, asyncpg.exceptions
                     asyncpg.exceptions.CannotConnectNowError, asyncpg.exceptions.InternalClientError)
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """`exc`, then its causes and contexts and the members of exception groups, each once."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        yield e
-        todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
-
-
 def _protocol_interrupted(e: BaseException) -> bool:
     """asyncpg's protocol left mid-operation by a dropped socket: "cannot switch to state N;
     another operation is in progress" (seen when the server is killed under load)."""
@@ -91,7 +78,7 @@ def _protocol_interrupted(e: BaseException) -> bool:
 def connection_lost(exc: BaseException) -> BaseException | None:
     """The lost-connection error behind `exc` (itself, a cause or context, or a member of an
     exception group), or None when the server did not go away."""
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         if isinstance(e, _CONNECTION_LOST) or _protocol_interrupted(e):
             return e
         if isinstance(e, psycopg.OperationalError) and (e.sqlstate is None or e.sqlstate[:2] in ("08", "57")):
@@ -106,7 +93,7 @@ def postgres_lost(exc: BaseException) -> bool:
     and still marks failed the ones an unreachable provider failed. A server whose connection
     slots are full (53300: max_connections or a CONNECTION LIMIT, taken by other clients) is
     unavailable for now too: waited out the same way."""
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError,
                           asyncpg.exceptions.TooManyConnectionsError)) \
                 and not isinstance(e, asyncpg.exceptions.QueryCanceledError):
