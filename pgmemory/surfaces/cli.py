@@ -564,9 +564,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if getattr(exc, "sqlstate", None) == "42501":  # a login's missing right: one line, no traceback
             message = str(exc).splitlines()[0]
-            if "may only read" not in message:
-                message += ": this login may only read; writing needs a read-write login"
-            message += " (`pgmemory grant ROLE GROUP... --app` makes one)"
+            if "pgmemory grant" not in message:  # (lock_group's "not among its groups" names its fix)
+                if "may only read" not in message:
+                    message += ": this login may only read; writing needs a read-write login"
+                message += " (`pgmemory grant ROLE GROUP... --app` makes one)"
             print(f"pgmemory: error: {message}", file=sys.stderr)
             return 2
         lost = connection_lost(exc)
