@@ -102,12 +102,15 @@ class EpisodeResult:
 
 
 class IngestError(Exception):
-    """Processing an episode failed; the raw episode is kept with status 'failed'."""
+    """Processing an episode failed; the raw episode is kept with status 'failed', unless it was
+    given back ('pending', the attempt not counted): `given_back` says why, 'busy' (other writers
+    of the group) or 'provider' (the LLM or embedding provider down for now)."""
 
-    def __init__(self, episode_id: uuid.UUID, cause: BaseException) -> None:
+    def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None) -> None:
         super().__init__(f"episode {episode_id} failed: {type(cause).__name__}: {cause}")
         self.episode_id = episode_id
         self.cause = cause
+        self.given_back = given_back
 
 
 class GroupBusy(Exception):
@@ -219,9 +222,10 @@ class Ingestor:
         already started). A failure is recorded ('failed', with its cost) and raised as
         IngestError; a cancellation gives the episode back ('pending'). With
         `set_aside_when_busy` (the queue worker), a group kept busy by other writers
-        (group_busy) gives the episode back too, the attempt not counted, and raises IngestError;
-        so does an LLM or embedding provider down for now (provider_unavailable) with
-        `wait_for_provider` (a worker that runs until stopped)."""
+        (group_busy) gives the episode back too, the attempt not counted, and raises IngestError
+        with given_back 'busy'; so does an LLM or embedding provider down for now
+        (provider_unavailable) with `wait_for_provider` (a worker that runs until stopped):
+        given_back 'provider'."""
         usage = Usage()
         renewal = asyncio.create_task(self._renew(ep))
         try:
@@ -230,11 +234,13 @@ class Ingestor:
             await asyncio.shield(self.end_attempt(ep, None, usage))
             raise
         except Exception as exc:
-            if set_aside_when_busy and group_busy(exc) or wait_for_provider and provider_unavailable(exc):
+            given_back = ("busy" if set_aside_when_busy and group_busy(exc)
+                          else "provider" if wait_for_provider and provider_unavailable(exc) else None)
+            if given_back:
                 await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
                                         ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,
                                         usage.completion_tokens)
-                raise IngestError(ep.id, exc) from exc
+                raise IngestError(ep.id, exc, given_back) from exc
             if not postgres_lost(exc):
                 await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
                 raise IngestError(ep.id, exc) from exc

@@ -26,8 +26,8 @@ from typing import Any
 import asyncpg
 
 from pgmemory.ingest.episode import Episode
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases, group_busy
-from pgmemory.providers.llm import ProviderError, provider_unavailable
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
+from pgmemory.providers.llm import ProviderError
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.validate import EARLIEST, LATEST
 
@@ -194,9 +194,9 @@ class Worker:
                 self._aside.pop(ep.group_id, None)
                 self._provider_pause = 0.0
             except IngestError as exc:
-                if group_busy(exc):
+                if exc.given_back == "busy":
                     self._set_aside(ep.group_id)
-                elif provider_unavailable(exc) and not self.drain:
+                elif exc.given_back == "provider":
                     # Not the episode's fault either: given back ('pending', the attempt not
                     # counted), and this slot waits before it claims again (the queue keeps its order).
                     self.stats.provider_waits += 1
