@@ -44,6 +44,19 @@ BEGIN
 END
 $$;
 
+-- Refuse a login that may only read (an analyst's) before it writes, in one line (42501) naming
+-- what it tried (p_what): checked on p_table, the table that writer changes first (lock_group:
+-- group_locks, claim_episode: episodes), so the line comes before any permission error of its own.
+CREATE OR REPLACE FUNCTION pgmemory_internal.check_writer(p_table text, p_what text)
+RETURNS void LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT has_table_privilege(p_table, 'UPDATE') THEN
+        RAISE EXCEPTION 'login % may only read: % needs a read-write login, a member of pgmemory_app',
+              pgmemory_internal.session_role(), p_what USING ERRCODE = '42501';
+    END IF;
+END
+$$;
+
 -- The times a writer may store (pgmemory.validate.EARLIEST..LATEST, which every Python surface
 -- checks): 1000-01-01 to 2999-12-31 UTC, or the one infinite value p_infinite allows (a start of
 -- -infinity: since forever; an end of +infinity: still holds). A time outside them is refused with

@@ -245,10 +245,7 @@ DECLARE
     -- Leases an episode may take without finishing before it is failed as poisoned.
     max_attempts integer := greatest(coalesce((pgmemory_internal.setting('queue_max_attempts'))::integer, 5), 1);
 BEGIN
-    IF NOT has_table_privilege('pgmemory.episodes', 'UPDATE') THEN  -- (an analyst's read-only login)
-        RAISE EXCEPTION 'login % may only read: a worker needs a read-write login, a member of pgmemory_app',
-              pgmemory_internal.session_role() USING ERRCODE = '42501';
-    END IF;
+    PERFORM pgmemory_internal.check_writer('pgmemory.episodes', 'a worker');  -- (an analyst's read-only login)
     g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
     WHILE g IS NOT NULL LOOP
         IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes b
@@ -415,10 +412,7 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     PERFORM pgmemory_internal.check_group(p_group);  -- (every writer of a group comes here first)
-    IF NOT has_table_privilege('pgmemory.group_locks', 'UPDATE') THEN  -- (an analyst's read-only login)
-        RAISE EXCEPTION 'login % may not write group %: it may only read', pgmemory_internal.session_role(), p_group
-              USING ERRCODE = '42501';
-    END IF;
+    PERFORM pgmemory_internal.check_writer('pgmemory.group_locks', format('writing group %s', p_group));
     LOOP
         PERFORM FROM pgmemory.group_locks l WHERE l.group_id = p_group AND l.purpose = 'write' FOR UPDATE;
         EXIT WHEN FOUND;

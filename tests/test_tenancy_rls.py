@@ -143,7 +143,7 @@ def test_no_security_definer_function_but_the_search_and_group_parameters_do_not
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="is not an entity of the searched groups"):
             conn.execute("SELECT * FROM pgmemory.bfs_entities(%s, %s, 2)", ([b], [entity_b]))
         conn.rollback()
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"login {tenants['role']} may not write group {b}: it may only read"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"login {tenants['role']} may only read: writing group {b} needs a read-write login"):
             conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Bob', 'Eve knows Bob.')", (b,))
 
 

@@ -264,6 +264,7 @@ BEGIN
             ('fold_order', 'Internal: a claim''s full place in a fold (fold_key, then the earlier stated end, then the earlier said)'),
             ('stale_lineages', 'Internal (init): the lineages a change of the fold order may have left stale, by group'),
             ('check_time', 'Internal (SQL writers): refuse a time outside 1000-01-01..2999-12-31 UTC (or the one infinity allowed) in one line'),
+            ('check_writer', 'Internal (SQL writers): refuse a login that may only read, in one line naming what it tried'),
             ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, unprintable characters, *)'),
             ('is_printable', 'Internal (SQL writers): is a text printable as Python''s str.isprintable() says (but for unassigned code points)'),
             ('check_json_object', 'Internal (SQL writers): refuse metadata or attributes that are not a JSON object of at most 10,000 characters'),
