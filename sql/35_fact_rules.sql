@@ -844,39 +844,12 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.fold_claim(c pgmemory.fact_claims)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    before uuid[] := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, '{}');
-    near uuid[] := c.lineage || ARRAY(SELECT DISTINCT x FROM unnest(before || c.contradicts) x WHERE x <> c.lineage);
+    before uuid[];  -- (set after a negation with a start is split: each part looks them up)
+    near uuid[];
+    newly uuid[];
+    fresh boolean;
     -- (An end at infinity is no end: an open one, stored as NULL, as record_fact stores it.)
     key timestamptz := pgmemory_internal.fold_key(c.kind, c.valid_from, nullif(c.valid_to, 'infinity'), c.ref_time);
-    -- The lineages it contradicts that were not exclusive with its own (usually none: a repeat
-    -- names the same ones again; looked up only when there are some, else the claims of every
-    -- lineage it names were read to find none).
-    newly uuid[] := ARRAY(SELECT x FROM unnest(c.contradicts) x WHERE x <> c.lineage AND x <> ALL (before));
-    -- It makes its lineage exclusive with one it was not exclusive with, and the pair would have
-    -- changed the fold of the claims already stored. In that fold (valid-time order) a pair (a, b)
-    -- acts only at an assertion of b that finds an interval of a valid at its start, and such an
-    -- interval is believed afterwards too (or one it was joined into), still valid at that point:
-    -- an interval's start only moves back, and its end only to the point of a later claim. So when
-    -- no believed interval of either holds an assertion of the other (bounds included) and no claim
-    -- of one is at the same point as an assertion of the other, the pair changed nothing before
-    -- this claim: an old job taken again after jobs it never met applies in place, not by a re-fold.
-    fresh boolean := cardinality(newly) > 0 AND EXISTS (
-        SELECT FROM unnest(newly) x, LATERAL (VALUES (c.lineage, x), (x, c.lineage)) p(a, b)
-         WHERE EXISTS (SELECT FROM pgmemory.facts f
-                         JOIN pgmemory.fact_claims fc ON fc.group_id = c.group_id AND fc.lineage = p.b
-                          AND fc.kind = 'assert' AND fc.retracted_by IS NULL
-                          AND (lower_inf(f.valid)
-                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lower(f.valid))
-                          AND (upper_inf(f.valid)
-                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= upper(f.valid))
-                        WHERE f.group_id = c.group_id AND f.lineage = p.a AND upper_inf(f.recorded))
-            OR EXISTS (SELECT FROM pgmemory.fact_claims fa
-                         JOIN pgmemory.fact_claims fb ON fb.group_id = c.group_id AND fb.lineage = p.b
-                          AND fb.kind = 'assert' AND fb.retracted_by IS NULL
-                          AND pgmemory_internal.fold_key(fb.kind, fb.valid_from, fb.valid_to, fb.ref_time)
-                              = pgmemory_internal.fold_key(fa.kind, fa.valid_from, fa.valid_to, fa.ref_time)
-                        WHERE fa.group_id = c.group_id AND fa.lineage = p.a AND fa.kind <> 'retract'
-                          AND fa.retracted_by IS NULL));
     did jsonb;
     changed uuid[];
     landed uuid;
@@ -909,6 +882,37 @@ BEGIN
             'withdrawn', to_jsonb(ARRAY(SELECT DISTINCT x FROM jsonb_array_elements_text((part->'withdrawn') || (did->'withdrawn')) x
                                          WHERE x IS DISTINCT FROM did->>'fact_id')));
     END IF;
+    before := pgmemory_internal.exclusive_lineages(c.group_id, c.lineage, '{}');
+    near := c.lineage || ARRAY(SELECT DISTINCT x FROM unnest(before || c.contradicts) x WHERE x <> c.lineage);
+    -- The lineages it contradicts that were not exclusive with its own (usually none: a repeat
+    -- names the same ones again; looked up only when there are some, else the claims of every
+    -- lineage it names were read to find none).
+    newly := ARRAY(SELECT x FROM unnest(c.contradicts) x WHERE x <> c.lineage AND x <> ALL (before));
+    -- It makes its lineage exclusive with one it was not exclusive with, and the pair would have
+    -- changed the fold of the claims already stored. In that fold (valid-time order) a pair (a, b)
+    -- acts only at an assertion of b that finds an interval of a valid at its start, and such an
+    -- interval is believed afterwards too (or one it was joined into), still valid at that point:
+    -- an interval's start only moves back, and its end only to the point of a later claim. So when
+    -- no believed interval of either holds an assertion of the other (bounds included) and no claim
+    -- of one is at the same point as an assertion of the other, the pair changed nothing before
+    -- this claim: an old job taken again after jobs it never met applies in place, not by a re-fold.
+    fresh := cardinality(newly) > 0 AND EXISTS (
+        SELECT FROM unnest(newly) x, LATERAL (VALUES (c.lineage, x), (x, c.lineage)) p(a, b)
+         WHERE EXISTS (SELECT FROM pgmemory.facts f
+                         JOIN pgmemory.fact_claims fc ON fc.group_id = c.group_id AND fc.lineage = p.b
+                          AND fc.kind = 'assert' AND fc.retracted_by IS NULL
+                          AND (lower_inf(f.valid)
+                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) >= lower(f.valid))
+                          AND (upper_inf(f.valid)
+                               OR pgmemory_internal.fold_key(fc.kind, fc.valid_from, fc.valid_to, fc.ref_time) <= upper(f.valid))
+                        WHERE f.group_id = c.group_id AND f.lineage = p.a AND upper_inf(f.recorded))
+            OR EXISTS (SELECT FROM pgmemory.fact_claims fa
+                         JOIN pgmemory.fact_claims fb ON fb.group_id = c.group_id AND fb.lineage = p.b
+                          AND fb.kind = 'assert' AND fb.retracted_by IS NULL
+                          AND pgmemory_internal.fold_key(fb.kind, fb.valid_from, fb.valid_to, fb.ref_time)
+                              = pgmemory_internal.fold_key(fa.kind, fa.valid_from, fa.valid_to, fa.ref_time)
+                        WHERE fa.group_id = c.group_id AND fa.lineage = p.a AND fa.kind <> 'retract'
+                          AND fa.retracted_by IS NULL));
     -- What an earlier claim's place can change (else applying it last gives the same belief):
     -- for a negation, a claim of its lineage after it, or any after it once an interval that held
     -- at its end has been ended later (by an exclusive one); for an assertion with a stated end,
