@@ -4,6 +4,7 @@ a clean run's (compared by digest). Killing the server prints one "database unav
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -199,3 +200,47 @@ def test_server_killed_mid_ingest_is_one_line_and_recovers(tmp_path, clean_diges
                 pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=data, user=user, timeout=60)
             except subprocess.CalledProcessError:
                 pass  # the last kill left no server to stop
+
+
+async def opened() -> Memory:
+    return await Memory.open()
+
+
+def test_a_server_with_every_slot_taken_is_one_line(tmp_path, monkeypatch):
+    """Other clients hold every connection slot of the embedded server: a command says so in one
+    line naming the fix (no traceback from the server's start-up, no 'server is back' advice),
+    and Memory.open raises DatabaseUnavailable; once a slot is free the same command runs."""
+    from pgserver._commands import pg_ctl
+
+    from pgmemory.errors import DatabaseUnavailable
+
+    data = tmp_path / "pgdata"
+    dsn = resolve_dsn(Settings(None, data))
+    user = "pgserver" if os.geteuid() == 0 else None
+    env = {**os.environ, "PGMEMORY_DATA_DIR": str(data), "PGMEMORY_EMBEDDER": "hash"}
+    holders: list[psycopg.Connection] = []
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET max_connections = 6")
+        pg_ctl(["-w", "-l", str(data / "log"), "restart"], pgdata=data, user=user, timeout=60)
+        with pytest.raises(psycopg.OperationalError, match="too many clients"):
+            while True:
+                holders.append(psycopg.connect(dsn, connect_timeout=5))
+        doctor = [sys.executable, "-m", "pgmemory.surfaces.cli", "doctor"]
+        full = subprocess.run(doctor, capture_output=True, text=True, timeout=BOUND_S, env=env)
+        assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr
+        [line] = full.stderr.splitlines()
+        assert line.startswith("pgmemory: error: cannot connect to Postgres at ") and \
+            "every connection slot is taken" in line and "max_connections" in line, line
+        monkeypatch.setenv("PGMEMORY_DATA_DIR", str(data))
+        monkeypatch.setenv("PGMEMORY_EMBEDDER", "hash")
+        with pytest.raises(DatabaseUnavailable, match="every connection slot is taken"):
+            asyncio.run(opened())
+        holders.pop().close()
+        freed = subprocess.run(doctor, capture_output=True, text=True, timeout=BOUND_S, env=env)
+        assert "every connection slot is taken" not in freed.stderr, freed.stderr
+    finally:
+        for conn in holders:
+            conn.close()
+        if (data / "postmaster.pid").exists():
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)

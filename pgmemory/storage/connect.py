@@ -6,6 +6,7 @@ engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port
 from __future__ import annotations
 
 import json
+import re
 import traceback
 from collections.abc import Awaitable, Callable
 
@@ -41,8 +42,17 @@ def describe_target(dsn: str) -> str:
     return f"{host}:{port}"
 
 
+# The server's refusals when its connection slots are taken (53300; psycopg gives no sqlstate then).
+_SLOTS_TAKEN = re.compile(r"too many (clients|connections)|remaining connection slots are reserved")
+
+
 def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, asyncpg.exceptions.TooManyConnectionsError) or _SLOTS_TAKEN.search(reason):
+        return DatabaseUnavailable(
+            f"cannot connect to Postgres at {describe_target(dsn)}: every connection slot is taken "
+            f"({reason.rsplit('FATAL:', 1)[-1].strip()}). Close idle clients (pg_stat_activity) or raise "
+            "max_connections (or the login's CONNECTION LIMIT), then run the command again.")
     return DatabaseUnavailable(
         f"cannot connect to Postgres at {describe_target(dsn)}: {reason}. "
         "Check that the server is running and reachable and that PGMEMORY_DSN is right, "

@@ -6,6 +6,7 @@ processes share one server; pgserver serialises start-up with a file lock.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -109,19 +110,38 @@ def _wait_while_zombie(data_dir: Path, timeout_s: float = 15.0) -> None:
         time.sleep(0.1)
 
 
+def _tuned(pgdata: Path) -> bool:
+    """Has this TUNING_VERSION been stored by ALTER SYSTEM (read from postgresql.auto.conf)? Every
+    process start asks, so it reads the file rather than taking a connection: with every slot
+    taken by other clients there would be none to ask with, and the command would fail before it
+    reached its own clear error."""
+    try:
+        conf = (pgdata / "postgresql.auto.conf").read_text()
+    except OSError:
+        return False
+    found = re.search(r"^pgmemory\.tuned = '([^']*)'$", conf, re.M)
+    return found is not None and found.group(1) == TUNING_VERSION
+
+
 def _tune_once(server, dsn: str) -> None:
     """Apply TUNING on a fresh data directory, then restart so it all takes effect. Runs under
     pgserver's inter-process lock, so concurrent first starts tune and restart exactly once."""
     from pgserver._commands import pg_ctl
 
+    if _tuned(Path(server.pgdata)):  # (the usual case: no connection needed to know it)
+        return
     with server._lock:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            tuned = conn.execute("SELECT current_setting('pgmemory.tuned', true)").fetchone()[0]
-            if tuned == TUNING_VERSION:
-                return
-            for name, value in TUNING.items():
-                conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                    psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+                tuned = conn.execute("SELECT current_setting('pgmemory.tuned', true)").fetchone()[0]
+                if tuned == TUNING_VERSION:
+                    return
+                for name, value in TUNING.items():
+                    conn.execute(psycopg.sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        psycopg.sql.Identifier(*name.split(".")), psycopg.sql.Literal(value)))
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(f"cannot tune the embedded Postgres in {server.pgdata}: "
+                                      f"{str(exc).strip().splitlines()[0]}") from None
         pg_ctl(["-w", "-l", str(server.log), "restart"], pgdata=server.pgdata, user=server.system_user,
                timeout=60)
         server.ensure_postgres_running()
