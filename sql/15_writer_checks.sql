@@ -79,6 +79,19 @@ BEGIN
 END
 $$;
 
+-- How deep the arrays and objects of JSON text nest: the most brackets open at once outside
+-- strings, as pgmemory.ingest.episode.json_depth counts them (enqueue_episode refuses a json
+-- episode deeper than MAX_JSON_DEPTH, 500, as Python does: Postgres' own parser went on to its
+-- stack limit, so SQL stored episodes the worker's Python then failed).
+CREATE OR REPLACE FUNCTION pgmemory_internal.json_depth(p_text text)
+RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT coalesce(max(d.depth), 0)::integer
+      FROM (SELECT sum(CASE WHEN b.c IN ('[', '{') THEN 1 WHEN b.c IN (']', '}') THEN -1 ELSE 0 END)
+                       OVER (ORDER BY b.n) AS depth  -- (an empty text splits into one empty string)
+              FROM regexp_split_to_table(regexp_replace(regexp_replace(p_text, '"(?:\\.|[^"\\])*"', '', 'g'),
+                                                        '[^][{}]', '', 'g'), '') WITH ORDINALITY AS b (c, n)) d
+$$;
+
 -- A writer's JSON argument p_value named p_name (an episode's metadata, a fact's attributes), as
 -- pgmemory.validate.check_metadata takes it: NULL or a JSON object of at most 10,000 characters
 -- as JSON (MAX_METADATA_CHARS; jsonb's text has the separators of Python's json.dumps).

@@ -122,6 +122,7 @@ RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_id uuid;
     v_stored text;
+    v_depth integer;
 BEGIN
     PERFORM pgmemory_internal.check_group(p_group);
     IF p_kind IS NULL OR p_kind NOT IN ('message', 'text', 'json') THEN
@@ -136,12 +137,15 @@ BEGIN
               length(p_content) USING ERRCODE = '22023';
     END IF;
     IF p_kind = 'json' THEN
+        v_depth := pgmemory_internal.json_depth(p_content);
+        IF v_depth > 500 THEN  -- (pgmemory.ingest.episode.MAX_JSON_DEPTH)
+            RAISE EXCEPTION 'json episode nests % levels of arrays and objects; the limit is 500', v_depth
+                  USING ERRCODE = '22023';
+        END IF;
         BEGIN
             PERFORM p_content::json;  -- the syntax only, as Python's json.loads (jsonb refuses "\u0000")
         EXCEPTION WHEN invalid_text_representation THEN
             RAISE EXCEPTION 'json episode is not valid JSON' USING ERRCODE = '22023';
-        WHEN statement_too_complex THEN  -- (stack depth limit exceeded: Python's RecursionError)
-            RAISE EXCEPTION 'json episode is not valid JSON: it nests too deeply' USING ERRCODE = '22023';
         END;
     END IF;
     IF p_reference_time IS NULL THEN

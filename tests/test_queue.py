@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 
 from pgmemory import InvalidInput, Memory
 from pgmemory.extract.rules import RuleExtractor
-from pgmemory.ingest.episode import default_episode_uuid, episode_uuid
+from pgmemory.ingest.episode import MAX_JSON_DEPTH, default_episode_uuid, episode_uuid, json_depth
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.storage import grants
 from pgmemory.storage.setup import init_database
@@ -681,22 +682,45 @@ async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused
     """A json episode holding an escaped NUL ("\\u0000", valid JSON that Python accepts) was refused
     by enqueue_episode with Postgres' own 22P05 "unsupported Unicode escape sequence" (its check
     converted the text to jsonb), and one nested 25,000 deep raised "stack depth limit exceeded"
-    with a hint to raise max_stack_depth; Python's own check raised a bare RecursionError."""
+    with a hint to raise max_stack_depth; Python's own check raised a bare RecursionError. One
+    nested 600 deep was stored by SQL and failed by the worker's Python: both surfaces now take
+    500 levels (brackets inside strings not counted) and refuse one more in the same line."""
     nul = '{"name": "Ivy", "note": "a\\u0000b"}'
-    deep = "[" * 25_000 + "]" * 25_000
+    deepest = '{"k": "[[[\\"[[", "v": ' + "[" * 499 + "1" + "]" * 499 + "}"
+    assert json_depth(deepest) == MAX_JSON_DEPTH == 500
+    too_deep = {501: "[" * 501 + "]" * 501, 25_000: "[" * 25_000 + "]" * 25_000}
     with psycopg.connect(queue_dsn, autocommit=True) as conn:
         eid = conn.execute(ENQUEUE, ("js", nul, "json", None, "2024-01-01T00:00:00Z", "", None)).fetchone()[0]
-        with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
-            conn.execute(ENQUEUE, ("js", deep, "json", None, "2024-01-02T00:00:00Z", "", None))
-        assert refused.value.diag.message_primary == "json episode is not valid JSON: it nests too deeply"
-        assert refused.value.diag.message_hint is None
+        deep_id = conn.execute(ENQUEUE, ("js", deepest, "json", None, "2024-01-01T00:00:00Z", "", None)).fetchone()[0]
+        for depth, text in too_deep.items():
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
+                conn.execute(ENQUEUE, ("js", text, "json", None, "2024-01-02T00:00:00Z", "", None))
+            assert refused.value.diag.message_primary == \
+                f"json episode nests {depth} levels of arrays and objects; the limit is 500"
+            assert refused.value.diag.message_hint is None
     memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         assert await memory.enqueue_episode("js", nul, kind="json", reference_time="2024-01-01T00:00:00Z") == eid
-        with pytest.raises(InvalidInput, match="^json episode is not valid JSON: it nests too deeply$"):
-            await memory.enqueue_episode("js", deep, kind="json", reference_time="2024-01-02T00:00:00Z")
+        assert await memory.enqueue_episode("js", deepest, kind="json", reference_time="2024-01-01T00:00:00Z") == deep_id
+        for depth, text in too_deep.items():
+            with pytest.raises(InvalidInput, match=f"^json episode nests {depth} levels of arrays and objects; "
+                                                   "the limit is 500$"):
+                await memory.enqueue_episode("js", text, kind="json", reference_time="2024-01-02T00:00:00Z")
     finally:
         await memory.close()
+
+
+def test_json_depth_is_counted_alike_in_sql_and_python(queue_dsn):
+    """enqueue_episode and Python refuse the same json episodes: the two depth counts agree on
+    random texts of brackets, strings with escaped quotes and backslashes, and other characters."""
+    rng = random.Random(11)
+    parts = ["[", "]", "{", "}", '"', '\\"', "\\\\", "a", ",", ":", " ", "é"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 60))) for _ in range(300)]
+    with psycopg.connect(queue_dsn) as conn:
+        found = conn.execute("SELECT array_agg(pgmemory_internal.json_depth(t) ORDER BY n)"
+                             " FROM unnest(%s::text[]) WITH ORDINALITY AS x (t, n)", (texts,)).fetchone()[0]
+    assert found == [json_depth(t) for t in texts]
+    assert len(set(found)) > 5  # (the texts reach several depths, negative ones too)
 
 
 async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_openai):

@@ -1,7 +1,9 @@
 """Validate an episode before anything is written: every problem named, nothing stored."""
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ MAX_GROUP_ID_CHARS = 200
 ALL_GROUPS = "*"  # every group, in grants and API keys: never a group id
 MAX_ACTOR_CHARS = 200
 MAX_EPISODE_ID_CHARS = 200
+MAX_JSON_DEPTH = 500  # levels of arrays and objects in a json episode (Python's parser stops near 1,000)
 EPISODE_NAMESPACE = uuid.UUID("5d6f1f0e-8a43-4f3c-9a52-6d0c2b7e9a11")
 
 
@@ -113,6 +116,18 @@ def validate_group_ids(group_ids: Any) -> list[str]:
     return [validate_group_id(g, "group_ids") for g in items]
 
 
+_JSON_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
+_NOT_BRACKET = re.compile(r"[^][{}]")
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON `text` nest: the most brackets open at once
+    outside strings. SQL's pgmemory_internal.json_depth (enqueue_episode) takes the same steps,
+    so both surfaces refuse the same texts."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(1 if b in "[{" else -1 for b in brackets), default=0)
+
+
 def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", actor: Any = None,
                      reference_time: Any = None, source_description: Any = "",
                      episode_id: Any = None, metadata: Any = None) -> Episode:
@@ -129,12 +144,12 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
                            f"{MAX_CONTENT_CHARS}: split it into several episodes")
     check_text(content, "content")
     if kind == "json":
+        if (depth := json_depth(content)) > MAX_JSON_DEPTH:
+            raise InvalidInput(f"json episode nests {depth} levels of arrays and objects; the limit is {MAX_JSON_DEPTH}")
         try:
             json.loads(content)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"json episode is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise InvalidInput("json episode is not valid JSON: it nests too deeply") from None
     if reference_time is None:
         raise InvalidInput("reference_time is required (when the episode was said or happened)")
     reference_time = parse_time(reference_time)

@@ -267,6 +267,7 @@ BEGIN
             ('check_writer', 'Internal (SQL writers): refuse a login that may only read, in one line naming what it tried'),
             ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, unprintable characters, *)'),
             ('is_printable', 'Internal (SQL writers): is a text printable as Python''s str.isprintable() says (but for unassigned code points)'),
+            ('json_depth', 'Internal (SQL writers): how deep the arrays and objects of JSON text nest (enqueue_episode refuses over 500, as Python does)'),
             ('check_json_object', 'Internal (SQL writers): refuse metadata or attributes that are not a JSON object of at most 10,000 characters'),
             ('unknown_start', 'Internal: where an interval with no known start begins (unknown only for its lineage''s first claim)'),
             ('exclusive_lineages', 'Internal: the lineages that cannot hold together with a lineage (contradictions, both ways)'),
