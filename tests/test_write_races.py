@@ -1,0 +1,41 @@
+"""Writers of one group racing each other (issue 9's read -> decide -> apply): each test stages one
+interleaving on a real Postgres and checks what a user relies on afterwards."""
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from tests.support import utc
+
+
+async def wait_for_lock_wait(memory, query_part: str, bound_s: float = 30.0) -> None:
+    """Until a session runs a statement containing `query_part` and waits for a lock."""
+    for _ in range(int(bound_s / 0.02)):
+        if await memory.pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                f"%{query_part}%"):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no session waited for a lock in {query_part}")
+
+
+async def test_a_writer_that_bumps_the_group_version_in_its_transaction_is_waited_for(db_dsn, memory, group):
+    """A writer outside apply_episode calls pgmemory.bump_group_version(group) in its transaction
+    (README). An episode whose candidates were read before that transaction committed must not be
+    applied beside it: the bump holds the group's write lock until the commit, so the apply then
+    sees the group changed and decides again (one Bob, not a second one beside the writer's)."""
+    await memory.add_episode(group, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-01"))
+    with psycopg.connect(db_dsn) as app:
+        app.execute("INSERT INTO pgmemory.entities (id, group_id, name) VALUES (gen_random_uuid(), %s, 'Bob')",
+                    (group,))
+        app.execute("SELECT pgmemory.bump_group_version(%s)", (group,))
+        ingest = asyncio.create_task(memory.add_episode(group, "I met Bob yesterday.", actor="Alice",
+                                                        reference_time=utc("2024-02-01")))
+        await wait_for_lock_wait(memory, "apply_if_unchanged")
+        app.commit()
+    result = await asyncio.wait_for(ingest, 60)
+    bobs = await memory.pool.fetchval(
+        "SELECT count(*) FROM pgmemory.entities WHERE group_id = $1 AND name = 'Bob'", group)
+    assert result.status == "done" and result.entities_created == [] and bobs == 1
+
