@@ -39,3 +39,21 @@ async def test_a_writer_that_bumps_the_group_version_in_its_transaction_is_waite
         "SELECT count(*) FROM pgmemory.entities WHERE group_id = $1 AND name = 'Bob'", group)
     assert result.status == "done" and result.entities_created == [] and bobs == 1
 
+
+async def test_an_episode_leased_elsewhere_is_busy_on_a_pool_of_one_connection(db_dsn, group):
+    """Adding an episode that another live process holds (its lease taken on another host) answers
+    'busy' at once, also when the pool has one connection: the check for dead lease holders runs
+    on the connection already held (a second acquire from the pool waited for ever)."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(),
+                                 pool_size=1) as memory:
+        kw = dict(actor="Alice", reference_time=utc("2024-01-01"), episode_id="held")
+        await memory.enqueue_episode(group, "I work at Acme Corp.", **kw)
+        await memory.pool.execute(
+            "UPDATE pgmemory.episodes SET status = 'processing', lease_owner = 'elsewhere:1:0:0',"
+            " lease_until = clock_timestamp() + interval '5 minutes' WHERE group_id = $1", group)
+        result = await asyncio.wait_for(memory.add_episode(group, "I work at Acme Corp.", **kw), 20)
+    assert result.status == "busy"

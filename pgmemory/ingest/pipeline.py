@@ -160,9 +160,10 @@ def _dead_here(owner: str | None) -> bool:
     return False
 
 
-async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) -> int:
+async def expire_dead_leases(pool: asyncpg.Pool | asyncpg.Connection, group_id: str | None = None) -> int:
     """End at once the leases held by processes of this host that are gone (kill -9, a crash),
-    instead of waiting for them to expire; returns how many owners were found dead."""
+    instead of waiting for them to expire; returns how many owners were found dead. `pool` may be
+    a connection the caller holds."""
     owners = await pool.fetch(
         "SELECT DISTINCT lease_owner FROM pgmemory.episodes WHERE status = 'processing'"
         " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
@@ -203,7 +204,8 @@ class Ingestor:
                     break
                 state = await conn.fetchval("SELECT pgmemory_internal.lease_episode($1, $2, $3, $4::interval)",
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
-                if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
+                # (on the held connection: a second acquire waits for ever on an exhausted pool)
+                if state == "busy" and not await expire_dead_leases(conn, ep.group_id):
                     break
         stored = time.perf_counter() - started
         if state != "leased":
