@@ -57,3 +57,18 @@ async def test_an_episode_leased_elsewhere_is_busy_on_a_pool_of_one_connection(d
             " lease_until = clock_timestamp() + interval '5 minutes' WHERE group_id = $1", group)
         result = await asyncio.wait_for(memory.add_episode(group, "I work at Acme Corp.", **kw), 20)
     assert result.status == "busy"
+
+
+async def test_a_worker_on_a_pool_of_one_connection_drains_the_queue(db_dsn, group):
+    """The worker's LISTEN holds a connection for as long as it runs: on a pool of one it would
+    hold the only one and no slot could claim (it waited for ever). There the worker polls."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(),
+                                 pool_size=1) as memory:
+        await memory.enqueue_episode(group, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-01"))
+        stats = await asyncio.wait_for(memory.worker(drain=True, poll_seconds=0.1, communities=False).run(), 30)
+        status = await memory.pool.fetchval("SELECT status FROM pgmemory.episodes WHERE group_id = $1", group)
+    assert (stats.done, status) == (1, "done")
