@@ -384,8 +384,9 @@ class _NotDecided(Exception):
 class _Decisions:
     """The extractor's answers, kept across read -> decide -> apply rounds: a question whose
     candidates are the same as before is answered from memory, so a round after a concurrent
-    change re-asks only the inputs whose candidates changed. `cached()` answers from memory
-    only (used under the group lock, where no LLM call may wait)."""
+    change re-asks only the inputs whose candidates changed (as a set: the same candidates read in
+    another order, such as one re-recorded meanwhile, are the same question). `cached()` answers
+    from memory only (used under the group lock, where no LLM call may wait)."""
 
     def __init__(self, extractor: Extractor, *, entities=None, facts=None, ask: bool = True) -> None:
         self._extractor = extractor
@@ -401,7 +402,7 @@ class _Decisions:
 
     async def resolve_entities(self, episode, previous, questions: list[EntityQuestion],
                                usage) -> list[EntityDecision]:
-        keys = {q.index: (q.index, q.entity.name, tuple(c.id for c in q.candidates)) for q in questions}
+        keys = {q.index: (q.index, q.entity.name, tuple(sorted(c.id for c in q.candidates))) for q in questions}
         missing = [q for q in questions if keys[q.index] not in self._entities]
         if missing:
             if not self._ask:
@@ -414,7 +415,7 @@ class _Decisions:
 
     async def judge_facts(self, episode, questions: list[FactQuestion], usage) -> list[FactDecision]:
         keys = {q.index: (q.index, q.fact.source, q.fact.target, q.fact.relation, q.fact.fact, q.fact.negated,
-                          tuple(c.id for c in q.duplicates), tuple(c.id for c in q.contradictions))
+                          tuple(sorted(c.id for c in q.duplicates)), tuple(sorted(c.id for c in q.contradictions)))
                 for q in questions}
         missing = [q for q in questions if keys[q.index] not in self._facts]
         if missing:
