@@ -157,6 +157,22 @@ BEGIN
         IF v_lineage IS NULL AND v_key = ANY (said_keys) THEN
             v_lineage := said_lins[array_position(said_keys, v_key)];
         END IF;
+        -- A pair with no believed fact of the relation showed the extractor no duplicate candidate;
+        -- a lineage of it believed nowhere now (withdrawn by a value that began with it, retracted)
+        -- is joined, as add_fact joins it: a second lineage opened beside it would hold at the same
+        -- time once the first is believed again (the episode that withdrew it deleted).
+        IF v_lineage IS NULL THEN
+            v_lineage := (SELECT fc.lineage FROM pgmemory.fact_claims fc
+                           WHERE fc.group_id = g AND fc.source_id = (item->>'source')::uuid
+                             AND fc.target_id = (item->>'target')::uuid AND fc.relation = item->>'relation'
+                           ORDER BY fc.seq LIMIT 1);
+            IF v_lineage IS NOT NULL AND EXISTS (
+                    SELECT FROM pgmemory.facts f
+                     WHERE f.group_id = g AND f.source_id = (item->>'source')::uuid AND f.relation = item->>'relation'
+                       AND f.target_id = (item->>'target')::uuid AND upper_inf(f.recorded)) THEN
+                v_lineage := NULL;  -- (believed: a candidate the extractor judged not to be the same fact)
+            END IF;
+        END IF;
         c.lineage := coalesce(v_lineage, c.id);
         said_keys := said_keys || v_key;
         said_lins := said_lins || c.lineage;

@@ -313,3 +313,18 @@ def test_a_statements_place_in_the_fold_bounds_its_candidates_as_the_rules_place
     assert fold_place(fact(valid_at=y2019, invalid_at=y2020), said) == y2019
     assert fold_place(fact(negated=True), said) == said
     assert fold_place(fact(negated=True, invalid_at=y2019, valid_at=datetime(2018, 1, 1, tzinfo=timezone.utc)), said) == y2019
+
+
+async def test_a_statement_of_a_withdrawn_fact_joins_its_lineage(memory, group):
+    """Acme and Globex said from the same day (one employer: Globex withdraws Acme), then Acme
+    again in 2024: no believed Acme fact was a candidate, yet the statement joins Acme's lineage, as
+    add_fact joins it. Deleting the Globex episode then leaves one Acme fact since 2020, as if
+    Globex had never been said, not a second one since 2024 held beside it."""
+    for eid, day, text in (("e1", "2020-01-01", "I work at Acme."), ("e2", "2020-01-01", "I work at Globex."),
+                           ("e3", "2024-01-01", "I work at Acme.")):
+        await memory.add_episode(group, text, actor="Alice", reference_time=utc(day), episode_id=eid)
+    believed = "SELECT target, valid_from, valid_to FROM pgmemory.believed_facts WHERE group_id = $1 ORDER BY 1, 2"
+    assert [tuple(r) for r in await memory.pool.fetch(believed, group)] == [
+        ("Acme", utc("2024-01-01"), None), ("Globex", utc("2020-01-01"), utc("2024-01-01"))]
+    await memory.delete_episode(group, "e2")
+    assert [tuple(r) for r in await memory.pool.fetch(believed, group)] == [("Acme", utc("2020-01-01"), None)]

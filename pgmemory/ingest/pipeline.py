@@ -163,9 +163,10 @@ def _dead_here(owner: str | None) -> bool:
     return False
 
 
-async def expire_dead_leases(pool: asyncpg.Pool, group_id: str | None = None) -> int:
+async def expire_dead_leases(pool: asyncpg.Pool | asyncpg.Connection, group_id: str | None = None) -> int:
     """End at once the leases held by processes of this host that are gone (kill -9, a crash),
-    instead of waiting for them to expire; returns how many owners were found dead."""
+    instead of waiting for them to expire; returns how many owners were found dead. `pool` may be
+    a connection the caller holds."""
     owners = await pool.fetch(
         "SELECT DISTINCT lease_owner FROM pgmemory.episodes WHERE status = 'processing'"
         " AND lease_until > clock_timestamp() AND ($1::text IS NULL OR group_id = $1)", group_id)
@@ -206,7 +207,8 @@ class Ingestor:
                     break
                 state = await conn.fetchval("SELECT pgmemory_internal.lease_episode($1, $2, $3, $4::interval)",
                                             ep.group_id, ep.id, self.owner, _interval(self.lease_seconds))
-                if state == "busy" and not await expire_dead_leases(self.pool, ep.group_id):
+                # (on the held connection: a second acquire waits for ever on an exhausted pool)
+                if state == "busy" and not await expire_dead_leases(conn, ep.group_id):
                     break
         stored = time.perf_counter() - started
         if state != "leased":
@@ -388,8 +390,9 @@ class _NotDecided(Exception):
 class _Decisions:
     """The extractor's answers, kept across read -> decide -> apply rounds: a question whose
     candidates are the same as before is answered from memory, so a round after a concurrent
-    change re-asks only the inputs whose candidates changed. `cached()` answers from memory
-    only (used under the group lock, where no LLM call may wait)."""
+    change re-asks only the inputs whose candidates changed (as a set: the same candidates read in
+    another order, such as one re-recorded meanwhile, are the same question). `cached()` answers
+    from memory only (used under the group lock, where no LLM call may wait)."""
 
     def __init__(self, extractor: Extractor, *, entities=None, facts=None, ask: bool = True) -> None:
         self._extractor = extractor
@@ -405,7 +408,7 @@ class _Decisions:
 
     async def resolve_entities(self, episode, previous, questions: list[EntityQuestion],
                                usage) -> list[EntityDecision]:
-        keys = {q.index: (q.index, q.entity.name, tuple(c.id for c in q.candidates)) for q in questions}
+        keys = {q.index: (q.index, q.entity.name, tuple(sorted(c.id for c in q.candidates))) for q in questions}
         missing = [q for q in questions if keys[q.index] not in self._entities]
         if missing:
             if not self._ask:
@@ -418,7 +421,7 @@ class _Decisions:
 
     async def judge_facts(self, episode, questions: list[FactQuestion], usage) -> list[FactDecision]:
         keys = {q.index: (q.index, q.fact.source, q.fact.target, q.fact.relation, q.fact.fact, q.fact.negated,
-                          tuple(c.id for c in q.duplicates), tuple(c.id for c in q.contradictions))
+                          tuple(sorted(c.id for c in q.duplicates)), tuple(sorted(c.id for c in q.contradictions)))
                 for q in questions}
         missing = [q for q in questions if keys[q.index] not in self._facts]
         if missing:

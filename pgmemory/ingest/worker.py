@@ -86,8 +86,10 @@ class Worker:
 
     async def run(self) -> WorkerStats:
         """Run the slots until stopped or drained; returns the stats. Losing Postgres (a restart,
-        a failover) does not end it: the slots and the listener wait for the server and go on."""
-        listener = asyncio.create_task(self._listen())
+        a failover) does not end it: the slots and the listener wait for the server and go on.
+        The listener holds a pooled connection while it runs: on a pool of one connection it would
+        hold the only one (no slot could claim), so there the slots poll instead."""
+        listener = asyncio.create_task(self._listen()) if self.ingestor.pool.get_max_size() > 1 else None
         try:
             slots = [asyncio.create_task(self._slot()) for _ in range(self.concurrency)]
             stopping = asyncio.create_task(self._stopping.wait())
@@ -105,9 +107,10 @@ class Worker:
                 if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                     raise result
         finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
         return self.stats
 
     async def _listen(self) -> None:
