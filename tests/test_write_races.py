@@ -120,3 +120,87 @@ async def test_a_question_whose_candidates_only_came_in_another_order_is_not_ask
                                                            reference_time=utc("2024-02-01")), 60)
     assert result.status == "done" and result.decide_rounds == 2 and result.facts_duplicate == 1
     assert len(_judged_facts(fake_openai.requests)) == 1 and result.llm_calls == 2  # extraction + one judgement
+
+
+def _acme_episode(fake_openai, respond) -> None:
+    """Script the fake LLM: the episode says Alice works for Acme; `respond` answers the judge."""
+    fake_openai.script({"entities": [{"name": "Alice"}, {"name": "Acme"}],
+                        "facts": [{"source": "Alice", "target": "Acme", "relation_type": "WORKS_FOR",
+                                   "fact": "Alice works for Acme.", "valid_at": "2024-01-01"}]})
+    fake_openai.responder = respond
+
+
+async def test_rounds_answered_from_memory_do_not_count_toward_the_llm_rounds(db_dsn, fake_openai, group):
+    """Other writers change the group between each read and apply for 12 rounds but never what
+    the episode asked the LLM: every round after the first is answered from memory (no LLM call),
+    so the episode is applied once the group is quiet, not failed as busy after 8 rounds."""
+    from pgmemory import Memory
+    from pgmemory.extract.llm import LLMExtractor
+    from pgmemory.ingest.pipeline import DECIDE_ROUNDS
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.providers.llm import LLMClient
+
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.',"
+                     " p_valid_from => %s)", (group, utc("2021-01-01")))
+        conn.commit()
+    bumps = {"left": 0}
+
+    async def bump(conn) -> None:  # another writer's change at every connection the episode takes
+        if bumps["left"] > 0:
+            bumps["left"] -= 1
+            await conn.execute("SELECT pgmemory.bump_group_version($1)", group)
+
+    def respond(body):
+        bumps["left"] = 12 * 3  # from the judgement on: about 12 rounds of three connections each
+        return {"judgements": [{"new_id": "N0", "duplicate_of": re.search(r"^(F\d+):", body["messages"][-1]["content"],
+                                                                            re.M).group(1), "contradicts": []}]}
+
+    _acme_episode(fake_openai, respond)
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=30, max_retries=0)
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client),
+                                 on_acquire=bump) as memory:
+        result = await asyncio.wait_for(memory.add_episode(group, "I still work for Acme.", actor="Alice",
+                                                           reference_time=utc("2024-02-01")), 60)
+    assert result.status == "done" and result.facts_duplicate == 1
+    assert result.decide_rounds > DECIDE_ROUNDS and bumps["left"] == 0
+    assert result.llm_calls == 2  # the extraction and one judgement
+
+
+async def test_a_group_that_changes_each_question_fails_the_episode_after_eight_llm_rounds(db_dsn, fake_openai,
+                                                                                           group):
+    """While the LLM judges, another writer records one more interval of the same fact, so each
+    round raises a new question: after DECIDE_ROUNDS rounds that asked the LLM the episode fails
+    as retryable (GroupBusy), having asked it no more."""
+    from pgmemory import IngestError, Memory
+    from pgmemory.extract.llm import LLMExtractor
+    from pgmemory.ingest.pipeline import DECIDE_ROUNDS, group_busy
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.providers.llm import LLMClient
+
+    def respond(body):
+        n = len(_judged_facts(fake_openai.requests))
+        with psycopg.connect(db_dsn) as conn:  # one more interval of Alice at Acme, a year each
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.',"
+                         " p_valid_from => %s, p_valid_to => %s)",
+                         (group, utc(f"{1990 + 2 * n}-01-01"), utc(f"{1991 + 2 * n}-01-01")))
+            conn.commit()
+        return {"judgements": [{"new_id": "N0", "duplicate_of": None, "contradicts": []}]}
+
+    _acme_episode(fake_openai, respond)
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=30, max_retries=0)
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client)) as memory:
+        with psycopg.connect(db_dsn) as conn:
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Alice', 'WORKS_FOR', 'Acme', 'Alice works for Acme.',"
+                         " p_valid_from => %s, p_valid_to => %s)", (group, utc("1980-01-01"), utc("1981-01-01")))
+            conn.commit()
+        try:
+            await asyncio.wait_for(memory.add_episode(group, "I work for Acme.", actor="Alice",
+                                                      reference_time=utc("2024-02-01")), 60)
+        except IngestError as exc:
+            failed = exc
+        else:
+            raise AssertionError("the episode was applied in a group that changed its question every round")
+        status = await memory.pool.fetchval("SELECT status FROM pgmemory.episodes WHERE group_id = $1", group)
+    assert group_busy(failed) and status == "failed"
+    assert len(_judged_facts(fake_openai.requests)) == DECIDE_ROUNDS
