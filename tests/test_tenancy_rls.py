@@ -282,3 +282,36 @@ def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, grou
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_a_login_that_may_create_functions_cannot_widen_its_groups(tenants):
+    """Row-level security reads the session's groups through stored functions; were they resolved
+    on the caller's search_path, a login that may create functions in a schema it searches (its
+    own schema, "$user", as Postgres' secure schema pattern gives every user) could shadow a
+    built-in they call (unnest(text[]) here) and see every group it asks for."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"schemer_{tag}", f"pw-{tag}"
+    ident = psycopg.sql.Identifier(role)
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], create_password=password) == [a]
+        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(ident, ident))
+    dsn = login_dsn(tenants["owner_dsn"], role, password)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL(
+                "CREATE FUNCTION {}.unnest(text[]) RETURNS SETOF text LANGUAGE sql IMMUTABLE"
+                " AS $$ SELECT x FROM pg_catalog.unnest($1) x UNION SELECT {} $$").format(
+                    ident, psycopg.sql.Literal(b)))
+        with psycopg.connect(dsn, autocommit=True) as conn:  # (a new session: nothing cached)
+            assert conn.execute("SELECT (current_schemas(false))[1]").fetchone() == (role,)
+            conn.execute("SELECT set_config('pgmemory.groups', %s, false)", (f'["{a}", "{b}"]',))
+            assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+            seen = conn.execute("SELECT DISTINCT group_id FROM pgmemory.facts ORDER BY 1").fetchall()
+            assert seen == [(a,)]
+            assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (b,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))

@@ -15,10 +15,16 @@
 -- (pgmemory.search_candidates: the session's groups, read with the owner's rights, see below)
 -- and the AGE mirror's trigger functions.
 
+-- The functions row-level security calls to learn the session's groups resolve every name with
+-- search_path pinned to pg_catalog (pg_temp last): they run with the caller's rights, so on the
+-- caller's search_path a login that may create functions in a schema it searches (its own, as
+-- Postgres' secure schema pattern gives each user) could shadow a built-in they call (unnest,
+-- array_remove, ...) and so widen its own groups.
+--
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
 -- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
 CREATE OR REPLACE FUNCTION pgmemory_internal.requested_groups()
-RETURNS text[] LANGUAGE sql STABLE AS $$
+RETURNS text[] LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN nullif(current_setting('pgmemory.groups', true), '') IS NOT NULL THEN
                 ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
 $$;
@@ -28,7 +34,7 @@ $$;
 -- when '*' is granted), or the granted ones when none were requested. Grants are rows of
 -- pgmemory.role_groups keyed by the role itself.
 CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups_of(p_role name)
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     granted text[] := ARRAY(SELECT g.group_id FROM pgmemory.role_groups g WHERE g.role_name = p_role);
     requested text[] := pgmemory_internal.requested_groups();
@@ -46,7 +52,7 @@ $$;
 -- One call per statement and table (an initplan), so every policy costs one lookup of the
 -- role's grants.
 CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups()
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RETURN pgmemory_internal.visible_groups_of(current_user);
 END
@@ -56,7 +62,7 @@ $$;
 -- force, else the login. A SECURITY DEFINER function changes current_user to its owner but
 -- neither of these, so it can tell whose groups to honour.
 CREATE OR REPLACE FUNCTION pgmemory_internal.session_role()
-RETURNS name LANGUAGE sql STABLE AS $$
+RETURNS name LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name
 $$;
 
@@ -66,7 +72,7 @@ $$;
 -- (pgmemory.search_candidates) runs with its owner's rights on the groups this returns, so it
 -- sees exactly what row-level security would have shown the caller.
 CREATE OR REPLACE FUNCTION pgmemory_internal.session_groups(p_groups text[])
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     who name := pgmemory_internal.session_role();
     visible text[];
