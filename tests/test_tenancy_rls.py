@@ -315,3 +315,43 @@ def test_a_login_that_may_create_functions_cannot_widen_its_groups(tenants):
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))
+
+
+def test_a_temporary_type_does_not_run_code_as_the_owner_in_the_mirror_triggers(tenants):
+    """The AGE mirror's trigger functions run with their owner's rights for any writer. A pinned
+    search_path that does not name pg_temp searches it first for types: a read-write login's
+    temporary table named `text` (its row type) and a cast from uuid to it made every `::text`
+    in those functions call the login's own function as the owner (who could then grant the
+    login every group). With pg_temp last, `text` is pg_catalog's for them."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"caster_{tag}", f"pw-{tag}"
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], kind="app", create_password=password) == [a]
+        episode = conn.execute("SELECT id FROM pgmemory.episodes WHERE group_id = %s AND retracted_at IS NULL"
+                               " LIMIT 1", (a,)).fetchone()[0]
+        definers = conn.execute(
+            "SELECT p.oid::regprocedure::text, p.proconfig FROM pg_proc p"
+            " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)"
+            "   AND p.prosecdef").fetchall()
+    assert definers and all(any(c.startswith("search_path=") and c.endswith(", pg_temp") for c in config or [])
+                            for _, config in definers), definers
+    try:
+        with psycopg.connect(login_dsn(tenants["owner_dsn"], role, password)) as conn:
+            conn.execute("CREATE TEMP TABLE text (x integer)")
+            conn.execute(psycopg.sql.SQL(
+                "CREATE FUNCTION pg_temp.grab(uuid) RETURNS pg_temp.text LANGUAGE plpgsql AS $$ BEGIN"
+                " IF current_user <> session_user THEN"
+                "  INSERT INTO pgmemory.role_groups VALUES (session_user, {}) ON CONFLICT DO NOTHING;"
+                " END IF; RETURN ROW(1)::pg_temp.text; END $$").format(psycopg.sql.Literal(b)))
+            conn.execute("CREATE CAST (uuid AS pg_temp.text) WITH FUNCTION pg_temp.grab(uuid)")
+            # Retracting its own episode fires only the mirror's trigger (episode_node: id::text).
+            conn.execute("UPDATE pgmemory.episodes SET retracted_at = now() WHERE group_id = %s AND id = %s",
+                         (a, episode))
+            assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+            assert conn.execute("SELECT count(*) FROM pgmemory.facts WHERE group_id = %s", (b,)).fetchone() == (0,)
+            conn.rollback()  # (the owner's episode stays as it was)
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
