@@ -239,6 +239,22 @@ def test_revoking_from_a_role_that_never_existed_is_an_error(db_dsn, group):
         assert grants.revoke(conn, role, [group]) == []
 
 
+def test_a_login_created_anew_does_not_inherit_a_dropped_logins_groups(db_dsn, group):
+    """Grants are keyed by role name and DROP ROLE leaves them: a new login created with that
+    name (`pgmemory grant NAME G --create`) sees G, not also what the dropped one was granted."""
+    tag = uuid.uuid4().hex[:8]
+    role, other = f"reused_{tag}", f"{group}-other"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        assert grants.grant(conn, role, [other], create_password="pw") == [other]
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+        try:
+            assert grants.grant(conn, role, [group], create_password="pw2") == [group]
+            assert grants.grant(conn, role, [other]) == sorted([group, other])  # (an existing role: added)
+        finally:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
 def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, group):
     """Ids come from counters shared by every group: a tenant's app login that could read one
     (`SELECT last_value FROM pgmemory.<sequence>`) would see how much every other tenant writes.
