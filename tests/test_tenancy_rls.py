@@ -371,3 +371,56 @@ def test_a_temporary_type_does_not_run_code_as_the_owner_in_the_mirror_triggers(
         with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+@pytest.mark.parametrize("kind", ["analyst", "app"])
+def test_a_helper_compiled_on_a_logins_path_does_not_run_its_code_as_the_owner(tenants, kind):
+    """PL/pgSQL types a function's variables when a session first calls it and keeps that for the
+    session. The search (SECURITY DEFINER) and the mirror's triggers call helpers any login may
+    call: one called first on the login's path, where a temporary domain `uuid` / `jsonb` shadows
+    the built-in (pg_temp is searched first for types), ran the domain's check, the login's own
+    function, as the owner when the search or a mirror trigger called it next. Every PL/pgSQL
+    function pins its search_path (pg_temp last), so it is compiled on that path whoever calls it."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"poison_{kind}_{tag}", f"pw-{tag}"
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], kind=kind, create_password=password) == [a]
+        seed = conn.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s LIMIT 1", (a,)).fetchone()[0]
+        unpinned = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+            " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)"
+            "   AND l.lanname = 'plpgsql' AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c"
+            "                                             WHERE c LIKE 'search_path=%% pg_temp')").fetchall()
+    assert unpinned == []
+    grab = psycopg.sql.SQL(
+        "CREATE FUNCTION pg_temp.grab(anyelement) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN"
+        " IF current_user <> session_user THEN"
+        "  INSERT INTO pgmemory.role_groups VALUES (session_user, {}) ON CONFLICT DO NOTHING;"
+        " END IF; RETURN true; END $$").format(psycopg.sql.Literal(b))
+    try:
+        with psycopg.connect(login_dsn(tenants["owner_dsn"], role, password), autocommit=True) as conn:
+            conn.execute(grab)
+            conn.execute("CREATE DOMAIN pg_temp.uuid AS pg_catalog.uuid CHECK (pg_temp.grab(VALUE))")
+            conn.execute("CREATE DOMAIN pg_temp.jsonb AS pg_catalog.jsonb CHECK (pg_temp.grab(VALUE))")
+            # Compiled on the login's path first, then called with the owner's rights: by the
+            # search (an analyst may search), by a mirror trigger (an app writes a fact version).
+            if kind == "analyst":
+                conn.execute("SELECT pgmemory_internal.require_group_entities(%s, %s, 'x')", ([a], [seed]))
+            else:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):  # (the mirror's tables: no right)
+                    conn.execute("SELECT pgmemory_internal.mirror_fact_row(NULL::pgmemory.facts)")
+            with conn.transaction(force_rollback=True):
+                if kind == "analyst":
+                    conn.execute("SELECT count(*) FROM pgmemory.search_candidates(%s, 'Alice', NULL, %s)",
+                                 ([a], psycopg.types.json.Jsonb({"bfs_seeds": [str(seed)], "methods": ["bfs"]})))
+                else:
+                    conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Mallory', 'Eve knows Mallory.')",
+                                 (a,))
+                assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            assert grants.granted(conn, role) == [a]
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))

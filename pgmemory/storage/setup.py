@@ -168,6 +168,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "tenancy.sql")  # after every table and view
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "comments.sql")  # last: sees every object
         migrate.drop_stale_functions(conn, functions_before)
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "search_paths.sql")  # after the drop: see there
         if distributed:
             citus.distribute(conn)
         _refold_stale_beliefs(conn)
