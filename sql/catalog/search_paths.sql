@@ -11,18 +11,29 @@
 -- out) whose check calls the login's function, had that function run as the owner when the
 -- search or a mirror trigger called the helper next. A helper with a pinned path is compiled on
 -- that path whoever calls it first. SQL functions are parsed again when the path differs.
+-- pgvector's schema (often public) is on the path only of the functions that name its types or
+-- operators: where untrusted roles may create objects there, the others (the mirror's helpers,
+-- which run as the owner) must not find theirs.
 DO $search_paths$
 DECLARE
     r record;
     vector_schema name := (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
                             WHERE e.extname = 'vector');
+    vector_types oid[] := ARRAY[to_regtype(format('%I.vector', vector_schema)),
+                                to_regtype(format('%I.vector[]', vector_schema))];
 BEGIN
-    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+    FOR r IN SELECT p.oid::regprocedure AS fn,
+                    p.prosrc ~ '\mvector\M|<=>|<->|<#>' OR (p.proargtypes::oid[] || p.prorettype) && vector_types AS vectors
+               FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
               WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)
                 AND l.lanname = 'plpgsql'
                 AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%') LOOP
-        EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pgmemory, pgmemory_internal, %I, pg_temp',
-                       r.fn, vector_schema);
+        IF r.vectors THEN
+            EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pgmemory, pgmemory_internal, %I, pg_temp',
+                           r.fn, vector_schema);
+        ELSE
+            EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, pgmemory, pgmemory_internal, pg_temp', r.fn);
+        END IF;
     END LOOP;
 END
 $search_paths$;
