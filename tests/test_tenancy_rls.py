@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pgmemory.errors import InvalidInput
 from pgmemory.storage import grants
+from pgmemory.storage.setup import init_database
 
 PSQL = Path(importlib.util.find_spec("pgserver").origin).parent / "pginstall" / "bin" / "psql"
 STORY = {
@@ -424,3 +425,42 @@ def test_a_helper_compiled_on_a_logins_path_does_not_run_its_code_as_the_owner(t
         with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_the_search_keeps_the_callers_rights_where_a_login_may_create_in_its_schemas(empty_dsn):
+    """The search runs as its owner only where no untrusted role may create objects in the schemas
+    on its pinned search_path (pgvector's is public here): a login granted CREATE on public by
+    itself (not through PUBLIC) could otherwise plant public.unnest(text[]), which the search's
+    unnest(p_groups) calls ahead of pg_catalog's (an exact match), and so run code as the owner.
+    A grant after init: doctor fails, and init (otherwise current) decides again."""
+    from pgmemory.storage.doctor import run_checks
+
+    tag = uuid.uuid4().hex[:8]
+    role = f"creator_{tag}"
+    ident = psycopg.sql.Identifier(role)
+    definer = "SELECT prosecdef FROM pg_proc WHERE proname = 'search_candidates'"
+
+    def rights(conn):
+        return next((c.status, c.detail) for c in run_checks(conn) if c.name == "schema rights")
+
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        init_database(conn, 384)
+        assert conn.execute(definer).fetchone() == (True,)
+        assert rights(conn)[0] == "ok"
+        assert grants.grant(conn, role, ["g"], kind="app", create_password="pw") == ["g"]
+        try:
+            conn.execute(psycopg.sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(ident))
+            status, detail = rights(conn)
+            assert status == "fail" and f"{role} may create objects in schema public" in detail
+            init_database(conn, 384)
+            assert conn.execute(definer).fetchone() == (False,)
+            assert rights(conn)[0] == "warn"
+            conn.execute(psycopg.sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(ident))
+            assert rights(conn)[0] == "warn"  # (slower than it may be)
+            init_database(conn, 384)
+            assert conn.execute(definer).fetchone() == (True,)
+            assert rights(conn)[0] == "ok"
+        finally:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(ident))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))

@@ -89,6 +89,34 @@ BEGIN
 END
 $$;
 
+-- The roles that may create objects in schemas p_schemas but are not trusted as the owner is:
+-- every role but superusers and those that may act as the owner of pgmemory's tables (PUBLIC's
+-- grants included: every role has them; pg_database_owner is judged by the database's owner, its
+-- one member). The search runs with its owner's rights only where none may create in the
+-- schemas on its search_path (below): one that may could plant a function there that the search
+-- calls ahead of pg_catalog's (an exact match, say public.unnest(text[])). `pgmemory doctor` and
+-- init (pgmemory.storage.setup) read it too.
+CREATE OR REPLACE FUNCTION pgmemory_internal.untrusted_creators(p_schemas name[])
+RETURNS TABLE (role_name name, schema_name name) LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.rolname, s.nspname
+      FROM pg_roles w, pg_namespace s
+     WHERE s.nspname = ANY (p_schemas) AND NOT w.rolsuper AND w.rolname <> 'pg_database_owner'
+       AND NOT pg_has_role(w.oid, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'pgmemory.facts'::regclass), 'MEMBER')
+       AND has_schema_privilege(w.oid, s.oid, 'CREATE')
+     ORDER BY 2, 1
+$$;
+
+-- Does the search run with its owner's rights exactly where it may (see above)? Init runs again
+-- when not (a role was granted or refused CREATE on one of those schemas since).
+CREATE OR REPLACE FUNCTION pgmemory_internal.search_rights_current()
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT p.prosecdef = NOT EXISTS (
+               SELECT FROM pgmemory_internal.untrusted_creators(ARRAY['pgmemory', 'pgmemory_internal',
+                   (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'vector')]))
+      FROM pg_proc p WHERE p.pronamespace = 'pgmemory'::regnamespace AND p.proname = 'search_candidates'
+$$;
+
 DO $tenancy$
 DECLARE
     r record;
@@ -154,12 +182,12 @@ BEGIN
     -- (pgmemory_internal.session_groups): under row-level security the planner may not use an
     -- index for a non-leakproof operator (tsvector @@, ranges, jsonb containment) ahead of the
     -- policy, which cost searches 1.5-1.8x (bench/rls.py). Only where no untrusted role can
-    -- create objects in the schemas on its search_path (else it stays with the caller's rights).
+    -- create objects in the schemas on its search_path (else it stays with the caller's rights):
+    -- pgmemory_internal.untrusted_creators.
     SELECT n.nspname INTO vector_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
      WHERE e.extname = 'vector';
-    IF NOT EXISTS (SELECT FROM unnest(ARRAY['public', 'pgmemory_app', 'pgmemory_analyst']) AS w (role),
-                               unnest(ARRAY['pgmemory', 'pgmemory_internal', vector_schema]) AS s (schema)
-                    WHERE has_schema_privilege(w.role, s.schema, 'CREATE')) THEN
+    IF NOT EXISTS (SELECT FROM pgmemory_internal.untrusted_creators(
+                                   ARRAY['pgmemory', 'pgmemory_internal', vector_schema])) THEN
         EXECUTE format('ALTER FUNCTION pgmemory.search_candidates(text[], text, %I.vector, jsonb) SECURITY DEFINER'
                        ' SET search_path = pg_catalog, pgmemory, pgmemory_internal, %I, pg_temp',
                        vector_schema, vector_schema);
