@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pgmemory.errors import InvalidInput
 from pgmemory.storage import grants
+from pgmemory.storage.setup import init_database
 
 PSQL = Path(importlib.util.find_spec("pgserver").origin).parent / "pginstall" / "bin" / "psql"
 STORY = {
@@ -239,6 +240,22 @@ def test_revoking_from_a_role_that_never_existed_is_an_error(db_dsn, group):
         assert grants.revoke(conn, role, [group]) == []
 
 
+def test_a_login_created_anew_does_not_inherit_a_dropped_logins_groups(db_dsn, group):
+    """Grants are keyed by role name and DROP ROLE leaves them: a new login created with that
+    name (`pgmemory grant NAME G --create`) sees G, not also what the dropped one was granted."""
+    tag = uuid.uuid4().hex[:8]
+    role, other = f"reused_{tag}", f"{group}-other"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        assert grants.grant(conn, role, [other], create_password="pw") == [other]
+        conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+        try:
+            assert grants.grant(conn, role, [group], create_password="pw2") == [group]
+            assert grants.grant(conn, role, [other]) == sorted([group, other])  # (an existing role: added)
+        finally:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
 def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, group):
     """Ids come from counters shared by every group: a tenant's app login that could read one
     (`SELECT last_value FROM pgmemory.<sequence>`) would see how much every other tenant writes.
@@ -282,3 +299,168 @@ def test_an_app_login_writes_without_reading_the_shared_id_counters(db_dsn, grou
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_a_login_that_may_create_functions_cannot_widen_its_groups(tenants):
+    """Row-level security reads the session's groups through stored functions; were they resolved
+    on the caller's search_path, a login that may create functions in a schema it searches (its
+    own schema, "$user", as Postgres' secure schema pattern gives every user) could shadow a
+    built-in they call (unnest(text[]) here) and see every group it asks for."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"schemer_{tag}", f"pw-{tag}"
+    ident = psycopg.sql.Identifier(role)
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], create_password=password) == [a]
+        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(ident, ident))
+    dsn = login_dsn(tenants["owner_dsn"], role, password)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL(
+                "CREATE FUNCTION {}.unnest(text[]) RETURNS SETOF text LANGUAGE sql IMMUTABLE"
+                " AS $$ SELECT x FROM pg_catalog.unnest($1) x UNION SELECT {} $$").format(
+                    ident, psycopg.sql.Literal(b)))
+        with psycopg.connect(dsn, autocommit=True) as conn:  # (a new session: nothing cached)
+            assert conn.execute("SELECT (current_schemas(false))[1]").fetchone() == (role,)
+            conn.execute("SELECT set_config('pgmemory.groups', %s, false)", (f'["{a}", "{b}"]',))
+            assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+            seen = conn.execute("SELECT DISTINCT group_id FROM pgmemory.facts ORDER BY 1").fetchall()
+            assert seen == [(a,)]
+            assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = %s", (b,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))
+
+
+def test_a_temporary_type_does_not_run_code_as_the_owner_in_the_mirror_triggers(tenants):
+    """The AGE mirror's trigger functions run with their owner's rights for any writer. A pinned
+    search_path that does not name pg_temp searches it first for types: a read-write login's
+    temporary table named `text` (its row type) and a cast from uuid to it made every `::text`
+    in those functions call the login's own function as the owner (who could then grant the
+    login every group). With pg_temp last, `text` is pg_catalog's for them."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"caster_{tag}", f"pw-{tag}"
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], kind="app", create_password=password) == [a]
+        episode = conn.execute("SELECT id FROM pgmemory.episodes WHERE group_id = %s AND retracted_at IS NULL"
+                               " LIMIT 1", (a,)).fetchone()[0]
+        definers = conn.execute(
+            "SELECT p.oid::regprocedure::text, p.proconfig FROM pg_proc p"
+            " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)"
+            "   AND p.prosecdef").fetchall()
+    assert definers and all(any(c.startswith("search_path=") and c.endswith(", pg_temp") for c in config or [])
+                            for _, config in definers), definers
+    try:
+        with psycopg.connect(login_dsn(tenants["owner_dsn"], role, password)) as conn:
+            conn.execute("CREATE TEMP TABLE text (x integer)")
+            conn.execute(psycopg.sql.SQL(
+                "CREATE FUNCTION pg_temp.grab(uuid) RETURNS pg_temp.text LANGUAGE plpgsql AS $$ BEGIN"
+                " IF current_user <> session_user THEN"
+                "  INSERT INTO pgmemory.role_groups VALUES (session_user, {}) ON CONFLICT DO NOTHING;"
+                " END IF; RETURN ROW(1)::pg_temp.text; END $$").format(psycopg.sql.Literal(b)))
+            conn.execute("CREATE CAST (uuid AS pg_temp.text) WITH FUNCTION pg_temp.grab(uuid)")
+            # Retracting its own episode fires only the mirror's trigger (episode_node: id::text).
+            conn.execute("UPDATE pgmemory.episodes SET retracted_at = now() WHERE group_id = %s AND id = %s",
+                         (a, episode))
+            assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+            assert conn.execute("SELECT count(*) FROM pgmemory.facts WHERE group_id = %s", (b,)).fetchone() == (0,)
+            conn.rollback()  # (the owner's episode stays as it was)
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+@pytest.mark.parametrize("kind", ["analyst", "app"])
+def test_a_helper_compiled_on_a_logins_path_does_not_run_its_code_as_the_owner(tenants, kind):
+    """PL/pgSQL types a function's variables when a session first calls it and keeps that for the
+    session. The search (SECURITY DEFINER) and the mirror's triggers call helpers any login may
+    call: one called first on the login's path, where a temporary domain `uuid` / `jsonb` shadows
+    the built-in (pg_temp is searched first for types), ran the domain's check, the login's own
+    function, as the owner when the search or a mirror trigger called it next. Every PL/pgSQL
+    function pins its search_path (pg_temp last), so it is compiled on that path whoever calls it."""
+    a, b = tenants["groups"]["A"], tenants["groups"]["B"]
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"poison_{kind}_{tag}", f"pw-{tag}"
+    with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+        assert grants.grant(conn, role, [a], kind=kind, create_password=password) == [a]
+        seed = conn.execute("SELECT id FROM pgmemory.entities WHERE group_id = %s LIMIT 1", (a,)).fetchone()[0]
+        unpinned = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang"
+            " WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)"
+            "   AND l.lanname = 'plpgsql' AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c"
+            "                                             WHERE c LIKE 'search_path=%% pg_temp')").fetchall()
+    assert unpinned == []
+    grab = psycopg.sql.SQL(
+        "CREATE FUNCTION pg_temp.grab(anyelement) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN"
+        " IF current_user <> session_user THEN"
+        "  INSERT INTO pgmemory.role_groups VALUES (session_user, {}) ON CONFLICT DO NOTHING;"
+        " END IF; RETURN true; END $$").format(psycopg.sql.Literal(b))
+    try:
+        with psycopg.connect(login_dsn(tenants["owner_dsn"], role, password), autocommit=True) as conn:
+            conn.execute(grab)
+            conn.execute("CREATE DOMAIN pg_temp.uuid AS pg_catalog.uuid CHECK (pg_temp.grab(VALUE))")
+            conn.execute("CREATE DOMAIN pg_temp.jsonb AS pg_catalog.jsonb CHECK (pg_temp.grab(VALUE))")
+            # Compiled on the login's path first, then called with the owner's rights: by the
+            # search (an analyst may search), by a mirror trigger (an app writes a fact version).
+            if kind == "analyst":
+                conn.execute("SELECT pgmemory_internal.require_group_entities(%s, %s, 'x')", ([a], [seed]))
+            else:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):  # (the mirror's tables: no right)
+                    conn.execute("SELECT pgmemory_internal.mirror_fact_row(NULL::pgmemory.facts)")
+            with conn.transaction(force_rollback=True):
+                if kind == "analyst":
+                    conn.execute("SELECT count(*) FROM pgmemory.search_candidates(%s, 'Alice', NULL, %s)",
+                                 ([a], psycopg.types.json.Jsonb({"bfs_seeds": [str(seed)], "methods": ["bfs"]})))
+                else:
+                    conn.execute("SELECT pgmemory.add_fact(%s, 'Eve', 'KNOWS', 'Mallory', 'Eve knows Mallory.')",
+                                 (a,))
+                assert conn.execute("SELECT pgmemory_internal.visible_groups()").fetchone() == ([a],)
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            assert grants.granted(conn, role) == [a]
+    finally:
+        with psycopg.connect(tenants["owner_dsn"], autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_the_search_keeps_the_callers_rights_where_a_login_may_create_in_its_schemas(empty_dsn):
+    """The search runs as its owner only where no untrusted role may create objects in the schemas
+    on its pinned search_path (pgvector's is public here): a login granted CREATE on public by
+    itself (not through PUBLIC) could otherwise plant public.unnest(text[]), which the search's
+    unnest(p_groups) calls ahead of pg_catalog's (an exact match), and so run code as the owner.
+    A grant after init: doctor fails, and init (otherwise current) decides again."""
+    from pgmemory.storage.doctor import run_checks
+
+    tag = uuid.uuid4().hex[:8]
+    role = f"creator_{tag}"
+    ident = psycopg.sql.Identifier(role)
+    definer = "SELECT prosecdef FROM pg_proc WHERE proname = 'search_candidates'"
+
+    def rights(conn):
+        return next((c.status, c.detail) for c in run_checks(conn) if c.name == "schema rights")
+
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        init_database(conn, 384)
+        assert conn.execute(definer).fetchone() == (True,)
+        assert rights(conn)[0] == "ok"
+        assert grants.grant(conn, role, ["g"], kind="app", create_password="pw") == ["g"]
+        try:
+            conn.execute(psycopg.sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(ident))
+            status, detail = rights(conn)
+            assert status == "fail" and f"{role} may create objects in schema public" in detail
+            init_database(conn, 384)
+            assert conn.execute(definer).fetchone() == (False,)
+            assert rights(conn)[0] == "warn"
+            conn.execute(psycopg.sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(ident))
+            assert rights(conn)[0] == "warn"  # (slower than it may be)
+            init_database(conn, 384)
+            assert conn.execute(definer).fetchone() == (True,)
+            assert rights(conn)[0] == "ok"
+        finally:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(ident))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))

@@ -195,7 +195,41 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
     dim = settings.get("embedding_dim")
     checks.append(Check("embedding_dim", "ok" if dim else "fail", f"{dim}" if dim else "not set",
                         "" if dim else "run `pgmemory init`"))
+    checks.append(_creators_check(conn))
     return checks
+
+
+def _creators_check(conn: psycopg.Connection) -> Check:
+    """Roles not trusted as the owner that may create objects in pgmemory's schemas, pgvector's or
+    public (pgmemory_internal.untrusted_creators): a function planted there runs in the sessions
+    that search it. Failed while the search runs as its owner with one on its search_path."""
+    if conn.execute("SELECT to_regprocedure('pgmemory_internal.untrusted_creators(name[])')").fetchone()[0] is None:
+        return Check("schema rights", "fail", "pgmemory's tenancy functions are missing", "run `pgmemory init`")
+    found = conn.execute(
+        "SELECT c.schema_name::text, array_agg(c.role_name::text ORDER BY c.role_name)"
+        "  FROM pgmemory_internal.untrusted_creators(ARRAY['pgmemory', 'pgmemory_internal', 'public',"
+        "       (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+        "         WHERE e.extname = 'vector')]) c"
+        " GROUP BY c.schema_name ORDER BY 1").fetchall()
+    current, definer = conn.execute(
+        "SELECT pgmemory_internal.search_rights_current(), p.prosecdef FROM pg_proc p"
+        " WHERE p.pronamespace = 'pgmemory'::regnamespace AND p.proname = 'search_candidates'").fetchone()
+    detail = "; ".join(f"{', '.join(roles[:3])}{f' and {len(roles) - 3} more' if len(roles) > 3 else ''} "
+                       f"may create objects in schema {schema}" for schema, roles in found)
+    revoke = "; ".join(f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC, <role>" for schema, _ in found)
+    if definer and not current:
+        return Check("schema rights", "fail", f"{detail}, on the search path of the search, which runs with "
+                     "its owner's rights: such a role can run code as the owner",
+                     f"run `pgmemory init` (the search then keeps the caller's rights), or {revoke}")
+    if found:
+        return Check("schema rights", "warn", f"{detail}: a function planted there runs in the sessions that "
+                     "search that schema, with their rights (public: every session's default search_path)", revoke)
+    if not current:
+        return Check("schema rights", "warn", "the search keeps the caller's rights, though no untrusted role may "
+                     "create objects on its search path any more", "run `pgmemory init` (it then runs as its owner: "
+                     "faster under row-level security)")
+    return Check("schema rights", "ok", "no role but the owner's may create objects in pgmemory's schemas, "
+                 "pgvector's or public")
 
 
 def _distribution_check(conn: psycopg.Connection) -> Check:

@@ -39,6 +39,9 @@ def grant(conn: psycopg.Connection, role: str, groups: list[str], *, kind: str =
                 raise InvalidInput(f"role {role!r} does not exist: create it, or pass --create")
             conn.execute(pgsql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                 pgsql.Identifier(role), pgsql.Literal(create_password)))
+            # Grants are keyed by name: rows left by a dropped role of this name are not the new
+            # login's (it would otherwise see that role's groups too).
+            conn.execute("DELETE FROM pgmemory.role_groups WHERE role_name = %s", (role,))
         conn.execute(pgsql.SQL("GRANT {} TO {}").format(pgsql.Identifier(KINDS[kind]), pgsql.Identifier(role)))
         conn.execute("INSERT INTO pgmemory.role_groups (role_name, group_id) SELECT %s, unnest(%s::text[])"
                      " ON CONFLICT DO NOTHING", (role, groups))

@@ -136,7 +136,8 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
                and stored.get("text_search") == mode and stored.get("graph_mode") == graph_mode
                and stored.get("graph_mirror", True) == mirror
                and stored.get("embedding_dim") is not None and stored.get("distributed") == distributed
-               and not migrate.pending_migrations(conn, migrations))
+               and not migrate.pending_migrations(conn, migrations)
+               and _search_rights_current(conn))
     applied: list[str] = []
     if not current:
         _lock_tables(conn)
@@ -168,6 +169,7 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "tenancy.sql")  # after every table and view
         migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "comments.sql")  # last: sees every object
         migrate.drop_stale_functions(conn, functions_before)
+        migrate.apply_sql_file(conn, migrate.SQL_DIR / "catalog" / "search_paths.sql")  # after the drop: see there
         if distributed:
             citus.distribute(conn)
         _refold_stale_beliefs(conn)
@@ -184,6 +186,15 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
         raise SetupError(exc.diag.message_primary or str(exc)) from None
     _check_embedder(conn, stored.get("embedder"), embedder, embedding_dim)
     return InitReport(version, graph_mode, mode, embedding_dim, applied, distributed)
+
+
+def _search_rights_current(conn: psycopg.Connection) -> bool:
+    """Does the search run with its owner's rights exactly where no untrusted role may create objects
+    in the schemas on its search_path (sql/catalog/tenancy.sql)? Not after CREATE was granted or
+    revoked on one of them since init: init then runs again and decides anew."""
+    if conn.execute("SELECT to_regprocedure('pgmemory_internal.search_rights_current()')").fetchone()[0] is None:
+        return False
+    return bool(conn.execute("SELECT pgmemory_internal.search_rights_current()").fetchone()[0])
 
 
 def choose_graph_mirror(requested: bool | None, stored: dict) -> bool:

@@ -424,7 +424,9 @@ $$;
 
 -- The mirror's trigger functions run with their owner's rights, so a restricted writer
 -- (pgmemory_app) keeps the graph in step without any right on the graph itself; a trigger
--- function cannot be called directly, so this opens nothing else.
+-- function cannot be called directly, so this opens nothing else. pg_temp is named last: a path
+-- that leaves it out searches it first for types and tables, so a writer's temporary table named
+-- `text` (its row type) and a cast to it would run the writer's function as the owner at `::text`.
 DO $$
 DECLARE
     fn text;
@@ -432,7 +434,7 @@ BEGIN
     FOREACH fn IN ARRAY ARRAY['mirror_episode', 'mirror_entity', 'mirror_community', 'mirror_fact',
                               'mirror_mention', 'mirror_mentions_added', 'mirror_members_added',
                               'mirror_members_gone'] LOOP
-        EXECUTE format('ALTER FUNCTION pgmemory_internal.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory, pgmemory_internal', fn);
+        EXECUTE format('ALTER FUNCTION pgmemory_internal.%I() SECURITY DEFINER SET search_path = pg_catalog, pgmemory, pgmemory_internal, pg_temp', fn);
     END LOOP;
 END
 $$;

@@ -10,7 +10,7 @@
 CREATE OR REPLACE FUNCTION pgmemory.bfs_entities_age(p_groups text[], p_seeds uuid[], p_depth integer)
 RETURNS TABLE (entity_id uuid, distance integer)
 LANGUAGE plpgsql
-SET search_path = ag_catalog, pgmemory, public
+SET search_path = ag_catalog, pgmemory, public, pg_temp
 AS $$
 DECLARE
     -- Seeds are typed uuids, so their text form is safe inside the Cypher literal.

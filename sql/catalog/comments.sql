@@ -365,6 +365,8 @@ BEGIN
             ('session_groups', 'Of the given groups, those the session role sees (all when row-level security does not apply to it)'),
             ('requested_groups', 'The groups this transaction narrowed to with set_config(''pgmemory.groups'', ''["a", "b"]'', true); NULL when not narrowed'),
             ('visible_groups', 'The groups the current role sees (row-level security reads it): visible_groups_of(current_user)'),
+            ('untrusted_creators', 'Roles not trusted as the owner that may create objects in the given schemas (the search runs as its owner only where none may on its search_path)'),
+            ('search_rights_current', 'Does the search run with its owner''s rights exactly where untrusted_creators allows it (init runs again when not)'),
             ('graph_time', 'Internal (AGE mirror): a time as UTC ISO 8601 text, comparable as a string in Cypher'),
             ('mirror_episode_row', 'Internal (AGE mirror): mirror one episode'),
             ('mirror_entity_row', 'Internal (AGE mirror): mirror one entity'),

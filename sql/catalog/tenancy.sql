@@ -15,10 +15,16 @@
 -- (pgmemory.search_candidates: the session's groups, read with the owner's rights, see below)
 -- and the AGE mirror's trigger functions.
 
+-- The functions row-level security calls to learn the session's groups resolve every name with
+-- search_path pinned to pg_catalog (pg_temp last): they run with the caller's rights, so on the
+-- caller's search_path a login that may create functions in a schema it searches (its own, as
+-- Postgres' secure schema pattern gives each user) could shadow a built-in they call (unnest,
+-- array_remove, ...) and so widen its own groups.
+--
 -- The groups this transaction asked for with set_config('pgmemory.groups', '["a", "b"]', true)
 -- (NULL: no narrowing asked; a value that is not a JSON array of strings is an error).
 CREATE OR REPLACE FUNCTION pgmemory_internal.requested_groups()
-RETURNS text[] LANGUAGE sql STABLE AS $$
+RETURNS text[] LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN nullif(current_setting('pgmemory.groups', true), '') IS NOT NULL THEN
                 ARRAY(SELECT jsonb_array_elements_text(current_setting('pgmemory.groups', true)::jsonb)) END
 $$;
@@ -28,7 +34,7 @@ $$;
 -- when '*' is granted), or the granted ones when none were requested. Grants are rows of
 -- pgmemory.role_groups keyed by the role itself.
 CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups_of(p_role name)
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     granted text[] := ARRAY(SELECT g.group_id FROM pgmemory.role_groups g WHERE g.role_name = p_role);
     requested text[] := pgmemory_internal.requested_groups();
@@ -46,7 +52,7 @@ $$;
 -- One call per statement and table (an initplan), so every policy costs one lookup of the
 -- role's grants.
 CREATE OR REPLACE FUNCTION pgmemory_internal.visible_groups()
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RETURN pgmemory_internal.visible_groups_of(current_user);
 END
@@ -56,7 +62,7 @@ $$;
 -- force, else the login. A SECURITY DEFINER function changes current_user to its owner but
 -- neither of these, so it can tell whose groups to honour.
 CREATE OR REPLACE FUNCTION pgmemory_internal.session_role()
-RETURNS name LANGUAGE sql STABLE AS $$
+RETURNS name LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(nullif(current_setting('role'), 'none'), session_user::text)::name
 $$;
 
@@ -66,7 +72,7 @@ $$;
 -- (pgmemory.search_candidates) runs with its owner's rights on the groups this returns, so it
 -- sees exactly what row-level security would have shown the caller.
 CREATE OR REPLACE FUNCTION pgmemory_internal.session_groups(p_groups text[])
-RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+RETURNS text[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     who name := pgmemory_internal.session_role();
     visible text[];
@@ -81,6 +87,34 @@ BEGIN
     END IF;
     RETURN ARRAY(SELECT g FROM unnest(p_groups) WITH ORDINALITY AS u (g, i) WHERE g = ANY (visible) ORDER BY i);
 END
+$$;
+
+-- The roles that may create objects in schemas p_schemas but are not trusted as the owner is:
+-- every role but superusers and those that may act as the owner of pgmemory's tables (PUBLIC's
+-- grants included: every role has them; pg_database_owner is judged by the database's owner, its
+-- one member). The search runs with its owner's rights only where none may create in the
+-- schemas on its search_path (below): one that may could plant a function there that the search
+-- calls ahead of pg_catalog's (an exact match, say public.unnest(text[])). `pgmemory doctor` and
+-- init (pgmemory.storage.setup) read it too.
+CREATE OR REPLACE FUNCTION pgmemory_internal.untrusted_creators(p_schemas name[])
+RETURNS TABLE (role_name name, schema_name name) LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT w.rolname, s.nspname
+      FROM pg_roles w, pg_namespace s
+     WHERE s.nspname = ANY (p_schemas) AND NOT w.rolsuper AND w.rolname <> 'pg_database_owner'
+       AND NOT pg_has_role(w.oid, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'pgmemory.facts'::regclass), 'MEMBER')
+       AND has_schema_privilege(w.oid, s.oid, 'CREATE')
+     ORDER BY 2, 1
+$$;
+
+-- Does the search run with its owner's rights exactly where it may (see above)? Init runs again
+-- when not (a role was granted or refused CREATE on one of those schemas since).
+CREATE OR REPLACE FUNCTION pgmemory_internal.search_rights_current()
+RETURNS boolean LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT p.prosecdef = NOT EXISTS (
+               SELECT FROM pgmemory_internal.untrusted_creators(ARRAY['pgmemory', 'pgmemory_internal',
+                   (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'vector')]))
+      FROM pg_proc p WHERE p.pronamespace = 'pgmemory'::regnamespace AND p.proname = 'search_candidates'
 $$;
 
 DO $tenancy$
@@ -148,12 +182,12 @@ BEGIN
     -- (pgmemory_internal.session_groups): under row-level security the planner may not use an
     -- index for a non-leakproof operator (tsvector @@, ranges, jsonb containment) ahead of the
     -- policy, which cost searches 1.5-1.8x (bench/rls.py). Only where no untrusted role can
-    -- create objects in the schemas on its search_path (else it stays with the caller's rights).
+    -- create objects in the schemas on its search_path (else it stays with the caller's rights):
+    -- pgmemory_internal.untrusted_creators.
     SELECT n.nspname INTO vector_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
      WHERE e.extname = 'vector';
-    IF NOT EXISTS (SELECT FROM unnest(ARRAY['public', 'pgmemory_app', 'pgmemory_analyst']) AS w (role),
-                               unnest(ARRAY['pgmemory', 'pgmemory_internal', vector_schema]) AS s (schema)
-                    WHERE has_schema_privilege(w.role, s.schema, 'CREATE')) THEN
+    IF NOT EXISTS (SELECT FROM pgmemory_internal.untrusted_creators(
+                                   ARRAY['pgmemory', 'pgmemory_internal', vector_schema])) THEN
         EXECUTE format('ALTER FUNCTION pgmemory.search_candidates(text[], text, %I.vector, jsonb) SECURITY DEFINER'
                        ' SET search_path = pg_catalog, pgmemory, pgmemory_internal, %I, pg_temp',
                        vector_schema, vector_schema);
