@@ -51,6 +51,8 @@ DECLARE
     v_mention text;
     v_details jsonb;
     v_labels text[];
+    v_name text;
+    unrenamed uuid[] := '{}';  -- entities whose new name another entity of the group has
     distributed boolean := coalesce((pgmemory_internal.setting('distributed'))::boolean, false);
 BEGIN
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
@@ -77,15 +79,25 @@ BEGIN
     END IF;
 
     FOR item IN SELECT * FROM jsonb_array_elements(p_plan->'entity_updates') LOOP
+        -- A new name that another entity of the group has (an exact name, in any case, decides
+        -- entity resolution) is not taken: two entities of one name would follow (a rename the
+        -- LLM proposed onto a name it did not see, or that this episode introduced).
+        v_name := item->>'name';
+        IF v_name IS NOT NULL AND EXISTS (SELECT FROM pgmemory.entities o
+                                           WHERE o.group_id = g AND lower(o.name) = lower(v_name)
+                                             AND o.id <> (item->>'id')::uuid AND o.retired_at IS NULL) THEN
+            v_name := NULL;
+            unrenamed := unrenamed || (item->>'id')::uuid;
+        END IF;
         UPDATE pgmemory.entities
-           SET name = coalesce(item->>'name', name),
+           SET name = coalesce(v_name, name),
                labels = ARRAY(SELECT DISTINCT unnest(labels || ARRAY(
                             SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]'))))),
                attributes = attributes || coalesce(item->'attributes', '{}')
          WHERE id = (item->>'id')::uuid AND group_id = g
            -- only when it changes something: a row rewritten the same still writes every index
            -- entry of the entity and its graph vertex (the mirror fires on SET name, labels)
-           AND (name IS DISTINCT FROM coalesce(item->>'name', name)
+           AND (name IS DISTINCT FROM coalesce(v_name, name)
                 OR NOT labels @> ARRAY(SELECT jsonb_array_elements_text(coalesce(item->'labels', '[]')))
                 OR attributes || coalesce(item->'attributes', '{}') IS DISTINCT FROM attributes);
     END LOOP;
@@ -100,7 +112,7 @@ BEGIN
         INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
                                                said_name, renamed_to, labels, attributes)
         SELECT p_episode, x.m::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', x.m], ''),
-               d.v->>'said_name', d.v->>'renamed_to',
+               d.v->>'said_name', CASE WHEN x.m::uuid <> ALL (unrenamed) THEN d.v->>'renamed_to' END,
                ARRAY(SELECT jsonb_array_elements_text(coalesce(d.v->'labels', '[]'))),
                coalesce(d.v->'attributes', '{}')
           FROM jsonb_array_elements_text(p_plan->'mentions') WITH ORDINALITY AS x (m, n)
@@ -114,7 +126,8 @@ BEGIN
             INSERT INTO pgmemory.episode_mentions (episode_id, entity_id, group_id, summary,
                                                    said_name, renamed_to, labels, attributes)
             VALUES (p_episode, v_mention::uuid, g, coalesce(p_plan #>> ARRAY['mention_summaries', v_mention], ''),
-                    v_details->>'said_name', v_details->>'renamed_to', v_labels, coalesce(v_details->'attributes', '{}'))
+                    v_details->>'said_name', CASE WHEN v_mention::uuid <> ALL (unrenamed) THEN v_details->>'renamed_to' END,
+                    v_labels, coalesce(v_details->'attributes', '{}'))
             ON CONFLICT DO NOTHING;
         END LOOP;
     END IF;

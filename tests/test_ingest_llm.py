@@ -7,6 +7,7 @@ import re
 import threading
 from datetime import datetime, timezone
 
+import psycopg
 import pytest
 
 from pgmemory import IngestError, Memory
@@ -319,3 +320,35 @@ async def _believed_jobs(memory, group):
     async with memory.pool.acquire() as conn:
         return await conn.fetch("SELECT target, valid_from, valid_to FROM pgmemory.believed_facts"
                                 " WHERE group_id = $1 AND relation = 'WORKS_FOR'", group)
+
+
+async def test_a_rename_onto_another_entitys_name_keeps_both_names_apart(db_dsn, fake_openai, group):
+    """The LLM resolves "Bob S." as Bob and names him "Bob Smith", a name another entity of the
+    group already has: renaming Bob would leave two entities of one name (an exact name decides
+    entity resolution, so later episodes would find either). Bob keeps his name, the episode is
+    applied, and deleting it later re-derives Bob as he was."""
+    with psycopg.connect(db_dsn) as conn:
+        for source, target in (("Bob", "Lisbon"), ("Bob Smith", "Acme Corp")):
+            conn.execute("SELECT pgmemory.add_fact(%s, %s, 'KNOWS', %s, %s)",
+                         (group, source, target, f"{source} knows {target}."))
+        conn.commit()
+
+    def respond(body):
+        known = _section(_prompt(body), "EXISTING ENTITIES")
+        bob = re.search(r"^(E\d+): Bob\b(?! Smith)", known, re.M).group(1)
+        return {"resolutions": [{"new_id": "N0", "duplicate_of": bob, "name": "bob smith"}]}
+
+    fake_openai.script({"entities": [{"name": "Bob S."}], "facts": []})
+    fake_openai.responder = respond
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=30, max_retries=0)
+    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client)) as memory:
+        result = await memory.add_episode(group, "Bob S. says hi.", actor="Carol", reference_time=REF,
+                                          episode_id="robert")
+        names = sorted(await memory.pool.fetchval(
+            "SELECT array_agg(name) FROM pgmemory.entities WHERE group_id = $1 AND retired_at IS NULL", group))
+        assert result.status == "done" and len(fake_openai.requests) == 2  # the extraction and the resolution
+        assert names == sorted(["Bob", "Bob Smith", "Lisbon", "Acme Corp", "Carol"]), names
+        await memory.delete_episode(group, "robert")
+        names = sorted(await memory.pool.fetchval(
+            "SELECT array_agg(name) FROM pgmemory.entities WHERE group_id = $1 AND retired_at IS NULL", group))
+    assert names == sorted(["Bob", "Bob Smith", "Lisbon", "Acme Corp"]), names
