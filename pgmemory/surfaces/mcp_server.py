@@ -25,6 +25,7 @@ from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
@@ -121,8 +122,8 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
 
 
 def _tool_errors(fn):
-    """Turn pgmemory's errors, and a failed embedding or LLM provider call, into the one-line
-    ToolError the model reads."""
+    """Turn pgmemory's errors, a failed embedding or LLM provider call, and Postgres gone away
+    into the one-line ToolError the model reads."""
     import functools
 
     @functools.wraps(fn)
@@ -133,6 +134,11 @@ def _tool_errors(fn):
             raise ToolError(str(exc)) from None
         except ProviderError as exc:
             raise ToolError(provider_line(exc)) from None
+        except Exception as exc:
+            if connection_lost(exc) is None:
+                raise
+            raise ToolError("database unavailable: lost the connection to Postgres; try again once it is back") \
+                from None
     return wrapped
 
 

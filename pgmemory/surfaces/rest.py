@@ -97,6 +97,40 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class Unexpected:
+    """ASGI middleware (the innermost): an exception no handler took is answered here, 503
+    database_unavailable when Postgres went away, else 500 internal (logged with its traceback).
+    Not re-raised, as Starlette's catch-all handler does: uvicorn then drops the connection (a
+    client's next request on it fails with a reset) and logs a traceback per request of an outage."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            lost = connection_lost(exc)
+            if lost is not None:
+                log.warning("database unavailable: %s", " ".join(str(lost).split()) or type(lost).__name__)
+                response = _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
+            else:
+                log.exception("unexpected error")
+                response = _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
+            await response(scope, receive, send)
+
+
 def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concurrency: int = 1,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = (),
                open_options: dict[str, Any] | None = None) -> FastAPI:
@@ -116,6 +150,7 @@ def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concur
     app = FastAPI(title="pgmemory", version="0.1.0", lifespan=lifespan,
                   description="Bi-temporal knowledge-graph memory on Postgres: episodes in, facts, "
                               "entities and context out. See docs/server.md.")
+    app.add_middleware(Unexpected)  # first added: innermost, so CORS and the body limit wrap its answers
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -162,13 +197,6 @@ def _handlers(app: FastAPI) -> None:
         if isinstance(exc, (DatabaseUnavailable, SetupError)):
             return _error(503, "database_unavailable", str(exc))
         return _error(500, "internal", str(exc))
-
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        if connection_lost(exc) is not None:
-            return _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
-        log.exception("unexpected error")
-        return _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
 
 
 async def caller(request: Request) -> ApiKey | None:
