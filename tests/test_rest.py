@@ -535,3 +535,23 @@ async def test_analyst_sql_in_a_narrowed_request_sees_only_that_requests_groups(
         assert await asyncio.create_task(sql_as(["sqlwall-a", "sqlwall-b"], ["sqlwall-b"])) == ["sqlwall-b"]
     finally:
         await memory.close()
+
+
+@pytest.mark.parametrize("content_type, body, says", [
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"],}', "body is not valid JSON: Expecting property name"),
+    ("application/json", b"not json", "body is not valid JSON: Expecting value at character 0"),
+    ("application/json", b'{"query": "\xff", "group_ids": ["group-a"]}', "body is not UTF-8 text: byte 0xff at position 11"),
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"], "filters": {"metadata": '
+     + b'{"a": ' * 3000 + b"1" + b"}" * 3002, "body nests its arrays and objects too deeply"),
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"], "limit": ' + b"9" * 5000 + b"}",
+     "body is not valid JSON: Exceeds the limit (4300 digits) for integer string conversion"),
+    ("text/plain", b'{"query": "x", "group_ids": ["group-a"]}', "body: send JSON with Content-Type: application/json"),
+])
+async def test_a_body_that_is_not_json_says_why(server, content_type, body, says):
+    """A body FastAPI cannot read as JSON: a 422 invalid_request whose one line says what is wrong
+    with it (not a 400 'There was an error parsing the body', nor '0: JSON decode error')."""
+    client, keys = server
+    r = await client.post("/v1/search", headers={**keys["a"], "Content-Type": content_type}, content=body)
+    assert error(r) == (422, "invalid_request")
+    message = r.json()["error"]["message"]
+    assert message.startswith(says) and "\n" not in message, message

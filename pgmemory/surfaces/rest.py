@@ -31,12 +31,13 @@ from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import (filters_from_json, ingest_json, provider_line, results_json, time_or_now,
-                                    validation_line)
+from pgmemory.surfaces.wire import (body_line, filters_from_json, ingest_json, provider_line, results_json,
+                                    time_or_now, validation_line)
 
 log = logging.getLogger("pgmemory.rest")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
+BODY_UNREADABLE = "There was an error parsing the body"  # FastAPI's 400 for a body json.loads raised on
 
 
 class ApiError(Exception):
@@ -183,11 +184,18 @@ def _handlers(app: FastAPI) -> None:
         return _error(502, "provider_error", provider_line(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if isinstance(exc.body, bytes) and exc.body and media and not media.endswith("json"):
+            # FastAPI reads a body as JSON only when it says it is: a text/plain one reached the model as bytes
+            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json "
+                                                  f"(not {media[:60]})")
         return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == BODY_UNREADABLE and exc.__cause__ is not None:
+            return _error(422, "invalid_request", body_line(exc.__cause__))
         return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
 
     @app.exception_handler(PgMemoryError)
