@@ -555,3 +555,32 @@ async def test_a_body_that_is_not_json_says_why(server, content_type, body, says
     assert error(r) == (422, "invalid_request")
     message = r.json()["error"]["message"]
     assert message.startswith(says) and "\n" not in message, message
+
+
+async def test_openapi_declares_the_api_key_and_the_error_shape(server):
+    """/openapi.json (and so /docs' Authorize button and generated clients) says what the routes
+    take and answer: the key as a bearer token or X-API-Key on every /v1 route (not on /health,
+    /ready), and errors as {"error": {"code", "message"}}, not FastAPI's {"detail": [...]}."""
+    client, keys = server
+    spec = (await client.get("/openapi.json")).json()
+    schemes = spec["components"]["securitySchemes"]
+    assert sorted((s["type"], s.get("scheme") or s.get("name")) for s in schemes.values()) == \
+        [("apiKey", "X-API-Key"), ("http", "bearer")]
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    error_schema = spec["components"]["schemas"]["ErrorOut"]
+    assert error_schema["required"] == ["error"]
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith("/v1/"):
+                assert sorted(k for s in operation["security"] for k in s) == sorted(schemes), (method, path)
+                for status in ("401", "403", "422"):
+                    content = operation["responses"][status]["content"]["application/json"]["schema"]
+                    assert content == {"$ref": "#/components/schemas/ErrorOut"}, (method, path, status)
+            else:
+                assert "security" not in operation, path
+    # What it declares is what the server takes: either header, the bearer scheme in any case.
+    token = keys["a"]["Authorization"].split()[1]
+    for headers in ({"X-API-Key": token}, {"Authorization": f"Bearer {token}"}, {"Authorization": f"bearer {token}"}):
+        assert (await client.get("/v1/groups/group-a/episodes?last_n=1", headers=headers)).status_code == 200
+    for headers in ({}, {"Authorization": token}, {"Authorization": f"Basic {token}"}, {"X-API-Key": "pgm_x"}):
+        assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")

@@ -103,3 +103,16 @@ class FactIn(Body):
     functional: bool = False
     attributes: dict[str, Any] | None = None
     reference_time: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    """A stable code (invalid_input, unauthorized, forbidden, not_found, ...) and one line."""
+
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every error the REST server answers."""
+
+    error: ErrorDetail
