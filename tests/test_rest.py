@@ -271,6 +271,12 @@ async def test_a_key_never_sees_another_group(server):
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"relation_types": "WORKS_FOR"}},
      (422, "invalid_request")),
     ("POST", "/v1/search", {"query": 42, "group_ids": ["group-a"]}, (422, "invalid_request")),
+    # A flag is JSON true/false only (as in MCP and the Python API): "yes", "no" or 1 are refused, not guessed at.
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"include_invalidated": "yes"}},
+     (422, "invalid_request")),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "episodes": 1}, (422, "invalid_request")),
+    ("POST", "/v1/groups/group-a/facts", {"source": "Ann", "relation": "LIKES", "target": "Tea", "fact": "Ann likes tea.",
+                                          "negated": "no"}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "extra": 1}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": []}, (422, "invalid_request")),
     ("POST", "/v1/search", "not json", (422, "invalid_request")),
