@@ -590,3 +590,19 @@ async def test_openapi_declares_the_api_key_and_the_error_shape(server):
         assert (await client.get("/v1/groups/group-a/episodes?last_n=1", headers=headers)).status_code == 200
     for headers in ({}, {"Authorization": token}, {"Authorization": f"Basic {token}"}, {"X-API-Key": "pgm_x"}):
         assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")
+
+
+async def test_a_group_named_twice_searches_as_once(server):
+    """group_ids ["g", "g"] is the search of ["g"]: the same hits with the same ranks (the full-text
+    candidates of a group named twice were counted twice, pushing the top hit to rank 2, 3, ...)."""
+    client, keys = server
+    await client.post("/v1/groups/group-a/facts", headers=keys["a"], json={
+        "source": "Twyla", "relation": "WORKS_FOR", "target": "Twicecorp", "fact": "Twyla works for Twicecorp."})
+    once = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "Twyla Twicecorp", "group_ids": ["group-a"]})).json()
+    assert any("Twicecorp" in f["fact"] for f in once["facts"])
+    for groups in (["group-a", "group-a"], ["group-a", "group-a", "group-a"]):
+        again = (await client.post("/v1/search", headers=keys["a"], json={
+            "query": "Twyla Twicecorp", "group_ids": groups})).json()
+        for kind in ("facts", "entities", "episodes"):
+            assert [(h["id"], h["ranks"]) for h in again[kind]] == [(h["id"], h["ranks"]) for h in once[kind]], kind
