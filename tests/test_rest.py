@@ -606,3 +606,21 @@ async def test_a_group_named_twice_searches_as_once(server):
             "query": "Twyla Twicecorp", "group_ids": groups})).json()
         for kind in ("facts", "entities", "episodes"):
             assert [(h["id"], h["ranks"]) for h in again[kind]] == [(h["id"], h["ranks"]) for h in once[kind]], kind
+
+
+async def test_status_url_works_for_a_group_id_with_url_characters(server, rest_memory):
+    """The status_url of a queued episode is a URL that reaches it, whatever the group id holds
+    ('?', '#', '%', spaces, non-ASCII): each part percent-encoded."""
+    from urllib.parse import quote
+
+    group = "odd? grüp #1%"
+    _, key = await create_key(rest_memory.pool, "odd", read=[], write=[group])
+    headers = {"X-API-Key": key}
+    for path, body in [("episodes", {"content": "Al: I like jam.", "episode_id": "jam 1/2?"}),
+                       ("messages", {"messages": [{"role": "user", "content": "I like figs."}]})]:
+        r = await server[0].post(f"/v1/groups/{quote(group, safe='')}/{path}", headers=headers, json=body)
+        assert r.status_code == 202, r.text
+        status_url = r.json()["status_url"]
+        assert status_url.startswith("/v1/groups/odd%3F%20gr%C3%BCp%20%231%25/episodes/"), status_url
+        found = await server[0].get(status_url, headers=headers)
+        assert found.status_code == 200 and found.json()["id"] == r.json()["episode_id"], found.text

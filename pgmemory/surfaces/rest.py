@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
@@ -249,7 +250,7 @@ def _found(value: Any, what: str) -> Any:
 
 def _queued(group: str, episode_id: Any) -> dict[str, Any]:
     return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
-            "status_url": f"/v1/groups/{group}/episodes/{episode_id}"}
+            "status_url": f"/v1/groups/{quote(group, safe='')}/episodes/{quote(str(episode_id), safe='')}"}
 
 
 # What every /v1 route may answer besides its success, in the shape it has.
