@@ -112,6 +112,11 @@ async def test_every_tool_in_process(mcp_memory):
         assert "does not exist in group" in await refused(client, "delete_episode", uuid="nope")
         assert "limit" in await refused(client, "search_memory_facts", query="x", max_facts=0)
         assert "fact id" in await refused(client, "delete_entity_edge", uuid="not-a-uuid")
+        # An empty time, label or centre is refused, not read as "none given".
+        assert (await refused(client, "search_memory_facts", query="x", as_of="")).endswith(": as_of is empty")
+        assert (await refused(client, "search_memory_nodes", query="x", known_at="")).endswith(": known_at is empty")
+        assert "labels values is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
+        assert "center must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
         # Wrongly typed or missing arguments: one line naming the argument.
         assert await refused(client, "search_memory_facts", query=5) == \
             "Error executing tool search_memory_facts: query: Input should be a valid string"
@@ -223,6 +228,10 @@ async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
             assert "forbidden" in await refused(client, "search_memory_facts", query="Oslo", group_ids=["mcp-a"])
             assert "forbidden" in await refused(client, "get_episodes", group_id="mcp-stdio")
             assert "forbidden" in await refused(client, "clear_graph", group_ids=["mcp-h", "other"], confirm=True)
+            # A group id that is no group id is named as such, before (and whatever) the key allows.
+            assert (await refused(client, "get_episodes", group_id="")).endswith(": group_id must be a non-empty string")
+            assert "NUL" in await refused(client, "search_memory_facts", query="Oslo", group_ids=["mcp-h", "x\u0000"])
+            assert "'*' is reserved" in await refused(client, "add_memory", name="a", episode_body="x", group_id="*")
             # get_status counts the queue of the key's groups only, not another group's episodes.
             await call(client, "add_memory", name="q", episode_body="Mo: I like tea.", group_id="mcp-h",
                        reference_time="2024-01-02T00:00:00Z")

@@ -271,6 +271,12 @@ async def test_a_key_never_sees_another_group(server):
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"relation_types": "WORKS_FOR"}},
      (422, "invalid_request")),
     ("POST", "/v1/search", {"query": 42, "group_ids": ["group-a"]}, (422, "invalid_request")),
+    # A flag is JSON true/false only (as in MCP and the Python API): "yes", "no" or 1 are refused, not guessed at.
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"include_invalidated": "yes"}},
+     (422, "invalid_request")),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "episodes": 1}, (422, "invalid_request")),
+    ("POST", "/v1/groups/group-a/facts", {"source": "Ann", "relation": "LIKES", "target": "Tea", "fact": "Ann likes tea.",
+                                          "negated": "no"}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "extra": 1}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": []}, (422, "invalid_request")),
     ("POST", "/v1/search", "not json", (422, "invalid_request")),
@@ -535,3 +541,86 @@ async def test_analyst_sql_in_a_narrowed_request_sees_only_that_requests_groups(
         assert await asyncio.create_task(sql_as(["sqlwall-a", "sqlwall-b"], ["sqlwall-b"])) == ["sqlwall-b"]
     finally:
         await memory.close()
+
+
+@pytest.mark.parametrize("content_type, body, says", [
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"],}', "body is not valid JSON: Expecting property name"),
+    ("application/json", b"not json", "body is not valid JSON: Expecting value at character 0"),
+    ("application/json", b'{"query": "\xff", "group_ids": ["group-a"]}', "body is not UTF-8 text: byte 0xff at position 11"),
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"], "filters": {"metadata": '
+     + b'{"a": ' * 3000 + b"1" + b"}" * 3002, "body nests its arrays and objects too deeply"),
+    ("application/json", b'{"query": "x", "group_ids": ["group-a"], "limit": ' + b"9" * 5000 + b"}",
+     "body is not valid JSON: Exceeds the limit (4300 digits) for integer string conversion"),
+    ("text/plain", b'{"query": "x", "group_ids": ["group-a"]}', "body: send JSON with Content-Type: application/json"),
+])
+async def test_a_body_that_is_not_json_says_why(server, content_type, body, says):
+    """A body FastAPI cannot read as JSON: a 422 invalid_request whose one line says what is wrong
+    with it (not a 400 'There was an error parsing the body', nor '0: JSON decode error')."""
+    client, keys = server
+    r = await client.post("/v1/search", headers={**keys["a"], "Content-Type": content_type}, content=body)
+    assert error(r) == (422, "invalid_request")
+    message = r.json()["error"]["message"]
+    assert message.startswith(says) and "\n" not in message, message
+
+
+async def test_openapi_declares_the_api_key_and_the_error_shape(server):
+    """/openapi.json (and so /docs' Authorize button and generated clients) says what the routes
+    take and answer: the key as a bearer token or X-API-Key on every /v1 route (not on /health,
+    /ready), and errors as {"error": {"code", "message"}}, not FastAPI's {"detail": [...]}."""
+    client, keys = server
+    spec = (await client.get("/openapi.json")).json()
+    schemes = spec["components"]["securitySchemes"]
+    assert sorted((s["type"], s.get("scheme") or s.get("name")) for s in schemes.values()) == \
+        [("apiKey", "X-API-Key"), ("http", "bearer")]
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    error_schema = spec["components"]["schemas"]["ErrorOut"]
+    assert error_schema["required"] == ["error"]
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith("/v1/"):
+                assert sorted(k for s in operation["security"] for k in s) == sorted(schemes), (method, path)
+                for status in ("401", "403", "422"):
+                    content = operation["responses"][status]["content"]["application/json"]["schema"]
+                    assert content == {"$ref": "#/components/schemas/ErrorOut"}, (method, path, status)
+            else:
+                assert "security" not in operation, path
+    # What it declares is what the server takes: either header, the bearer scheme in any case.
+    token = keys["a"]["Authorization"].split()[1]
+    for headers in ({"X-API-Key": token}, {"Authorization": f"Bearer {token}"}, {"Authorization": f"bearer {token}"}):
+        assert (await client.get("/v1/groups/group-a/episodes?last_n=1", headers=headers)).status_code == 200
+    for headers in ({}, {"Authorization": token}, {"Authorization": f"Basic {token}"}, {"X-API-Key": "pgm_x"}):
+        assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")
+
+
+async def test_a_group_named_twice_searches_as_once(server):
+    """group_ids ["g", "g"] is the search of ["g"]: the same hits with the same ranks (the full-text
+    candidates of a group named twice were counted twice, pushing the top hit to rank 2, 3, ...)."""
+    client, keys = server
+    await client.post("/v1/groups/group-a/facts", headers=keys["a"], json={
+        "source": "Twyla", "relation": "WORKS_FOR", "target": "Twicecorp", "fact": "Twyla works for Twicecorp."})
+    once = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "Twyla Twicecorp", "group_ids": ["group-a"]})).json()
+    assert any("Twicecorp" in f["fact"] for f in once["facts"])
+    for groups in (["group-a", "group-a"], ["group-a", "group-a", "group-a"]):
+        again = (await client.post("/v1/search", headers=keys["a"], json={
+            "query": "Twyla Twicecorp", "group_ids": groups})).json()
+        for kind in ("facts", "entities", "episodes"):
+            assert [(h["id"], h["ranks"]) for h in again[kind]] == [(h["id"], h["ranks"]) for h in once[kind]], kind
+
+
+async def test_status_url_works_for_a_group_id_with_url_characters(server, rest_memory):
+    """The status_url of a queued episode is a URL that reaches it, whatever the group id holds
+    ('?', '#', '%', spaces, non-ASCII): each part percent-encoded."""
+    from urllib.parse import quote
+
+    group = "odd? grüp #1%"
+    _, key = await create_key(rest_memory.pool, "odd", read=[], write=[group])
+    headers = {"X-API-Key": key}
+    for path, body in [("episodes", {"content": "Al: I like jam.", "episode_id": "jam 1/2?"}),
+                       ("messages", {"messages": [{"role": "user", "content": "I like figs."}]})]:
+        r = await server[0].post(f"/v1/groups/{quote(group, safe='')}/{path}", headers=headers, json=body)
+        assert r.status_code == 202, r.text
+        status_url = r.json()["status_url"]
+        assert status_url.startswith("/v1/groups/odd%3F%20gr%C3%BCp%20%231%25/episodes/"), status_url
+        found = await server[0].get(status_url, headers=headers)
+        assert found.status_code == 200 and found.json()["id"] == r.json()["episode_id"], found.text

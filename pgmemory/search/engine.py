@@ -19,11 +19,12 @@ from pgmemory.validate import check_int, check_text
 
 
 def check_request(query: Any, group_ids: Any, limit: Any) -> list[str]:
-    """Refuse an empty or oversized query, bad group ids or a limit out of range."""
+    """Refuse an empty or oversized query, bad group ids or a limit out of range. A group named
+    twice is searched once (its full-text candidates would otherwise count twice in the ranks)."""
     if isinstance(query, str) and not query.strip():
         raise InvalidInput("search query is empty")
     check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
-    groups = validate_group_ids(group_ids)
+    groups = list(dict.fromkeys(validate_group_ids(group_ids)))
     check_int(limit, "limit", 1, MAX_LIMIT)
     return groups
 

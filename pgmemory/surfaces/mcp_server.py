@@ -20,11 +20,13 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import StrictBool, ValidationError
 
 from pgmemory.errors import PgMemoryError
+from pgmemory.ingest.episode import validate_group_id
 from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
@@ -114,6 +116,7 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
         groups = [groups]
     key = await _key(ctx, state)
     for group in groups:
+        validate_group_id(group)  # a bad id is named as such, not as one the key may not use
         if key is not None and not (key.can_write(group) if write else key.can_read(group)):
             raise ToolError(f"forbidden: this key may not {'write' if write else 'read'} group {group!r:.80}")
     narrow_to(groups)  # this call's database connections see only these groups (with RLS installed)
@@ -121,8 +124,8 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
 
 
 def _tool_errors(fn):
-    """Turn pgmemory's errors, and a failed embedding or LLM provider call, into the one-line
-    ToolError the model reads."""
+    """Turn pgmemory's errors, a failed embedding or LLM provider call, and Postgres gone away
+    into the one-line ToolError the model reads."""
     import functools
 
     @functools.wraps(fn)
@@ -133,6 +136,11 @@ def _tool_errors(fn):
             raise ToolError(str(exc)) from None
         except ProviderError as exc:
             raise ToolError(provider_line(exc)) from None
+        except Exception as exc:
+            if connection_lost(exc) is None:
+                raise
+            raise ToolError("database unavailable: lost the connection to Postgres; try again once it is back") \
+                from None
     return wrapped
 
 
@@ -140,9 +148,16 @@ def _filters(as_of: str | None, known_at: str | None, include_invalidated: bool 
              labels: tuple[str, ...] = ()) -> SearchFilters:
     from pgmemory.ingest.episode import parse_time
 
-    return SearchFilters(as_of=parse_time(as_of, "as_of") if as_of else None,
-                         known_at=parse_time(known_at, "known_at") if known_at else None,
+    return SearchFilters(as_of=parse_time(as_of, "as_of") if as_of is not None else None,
+                         known_at=parse_time(known_at, "known_at") if known_at is not None else None,
                          include_invalidated=include_invalidated, labels=labels)
+
+
+def _config(kind: str, center: str | None) -> SearchConfig:
+    """A search of one kind: hybrid with RRF, or with a centre every method ranked by graph distance."""
+    if center is None:
+        return SearchConfig(kinds=(kind,), methods=("cosine", "fulltext"), reranker="rrf")
+    return SearchConfig(kinds=(kind,), methods=METHODS, reranker="node_distance", center=center)
 
 
 def _tools(server: MCPServer, state: State) -> None:
@@ -184,10 +199,9 @@ def _tools(server: MCPServer, state: State) -> None:
         center_node_uuid: rank by graph distance from that entity. as_of / known_at (ISO 8601 with a
         zone): entities as they were at that valid time / as believed at that transaction time."""
         groups = await _groups(ctx, state, group_ids)
-        config = SearchConfig(kinds=("entities",), methods=METHODS if center_node_uuid else ("cosine", "fulltext"),
-                              reranker="node_distance" if center_node_uuid else "rrf", center=center_node_uuid)
+        config = _config("entities", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_nodes, config=config,
-                                     filters=_filters(as_of, known_at, labels=(entity,) if entity else ()))
+                                     filters=_filters(as_of, known_at, labels=(entity,) if entity is not None else ()))
         return {"nodes": [jsonable({"uuid": e.id, "name": e.name, "summary": e.summary, "labels": e.labels,
                                     "group_id": e.group_id, "attributes": e.attributes}) for e in results.entities]}
 
@@ -201,8 +215,7 @@ def _tools(server: MCPServer, state: State) -> None:
         time); known_at: as believed at that time (transaction time); both ISO 8601 with a zone.
         Ended facts are left out unless include_invalidated."""
         groups = await _groups(ctx, state, group_ids)
-        config = SearchConfig(kinds=("facts",), methods=METHODS if center_node_uuid else ("cosine", "fulltext"),
-                              reranker="node_distance" if center_node_uuid else "rrf", center=center_node_uuid)
+        config = _config("facts", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_facts, config=config,
                                      filters=_filters(as_of, known_at, include_invalidated))
         return {"facts": [_fact_json(f) for f in results.facts]}

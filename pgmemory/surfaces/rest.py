@@ -13,10 +13,12 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pgmemory.errors import DatabaseTimeout, DatabaseUnavailable, InvalidInput, NotFound, PgMemoryError, SetupError
@@ -29,14 +31,15 @@ from pgmemory.records import jsonable
 from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
-from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, FactIn, MessagesIn, SearchIn
+from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import (filters_from_json, ingest_json, provider_line, results_json, time_or_now,
-                                    validation_line)
+from pgmemory.surfaces.wire import (body_line, filters_from_json, ingest_json, provider_line, results_json,
+                                    time_or_now, validation_line)
 
 log = logging.getLogger("pgmemory.rest")
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
+BODY_UNREADABLE = "There was an error parsing the body"  # FastAPI's 400 for a body json.loads raised on
 
 
 class ApiError(Exception):
@@ -97,6 +100,40 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class Unexpected:
+    """ASGI middleware (the innermost): an exception no handler took is answered here, 503
+    database_unavailable when Postgres went away, else 500 internal (logged with its traceback).
+    Not re-raised, as Starlette's catch-all handler does: uvicorn then drops the connection (a
+    client's next request on it fails with a reset) and logs a traceback per request of an outage."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            lost = connection_lost(exc)
+            if lost is not None:
+                log.warning("database unavailable: %s", " ".join(str(lost).split()) or type(lost).__name__)
+                response = _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
+            else:
+                log.exception("unexpected error")
+                response = _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
+            await response(scope, receive, send)
+
+
 def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concurrency: int = 1,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, cors_origins: Sequence[str] = (),
                open_options: dict[str, Any] | None = None) -> FastAPI:
@@ -116,6 +153,7 @@ def create_app(memory: Memory | None = None, *, auth: bool = True, worker_concur
     app = FastAPI(title="pgmemory", version="0.1.0", lifespan=lifespan,
                   description="Bi-temporal knowledge-graph memory on Postgres: episodes in, facts, "
                               "entities and context out. See docs/server.md.")
+    app.add_middleware(Unexpected)  # first added: innermost, so CORS and the body limit wrap its answers
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -148,11 +186,18 @@ def _handlers(app: FastAPI) -> None:
         return _error(502, "provider_error", provider_line(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def malformed(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if isinstance(exc.body, bytes) and exc.body and media and not media.endswith("json"):
+            # FastAPI reads a body as JSON only when it says it is: a text/plain one reached the model as bytes
+            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json "
+                                                  f"(not {media[:60]})")
         return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == BODY_UNREADABLE and exc.__cause__ is not None:
+            return _error(422, "invalid_request", body_line(exc.__cause__))
         return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
 
     @app.exception_handler(PgMemoryError)
@@ -163,23 +208,20 @@ def _handlers(app: FastAPI) -> None:
             return _error(503, "database_unavailable", str(exc))
         return _error(500, "internal", str(exc))
 
-    @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        if connection_lost(exc) is not None:
-            return _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
-        log.exception("unexpected error")
-        return _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
+
+# The two ways to send a key, declared (auto_error off: caller answers 401 itself) so that
+# /openapi.json lists them and /docs offers to send one.
+BEARER = HTTPBearer(auto_error=False, description="Authorization: Bearer pgm_...")
+API_KEY = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: pgm_...")
 
 
-async def caller(request: Request) -> ApiKey | None:
+async def caller(request: Request, bearer: HTTPAuthorizationCredentials | None = Security(BEARER),
+                 api_key: str | None = Security(API_KEY)) -> ApiKey | None:
     """The request's API key (None when the server runs without auth); 401 without a valid one."""
     keys: KeyStore | None = request.app.state.keys
     if keys is None:
         return None
-    token = request.headers.get("x-api-key")
-    header = request.headers.get("authorization", "")
-    if token is None and header.lower().startswith("bearer "):
-        token = header[7:].strip()
+    token = api_key if api_key is not None else bearer.credentials.strip() if bearer is not None else None
     key = await keys.lookup(token) if token else None
     if key is None:
         raise ApiError(401, "unauthorized", "a valid API key is required (Authorization: Bearer pgm_...)")
@@ -208,11 +250,24 @@ def _found(value: Any, what: str) -> Any:
 
 def _queued(group: str, episode_id: Any) -> dict[str, Any]:
     return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
-            "status_url": f"/v1/groups/{group}/episodes/{episode_id}"}
+            "status_url": f"/v1/groups/{quote(group, safe='')}/episodes/{quote(str(episode_id), safe='')}"}
+
+
+# What every /v1 route may answer besides its success, in the shape it has.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": what} for status, what in [
+        (400, "invalid_input (a value pgmemory refuses) or confirmation_required"),
+        (401, "unauthorized: no key, or not an active key"),
+        (403, "forbidden: the key may not read or write a group the request names"),
+        (404, "not_found"), (413, "payload_too_large"),
+        (422, "invalid_request: the body or a parameter is not of the documented shape"),
+        (502, "provider_error: the embedding or LLM endpoint failed"),
+        (503, "database_unavailable"), (504, "timeout: a search ran past PGMEMORY_SEARCH_TIMEOUT")]}
 
 
 def _routes(app: FastAPI) -> None:
     Key = Depends(caller)
+    v1 = APIRouter(prefix="/v1", responses=ERRORS)
 
     @app.get("/health", tags=["health"], summary="Liveness: the process answers")
     async def health() -> dict:
@@ -226,7 +281,7 @@ def _routes(app: FastAPI) -> None:
             return _error(503, "not_ready", f"database not ready: {type(exc).__name__}")
         return JSONResponse({"status": "ready"})
 
-    @app.post("/v1/groups/{group_id}/episodes", status_code=202, tags=["episodes"],
+    @v1.post("/groups/{group_id}/episodes", status_code=202, tags=["episodes"],
               summary="Add one episode (queued: 202 + an id to poll; ?wait=true processes it now)")
     async def add_episode(group_id: str, body: EpisodeIn, request: Request, key: ApiKey | None = Key,
                           wait: bool = False) -> Any:
@@ -238,7 +293,7 @@ def _routes(app: FastAPI) -> None:
             return JSONResponse(await _process(_memory(request), fields), status_code=200)
         return _queued(group_id, await _memory(request).enqueue_episode(**fields))
 
-    @app.post("/v1/groups/{group_id}/episodes/batch", status_code=202, tags=["episodes"],
+    @v1.post("/groups/{group_id}/episodes/batch", status_code=202, tags=["episodes"],
               summary="Add a batch of episodes (all validated first, nothing stored if one is bad)")
     async def add_batch(group_id: str, body: EpisodesIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
@@ -247,7 +302,7 @@ def _routes(app: FastAPI) -> None:
         ids = await _memory(request).enqueue_episodes(items)
         return {"group_id": group_id, "status": "pending", "episode_ids": [str(i) for i in ids]}
 
-    @app.post("/v1/groups/{group_id}/messages", status_code=202, tags=["episodes"],
+    @v1.post("/groups/{group_id}/messages", status_code=202, tags=["episodes"],
               summary="Add a mem0-style message list as one chat episode (queued; ?wait=true processes it)")
     async def add_messages(group_id: str, body: MessagesIn, request: Request, key: ApiKey | None = Key,
                            wait: bool = False) -> Any:
@@ -260,7 +315,7 @@ def _routes(app: FastAPI) -> None:
             return JSONResponse(await _process(_memory(request), fields), status_code=200)
         return _queued(group_id, await _memory(request).enqueue_episode(**fields))
 
-    @app.get("/v1/groups/{group_id}/episodes", tags=["episodes"],
+    @v1.get("/groups/{group_id}/episodes", tags=["episodes"],
              summary="The group's latest episodes (oldest first), with status and metadata")
     async def list_episodes(group_id: str, request: Request, key: ApiKey | None = Key,
                             last_n: int = Query(10), before: str | None = None,
@@ -271,7 +326,7 @@ def _routes(app: FastAPI) -> None:
                                                    before_id=before_id)
         return {"episodes": [r.to_dict() for r in rows]}
 
-    @app.get("/v1/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
+    @v1.get("/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
              summary="One episode: its status (pending, processing, done, failed), error, cost, metadata")
     async def get_episode(group_id: str, episode_id: str, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id])
@@ -280,7 +335,7 @@ def _routes(app: FastAPI) -> None:
         return {**record.to_dict(), **jsonable({k: status[k] for k in
                                                 ("llm_calls", "prompt_tokens", "completion_tokens")})}
 
-    @app.delete("/v1/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
+    @v1.delete("/groups/{group_id}/episodes/{episode_id}", tags=["episodes"],
                 summary="Delete an episode as if never ingested (?erase=true: its text nowhere)")
     async def delete_episode(group_id: str, episode_id: str, request: Request, key: ApiKey | None = Key,
                              erase: bool = False) -> dict:
@@ -289,7 +344,7 @@ def _routes(app: FastAPI) -> None:
         allow(key, [group_id], write=True)
         return asdict(await _memory(request).delete_episode(group_id, episode_id, erase=erase))
 
-    @app.post("/v1/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)")
+    @v1.post("/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)")
     async def search(body: SearchIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
@@ -297,7 +352,7 @@ def _routes(app: FastAPI) -> None:
                                                 config=body.recipe, filters=filters)
         return results_json(results)
 
-    @app.post("/v1/context", tags=["search"], summary="The context string for a prompt (facts first)")
+    @v1.post("/context", tags=["search"], summary="The context string for a prompt (facts first)")
     async def context(body: ContextIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
@@ -306,19 +361,19 @@ def _routes(app: FastAPI) -> None:
             max_chars=body.max_chars, communities=body.communities, episodes=body.episodes)
         return {"context": text}
 
-    @app.get("/v1/groups/{group_id}/entities", tags=["graph"], summary="A page of the group's entities by name")
+    @v1.get("/groups/{group_id}/entities", tags=["graph"], summary="A page of the group's entities by name")
     async def list_entities(group_id: str, request: Request, key: ApiKey | None = Key, limit: int = 100,
                             offset: int = 0, label: str | None = None, name: str | None = None) -> dict:
         allow(key, [group_id])
         rows = await _memory(request).list_entities(group_id, limit=limit, offset=offset, label=label, name=name)
         return {"entities": [r.to_dict() for r in rows]}
 
-    @app.get("/v1/groups/{group_id}/entities/{entity_id}", tags=["graph"], summary="One entity")
+    @v1.get("/groups/{group_id}/entities/{entity_id}", tags=["graph"], summary="One entity")
     async def get_entity(group_id: str, entity_id: str, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id])
         return _found(await _memory(request).get_entity(group_id, entity_id), "entity").to_dict()
 
-    @app.get("/v1/groups/{group_id}/entities/{entity_id}/facts", tags=["graph"],
+    @v1.get("/groups/{group_id}/entities/{entity_id}/facts", tags=["graph"],
              summary="The facts of an entity (believed versions; ?history=true: every version)")
     async def entity_facts(group_id: str, entity_id: str, request: Request, key: ApiKey | None = Key,
                            history: bool = False) -> dict:
@@ -328,7 +383,7 @@ def _routes(app: FastAPI) -> None:
         rows = await mem.entity_facts(group_id, entity_id, history=history)
         return {"facts": [r.to_dict() for r in rows]}
 
-    @app.get("/v1/groups/{group_id}/facts/{fact_id}", tags=["graph"],
+    @v1.get("/groups/{group_id}/facts/{fact_id}", tags=["graph"],
              summary="One fact: the believed version (null if retracted) and every version")
     async def get_fact(group_id: str, fact_id: str, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id])
@@ -336,19 +391,19 @@ def _routes(app: FastAPI) -> None:
         current = next((v for v in versions if v.believed), None)
         return {"current": current.to_dict() if current else None, "history": [v.to_dict() for v in versions]}
 
-    @app.post("/v1/groups/{group_id}/facts", tags=["graph"],
+    @v1.post("/groups/{group_id}/facts", tags=["graph"],
               summary="State one fact directly (entities by exact name; the temporal rules apply)")
     async def add_fact(group_id: str, body: FactIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
         return jsonable(await _memory(request).add_fact(group_id, **body.model_dump()))
 
-    @app.delete("/v1/groups/{group_id}/facts/{fact_id}", tags=["graph"],
+    @v1.delete("/groups/{group_id}/facts/{fact_id}", tags=["graph"],
                 summary="Retract a fact: no longer believed (history kept)")
     async def retract_fact(group_id: str, fact_id: str, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
         return jsonable(await _memory(request).retract_fact(group_id, fact_id))
 
-    @app.delete("/v1/groups/{group_id}", tags=["groups"],
+    @v1.delete("/groups/{group_id}", tags=["groups"],
                 summary="Erase everything of a group: ?confirm=<the group id> is required")
     async def erase_group(group_id: str, request: Request, key: ApiKey | None = Key,
                           confirm: str | None = None) -> dict:
@@ -357,6 +412,8 @@ def _routes(app: FastAPI) -> None:
             raise ApiError(400, "confirmation_required",
                            "erasing a group cannot be undone: repeat the group id as ?confirm=<group id>")
         return {"group_id": group_id, "episodes_erased": await _memory(request).erase_group(group_id)}
+
+    app.include_router(v1)
 
 
 async def _process(mem: Memory, fields: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,16 @@
-"""Request bodies of the REST server (pydantic; unknown fields refused). Times are ISO 8601
-strings with a zone; they and every other value are checked again by the Memory API."""
+"""Request bodies of the REST server (pydantic; unknown fields refused, flags JSON true/false only).
+Times are ISO 8601 strings with a zone; they and every other value are checked again by the Memory API."""
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 MAX_BATCH = 1000
+
+# A true/false field: JSON true or false only, as MCP's flags and the Python API (check_bool) take
+# them; pydantic's lax mode would read "yes", "no", "1" or 0 as a boolean.
+Flag = StrictBool
 
 
 class Body(BaseModel):
@@ -57,8 +61,8 @@ class FiltersIn(Body):
 
     as_of: str | None = None
     known_at: str | None = None
-    include_invalidated: bool = False
-    include_superseded: bool = False
+    include_invalidated: Flag = False
+    include_superseded: Flag = False
     relation_types: list[str] = []
     labels: list[str] = []
     valid_at_from: str | None = None
@@ -86,8 +90,8 @@ class ContextIn(SearchIn):
     """The context string for a prompt: search, then the paper's template in max_chars."""
 
     max_chars: int = 8000
-    communities: bool = False
-    episodes: bool = False
+    communities: Flag = False
+    episodes: Flag = False
 
 
 class FactIn(Body):
@@ -99,7 +103,20 @@ class FactIn(Body):
     fact: str
     valid_from: str | None = None
     valid_to: str | None = None
-    negated: bool = False
-    functional: bool = False
+    negated: Flag = False
+    functional: Flag = False
     attributes: dict[str, Any] | None = None
     reference_time: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    """A stable code (invalid_input, unauthorized, forbidden, not_found, ...) and one line."""
+
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every error the REST server answers."""
+
+    error: ErrorDetail

@@ -22,9 +22,22 @@ def validation_line(errors: list[Any]) -> str:
     """pydantic's validation errors as one line: where the first is (a dotted path, "body" left
     out) and what is wrong there."""
     first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":  # FastAPI: the body is no JSON; loc ends at the character
+        at = first.get("loc", ())[-1:] or ("?",)
+        return f"body is not valid JSON: {first.get('ctx', {}).get('error', 'decode error')} at character {at[0]}"
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     line = f"{where or 'body'}: {first.get('msg', 'invalid request')}"
     return line.splitlines()[0]
+
+
+def body_line(exc: BaseException) -> str:
+    """Why a request body could not be read as JSON at all (what FastAPI reports as 'There was an
+    error parsing the body'), in one line."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"body is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at position {exc.start}"
+    if isinstance(exc, RecursionError):
+        return "body nests its arrays and objects too deeply to be read"
+    return f"body is not valid JSON: {' '.join(str(exc).split(';')[0].split()) or type(exc).__name__}"[:300]
 
 
 def provider_line(exc: BaseException) -> str:
