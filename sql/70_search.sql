@@ -260,6 +260,12 @@ BEGIN
     IF p_groups IS NULL THEN  -- (an empty array searches nothing)
         RAISE EXCEPTION 'p_groups must be an array of group ids' USING ERRCODE = '22023';
     END IF;
+    IF cardinality(p_groups) > 1 THEN  -- (a group named twice counted its full-text hits twice)
+        gid := (SELECT x FROM unnest(p_groups) x GROUP BY x HAVING count(*) > 1 LIMIT 1);
+        IF gid IS NOT NULL THEN
+            RAISE EXCEPTION 'p_groups names group % more than once', quote_literal(gid) USING ERRCODE = '22023';
+        END IF;
+    END IF;
     -- The options as the Python surfaces check them (SearchConfig.validate): a misspelt option,
     -- kind or method searched nothing, silently, and a negative count failed deep inside.
     IF unknown <> '{}'::jsonb THEN

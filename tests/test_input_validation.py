@@ -514,3 +514,16 @@ def test_sql_search_refuses_unknown_options_and_counts_out_of_range(db_dsn, grou
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM pgmemory.search_group(%s, 'Alice', NULL,"
                             " '{\"kinds\": [\"facts\"], \"candidates\": 1000}')", (group,)).fetchone() == (0,)
+
+
+def test_sql_search_refuses_a_group_named_twice(db_dsn, group):
+    """search_candidates(ARRAY[g, g], ...) counted g's full-text hits twice, so the best hit
+    could rank second: a group named twice is refused in one line (the Python surfaces dedupe)."""
+    with psycopg.connect(db_dsn) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue,
+                           match=f"^p_groups names group '{group}' more than once"):
+            conn.execute("SELECT * FROM pgmemory.search_candidates(%s, 'Alice', NULL, '{}'::jsonb)",
+                         (["other", group, group],))
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmemory.search_candidates(%s, 'Alice', NULL, '{}'::jsonb)",
+                            (["other", group],)).fetchone() == (0,)
