@@ -23,7 +23,8 @@ DECLARE
                                 to_regtype(format('%I.vector[]', vector_schema))];
 BEGIN
     FOR r IN SELECT p.oid::regprocedure AS fn,
-                    p.prosrc ~ '\mvector\M|<=>|<->|<#>' OR (p.proargtypes::oid[] || p.prorettype) && vector_types AS vectors
+                    p.prosrc ~ '\mvector\M|<=>|<->|<#>' OR p.prorettype = ANY (vector_types)
+                    OR EXISTS (SELECT FROM unnest(p.proargtypes) a WHERE a = ANY (vector_types)) AS vectors
                FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
               WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)
                 AND l.lanname = 'plpgsql'
