@@ -77,6 +77,7 @@ BEGIN
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
     comp := pgmemory_internal.claim_component(p_group, seeds);  -- as it was, before its claims go
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
+    PERFORM pgmemory_internal.prune_retractions(p_group, comp, CASE WHEN p_erase THEN texts ELSE '{}' END);
     PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
     IF p_erase OR v_status <> 'done' THEN
         DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions and links cascade
@@ -162,6 +163,26 @@ BEGIN
 END
 $$;
 
+-- The retractions (pgmemory.retract_fact) of lineages p_lineages once a deleted episode's claims
+-- are gone: one that withdraws no claim now withdraws nothing and goes (it copied the fact's
+-- sentence and names its entities, which it would keep believed past the episode's delete, and
+-- whose text past its erase); one that still withdraws others, when its sentence is among p_texts
+-- (an erased episode's), takes the sentence of the first of those instead.
+CREATE OR REPLACE FUNCTION pgmemory_internal.prune_retractions(p_group text, p_lineages uuid[], p_texts text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgmemory.fact_claims r
+     WHERE r.group_id = p_group AND r.lineage = ANY (p_lineages) AND r.kind = 'retract'
+       AND NOT EXISTS (SELECT FROM pgmemory.fact_claims c
+                        WHERE c.group_id = p_group AND c.lineage = r.lineage AND c.retracted_by = r.seq);
+    UPDATE pgmemory.fact_claims r
+       SET fact = (SELECT c.fact FROM pgmemory.fact_claims c
+                    WHERE c.group_id = p_group AND c.lineage = r.lineage AND c.retracted_by = r.seq
+                    ORDER BY c.seq LIMIT 1)
+     WHERE r.group_id = p_group AND r.lineage = ANY (p_lineages) AND r.kind = 'retract' AND r.fact = ANY (p_texts);
+END
+$$;
+
 -- Delete entities of p_group with every version of their facts (and their
 -- provenance) and their community memberships (current and ended: no foreign
 -- key cascades them, migration 0310), when no other entity's fact needs them.
@@ -199,6 +220,7 @@ DECLARE
     gone integer;
 BEGIN
     DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
+    PERFORM pgmemory_internal.prune_retractions(p_group, t.lineages, t.texts);  -- (lineages: the component then)
     DELETE FROM pgmemory.episodes e
      WHERE e.group_id = p_group AND e.id = p_episode AND e.retracted_at IS NOT NULL;  -- its links cascade
     orphans := ARRAY(SELECT e FROM unnest(t.retired) e

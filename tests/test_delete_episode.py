@@ -380,6 +380,28 @@ async def test_a_retracted_fact_stays_retracted_when_one_of_its_episodes_is_dele
     assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}
 
 
+@pytest.mark.parametrize("erase", [False, True])
+async def test_deleting_the_only_episode_behind_a_retracted_fact_takes_the_retraction_with_it(
+        memory, group, db_dsn, erase):
+    """A retract_fact of a fact only episode "b" said withdraws nothing once "b" is deleted: it goes
+    too (it copied b's sentence and names b's entities), so the entity only "b" introduced is retired
+    or erased as if "b" had never been ingested, and an erase leaves none of b's text."""
+    lima = f"Lima {tag(group)}"
+    known = await ingest(memory, group, [("a", "2020-01-10", "I live in Boston."),
+                                         ("b", "2021-01-10", f"I live in {lima}.")])
+    (fact,) = [f for f in (await memory.search(lima, group_ids=group)).facts if f.target == lima]
+    await memory.retract_fact(group, fact.id)
+    out = await memory.delete_episode(group, "b", erase=erase)
+    assert out.entities_removed == 1
+    assert set(await summaries(memory, group)) == {"Alice", "Boston"}
+    assert lima not in await memory.context(f"where does Alice live {lima}", group_ids=group)
+    if not erase:  # known before the retract: as believed then (history kept); then erased later
+        assert await targets(memory, group, "LIVES_IN", known_at=known["b"]) == {lima}
+        await memory.delete_episode(group, "b", erase=True)
+    assert rows_containing(db_dsn, lima) == []
+    assert await targets(memory, group, "LIVES_IN", known_at=known["b"]) == {"Boston"}
+
+
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,

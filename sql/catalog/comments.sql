@@ -313,6 +313,7 @@ BEGIN
             ('erase_history', 'Internal (erase): remove the past versions an erased episode wrote or that carry its text, bridging each gap'),
             ('erase_retracted', 'Internal (erase): erase an episode retracted earlier, from its tombstone'),
             ('delete_entities', 'Internal (erase): delete entities with every version of their facts'),
+            ('prune_retractions', 'Internal (delete): drop the retractions a deleted episode''s claims were all of what they withdrew; an erased one''s sentence leaves the rest'),
             ('refold_entities', 'Internal (delete): re-derive entities'' names, labels and attributes from their live mentions'),
             ('fact_in_slice', 'Internal: is a fact version in the slice (holds at T, believed at T'')'),
             ('fact_in_slice_unindexed', 'Internal: fact_in_slice worded so the planner keeps the started-first indexes'),
