@@ -402,6 +402,19 @@ async def test_deleting_the_only_episode_behind_a_retracted_fact_takes_the_retra
     assert await targets(memory, group, "LIVES_IN", known_at=known["b"]) == {"Boston"}
 
 
+async def test_an_erase_leaves_a_retraction_that_still_withdraws_others_without_its_sentence(memory, group, db_dsn):
+    """A retraction of a fact two episodes said stays when one is erased (the other's statement is
+    still withdrawn), but no longer in the erased one's words."""
+    lima = f"Lima {tag(group)}"
+    await ingest(memory, group, [("a", "2020-01-10", f"I live in {lima}."), ("b", "2020-06-10", f"I moved to {lima}.")])
+    (fact,) = [f for f in (await memory.search(lima, group_ids=group)).facts if f.target == lima]
+    assert fact.fact == f"Alice lives in {lima}."
+    await memory.retract_fact(group, fact.id)
+    await memory.delete_episode(group, "a", erase=True)
+    assert rows_containing(db_dsn, f"lives in {lima}") == []
+    assert await targets(memory, group, "LIVES_IN") == set()
+
+
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,
