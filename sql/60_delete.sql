@@ -255,7 +255,7 @@ $$;
 -- the erased episode wrote (recorded at one of p_written_at, its applies'
 -- transaction times) or that carry its text (a sentence or description in
 -- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
--- episode says. Each run of removed versions is bridged by the version before
+-- episode says, recorded since its first write (what was believed before it is unchanged). Each run of removed versions is bridged by the version before
 -- it, which is then believed until the next surviving version (as if the
 -- episode had never been ingested); a bridged fact version equal to the one
 -- after it is merged into it.
@@ -267,6 +267,7 @@ DECLARE
     own text[];
     own_names text[];
     own_attrs jsonb;
+    since timestamptz;
     gone bigint[];
     p record;
     hi timestamptz;
@@ -294,11 +295,14 @@ BEGIN
     own_attrs := (SELECT coalesce(jsonb_agg(a), '[]') FROM jsonb_array_elements(p_attrs) a
                    WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
                                       WHERE m.group_id = p_group AND m.attributes @> a));
+    -- Only versions recorded from its first write on can carry its text: one believed before it
+    -- had the same words from elsewhere (an episode retracted since) or longer ones containing them.
+    since := (SELECT min(w) FROM unnest(p_written_at) w);
 
     -- Fact versions.
     gone := ARRAY(SELECT f.version_id FROM pgmemory.facts f
                    WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT upper_inf(f.recorded)
-                     AND (lower(f.recorded) = ANY (p_written_at) OR f.fact = ANY (own)));
+                     AND (lower(f.recorded) = ANY (p_written_at) OR (f.fact = ANY (own) AND lower(f.recorded) >= since)));
     FOR p IN SELECT f.version_id, f.id, upper(f.recorded) AS hi FROM pgmemory.facts f
               WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT f.version_id = ANY (gone)
                 AND NOT upper_inf(f.recorded)
@@ -334,9 +338,13 @@ BEGIN
       FROM pgmemory.entity_versions v
      WHERE v.group_id = p_group
        AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
-            OR v.name = ANY (own_names)
-            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
-            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
+            OR (lower(v.recorded) >= since
+                AND (v.name = ANY (own_names)
+                     -- a sentence of the summary: as said, or ended ('<it> (until <date>).')
+                     OR EXISTS (SELECT 1 FROM unnest(own) t
+                                 WHERE strpos(v.summary || ' ', t || ' ') > 0
+                                    OR strpos(v.summary, rtrim(t, '.') || ' (until ') > 0)
+                     OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a))));
     FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
               WHERE v.group_id = p_group AND cardinality(gone_ids) > 0
                 AND NOT EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)

@@ -415,6 +415,33 @@ async def test_an_erase_leaves_a_retraction_that_still_withdraws_others_without_
     assert await targets(memory, group, "LIVES_IN") == set()
 
 
+async def test_an_erase_leaves_what_was_believed_before_the_episode_unchanged(memory, group):
+    """An erase rewrites only history from the erased episode's ingestion on: a version recorded
+    before it carrying the same words (said by an episode retracted since) or longer ones that
+    contain them ("... (per HR).", an entity summary) is untouched."""
+    acme, initech = f"Acme {tag(group)}", f"Initech {tag(group)}"
+    await memory.add_fact(group, "Alice", "WORKS_FOR", initech, f"Alice works for {initech} (per HR).",
+                          valid_from="2020-01-01T00:00:00Z")
+    known = await ingest(memory, group, [("e1", "2020-06-01", f"I work at {acme}.")])
+    await memory.delete_episode(group, "e1")  # retracted: history kept
+    known |= await ingest(memory, group, [("e2", "2021-01-01", f"I work at {acme}."),
+                                          ("e3", "2022-01-01", f"I now work at {initech}.")])
+
+    async def believed_then(at):
+        async with memory.pool.acquire() as conn:
+            facts = await conn.fetch("SELECT version_id, fact, valid::text FROM pgmemory.fact_versions"
+                                     " WHERE group_id = $1 AND recorded @> $2::timestamptz ORDER BY 1", group, at)
+            ents = await conn.fetch("SELECT id, name, summary FROM pgmemory.entity_history"
+                                    " WHERE group_id = $1 AND recorded @> $2::timestamptz ORDER BY 1", group, at)
+        return [tuple(r) for r in facts], [tuple(r) for r in ents]
+
+    before = {eid: await believed_then(known[eid]) for eid in ("e1", "e2")}
+    assert f"Alice works for {acme}." in [f for _, f, _ in before["e1"][0]]
+    await memory.delete_episode(group, "e2", erase=True)
+    await memory.delete_episode(group, "e3", erase=True)
+    assert await believed_then(known["e1"]) == before["e1"]
+
+
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,
