@@ -442,6 +442,31 @@ async def test_an_erase_leaves_what_was_believed_before_the_episode_unchanged(me
     assert await believed_then(known["e1"]) == before["e1"]
 
 
+async def test_fact_versions_cite_the_episodes_of_their_own_time(memory, group):
+    """fact_versions (and Memory.fact_history) give each version the episodes it cited while it was
+    believed, so FOR SYSTEM_TIME AS OF T' cites as T' did: not an episode ingested after the
+    version was superseded, and still an episode retracted since (history), as search does."""
+    known = await ingest(memory, group, [("e1", "2021-01-10", "I work at Acme Corp."),
+                                         ("e2", "2020-01-10", "I work at Acme Corp.")])  # moves the start back
+    e1, e2 = episode_uuid(group, "e1"), episode_uuid(group, "e2")
+    await memory.delete_episode(group, "e2")
+    now = await clock(memory)
+
+    async def cited(at):
+        async with memory.pool.acquire() as conn:
+            rows = await conn.fetch("SELECT valid_from, episodes FROM pgmemory.fact_versions"
+                                    " WHERE group_id = $1 AND recorded @> $2::timestamptz", group, at)
+        found = await memory.search("Acme Corp", group_ids=group, filters=SearchFilters(known_at=at))
+        assert [set(f.episodes) for f in found.facts] == [set(r["episodes"]) for r in rows]
+        return [(r["valid_from"], r["episodes"]) for r in rows]
+
+    assert await cited(known["e1"]) == [(utc("2021-01-10"), [e1])]
+    assert await cited(known["e2"]) == [(utc("2020-01-10"), [e1, e2])]
+    assert await cited(now) == [(utc("2021-01-10"), [e1])]
+    (fact,) = (await memory.search("Acme Corp", group_ids=group)).facts
+    assert [v.episodes for v in await memory.fact_history(group, fact.id)] == [[e1], [e1, e2], [e1]]
+
+
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,

@@ -173,7 +173,7 @@ BEGIN
             ('fact_versions', 'id', 'Stable fact id (all versions of one validity interval share it)'),
             ('fact_versions', 'version_id', 'Id of this version'),
             ('fact_versions', 'believed', 'True for the version believed now (recorded_to is NULL)'),
-            ('fact_versions', 'episodes', 'Ids of the episodes the fact came from, oldest first'),
+            ('fact_versions', 'episodes', 'Ids of the episodes this version cited when last believed (the believed one: not a retracted episode), oldest first'),
             ('fact_versions', 'source', 'Source entity name when this version was recorded (a later rename is not applied; source_id follows the entity)'),
             ('fact_versions', 'target', 'Target entity name when this version was recorded (a later rename is not applied; target_id follows the entity)'),
             ('believed_facts', 'id', 'Stable fact id'),
