@@ -372,12 +372,21 @@ BEGIN
         UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), bridge_hi[i])
          WHERE group_id = p_group AND entity_id = bridge_ids[i] AND lower(recorded) = bridge_lo[i];
     END LOOP;
-    -- An entity it created, still mentioned by others: known from their first mention.
+    -- An entity it created, still mentioned or stated (a claim, as add_fact's) by others: known from
+    -- the first of those, as the slice of facts is (entities_at and search list it from then on).
     UPDATE pgmemory.entities e
        SET created_at = m.first
-      FROM (SELECT x.entity_id, min(x.recorded_at) AS first FROM pgmemory.episode_mentions x
-             WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities) GROUP BY x.entity_id) m
-     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
+      FROM (SELECT u.id, min(u.at) AS first FROM (
+                SELECT x.entity_id AS id, x.recorded_at AS at FROM pgmemory.episode_mentions x
+                 WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities)
+                UNION ALL
+                SELECT fc.source_id, fc.recorded_at FROM pgmemory.fact_claims fc
+                 WHERE fc.group_id = p_group AND fc.source_id = ANY (p_entities)
+                UNION ALL
+                SELECT fc.target_id, fc.recorded_at FROM pgmemory.fact_claims fc
+                 WHERE fc.group_id = p_group AND fc.target_id = ANY (p_entities)) u
+             GROUP BY u.id) m
+     WHERE e.group_id = p_group AND e.id = m.id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
 END
 $$;
 

@@ -442,6 +442,30 @@ async def test_an_erase_leaves_what_was_believed_before_the_episode_unchanged(me
     assert await believed_then(known["e1"]) == before["e1"]
 
 
+@pytest.mark.parametrize("mentioned_later", [False, True])
+async def test_an_erased_episode_s_entity_is_known_from_the_first_other_statement_of_it(memory, group,
+                                                                                       mentioned_later):
+    """An entity the erased episode created but a fact written with add_fact names too is known
+    from that write on (as if the episode had never been ingested), not from the episode's time,
+    nor from a later episode's mention: entities_at and search then list it beside its fact."""
+    lima = f"Lima {tag(group)}"
+    known = await ingest(memory, group, [("a", "2019-01-10", "I live in Boston."),
+                                         ("e", "2020-01-10", f"I work at {lima}.")])
+    await memory.add_fact(group, "Bob", "LIKES", lima, f"Bob likes {lima}.", valid_from="2020-02-01T00:00:00Z")
+    known["f"] = await clock(memory)
+    if mentioned_later:
+        await ingest(memory, group, [("m", "2021-01-10", f"I visited {lima}.")])
+    await memory.delete_episode(group, "e", erase=True)
+    async with memory.pool.acquire() as conn:
+        for at, there in ((known["e"], False), (known["f"], True)):
+            facts = await conn.fetch("SELECT fact FROM pgmemory.facts_as_of($1, NULL, $2)", group, at)
+            assert (f"Bob likes {lima}." in [r["fact"] for r in facts]) == there
+            named = await conn.fetch("SELECT name FROM pgmemory.entities_at($1, NULL, $2)", group, at)
+            assert (lima in [r["name"] for r in named]) == there
+            found = await memory.search(f"Bob likes {lima}", group_ids=group, filters=SearchFilters(known_at=at))
+            assert (lima in {e.name for e in found.entities}) == there
+
+
 async def test_fact_versions_cite_the_episodes_of_their_own_time(memory, group):
     """fact_versions (and Memory.fact_history) give each version the episodes it cited while it was
     believed, so FOR SYSTEM_TIME AS OF T' cites as T' did: not an episode ingested after the
