@@ -176,10 +176,11 @@ BEGIN
        AND NOT EXISTS (SELECT FROM pgmemory.fact_claims c
                         WHERE c.group_id = p_group AND c.lineage = r.lineage AND c.retracted_by = r.seq);
     UPDATE pgmemory.fact_claims r
-       SET fact = (SELECT c.fact FROM pgmemory.fact_claims c
-                    WHERE c.group_id = p_group AND c.lineage = r.lineage AND c.retracted_by = r.seq
-                    ORDER BY c.seq LIMIT 1)
-     WHERE r.group_id = p_group AND r.lineage = ANY (p_lineages) AND r.kind = 'retract' AND r.fact = ANY (p_texts);
+       SET fact = w.fact
+      FROM (SELECT DISTINCT ON (c.retracted_by) c.retracted_by, c.fact FROM pgmemory.fact_claims c
+             WHERE c.group_id = p_group AND c.lineage = ANY (p_lineages) AND c.retracted_by IS NOT NULL
+             ORDER BY c.retracted_by, c.seq) w
+     WHERE r.group_id = p_group AND r.seq = w.retracted_by AND r.kind = 'retract' AND r.fact = ANY (p_texts);
 END
 $$;
 
