@@ -256,7 +256,8 @@ $$;
 -- the erased episode wrote (recorded at one of p_written_at, its applies'
 -- transaction times) or that carry its text (a sentence or description in
 -- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
--- episode says, recorded since its first write (what was believed before it is unchanged). Each run of removed versions is bridged by the version before
+-- episode says, recorded since its first write (what was believed before it
+-- is unchanged). Each run of removed versions is bridged by the version before
 -- it, which is then believed until the next surviving version (as if the
 -- episode had never been ingested); a bridged fact version equal to the one
 -- after it is merged into it.
