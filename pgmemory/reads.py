@@ -17,7 +17,8 @@ _EPISODE_COLUMNS = ("id, group_id, content, kind, actor, source_description, val
 _ENTITY_COLUMNS = "id, group_id, name, labels, summary, attributes, created_at, updated_at"
 
 # One fact version with its endpoints' names; an 'infinity' end reads as None (open). Its episodes:
-# the current ones (a retracted episode is cited only by known-at reads before its retract).
+# those it cited when last believed (the believed version: the current ones; a retracted episode
+# is cited only by versions superseded before or by its retract).
 _FACT_SELECT = """
 SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation, f.target_id,
        t.name AS target, f.fact, lower(f.valid) AS valid_from,
@@ -26,7 +27,8 @@ SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation
        upper(f.recorded) AS recorded_to, f.attributes,
        ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe
               WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
-                AND fe.retracted_at IS NULL
+                AND fe.created_at < coalesce(upper(f.recorded), 'infinity')
+                AND (fe.retracted_at IS NULL OR fe.retracted_at >= coalesce(upper(f.recorded), 'infinity'))
               ORDER BY fe.created_at) AS episodes
 """
 

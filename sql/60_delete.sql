@@ -77,6 +77,7 @@ BEGIN
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
     comp := pgmemory_internal.claim_component(p_group, seeds);  -- as it was, before its claims go
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
+    PERFORM pgmemory_internal.prune_retractions(p_group, comp, CASE WHEN p_erase THEN texts ELSE '{}' END);
     PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
     IF p_erase OR v_status <> 'done' THEN
         DELETE FROM pgmemory.episodes WHERE id = p_episode AND group_id = p_group;  -- its mentions and links cascade
@@ -162,6 +163,27 @@ BEGIN
 END
 $$;
 
+-- The retractions (pgmemory.retract_fact) of lineages p_lineages once a deleted episode's claims
+-- are gone: one that withdraws no claim now withdraws nothing and goes (it copied the fact's
+-- sentence and names its entities, which it would keep believed past the episode's delete, and
+-- whose text past its erase); one that still withdraws others, when its sentence is among p_texts
+-- (an erased episode's), takes the sentence of the first of those instead.
+CREATE OR REPLACE FUNCTION pgmemory_internal.prune_retractions(p_group text, p_lineages uuid[], p_texts text[])
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgmemory.fact_claims r
+     WHERE r.group_id = p_group AND r.lineage = ANY (p_lineages) AND r.kind = 'retract'
+       AND NOT EXISTS (SELECT FROM pgmemory.fact_claims c
+                        WHERE c.group_id = p_group AND c.lineage = r.lineage AND c.retracted_by = r.seq);
+    UPDATE pgmemory.fact_claims r
+       SET fact = w.fact
+      FROM (SELECT DISTINCT ON (c.retracted_by) c.retracted_by, c.fact FROM pgmemory.fact_claims c
+             WHERE c.group_id = p_group AND c.lineage = ANY (p_lineages) AND c.retracted_by IS NOT NULL
+             ORDER BY c.retracted_by, c.seq) w
+     WHERE r.group_id = p_group AND r.seq = w.retracted_by AND r.kind = 'retract' AND r.fact = ANY (p_texts);
+END
+$$;
+
 -- Delete entities of p_group with every version of their facts (and their
 -- provenance) and their community memberships (current and ended: no foreign
 -- key cascades them, migration 0310), when no other entity's fact needs them.
@@ -199,6 +221,7 @@ DECLARE
     gone integer;
 BEGIN
     DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
+    PERFORM pgmemory_internal.prune_retractions(p_group, t.lineages, t.texts);  -- (lineages: the component then)
     DELETE FROM pgmemory.episodes e
      WHERE e.group_id = p_group AND e.id = p_episode AND e.retracted_at IS NOT NULL;  -- its links cascade
     orphans := ARRAY(SELECT e FROM unnest(t.retired) e
@@ -233,7 +256,8 @@ $$;
 -- the erased episode wrote (recorded at one of p_written_at, its applies'
 -- transaction times) or that carry its text (a sentence or description in
 -- p_texts, a name in p_names, an attribute in p_attrs) that no remaining
--- episode says. Each run of removed versions is bridged by the version before
+-- episode says, recorded since its first write (what was believed before it
+-- is unchanged). Each run of removed versions is bridged by the version before
 -- it, which is then believed until the next surviving version (as if the
 -- episode had never been ingested); a bridged fact version equal to the one
 -- after it is merged into it.
@@ -245,6 +269,7 @@ DECLARE
     own text[];
     own_names text[];
     own_attrs jsonb;
+    since timestamptz;
     gone bigint[];
     p record;
     hi timestamptz;
@@ -272,11 +297,14 @@ BEGIN
     own_attrs := (SELECT coalesce(jsonb_agg(a), '[]') FROM jsonb_array_elements(p_attrs) a
                    WHERE NOT EXISTS (SELECT 1 FROM pgmemory.episode_mentions m
                                       WHERE m.group_id = p_group AND m.attributes @> a));
+    -- Only versions recorded from its first write on can carry its text: one believed before it
+    -- had the same words from elsewhere (an episode retracted since) or longer ones containing them.
+    since := (SELECT min(w) FROM unnest(p_written_at) w);
 
     -- Fact versions.
     gone := ARRAY(SELECT f.version_id FROM pgmemory.facts f
                    WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT upper_inf(f.recorded)
-                     AND (lower(f.recorded) = ANY (p_written_at) OR f.fact = ANY (own)));
+                     AND (lower(f.recorded) = ANY (p_written_at) OR (f.fact = ANY (own) AND lower(f.recorded) >= since)));
     FOR p IN SELECT f.version_id, f.id, upper(f.recorded) AS hi FROM pgmemory.facts f
               WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND NOT f.version_id = ANY (gone)
                 AND NOT upper_inf(f.recorded)
@@ -312,9 +340,13 @@ BEGIN
       FROM pgmemory.entity_versions v
      WHERE v.group_id = p_group
        AND ((v.entity_id = ANY (p_entities) AND lower(v.recorded) = ANY (p_written_at))
-            OR v.name = ANY (own_names)
-            OR EXISTS (SELECT 1 FROM unnest(own) t WHERE strpos(v.summary, rtrim(t, '.')) > 0)
-            OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a));
+            OR (lower(v.recorded) >= since
+                AND (v.name = ANY (own_names)
+                     -- a sentence of the summary: as said, or ended ('<it> (until <date>).')
+                     OR EXISTS (SELECT 1 FROM unnest(own) t
+                                 WHERE strpos(v.summary || ' ', t || ' ') > 0
+                                    OR strpos(v.summary, rtrim(t, '.') || ' (until ') > 0)
+                     OR EXISTS (SELECT 1 FROM jsonb_array_elements(own_attrs) a WHERE v.attributes @> a))));
     FOR p IN SELECT v.entity_id, v.recorded FROM pgmemory.entity_versions v
               WHERE v.group_id = p_group AND cardinality(gone_ids) > 0
                 AND NOT EXISTS (SELECT 1 FROM unnest(gone_ids, gone_lo) g (id, lo)
@@ -342,12 +374,21 @@ BEGIN
         UPDATE pgmemory.entity_versions SET recorded = tstzrange(lower(recorded), bridge_hi[i])
          WHERE group_id = p_group AND entity_id = bridge_ids[i] AND lower(recorded) = bridge_lo[i];
     END LOOP;
-    -- An entity it created, still mentioned by others: known from their first mention.
+    -- An entity it created, still mentioned or stated (a claim, as add_fact's) by others: known from
+    -- the first of those, as the slice of facts is (entities_at and search list it from then on).
     UPDATE pgmemory.entities e
        SET created_at = m.first
-      FROM (SELECT x.entity_id, min(x.recorded_at) AS first FROM pgmemory.episode_mentions x
-             WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities) GROUP BY x.entity_id) m
-     WHERE e.group_id = p_group AND e.id = m.entity_id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
+      FROM (SELECT u.id, min(u.at) AS first FROM (
+                SELECT x.entity_id AS id, x.recorded_at AS at FROM pgmemory.episode_mentions x
+                 WHERE x.group_id = p_group AND x.entity_id = ANY (p_entities)
+                UNION ALL
+                SELECT fc.source_id, fc.recorded_at FROM pgmemory.fact_claims fc
+                 WHERE fc.group_id = p_group AND fc.source_id = ANY (p_entities)
+                UNION ALL
+                SELECT fc.target_id, fc.recorded_at FROM pgmemory.fact_claims fc
+                 WHERE fc.group_id = p_group AND fc.target_id = ANY (p_entities)) u
+             GROUP BY u.id) m
+     WHERE e.group_id = p_group AND e.id = m.id AND e.created_at = ANY (p_written_at) AND m.first > e.created_at;
 END
 $$;
 

@@ -16,7 +16,11 @@ RETURNS text LANGUAGE sql STABLE AS $$
              ORDER BY v.recorded DESC LIMIT 1)
 $$;
 
--- Every version of every fact, oldest belief first when ordered by recorded_from. Its endpoints
+-- Every version of every fact, oldest belief first when ordered by recorded_from. Its episodes are
+-- those it cited when last believed (a superseded version: those linked before, and not retracted
+-- by, its end; the believed one: all but the retracted), so FOR SYSTEM_TIME AS OF T' cites as T'
+-- did, as search(known_at => T') does, but for a link made or retracted while one version stayed
+-- believed (a repeat that changed nothing, a delete that left it as it was). Its endpoints
 -- are named as they were when the version was recorded, like its sentence, so FOR SYSTEM_TIME AS
 -- OF T' names them as entity_history, entities_at and search(known_at => T') do (unless one was
 -- renamed between the version's recording and T'); believed_facts and current_facts use today's
@@ -29,8 +33,10 @@ SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation, t.name AS t
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (cited when last believed)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+                AND fe.created_at < coalesce(upper(f.recorded), 'infinity')
+                AND (fe.retracted_at IS NULL OR fe.retracted_at >= coalesce(upper(f.recorded), 'infinity'))
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f
@@ -47,8 +53,10 @@ SELECT f.id, f.version_id, f.group_id,
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (cited when last believed)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+                AND fe.created_at < coalesce(upper(f.recorded), 'infinity')
+                AND (fe.retracted_at IS NULL OR fe.retracted_at >= coalesce(upper(f.recorded), 'infinity'))
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f
@@ -61,8 +69,10 @@ SELECT f.id, f.version_id, f.group_id, s.name AS source, f.relation,
        lower(f.valid) AS valid_from, upper(f.valid) AS valid_to, lower_inf(f.valid) AS valid_from_unknown,
        lower(f.recorded) AS recorded_from, upper(f.recorded) AS recorded_to,
        upper_inf(f.recorded) AS believed, f.is_event, f.valid, f.recorded, f.attributes,
-       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (not a retracted episode)
-              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id AND fe.retracted_at IS NULL
+       ARRAY(SELECT fe.episode_id FROM pgmemory.fact_episodes fe  -- (cited when last believed)
+              WHERE fe.group_id = f.group_id AND fe.fact_id = f.id
+                AND fe.created_at < coalesce(upper(f.recorded), 'infinity')
+                AND (fe.retracted_at IS NULL OR fe.retracted_at >= coalesce(upper(f.recorded), 'infinity'))
               ORDER BY fe.created_at, fe.episode_id) AS episodes,
        f.source_id, f.target_id, f.lineage
   FROM pgmemory.facts f

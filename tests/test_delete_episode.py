@@ -380,6 +380,117 @@ async def test_a_retracted_fact_stays_retracted_when_one_of_its_episodes_is_dele
     assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}
 
 
+@pytest.mark.parametrize("erase", [False, True])
+async def test_deleting_the_only_episode_behind_a_retracted_fact_takes_the_retraction_with_it(
+        memory, group, db_dsn, erase):
+    """A retract_fact of a fact only episode "b" said withdraws nothing once "b" is deleted: it goes
+    too (it copied b's sentence and names b's entities), so the entity only "b" introduced is retired
+    or erased as if "b" had never been ingested, and an erase leaves none of b's text."""
+    lima = f"Lima {tag(group)}"
+    known = await ingest(memory, group, [("a", "2020-01-10", "I live in Boston."),
+                                         ("b", "2021-01-10", f"I live in {lima}.")])
+    (fact,) = [f for f in (await memory.search(lima, group_ids=group)).facts if f.target == lima]
+    await memory.retract_fact(group, fact.id)
+    out = await memory.delete_episode(group, "b", erase=erase)
+    assert out.entities_removed == 1
+    assert set(await summaries(memory, group)) == {"Alice", "Boston"}
+    assert lima not in await memory.context(f"where does Alice live {lima}", group_ids=group)
+    if not erase:  # known before the retract: as believed then (history kept); then erased later
+        assert await targets(memory, group, "LIVES_IN", known_at=known["b"]) == {lima}
+        await memory.delete_episode(group, "b", erase=True)
+    assert rows_containing(db_dsn, lima) == []
+    assert await targets(memory, group, "LIVES_IN", known_at=known["b"]) == {"Boston"}
+
+
+async def test_an_erase_leaves_a_retraction_that_still_withdraws_others_without_its_sentence(memory, group, db_dsn):
+    """A retraction of a fact two episodes said stays when one is erased (the other's statement is
+    still withdrawn), but no longer in the erased one's words."""
+    lima = f"Lima {tag(group)}"
+    await ingest(memory, group, [("a", "2020-01-10", f"I live in {lima}."), ("b", "2020-06-10", f"I moved to {lima}.")])
+    (fact,) = [f for f in (await memory.search(lima, group_ids=group)).facts if f.target == lima]
+    assert fact.fact == f"Alice lives in {lima}."
+    await memory.retract_fact(group, fact.id)
+    await memory.delete_episode(group, "a", erase=True)
+    assert rows_containing(db_dsn, f"lives in {lima}") == []
+    assert await targets(memory, group, "LIVES_IN") == set()
+
+
+async def test_an_erase_leaves_what_was_believed_before_the_episode_unchanged(memory, group):
+    """An erase rewrites only history from the erased episode's ingestion on: a version recorded
+    before it carrying the same words (said by an episode retracted since) or longer ones that
+    contain them ("... (per HR).", an entity summary) is untouched."""
+    acme, initech = f"Acme {tag(group)}", f"Initech {tag(group)}"
+    await memory.add_fact(group, "Alice", "WORKS_FOR", initech, f"Alice works for {initech} (per HR).",
+                          valid_from="2020-01-01T00:00:00Z")
+    known = await ingest(memory, group, [("e1", "2020-06-01", f"I work at {acme}.")])
+    await memory.delete_episode(group, "e1")  # retracted: history kept
+    known |= await ingest(memory, group, [("e2", "2021-01-01", f"I work at {acme}."),
+                                          ("e3", "2022-01-01", f"I now work at {initech}.")])
+
+    async def believed_then(at):
+        async with memory.pool.acquire() as conn:
+            facts = await conn.fetch("SELECT version_id, fact, valid::text FROM pgmemory.fact_versions"
+                                     " WHERE group_id = $1 AND recorded @> $2::timestamptz ORDER BY 1", group, at)
+            ents = await conn.fetch("SELECT id, name, summary FROM pgmemory.entity_history"
+                                    " WHERE group_id = $1 AND recorded @> $2::timestamptz ORDER BY 1", group, at)
+        return [tuple(r) for r in facts], [tuple(r) for r in ents]
+
+    before = {eid: await believed_then(known[eid]) for eid in ("e1", "e2")}
+    assert f"Alice works for {acme}." in [f for _, f, _ in before["e1"][0]]
+    await memory.delete_episode(group, "e2", erase=True)
+    await memory.delete_episode(group, "e3", erase=True)
+    assert await believed_then(known["e1"]) == before["e1"]
+
+
+@pytest.mark.parametrize("mentioned_later", [False, True])
+async def test_an_erased_episode_s_entity_is_known_from_the_first_other_statement_of_it(memory, group,
+                                                                                       mentioned_later):
+    """An entity the erased episode created but a fact written with add_fact names too is known
+    from that write on (as if the episode had never been ingested), not from the episode's time,
+    nor from a later episode's mention: entities_at and search then list it beside its fact."""
+    lima = f"Lima {tag(group)}"
+    known = await ingest(memory, group, [("a", "2019-01-10", "I live in Boston."),
+                                         ("e", "2020-01-10", f"I work at {lima}.")])
+    await memory.add_fact(group, "Bob", "LIKES", lima, f"Bob likes {lima}.", valid_from="2020-02-01T00:00:00Z")
+    known["f"] = await clock(memory)
+    if mentioned_later:
+        await ingest(memory, group, [("m", "2021-01-10", f"I visited {lima}.")])
+    await memory.delete_episode(group, "e", erase=True)
+    async with memory.pool.acquire() as conn:
+        for at, there in ((known["e"], False), (known["f"], True)):
+            facts = await conn.fetch("SELECT fact FROM pgmemory.facts_as_of($1, NULL, $2)", group, at)
+            assert (f"Bob likes {lima}." in [r["fact"] for r in facts]) == there
+            named = await conn.fetch("SELECT name FROM pgmemory.entities_at($1, NULL, $2)", group, at)
+            assert (lima in [r["name"] for r in named]) == there
+            found = await memory.search(f"Bob likes {lima}", group_ids=group, filters=SearchFilters(known_at=at))
+            assert (lima in {e.name for e in found.entities}) == there
+
+
+async def test_fact_versions_cite_the_episodes_of_their_own_time(memory, group):
+    """fact_versions (and Memory.fact_history) give each version the episodes it cited while it was
+    believed, so FOR SYSTEM_TIME AS OF T' cites as T' did: not an episode ingested after the
+    version was superseded, and still an episode retracted since (history), as search does."""
+    known = await ingest(memory, group, [("e1", "2021-01-10", "I work at Acme Corp."),
+                                         ("e2", "2020-01-10", "I work at Acme Corp.")])  # moves the start back
+    e1, e2 = episode_uuid(group, "e1"), episode_uuid(group, "e2")
+    await memory.delete_episode(group, "e2")
+    now = await clock(memory)
+
+    async def cited(at):
+        async with memory.pool.acquire() as conn:
+            rows = await conn.fetch("SELECT valid_from, episodes FROM pgmemory.fact_versions"
+                                    " WHERE group_id = $1 AND recorded @> $2::timestamptz", group, at)
+        found = await memory.search("Acme Corp", group_ids=group, filters=SearchFilters(known_at=at))
+        assert [set(f.episodes) for f in found.facts] == [set(r["episodes"]) for r in rows]
+        return [(r["valid_from"], r["episodes"]) for r in rows]
+
+    assert await cited(known["e1"]) == [(utc("2021-01-10"), [e1])]
+    assert await cited(known["e2"]) == [(utc("2020-01-10"), [e1, e2])]
+    assert await cited(now) == [(utc("2021-01-10"), [e1])]
+    (fact,) = (await memory.search("Acme Corp", group_ids=group)).facts
+    assert [v.episodes for v in await memory.fact_history(group, fact.id)] == [[e1], [e1, e2], [e1]]
+
+
 async def test_a_retracted_episode_is_history_cited_before_the_retract_and_gone_after(memory, group, db_dsn):
     """Retract keeps the episode as history (episodes.retracted_at): a search or context known at a
     time before the retract shows it and the facts citing it as before; current reads (search,
