@@ -7,8 +7,23 @@ import json
 import re
 
 import psycopg
+import pytest
 
+from pgmemory.storage.setup import init_database
+from tests.conftest import DIM
+from tests.servers import create_database, drop_database
 from tests.support import utc
+
+
+@pytest.fixture
+def own_dsn(admin_dsn):
+    """A freshly initialised database of its own (a draining worker takes every group's queued
+    episodes, and the session's database holds other tests')."""
+    dsn = create_database(admin_dsn)
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+    yield dsn
+    drop_database(admin_dsn, dsn)
 
 
 async def wait_for_lock_wait(memory, query_part: str, bound_s: float = 30.0) -> None:
@@ -61,14 +76,14 @@ async def test_an_episode_leased_elsewhere_is_busy_on_a_pool_of_one_connection(d
     assert result.status == "busy"
 
 
-async def test_a_worker_on_a_pool_of_one_connection_drains_the_queue(db_dsn, group):
+async def test_a_worker_on_a_pool_of_one_connection_drains_the_queue(own_dsn, group):
     """The worker's LISTEN holds a connection for as long as it runs: on a pool of one it would
     hold the only one and no slot could claim (it waited for ever). There the worker polls."""
     from pgmemory import Memory
     from pgmemory.extract.rules import RuleExtractor
     from pgmemory.providers.embedder import HashEmbedder
 
-    async with await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(),
+    async with await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(),
                                  pool_size=1) as memory:
         await memory.enqueue_episode(group, "I work at Acme Corp.", actor="Alice", reference_time=utc("2024-01-01"))
         stats = await asyncio.wait_for(memory.worker(drain=True, poll_seconds=0.1, communities=False).run(), 30)
