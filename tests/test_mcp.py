@@ -124,6 +124,8 @@ async def test_every_tool_in_process(mcp_memory):
             ": group_ids: Input should be a valid list")
         assert (await refused(client, "search_memory_facts", query="x", group_ids=[1, 2])).endswith(
             ": group_ids.0: Input should be a valid string")
+        assert (await refused(client, "search_memory_facts", query="x", group_ids=["mcp-a"] * 101)).endswith(
+            ": group_ids names 101 groups; at most 100 per call")
         assert (await refused(client, "get_episodes", last_n="ten")).endswith(": last_n: Input should be a valid"
                                                                              " integer, unable to parse string as"
                                                                              " an integer")

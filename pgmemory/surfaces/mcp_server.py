@@ -30,7 +30,7 @@ from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import ingest_json, provider_line, time_or_now, validation_line
+from pgmemory.surfaces.wire import MAX_GROUPS, ingest_json, provider_line, time_or_now, validation_line
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -114,6 +114,8 @@ async def _groups(ctx: Context, state: State, groups: list[str] | str | None, *,
         groups = [state.default_group]
     if isinstance(groups, str):
         groups = [groups]
+    if len(groups) > MAX_GROUPS:
+        raise ToolError(f"group_ids names {len(groups)} groups; at most {MAX_GROUPS} per call")
     key = await _key(ctx, state)
     for group in groups:
         validate_group_id(group)  # a bad id is named as such, not as one the key may not use

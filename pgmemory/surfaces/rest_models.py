@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from pgmemory.surfaces.wire import MAX_GROUPS
+
 MAX_BATCH = 1000
 
 # A true/false field: JSON true or false only, as MCP's flags and the Python API (check_bool) take
@@ -80,7 +82,7 @@ class SearchIn(Body):
     """A hybrid search over the given groups with a named recipe."""
 
     query: str
-    group_ids: list[str] = Field(min_length=1, max_length=100)
+    group_ids: list[str] = Field(min_length=1, max_length=MAX_GROUPS)
     limit: int = 10
     recipe: str = "combined_hybrid_rrf"
     filters: FiltersIn | None = None

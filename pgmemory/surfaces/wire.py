@@ -14,6 +14,7 @@ from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, 
 if TYPE_CHECKING:
     from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 
+MAX_GROUPS = 100  # groups one request may name (REST bodies and MCP calls alike)
 TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
 FILTER_FIELDS = tuple(f.name for f in fields(SearchFilters))
 
