@@ -185,21 +185,26 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     SELECT coalesce((SELECT v.version FROM pgmemory.group_versions v WHERE v.group_id = p_group), 0)
 $$;
 
+-- Count one change of a group, for a writer that holds the group's write lock (lock_group):
+-- apply_if_unchanged, add_fact, retract_fact, delete_episode, erase_history.
+CREATE OR REPLACE FUNCTION pgmemory_internal.count_group_change(p_group text)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
+    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
+    RETURNING v.version
+$$;
+
 -- Count one change of a group (call inside the writing transaction). It takes the group's write
--- lock first (held until the transaction ends; the writers here already hold it): a writer outside
--- apply_episode that only bumps (README) would otherwise let an apply check the counter before its
--- commit and apply decisions read without its rows (a second entity of one name beside its own).
+-- lock first (held until the transaction ends): a writer outside apply_episode that only bumps
+-- (README) would otherwise let an apply check the counter before its commit and apply decisions
+-- read without its rows (a second entity of one name beside its own). pgmemory's own writers,
+-- which hold the lock already, count with count_group_change.
 -- (PL/pgSQL: lock_group is defined in a later file.)
 CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    v_version bigint;
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);  -- (checks the group, check_group)
-    INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
-    ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
-    RETURNING v.version INTO v_version;
-    RETURN v_version;
+    RETURN pgmemory_internal.count_group_change(p_group);
 END
 $$;
 

@@ -94,7 +94,7 @@ BEGIN
         RAISE EXCEPTION 'valid_from % is not before valid_to %', p_valid_from, p_valid_to USING ERRCODE = '22023';
     END IF;
     PERFORM pgmemory_internal.lock_group(p_group);
-    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
+    PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT * INTO src FROM pgmemory_internal.entity_by_name(p_group, btrim(p_source), p_source_embedding);
     SELECT * INTO tgt FROM pgmemory_internal.entity_by_name(p_group, btrim(p_target), p_target_embedding);
     IF src.created THEN created := created || btrim(p_source); END IF;
@@ -175,7 +175,7 @@ DECLARE
     comp uuid[];
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
-    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
+    PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f
      WHERE f.id = p_fact AND f.group_id = p_group AND upper_inf(f.recorded);
     INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id, relation, fact,

@@ -502,7 +502,7 @@ BEGIN
         RETURN jsonb_build_object('state', 'changed');
     END IF;
     v_applied := pgmemory_internal.apply_episode(p_group, p_episode, p_plan, p_vectors);
-    PERFORM pgmemory.bump_group_version(p_group);
+    PERFORM pgmemory_internal.count_group_change(p_group);
     RETURN jsonb_build_object('state', 'applied', 'applied', v_applied);
 END
 $$;

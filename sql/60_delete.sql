@@ -45,7 +45,7 @@ DECLARE
     v_status text;
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
-    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
+    PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT e.status INTO v_status FROM pgmemory.episodes e
      WHERE e.id = p_episode AND e.group_id = p_group AND e.retracted_at IS NULL;
     IF NOT FOUND THEN
@@ -400,7 +400,7 @@ DECLARE
     n integer;
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
-    PERFORM pgmemory.bump_group_version(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
+    PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     DELETE FROM pgmemory.facts WHERE group_id = p_group;
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group;
     DELETE FROM pgmemory.lineage_exclusions WHERE group_id = p_group;

@@ -309,6 +309,7 @@ BEGIN
             ('end_attempt', 'Internal: end a processing attempt (failed with an error, or pending again)'),
             ('set_aside_episode', 'Internal (worker): give back an episode whose group was busy, the attempt not counted'),
             ('group_version', 'Internal: a group''s change counter'),
+            ('count_group_change', 'Internal (writers holding the group lock): count one change of a group (its change counter)'),
             ('bump_group_version', 'Mark a group changed and take its write lock (writers outside apply_episode call it first in their transaction)'),
             ('delete_episode', 'Delete an episode of a group as if never ingested; erase => true also rewrites history'),
             ('erase_group', 'Erase everything of one group; returns the number of episodes erased'),
