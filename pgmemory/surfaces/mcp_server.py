@@ -30,7 +30,7 @@ from pgmemory.storage.connect import connection_lost
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import MAX_GROUPS, ingest_json, provider_line, time_or_now, validation_line
+from pgmemory.surfaces.wire import MAX_GROUPS, enqueue_json, ingest_json, provider_line, time_or_now, validation_line
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -187,9 +187,9 @@ def _tools(server: MCPServer, state: State) -> None:
                 return ingest_json(await mem().add_episode(group, episode_body, **fields))
             except IngestError as exc:
                 return ingest_json(exc)
-        episode_id = await mem().enqueue_episode(group, episode_body, **fields)
-        return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
-                "message": f"episode {name!r:.60} queued for processing"}
+        out = await enqueue_json(mem(), group, episode_body, **fields)
+        said = "queued for processing" if out["status"] == "pending" else out["status"]
+        return {**out, "message": f"episode {name!r:.60} {said}"}
 
     @server.tool()
     @_tool_errors

@@ -33,8 +33,8 @@ from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import (body_line, filters_from_json, ingest_json, provider_line, results_json,
-                                    time_or_now, validation_line)
+from pgmemory.surfaces.wire import (body_line, enqueue_json, filters_from_json, ingest_json, provider_line,
+                                    results_json, time_or_now, validation_line)
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -248,9 +248,11 @@ def _found(value: Any, what: str) -> Any:
     return value
 
 
-def _queued(group: str, episode_id: Any) -> dict[str, Any]:
-    return {"episode_id": str(episode_id), "group_id": group, "status": "pending",
-            "status_url": f"/v1/groups/{quote(group, safe='')}/episodes/{quote(str(episode_id), safe='')}"}
+async def _queued(memory: Memory, fields: dict[str, Any]) -> dict[str, Any]:
+    """Queue the episode; its id, where it stands and the URL to poll."""
+    out = await enqueue_json(memory, fields.pop("group_id"), fields.pop("content"), **fields)
+    group, episode_id = (quote(out[k], safe="") for k in ("group_id", "episode_id"))
+    return {**out, "status_url": f"/v1/groups/{group}/episodes/{episode_id}"}
 
 
 # What every /v1 route may answer besides its success, in the shape it has.
@@ -291,7 +293,7 @@ def _routes(app: FastAPI) -> None:
                       episode_id=body.episode_id, metadata=body.metadata)
         if wait:
             return JSONResponse(await _process(_memory(request), fields), status_code=200)
-        return _queued(group_id, await _memory(request).enqueue_episode(**fields))
+        return await _queued(_memory(request), fields)
 
     @v1.post("/groups/{group_id}/episodes/batch", status_code=202, tags=["episodes"],
               summary="Add a batch of episodes (all validated first, nothing stored if one is bad)")
@@ -313,7 +315,7 @@ def _routes(app: FastAPI) -> None:
                       episode_id=body.episode_id, metadata=body.metadata)
         if wait:
             return JSONResponse(await _process(_memory(request), fields), status_code=200)
-        return _queued(group_id, await _memory(request).enqueue_episode(**fields))
+        return await _queued(_memory(request), fields)
 
     @v1.get("/groups/{group_id}/episodes", tags=["episodes"],
              summary="The group's latest episodes (oldest first), with status and metadata")

@@ -13,6 +13,7 @@ from pgmemory.search.types import CommunityHit, EntityHit, EpisodeHit, FactHit, 
 
 if TYPE_CHECKING:
     from pgmemory.ingest.pipeline import EpisodeResult, IngestError
+    from pgmemory.memory import Memory
 
 MAX_GROUPS = 100  # groups one request may name (REST bodies and MCP calls alike)
 TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
@@ -86,6 +87,15 @@ def ingest_json(result: EpisodeResult | IngestError) -> dict[str, Any]:
     if isinstance(result, IngestError):
         return {"episode_id": str(result.episode_id), "status": "failed", "error": str(result)}
     return jsonable(asdict(result))
+
+
+async def enqueue_json(memory: Memory, group_id: str, content: str, **fields: Any) -> dict[str, Any]:
+    """Queue one episode (idempotent by id) and say where it stands as it is answered: 'pending'
+    (queued), or 'processing' / 'done' / 'failed' when a worker took it already or the same
+    episode was posted before (a client re-posting a done episode is not told to wait for it)."""
+    episode_id = await memory.enqueue_episode(group_id, content, **fields)
+    row = await memory.episode_status(episode_id, group_id)
+    return {"episode_id": str(episode_id), "group_id": group_id, "status": row["status"] if row else "pending"}
 
 
 _HIT_TYPES = {"facts": FactHit, "entities": EntityHit, "communities": CommunityHit, "episodes": EpisodeHit}
