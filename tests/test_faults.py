@@ -244,3 +244,67 @@ def test_a_server_with_every_slot_taken_is_one_line(tmp_path, monkeypatch):
             conn.close()
         if (data / "postmaster.pid").exists():
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)
+
+
+def server_processes(data: Path) -> list[int]:
+    """The embedded server's postmaster and its children (backends and helpers)."""
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            children.append(int(stat.parent.name))
+    return [postmaster, *children]
+
+
+async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monkeypatch):
+    """A server that stops answering (every process SIGSTOPped: a hung host, a partition that
+    drops packets) on connections the pool already holds: a Python call and a REST request end
+    with "Postgres did not answer" after the statement timeout and a margin, not never; once the
+    server answers again the same memory serves (the stuck connections were dropped)."""
+    import httpx
+    from pgserver._commands import pg_ctl
+
+    from pgmemory.storage.connect import ANSWER_MARGIN_S, connection_lost, unavailable_reason
+    from pgmemory.surfaces.rest import create_app
+
+    data = tmp_path / "pgdata"
+    dsn = resolve_dsn(Settings(None, data))
+    user = "pgserver" if os.geteuid() == 0 else None
+    monkeypatch.setenv("PGMEMORY_STATEMENT_TIMEOUT", "1")
+    frozen: list[int] = []
+    try:
+        memory = await Memory.open(dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=2)
+        try:
+            app = create_app(memory, worker_concurrency=0, auth=False)
+            async with app.router.lifespan_context(app), httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+                await memory.add_episode("frozen", "Ann: I work at Acme.", reference_time="2024-01-01T00:00:00Z")
+                # Both pooled connections open and idle, as a serving process has them.
+                await asyncio.gather(*(memory.get_episodes("frozen") for _ in range(4)))
+                frozen = server_processes(data)
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+                bound = 4 * (1 + ANSWER_MARGIN_S) + 30  # the hang guard: a bound, not a timing assert
+                with pytest.raises(Exception) as raised:
+                    await asyncio.wait_for(memory.get_episodes("frozen"), bound)
+                lost = connection_lost(raised.value)
+                assert lost is not None and "did not answer" in unavailable_reason(lost), repr(raised.value)
+                r = await asyncio.wait_for(client.get("/v1/groups/frozen/episodes"), bound)
+                assert r.status_code == 503 and "Postgres did not answer" in r.json()["error"]["message"], r.text
+                for pid in frozen:
+                    os.kill(pid, signal.SIGCONT)
+                frozen = []
+                [episode] = await asyncio.wait_for(memory.get_episodes("frozen"), bound)
+                assert episode.content == "Ann: I work at Acme."
+                assert (await client.get("/v1/groups/frozen/episodes")).status_code == 200
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            await memory.close()
+    finally:
+        if (data / "postmaster.pid").exists():
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)

@@ -136,6 +136,8 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
     """run() on an asyncpg connection (the Python API's pool)."""
     import asyncpg
 
+    from pgmemory.storage.connect import ANSWER_MARGIN_S
+
     final, groups = _checked(query, groups, max_rows, timeout_s)
     async with conn.transaction(readonly=True):
         take_reader, current = await conn.fetchrow(TAKE_READER.replace("%s", "$1"), READER_ROLE)
@@ -144,10 +146,14 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
                            f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current))
         if take_reader:
             await conn.execute(f'SET LOCAL ROLE "{READER_ROLE}"')
+        # The pool gives up a query after the session's statement timeout (+ a margin); this one
+        # may run for its own timeout_s (up to an hour), so it waits that long (+ the margin).
+        wait = timeout_s + ANSWER_MARGIN_S
         try:
-            statement = await conn.prepare(final)
+            statement = await conn.prepare(final, timeout=wait)
             columns = [a.name for a in statement.get_attributes()]
-            rows = [tuple(r) for r in await (await statement.cursor()).fetch(max_rows + 1)] if columns else []
+            rows = [tuple(r) for r in await (await statement.cursor(timeout=wait)).fetch(max_rows + 1, timeout=wait)
+                    ] if columns else []
         except asyncpg.PostgresError as exc:
             raise _failure(exc, timeout_s) from None
     return SqlResult(columns, rows[:max_rows], len(rows) > max_rows, final)

@@ -19,6 +19,11 @@ from pgmemory.errors import DatabaseUnavailable, exception_chain
 from pgmemory.storage.embedded import embedded_dsn
 
 CONNECT_TIMEOUT_S = 5
+# A pooled query (and the cancel request sent when it times out) waits at most the statement
+# timeout plus this long for an answer: the server's statement_timeout answers first when it
+# runs, so only a server that stopped answering (frozen, or a network that drops packets) meets
+# it, and is then unavailable instead of holding the caller for ever.
+ANSWER_MARGIN_S = 5.0
 
 
 def resolve_dsn(settings: Settings | None = None) -> str:
@@ -116,11 +121,19 @@ def postgres_lost(exc: BaseException) -> bool:
     return False
 
 
+def unavailable_reason(exc: BaseException) -> str:
+    """Why Postgres is unavailable, in a few words: the connection was lost, or (a client-side
+    timeout, ANSWER_MARGIN_S) the server stopped answering."""
+    if isinstance(exc, TimeoutError):
+        return "Postgres did not answer (the server is frozen, overloaded or unreachable)"
+    return "lost the connection to Postgres"
+
+
 def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
-    """The one-line error for a server that went away mid-command."""
+    """The one-line error for a server that went away (or stopped answering) mid-command."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return DatabaseUnavailable(
-        f"database unavailable: lost the connection to Postgres ({reason}). Nothing half-written was "
+        f"database unavailable: {unavailable_reason(exc)} ({reason}). Nothing half-written was "
         "kept; once the server is back, run the same command again (and `pgmemory retry` for "
         "episodes left pending)")
 
@@ -150,11 +163,13 @@ async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10,
     lock timeouts (config.Timeouts) set on every connection at start-up (no extra round trip).
     No connection floor by default: asyncpg would keep reconnecting a dead server in the
     background and log a traceback for each attempt. `on_acquire` runs on a connection each time
-    it is handed out (in the acquiring task: it may read that task's context variables)."""
+    it is handed out (in the acquiring task: it may read that task's context variables). A query
+    with no timeout of its own is given up after the statement timeout + ANSWER_MARGIN_S (TimeoutError)."""
+    timeouts = Timeouts.from_env()
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
             init=_init_async_connection, reset=_keep_session, setup=on_acquire,
-            server_settings=Timeouts.from_env().server_settings())
+            command_timeout=timeouts.statement_s + ANSWER_MARGIN_S, server_settings=timeouts.server_settings())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None

@@ -26,7 +26,7 @@ from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
 from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
-from pgmemory.storage.connect import connection_lost
+from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
@@ -139,10 +139,10 @@ def _tool_errors(fn):
         except ProviderError as exc:
             raise ToolError(provider_line(exc)) from None
         except Exception as exc:
-            if connection_lost(exc) is None:
+            lost = connection_lost(exc)
+            if lost is None:
                 raise
-            raise ToolError("database unavailable: lost the connection to Postgres; try again once it is back") \
-                from None
+            raise ToolError(f"database unavailable: {unavailable_reason(lost)}; try again once it is back") from None
     return wrapped
 
 

@@ -28,7 +28,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
-from pgmemory.storage.connect import connection_lost
+from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn, SearchIn
@@ -127,7 +127,7 @@ class Unexpected:
             lost = connection_lost(exc)
             if lost is not None:
                 log.warning("database unavailable: %s", " ".join(str(lost).split()) or type(lost).__name__)
-                response = _error(503, "database_unavailable", "database unavailable: lost the connection to Postgres")
+                response = _error(503, "database_unavailable", f"database unavailable: {unavailable_reason(lost)}")
             else:
                 log.exception("unexpected error")
                 response = _error(500, "internal", f"internal error ({type(exc).__name__}); see the server log")
