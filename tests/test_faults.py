@@ -152,14 +152,22 @@ def kill_server(postmaster: int) -> None:
     alone leaves the backends serving open connections until they notice, so a fast ingest could
     finish its work on them.)"""
     os.kill(postmaster, signal.SIGSTOP)  # no new backend from here on
+    for child in children(postmaster):
+        os.kill(child, signal.SIGKILL)
+    os.kill(postmaster, signal.SIGKILL)
+
+
+def children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (the postmaster's: backends and helpers)."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == postmaster:  # the parent pid
-            os.kill(int(stat.parent.name), signal.SIGKILL)
-    os.kill(postmaster, signal.SIGKILL)
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def test_server_killed_mid_ingest_is_one_line_and_recovers(tmp_path, clean_digest):
@@ -246,20 +254,6 @@ def test_a_server_with_every_slot_taken_is_one_line(tmp_path, monkeypatch):
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)
 
 
-def server_processes(data: Path) -> list[int]:
-    """The embedded server's postmaster and its children (backends and helpers)."""
-    postmaster = int((data / "postmaster.pid").read_text().split()[0])
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == postmaster:
-            children.append(int(stat.parent.name))
-    return [postmaster, *children]
-
-
 async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monkeypatch):
     """A server that stops answering (every process SIGSTOPped: a hung host, a partition that
     drops packets) on connections the pool already holds: a Python call and a REST request end
@@ -285,7 +279,8 @@ async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monk
                 await memory.add_episode("frozen", "Ann: I work at Acme.", reference_time="2024-01-01T00:00:00Z")
                 # Both pooled connections open and idle, as a serving process has them.
                 await asyncio.gather(*(memory.get_episodes("frozen") for _ in range(4)))
-                frozen = server_processes(data)
+                postmaster = int((data / "postmaster.pid").read_text().split()[0])
+                frozen = [postmaster, *children(postmaster)]
                 for pid in frozen:
                     os.kill(pid, signal.SIGSTOP)
                 bound = 4 * (1 + ANSWER_MARGIN_S) + 30  # the hang guard: a bound, not a timing assert
