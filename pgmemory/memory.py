@@ -414,7 +414,7 @@ class Memory:
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,
                        functional: bool = False, attributes: Mapping[str, Any] | None = None,
                        reference_time: Any = None) -> dict[str, Any]:
-        """State one fact directly (like Graphiti's add_triplet): entities by exact name (created
+        """State one fact directly (like Graphiti's add_triplet): entities by name, in any case (created
         if missing), deduped within the pair, the same temporal rules as ingestion
         (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
         group = validate_group_id(group_id)

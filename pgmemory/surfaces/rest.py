@@ -394,7 +394,7 @@ def _routes(app: FastAPI) -> None:
         return {"current": current.to_dict() if current else None, "history": [v.to_dict() for v in versions]}
 
     @v1.post("/groups/{group_id}/facts", tags=["graph"],
-              summary="State one fact directly (entities by exact name; the temporal rules apply)")
+              summary="State one fact directly (entities by name, in any case; the temporal rules apply)")
     async def add_fact(group_id: str, body: FactIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
         return jsonable(await _memory(request).add_fact(group_id, **body.model_dump()))
