@@ -427,11 +427,12 @@ async def _process(mem: Memory, fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve(*, host: str, port: int, auth: bool, worker_concurrency: int, max_body_bytes: int,
-          cors_origins: Sequence[str], log_level: str = "info") -> int:
-    """Run the REST server with uvicorn until SIGTERM/SIGINT."""
+          cors_origins: Sequence[str], log_level: str = "info",
+          open_options: dict[str, Any] | None = None) -> int:
+    """Run the REST server with uvicorn until SIGTERM/SIGINT (`open_options` go to Memory.open)."""
     import uvicorn
 
     app = create_app(auth=auth, worker_concurrency=worker_concurrency, max_body_bytes=max_body_bytes,
-                     cors_origins=cors_origins)
+                     cors_origins=cors_origins, open_options=open_options)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)
     return 0
