@@ -1,5 +1,5 @@
 """The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry,
-delete-episode, communities, reembed, erase-group, serve (REST), mcp, keys."""
+delete-episode, communities, reembed, erase-group, serve (REST), mcp, keys, eval."""
 from __future__ import annotations
 
 import argparse
