@@ -329,9 +329,16 @@ class Memory:
         async with self.pool.acquire() as conn:
             if engine == "age" and await conn.fetchval("SELECT pgmemory_internal.setting('graph_mode') #>> '{}'") != "age":
                 raise InvalidInput("BFS engine 'age' needs Apache AGE; this database uses SQL traversal")
-            with refused_ids_as_input_errors():
-                rows = await conn.fetch(f"SELECT entity_id, distance FROM pgmemory.{function}($1, $2, $3)",
-                                        groups, seed_ids, depth)
+            try:
+                with refused_ids_as_input_errors():
+                    rows = await conn.fetch(f"SELECT entity_id, distance FROM pgmemory.{function}($1, $2, $3)",
+                                            groups, seed_ids, depth)
+            except asyncpg.InsufficientPrivilegeError:
+                if engine != "age":
+                    raise
+                # The AGE graph is the owner's only (docs/sql.md, Tenancy): no login may load AGE.
+                raise InvalidInput("BFS engine 'age' reads the AGE graph, which only the database owner may "
+                                   "read (this login may not): use engine 'sql'") from None
         return {r["entity_id"]: r["distance"] for r in rows}
 
     async def retry(self, group_id: str | None = None, *,
@@ -407,7 +414,7 @@ class Memory:
                        valid_from: Any = None, valid_to: Any = None, negated: bool = False,
                        functional: bool = False, attributes: Mapping[str, Any] | None = None,
                        reference_time: Any = None) -> dict[str, Any]:
-        """State one fact directly (like Graphiti's add_triplet): entities by exact name (created
+        """State one fact directly (like Graphiti's add_triplet): entities by name, in any case (created
         if missing), deduped within the pair, the same temporal rules as ingestion
         (pgmemory.add_fact). Returns what it did: fact_id, action, ended, withdrawn, ..."""
         group = validate_group_id(group_id)

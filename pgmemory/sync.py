@@ -16,6 +16,7 @@ from pgmemory.analyst.runner import SqlResult
 from pgmemory.ingest.communities import CommunityRefresh
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult
+from pgmemory.ingest.worker import WorkerStats
 from pgmemory.memory import DeleteResult, Memory
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
 from pgmemory.search.config import SearchConfig, SearchFilters
@@ -139,6 +140,27 @@ class SyncMemory:
     def retract_fact(self, group_id: str, fact_id: Any) -> dict[str, Any]:
         """See Memory.retract_fact."""
         return self._run(self._memory.retract_fact(group_id, fact_id))
+
+    def worker(self, *, concurrency: int = 1, drain: bool = False, poll_seconds: float = 5.0,
+               grace_seconds: float = 30.0, on_progress: Callable[[WorkerStats], None] | None = None,
+               communities: bool = True) -> WorkerStats:
+        """Run Memory.worker(...) to its end and return its stats: with drain=True once nothing is
+        ready, else until Ctrl-C (the current episodes finish within grace_seconds or go back to
+        pending, as with `pgmemory worker`). on_progress runs on the wrapper's thread."""
+        worker = self._memory.worker(concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
+                                     grace_seconds=grace_seconds, on_progress=on_progress,
+                                     communities=communities)
+        running = asyncio.run_coroutine_threadsafe(worker.run(), self._loop)
+        try:
+            return running.result()
+        except KeyboardInterrupt:
+            self._loop.call_soon_threadsafe(worker.stop)
+            try:
+                running.result()
+            except KeyboardInterrupt:  # a second Ctrl-C: give the current episodes back at once
+                self._loop.call_soon_threadsafe(lambda: worker.stop(now=True))
+                running.result()
+            raise
 
     def retry(self, group_id: str | None = None, *,
               on_done: Callable[[EpisodeResult | IngestError], None] | None = None

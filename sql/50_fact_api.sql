@@ -23,7 +23,7 @@ $$;
 
 -- State that p_source p_relation p_target (p_fact is the sentence), valid
 -- from p_valid_from to p_valid_to (NULL: not stated). Entities are resolved
--- by exact name and created if missing; a fact with the same relation from the
+-- by name in any case and created if missing; a fact with the same relation from the
 -- same source to the same target (believed, else one no longer believed) is
 -- repeated (dedupe within the pair, in the same direction, as ingestion decides):
 -- its lineage's interval is extended when it overlaps or touches, else a new one opens. p_negated: the

@@ -102,6 +102,21 @@ def test_search_bad_input_is_one_line(db_dsn):
     assert result.returncode == 2 and "unknown search recipe 'nope'" in result.stderr
 
 
+def test_a_misconfigured_embedder_is_one_line(db_dsn):
+    """README's embedder variables, set wrong: the CLI names the missing one in one line (exit 2),
+    the servers before they start; it printed EmbeddingError's traceback (serve: uvicorn's, exit 3)."""
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "openai", "PGMEMORY_EMBED_API_KEY": "k"}
+    for drop in ("PGMEMORY_EMBED_DIM", "PGMEMORY_EMBED_BASE_URL", "OPENAI_API_KEY"):
+        env.pop(drop, None)
+    for extra, named in (({}, "needs PGMEMORY_EMBED_DIM"), ({"PGMEMORY_EMBED_CACHE": "lots"}, "PGMEMORY_EMBED_CACHE")):
+        for args in (("search", "x", "--group", "g"), ("worker", "--drain"), ("serve", "--port", "1"),
+                     ("mcp", "--workers", "0")):
+            result = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *args], capture_output=True,
+                                    text=True, env={**env, **extra}, timeout=120)
+            assert result.returncode == 2 and named in result.stderr, (args, result.stderr)
+            assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_retry_with_nothing_to_do(db_dsn, group, tmp_path):
     data = tmp_path / "episodes.jsonl"
     write_jsonl(data, group, [{"content": "I work at Acme Corp.", "actor": "Zoe",

@@ -329,6 +329,23 @@ async def test_enqueue_episode_python_api(queue_dsn):
         await memory.close()
 
 
+def test_sync_memory_runs_a_worker(queue_dsn):
+    """README: SyncMemory has Memory's methods, blocking. Its `worker` had none (a script had to
+    drop to asyncio for the queue): now it runs the worker to its end and returns the stats."""
+    from pgmemory import SyncMemory
+
+    with SyncMemory(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        memory.enqueue_episodes([dict(group_id="sync", content=f"I work at Acme Corp {i}.", actor="Zoe",
+                                      reference_time=f"2024-01-0{i}T00:00:00+00:00", episode_id=f"s{i}")
+                                 for i in (1, 2)])
+        with pytest.raises(InvalidInput, match="concurrency"):
+            memory.worker(concurrency=0, drain=True)
+        seen = []
+        stats = memory.worker(drain=True, on_progress=lambda s: seen.append(s.done))
+        assert (stats.done, stats.failed) == (2, 0) and seen
+        assert [memory.episode_status(f"s{i}", "sync")["status"] for i in (1, 2)] == ["done", "done"]
+
+
 async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(queue_dsn):
     """Session 14: any login may LISTEN on pgmemory_episodes, and the NOTIFY of enqueue_episode
     carried the group id, so a login of one group learnt every other group's writes. The payload

@@ -65,6 +65,18 @@ async def test_reembed_restores_what_ingestion_stores_now_across_batches(memory,
     assert [(r.kind, r.rows, r.current) for r in redo] == [("episodes", len(TURNS), False)]
 
 
+async def test_an_already_current_walk_counts_the_rows_there_are(memory, group):
+    """A finished walk reports "already current" with the group's rows: after an episode was
+    erased it printed "7/6 rows" (the rows of the earlier run over the rows left)."""
+    await ingest(memory, group)
+    await memory.reembed(group, kinds=["episodes"])
+    await memory.delete_episode(group, "t6", erase=True)
+    seen = []
+    [result] = await memory.reembed(group, kinds=["episodes"], on_progress=seen.append)
+    assert result.current and [(p.rows_done, p.rows_total, p.state) for p in seen] == [
+        (len(TURNS) - 1, len(TURNS) - 1, "current")]
+
+
 async def test_an_interrupted_run_resumes_after_its_last_batch(memory, group):
     await ingest(memory, group)
     fresh = await vectors(memory, group, "episodes")

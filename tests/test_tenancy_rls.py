@@ -201,6 +201,17 @@ def test_memory_on_a_restricted_login_sees_only_its_groups(tenants, restricted_m
     assert restricted_memory.sql("SELECT DISTINCT group_id FROM episode_log").rows == [(a,)]
 
 
+def test_a_login_asking_for_the_age_bfs_is_told_the_graph_is_the_owners(tenants, restricted_memory):
+    """The AGE graph is the owner's only: a login's `bfs(engine="age")` is one InvalidInput line
+    saying so (it was asyncpg's "access to library age is not allowed"); engine "sql" answers."""
+    a = tenants["groups"]["A"]
+    alice = [r.id for r in restricted_memory.list_entities(a, name="Alice")]
+    assert alice and restricted_memory.bfs(alice, group_ids=[a], depth=1)
+    with pytest.raises(InvalidInput, match="owner.*engine 'sql'") as refused:
+        restricted_memory.bfs(alice, group_ids=[a], depth=1, engine="age")
+    assert "\n" not in str(refused.value)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),

@@ -172,7 +172,8 @@ async def _walk(pool: asyncpg.Pool, embedder: Embedder, group: str, walk: _Walk,
     same = saved is not None and saved["recipe"] == wanted and not restart
     if same and saved["finished"]:
         if on_progress:
-            on_progress(ReembedProgress(group, walk.kind, saved["rows_done"], total, "current"))
+            # every row there is now is current (rows deleted since the run no longer count)
+            on_progress(ReembedProgress(group, walk.kind, total, total, "current"))
         return ReembedResult(group, walk.kind, 0, 0, False, True, 0.0)
     after = saved["after_key"] if same else None
     done_before = saved["rows_done"] if same else 0

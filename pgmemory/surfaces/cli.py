@@ -1,5 +1,5 @@
 """The `pgmemory` command line: init, doctor, demo, ingest, worker, search, sql, dsn, listen, psql, grant, retry,
-delete-episode, communities, reembed, erase-group, serve (REST), mcp, keys."""
+delete-episode, communities, reembed, erase-group, serve (REST), mcp, keys, eval."""
 from __future__ import annotations
 
 import argparse
@@ -293,13 +293,22 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             output.rmdir()  # the fresh run directory of a run refused before it wrote anything
 
 
+def _server_options() -> dict:
+    """Memory.open options of the servers: the embedder built now, so a misconfigured one
+    (PGMEMORY_EMBEDDER and its variables) is one error line before the server starts."""
+    from pgmemory.providers.embedder import embedder_from_env
+
+    return {"embedder": embedder_from_env()}
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from pgmemory.surfaces.rest import serve
 
     if args.no_auth:
         print("pgmemory: warning: serving WITHOUT API keys: every group is open to any caller", file=sys.stderr)
     return serve(host=args.host, port=args.port, auth=not args.no_auth, worker_concurrency=args.workers,
-                 max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin or ())
+                 max_body_bytes=args.max_body_bytes, cors_origins=args.cors_origin or (),
+                 open_options=_server_options())
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -309,7 +318,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         print("pgmemory: warning: MCP over HTTP WITHOUT API keys: every group is open to any caller",
               file=sys.stderr)
     return run(transport=args.transport, host=args.host, port=args.port, default_group=args.group,
-               auth=not args.no_auth, worker_concurrency=args.workers)
+               auth=not args.no_auth, worker_concurrency=args.workers, open_options=_server_options())
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
@@ -562,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from pgmemory.storage.connect import connection_lost, lost_connection_error
 
+        providers = sys.modules.get("pgmemory.providers.llm")  # loaded by whatever raised one of its errors
+        if providers is not None and isinstance(exc, providers.ProviderError):
+            # A misconfigured or failing embedder / LLM (PGMEMORY_EMBED_*, PGMEMORY_LLM_*): its message names it.
+            print(f"pgmemory: error: {exc}", file=sys.stderr)
+            return 2
         if getattr(exc, "sqlstate", None) == "42501":  # a login's missing right: one line, no traceback
             message = str(exc).splitlines()[0]
             if "pgmemory grant" not in message:  # (lock_group's "not among its groups" names its fix)

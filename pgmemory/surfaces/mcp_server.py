@@ -294,11 +294,11 @@ def _fact_json(f: Any) -> dict[str, Any]:
 
 
 def run(*, transport: str, host: str, port: int, default_group: str | None, auth: bool,
-        worker_concurrency: int) -> int:
-    """Run the MCP server on stdio or streamable HTTP until stopped."""
+        worker_concurrency: int, open_options: dict[str, Any] | None = None) -> int:
+    """Run the MCP server on stdio or streamable HTTP until stopped (`open_options` go to Memory.open)."""
     # Over stdio no key is asked (the agent runs this as its user), so no key store is opened.
     server = build_server(default_group=default_group, auth=auth and transport != "stdio",
-                          worker_concurrency=worker_concurrency)
+                          worker_concurrency=worker_concurrency, open_options=open_options)
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -394,7 +394,7 @@ def _routes(app: FastAPI) -> None:
         return {"current": current.to_dict() if current else None, "history": [v.to_dict() for v in versions]}
 
     @v1.post("/groups/{group_id}/facts", tags=["graph"],
-              summary="State one fact directly (entities by exact name; the temporal rules apply)")
+              summary="State one fact directly (entities by name, in any case; the temporal rules apply)")
     async def add_fact(group_id: str, body: FactIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
         return jsonable(await _memory(request).add_fact(group_id, **body.model_dump()))
@@ -427,11 +427,12 @@ async def _process(mem: Memory, fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve(*, host: str, port: int, auth: bool, worker_concurrency: int, max_body_bytes: int,
-          cors_origins: Sequence[str], log_level: str = "info") -> int:
-    """Run the REST server with uvicorn until SIGTERM/SIGINT."""
+          cors_origins: Sequence[str], log_level: str = "info",
+          open_options: dict[str, Any] | None = None) -> int:
+    """Run the REST server with uvicorn until SIGTERM/SIGINT (`open_options` go to Memory.open)."""
     import uvicorn
 
     app = create_app(auth=auth, worker_concurrency=worker_concurrency, max_body_bytes=max_body_bytes,
-                     cors_origins=cors_origins)
+                     cors_origins=cors_origins, open_options=open_options)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False)
     return 0

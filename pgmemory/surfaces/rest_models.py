@@ -97,7 +97,7 @@ class ContextIn(SearchIn):
 
 
 class FactIn(Body):
-    """One fact stated directly (entities by exact name), under the same temporal rules."""
+    """One fact stated directly (entities by name, in any case), under the same temporal rules."""
 
     source: str
     relation: str
