@@ -217,3 +217,14 @@ def test_erase_group_at_a_terminal_asks_for_the_group_id(db_dsn, group, monkeypa
         conn.execute("SELECT pgmemory.enqueue_episode(%s, 'I live in Oslo.', p_reference_time => now())", (group,))
     assert cli.main(["erase-group", group, "--yes"]) == 0  # (no answer left: asking would fail)
     assert episodes() == 0
+
+
+def test_psql_connects_where_its_own_arguments_say(db_dsn):
+    """`pgmemory psql` opens psql on pgmemory's database unless psql is told another one: a
+    database (-d) given to psql wins, as with psql itself (the DSN as psql's first argument made
+    it ignore -d and connect where, and as whom, pgmemory does)."""
+    own = run_cli("psql", "-Atc", "SELECT current_database()", dsn=db_dsn)
+    assert own.returncode == 0, own.stderr
+    assert own.stdout.strip() == psycopg.conninfo.conninfo_to_dict(db_dsn)["dbname"]
+    other = run_cli("psql", "-d", "postgres", "-Atc", "SELECT current_database()", dsn=db_dsn)
+    assert (other.returncode, other.stdout.strip()) == (0, "postgres"), other.stderr

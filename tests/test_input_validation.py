@@ -214,10 +214,10 @@ def test_ingest_refuses_a_bad_concurrency(cli_env, capsys, tmp_path, group):
 # --- files: encoding, BOM, duplicates, re-runs -------------------------------------------------
 
 @pytest.mark.parametrize("content, message", [
-    (b"\xff\xfe not utf-8", "line 2: not valid UTF-8"),
-    (b'{"group_id": "G", "content": "a\\u0000b", "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*NUL"),
-    (b'{"group_id": "G", "content": "a\\ud800b", "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*surrogate"),
-    (b'{"group_id": "G", "content": 42, "reference_time": "2024-01-01T00:00:00Z"}', "line 2: .*must be a string"),
+    (b"\xff\xfe not utf-8", "e\\.jsonl: line 2: not valid UTF-8"),
+    (b'{"group_id": "G", "content": "a\\u0000b", "reference_time": "2024-01-01T00:00:00Z"}', "e\\.jsonl: line 2: .*NUL"),
+    (b'{"group_id": "G", "content": "a\\ud800b", "reference_time": "2024-01-01T00:00:00Z"}', "e\\.jsonl: line 2: .*surrogate"),
+    (b'{"group_id": "G", "content": 42, "reference_time": "2024-01-01T00:00:00Z"}', "e\\.jsonl: line 2: .*must be a string"),
 ])
 def test_bad_bytes_in_a_file_are_one_line_rc2_and_nothing_written(cli_env, capsys, tmp_path, db_dsn, group,
                                                                    content, message):

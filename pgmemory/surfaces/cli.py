@@ -178,13 +178,31 @@ def _cmd_listen(args: argparse.Namespace) -> int:
 
 
 def _cmd_psql(args: argparse.Namespace) -> int:
+    import os
     import subprocess
+
+    import psycopg
 
     from pgmemory.storage.connect import resolve_dsn
     from pgmemory.storage.embedded import bundled_binary
 
     dsn = resolve_dsn()
+    # The DSN goes in libpq's environment variables, so what the user gives psql (a database,
+    # -d, -U, -h: another login or database) wins, as psql's own arguments win over its
+    # environment; a positional DSN made psql ignore them and connect as the DSN's login.
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    if set(params) <= set(LIBPQ_ENV):
+        env = {**os.environ, **{LIBPQ_ENV[k]: str(v) for k, v in params.items()}}
+        return subprocess.run([str(bundled_binary("psql")), *args.psql_args], env=env).returncode
     return subprocess.run([str(bundled_binary("psql")), dsn, *args.psql_args]).returncode
+
+
+# libpq's connection parameters and the environment variables that set them.
+LIBPQ_ENV = {"host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",
+             "password": "PGPASSWORD", "passfile": "PGPASSFILE", "options": "PGOPTIONS",
+             "application_name": "PGAPPNAME", "sslmode": "PGSSLMODE", "sslrootcert": "PGSSLROOTCERT",
+             "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY", "connect_timeout": "PGCONNECT_TIMEOUT",
+             "target_session_attrs": "PGTARGETSESSIONATTRS"}
 
 
 def _cmd_retry(args: argparse.Namespace) -> int:

@@ -34,15 +34,15 @@ def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{path} line {n}: not valid UTF-8 (byte {exc.start + 1})") from None
+            raise InvalidInput(f"{path}: line {n}: not valid UTF-8 (byte {exc.start + 1})") from None
         if not line.strip():
             continue
         try:
             item = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:
-            raise InvalidInput(f"{path} line {n}: not valid JSON: {str(exc)[:200]}") from None
+            raise InvalidInput(f"{path}: line {n}: not valid JSON: {str(exc)[:200]}") from None
         if not isinstance(item, dict):
-            raise InvalidInput(f"{path} line {n}: expected a JSON object")
+            raise InvalidInput(f"{path}: line {n}: expected a JSON object")
         items.append(item)
         numbers.append(n)
     return items, numbers
