@@ -1,0 +1,67 @@
+"""The CLI as a careless user meets it: Ctrl-C in the middle of long work, a bad setting in the
+environment, odd files. Each is one error line (no traceback) and a re-run that goes on."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+
+from tests.test_cli import run_cli, write_jsonl
+
+
+def cli_env(dsn: str, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash", **extra}
+    for name in ("PGMEMORY_LLM_BASE_URL", "OPENAI_API_KEY", "PGMEMORY_URL"):
+        env.pop(name, None)
+    return env
+
+
+def done_count(dsn: str, groups: list[str]) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = ANY(%s) AND status = 'done'",
+                            (groups,)).fetchone()[0]
+
+
+def test_ctrl_c_in_ingest_is_one_line_and_the_rerun_finishes(db_dsn, group, tmp_path):
+    """SIGINT while `pgmemory ingest` works: exit 130 with one line saying how to go on (no
+    traceback), nothing lost; the same command again ingests the rest, each episode once."""
+    groups = [f"{group}-a", f"{group}-b"]
+    data = tmp_path / "many.jsonl"
+    data.write_text("".join(json.dumps({"group_id": groups[i % 2], "content": f"I work at Company{i}.",
+                                        "actor": "Zoe", "reference_time": f"2023-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                                        "episode_id": f"e{i}"}) + "\n" for i in range(600)))
+    proc = subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", "ingest", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(db_dsn))
+    deadline = time.monotonic() + 120
+    while done_count(db_dsn, groups) < 5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert "interrupted" in err and "run the same command again" in err
+    assert 5 <= done_count(db_dsn, groups) < 600
+    again = run_cli("ingest", str(data), dsn=db_dsn)
+    assert again.returncode == 0, again.stderr
+    # (an apply the server was finishing as the client went away may still commit: hence no exact split)
+    summary = re.match(r"(\d+) ingested, (\d+) already present, 0 failed;", again.stdout)
+    assert summary and int(summary[1]) > 0 and int(summary[1]) + int(summary[2]) == 600, again.stdout
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*), count(*) FILTER (WHERE status = 'done') FROM pgmemory.episodes"
+                            " WHERE group_id = ANY(%s)", (groups,)).fetchone() == (600, 600)
+
+
+def test_a_bad_embedder_setting_is_one_line(db_dsn):
+    """PGMEMORY_EMBEDDER / PGMEMORY_EMBED_DIM with a bad value: the error names the variable,
+    exit 2, no traceback (the providers' errors are not PgMemoryError)."""
+    for name, value in (("PGMEMORY_EMBEDDER", "nope"), ("PGMEMORY_EMBED_DIM", "abc")):
+        out = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "search", "x", "--group", "g"],
+                             capture_output=True, text=True, env=cli_env(db_dsn, **{name: value}), timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.startswith(f"pgmemory: error: {name} must be") and out.stderr.count("\n") == 1, out.stderr
