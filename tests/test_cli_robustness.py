@@ -65,3 +65,27 @@ def test_a_bad_embedder_setting_is_one_line(db_dsn):
                              capture_output=True, text=True, env=cli_env(db_dsn, **{name: value}), timeout=120)
         assert out.returncode == 2, out.stderr
         assert out.stderr.startswith(f"pgmemory: error: {name} must be") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_a_data_dir_that_is_not_one_is_refused_untouched(tmp_path):
+    """PGMEMORY_DATA_DIR set to the wrong place (a file, a folder of the user's files): one line
+    naming it, and the folder is left as it was (pgserver, run as root, used to give it to its own
+    user before initdb refused it)."""
+    folder = tmp_path / "my-notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("buy milk\n")
+    before = folder.stat()
+    env = {k: v for k, v in cli_env("").items() if k != "PGMEMORY_DSN"}
+    for data_dir, problem in ((folder, "holds other files and no PostgreSQL data"),
+                              (folder / "todo.txt", "is not a directory"),
+                              (folder / "todo.txt" / "pg", "cannot create")):
+        for command in (("doctor",), ("listen", "--port", "55999")):
+            out = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *command], capture_output=True,
+                                 text=True, env={**env, "PGMEMORY_DATA_DIR": str(data_dir)}, timeout=120)
+            assert out.returncode == 2, (command, out.stderr)
+            assert out.stderr.count("\n") == 1 and problem in out.stderr and "PGMEMORY_DATA_DIR" in out.stderr, \
+                (command, out.stderr)
+    after = folder.stat()
+    assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+    assert sorted(p.name for p in folder.iterdir()) == ["todo.txt"]
+    assert (folder / "todo.txt").read_text() == "buy milk\n"

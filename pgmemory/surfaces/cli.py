@@ -157,6 +157,9 @@ def _embedded_only(what: str):
     if settings.dsn:
         raise InvalidInput(f"`pgmemory {what}` is for the embedded server; PGMEMORY_DSN points at another "
                            "server: configure listening there (listen_addresses, pg_hba.conf)")
+    from pgmemory.storage.embedded import check_data_dir
+
+    check_data_dir(settings.data_dir)
     return settings
 
 
