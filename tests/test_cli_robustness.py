@@ -89,3 +89,22 @@ def test_a_data_dir_that_is_not_one_is_refused_untouched(tmp_path):
     assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
     assert sorted(p.name for p in folder.iterdir()) == ["todo.txt"]
     assert (folder / "todo.txt").read_text() == "buy milk\n"
+
+
+def test_ingest_reads_a_pipe_and_names_a_directory(db_dsn, group, tmp_path):
+    """`pgmemory ingest <(zcat episodes.jsonl.gz)` hands ingest a pipe: it is read like a file
+    (it was refused as "no such file"); a directory is named as one."""
+    import threading
+
+    fifo = tmp_path / "episodes.pipe"
+    os.mkfifo(fifo)
+    line = json.dumps({"group_id": group, "content": "I live in Oslo.", "actor": "Kim",
+                       "reference_time": "2024-01-01T00:00:00Z"}) + "\n"
+    writer = threading.Thread(target=lambda: fifo.write_text(line), daemon=True)
+    writer.start()
+    piped = run_cli("ingest", str(fifo), dsn=db_dsn)
+    writer.join(timeout=10)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith("1 ingested, 0 already present, 0 failed")
+    folder = run_cli("ingest", str(tmp_path), dsn=db_dsn)
+    assert folder.returncode == 2 and folder.stderr == f"pgmemory: error: {tmp_path}: is a directory, not a file\n"

@@ -47,6 +47,7 @@ from pgmemory.eval.results import build_results
 from pgmemory.eval.retrieval import full_transcript, rank_turns, render_turns
 from pgmemory.memory import Memory, default_extractor
 from pgmemory.search.config import resolve_config
+from pgmemory.validate import check_input_file
 from pgmemory.providers.embed_cache import EmbeddingCache
 from pgmemory.providers.embedder import available_cores
 from pgmemory.providers.reranker import cross_encoder_from_env
@@ -94,8 +95,7 @@ def default_output(benchmark: str, recipe: str, now: datetime | None = None) -> 
 
 def load_conversations(benchmark: str, path: Path, only: Sequence[str] = ()) -> list[Conversation]:
     """Read the benchmark file (optionally only some ids); a file of the other benchmark is named."""
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
+    check_input_file(str(path))
     reader = read_locomo if benchmark == "locomo" else read_longmemeval
     try:
         conversations = reader(path)

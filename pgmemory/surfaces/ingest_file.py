@@ -7,7 +7,6 @@ import codecs
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -16,17 +15,13 @@ from pgmemory.errors import InvalidInput
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.ingest.reembed import groups_to_walk
 from pgmemory.memory import Memory, validate_batch
+from pgmemory.validate import read_input_file
 
 
 def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
     """Episodes of a UTF-8 JSON Lines file (a leading BOM is accepted, blank lines skipped) and
     the line number of each; a bad line (invalid UTF-8 or JSON, not an object) is named by its number."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    elif not Path(path).is_file():
-        raise InvalidInput(f"{path}: no such file")
-    else:
-        data = Path(path).read_bytes()
+    data = sys.stdin.buffer.read() if path == "-" else read_input_file(path)
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     items, numbers = [], []
