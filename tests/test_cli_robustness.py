@@ -108,3 +108,39 @@ def test_ingest_reads_a_pipe_and_names_a_directory(db_dsn, group, tmp_path):
     assert piped.stdout.startswith("1 ingested, 0 already present, 0 failed")
     folder = run_cli("ingest", str(tmp_path), dsn=db_dsn)
     assert folder.returncode == 2 and folder.stderr == f"pgmemory: error: {tmp_path}: is a directory, not a file\n"
+
+
+def test_a_bad_pgmemory_url_is_one_line():
+    """PGMEMORY_URL that is no http(s) address, or a web server that is not pgmemory's: one line
+    naming PGMEMORY_URL, exit 2 (a malformed one raised ValueError from urllib, a 200 page of HTML
+    a JSONDecodeError)."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    import threading
+
+    class NotPgmemory(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = b"<html>welcome to nginx</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotPgmemory)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for url, problem in (("notaurl", "is not the address of a pgmemory server"),
+                             ("  ", "is not the address of a pgmemory server"),
+                             ("http://[::1", "is not the address of a pgmemory server"),
+                             ("http://127.0.0.1:port", "is not the address of a pgmemory server"),
+                             (f"http://127.0.0.1:{server.server_port}", "something other than a pgmemory search result")):
+            env = {**cli_env("postgresql://nobody@127.0.0.1:1/none"), "PGMEMORY_URL": url}
+            out = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "search", "x", "--group", "g"],
+                                 capture_output=True, text=True, env=env, timeout=120)
+            assert out.returncode == 2, (url, out.stderr)
+            assert out.stderr.count("\n") == 1 and problem in out.stderr and "PGMEMORY_URL" in out.stderr, \
+                (url, out.stderr)
+    finally:
+        server.shutdown()
