@@ -144,3 +144,24 @@ def test_a_bad_pgmemory_url_is_one_line():
                 (url, out.stderr)
     finally:
         server.shutdown()
+
+
+def test_ingest_off_a_terminal_reports_progress_in_plain_lines(db_dsn, group, tmp_path, monkeypatch, capsys):
+    """A long `pgmemory ingest` into a log (no terminal) says how far it got every
+    PLAIN_EVERY_S seconds, in plain lines; it said nothing until the end."""
+    from pgmemory import progress
+    from pgmemory.surfaces import cli
+
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [{"content": f"I work at Company{i}.", "actor": "Zoe",
+                               "reference_time": f"2023-01-0{i + 1}T00:00:00Z"} for i in range(3)])
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    monkeypatch.setenv("PGMEMORY_EMBEDDER", "hash")
+    monkeypatch.delenv("PGMEMORY_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)  # (a line for every episode)
+    assert cli.main(["ingest", str(data)]) == 0
+    err = capsys.readouterr().err
+    assert [line.split(" (")[0] for line in err.splitlines() if line.startswith("ingest:")] == \
+        ["ingest: 1/3 ep", "ingest: 2/3 ep", "ingest: 3/3 ep"]
+    assert "\r" not in err and "\x1b" not in err
