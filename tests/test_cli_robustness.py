@@ -165,3 +165,22 @@ def test_ingest_off_a_terminal_reports_progress_in_plain_lines(db_dsn, group, tm
     assert [line.split(" (")[0] for line in err.splitlines() if line.startswith("ingest:")] == \
         ["ingest: 1/3 ep", "ingest: 2/3 ep", "ingest: 3/3 ep"]
     assert "\r" not in err and "\x1b" not in err
+
+
+def test_a_sub_millisecond_timeout_keeps_its_guard(db_dsn, monkeypatch):
+    """PGMEMORY_STATEMENT_TIMEOUT=0.0004 (allowed: above 0) became statement_timeout 0ms, which
+    Postgres reads as no timeout at all: a stuck statement would then wait for ever."""
+    from pgmemory.storage.connect import connect
+
+    monkeypatch.setenv("PGMEMORY_STATEMENT_TIMEOUT", "0.0004")
+    monkeypatch.setenv("PGMEMORY_LOCK_TIMEOUT", "0.0004")
+    with connect(db_dsn) as conn:
+        assert conn.execute("SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+                            ).fetchone() == ("1ms", "1ms")
+
+
+def test_workers_zero_is_said_to_be_allowed():
+    """`serve --workers -1` said "between 1 and 64" though 0 is allowed (and documented)."""
+    out = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "serve", "--workers", "-1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--workers: must be an integer between 0 and 64, got '-1'" in out.stderr

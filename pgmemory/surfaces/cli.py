@@ -368,7 +368,12 @@ def _bounded(high: int) -> Callable[[str], int]:
 
 def _zero_or(high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        return 0 if text.strip() == "0" else _bounded(high)(text)
+        if text.strip() == "0":
+            return 0
+        try:
+            return _bounded(high)(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"must be an integer between 0 and {high}, got {text!r}") from None
     return parse
 
 
