@@ -1,6 +1,7 @@
 """Settings read from the environment, in one place."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ class Timeouts:
         return cls(**values)
 
     def server_settings(self) -> dict[str, str]:
-        """The session settings every connection starts with."""
-        return {"statement_timeout": f"{int(self.statement_s * 1000)}ms",
-                "lock_timeout": f"{int(self.lock_s * 1000)}ms"}
+        """The session settings every connection starts with (whole milliseconds, at least 1: 0 would
+        turn the guard off)."""
+        return {"statement_timeout": f"{max(1, math.ceil(self.statement_s * 1000))}ms",
+                "lock_timeout": f"{max(1, math.ceil(self.lock_s * 1000))}ms"}

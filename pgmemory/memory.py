@@ -192,7 +192,8 @@ class Memory:
         is not an entity). `reference_time` defaults to now."""
         content, actor = messages_text(messages)
         return await self.add_episode(group_id, content, kind="message", actor=actor,
-                                      reference_time=reference_time or datetime.now(timezone.utc),
+                                      reference_time=datetime.now(timezone.utc) if reference_time is None
+                                      else reference_time,
                                       source_description=source_description, episode_id=episode_id,
                                       metadata=metadata)
 
@@ -299,6 +300,9 @@ class Memory:
         reranked; `config` is a recipe name or SearchConfig, `filters` fixes both time axes."""
         groups = check_request(query, group_ids, limit)
         cfg = resolve_config(config)
+        if filters is not None and not isinstance(filters, SearchFilters):
+            raise InvalidInput(f"filters must be a SearchFilters (pgmemory.SearchFilters(as_of=..., known_at=...)), "
+                               f"got {type(filters).__name__}")
         if cfg.reranker == "cross_encoder" and self.cross_encoder is None:
             self.cross_encoder = cross_encoder_from_env()
         return await run_search(self.pool, self.embedder, self.cross_encoder, query, groups, limit,
@@ -466,6 +470,8 @@ class Memory:
         check_bool(restart, "restart")
         if isinstance(kinds, str):
             kinds = [kinds]
+        if not isinstance(kinds, (list, tuple, set, frozenset)):
+            raise InvalidInput(f"kinds must be a list of episodes, entities, facts, got {type(kinds).__name__}")
         return await reembed(self.pool, self.embedder, group_id=group_id, kinds=list(kinds), batch=batch,
                              restart=restart, on_progress=on_progress)
 

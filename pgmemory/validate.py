@@ -131,3 +131,27 @@ def check_metadata(value: Any, name: str = "metadata") -> dict[str, Any]:
     if "\\u0000" in json.dumps(value):
         raise InvalidInput(f"{name} contains a NUL character (\\u0000), which Postgres cannot store")
     return value
+
+
+def read_input_file(path: str) -> bytes:
+    """The bytes of a file the user named: a regular file or a pipe (bash's `<(zcat x.gz)`); a
+    missing path, a directory or an unreadable file is one InvalidInput naming it."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{path}: is a directory, not a file") from None
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def check_input_file(path: str) -> None:
+    """Refuse, in one line, a path that names no file or a directory (before a long run starts)."""
+    import os
+
+    if os.path.isdir(path):
+        raise InvalidInput(f"{path}: is a directory, not a file")
+    if not os.path.exists(path):
+        raise InvalidInput(f"{path}: no such file")

@@ -337,6 +337,7 @@ def test_cli_reads_every_conversation_into_a_fresh_run_directory(db_dsn, tmp_pat
                                *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     first = cli()
     assert first.returncode == 0, first.stderr
+    assert "%|" not in first.stderr  # off a terminal: no progress bar redrawn into the log (text mode reads \r as \n)
     (run_dir,) = (tmp_path / "eval-runs").iterdir()
     assert re.fullmatch(r"locomo-combined_hybrid_rrf-\d{8}T\d{6}Z", run_dir.name)
     results = json.loads((run_dir / "results.json").read_text())

@@ -527,3 +527,43 @@ def test_sql_search_refuses_a_group_named_twice(db_dsn, group):
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM pgmemory.search_candidates(%s, 'Alice', NULL, '{}'::jsonb)",
                             (["other", group],)).fetchone() == (0,)
+
+
+# --- arguments of the wrong shape on the Python API (CLI audit) -----------------------------
+
+@pytest.mark.parametrize("config", [5, ["combined_hybrid_rrf"], {"limit": 3}, b"combined_hybrid_rrf"])
+async def test_search_config_of_the_wrong_type_is_invalid_input(memory, group, config):
+    """It was `TypeError: replace() should be called on dataclass instances`."""
+    with pytest.raises(InvalidInput, match="config must be a recipe name or a SearchConfig"):
+        await memory.search("Oslo", group_ids=[group], config=config)
+
+
+@pytest.mark.parametrize("filters", [{"as_of": "2024-01-01T00:00:00Z"}, {}, "", "2024-01-01", 5])
+async def test_search_filters_that_are_not_search_filters_are_refused(memory, group, filters):
+    """A dict of filters (as REST takes them) raised AttributeError, and an empty one, "" or []
+    was silently read as no filters at all."""
+    with pytest.raises(InvalidInput, match="filters must be a SearchFilters"):
+        await memory.search("Oslo", group_ids=[group], filters=filters)
+
+
+@pytest.mark.parametrize("kinds", [None, 5, object()])
+async def test_reembed_kinds_of_the_wrong_type_is_invalid_input(memory, group, kinds):
+    with pytest.raises(InvalidInput, match="kinds must be a list"):
+        await memory.reembed(group, kinds=kinds)
+
+
+@pytest.mark.parametrize("when", ["", [], {}, 0])
+async def test_add_messages_refuses_an_empty_reference_time_instead_of_reading_now(memory, group, db_dsn, when):
+    """Only None means now; an empty string (or 0, [], {}) was silently replaced by now."""
+    with pytest.raises(InvalidInput, match="reference_time"):
+        await memory.add_messages(group, [{"role": "user", "name": "Kim", "content": "I live in Oslo."}],
+                                  reference_time=when)
+    assert stored(db_dsn, group) == 0
+
+
+async def test_a_long_unknown_recipe_or_kind_is_not_echoed_whole(memory, group):
+    for call in (memory.search("Oslo", group_ids=[group], config="x" * 100_000),
+                 memory.reembed(group, kinds=["x" * 100_000])):
+        with pytest.raises(InvalidInput) as caught:
+            await call
+        assert len(str(caught.value)) < 500

@@ -26,8 +26,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from pgmemory.errors import InvalidInput
 from pgmemory.eval.baselines import BM25Index, DenseIndex
 from pgmemory.eval.ingestion import IngestReport, build_marker, episode_map, group_id, ingest_conversation
@@ -46,7 +44,9 @@ from pgmemory.eval.report import summary_lines, write_report
 from pgmemory.eval.results import build_results
 from pgmemory.eval.retrieval import full_transcript, rank_turns, render_turns
 from pgmemory.memory import Memory, default_extractor
+from pgmemory.progress import Progress
 from pgmemory.search.config import resolve_config
+from pgmemory.validate import check_input_file
 from pgmemory.providers.embed_cache import EmbeddingCache
 from pgmemory.providers.embedder import available_cores
 from pgmemory.providers.reranker import cross_encoder_from_env
@@ -94,8 +94,7 @@ def default_output(benchmark: str, recipe: str, now: datetime | None = None) -> 
 
 def load_conversations(benchmark: str, path: Path, only: Sequence[str] = ()) -> list[Conversation]:
     """Read the benchmark file (optionally only some ids); a file of the other benchmark is named."""
-    if not path.is_file():
-        raise InvalidInput(f"{path}: no such file")
+    check_input_file(str(path))
     reader = read_locomo if benchmark == "locomo" else read_longmemeval
     try:
         conversations = reader(path)
@@ -320,11 +319,11 @@ async def _indexes(memory: Memory, conversation: Conversation) -> dict[str, BM25
 
 
 async def evaluate_conversation(run: _Run, conversation: Conversation, report: IngestReport,
-                                question_bar: tqdm) -> dict[str, Any]:
+                                question_bar: Progress) -> dict[str, Any]:
     """Evaluate an ingested conversation's questions, one search at a time, then (with an LLM)
     answer and judge them concurrently; save its partial result."""
     if report.failed:
-        tqdm.write(f"warning: {report.failed} of {report.episodes} turns of {conversation.conversation_id} "
+        question_bar.write(f"warning: {report.failed} of {report.episodes} turns of {conversation.conversation_id} "
                    "failed to ingest; it is evaluated on the rest (see the ingestion table)")
     group = group_id(run.options.benchmark, conversation.conversation_id)
     conv = _Conversation(
@@ -380,7 +379,7 @@ async def _ingest_all(run: _Run, pending: Sequence[Conversation]) -> dict[str, I
     """Ingest (or reuse) every pending conversation, `concurrency` at once."""
     gate = asyncio.Semaphore(max(1, run.options.concurrency))
     reports: dict[str, IngestReport] = {}
-    with tqdm(total=sum(len(c.turns) for c in pending), unit="turn", desc="ingest") as bar:
+    with Progress(total=sum(len(c.turns) for c in pending), unit="turn", desc="ingest") as bar:
         async def one(conversation: Conversation) -> None:
             async with gate:
                 reports[conversation.conversation_id] = await ingest_conversation(
@@ -410,7 +409,7 @@ async def run_eval(options: EvalOptions, conversations: Sequence[Conversation], 
               f"in {options.output / 'partial'}", flush=True)
     run = _Run(options, memory, llm, expected)
     reports = await _ingest_all(run, pending)
-    with tqdm(total=sum(len(c.questions) for c in pending), unit="q", desc="questions") as question_bar:
+    with Progress(total=sum(len(c.questions) for c in pending), unit="q", desc="questions") as question_bar:
         for conversation in pending:
             finished[conversation.conversation_id] = await evaluate_conversation(
                 run, conversation, reports[conversation.conversation_id], question_bar)

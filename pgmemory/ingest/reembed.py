@@ -129,9 +129,11 @@ def recipe(kind: str, embedder: Embedder) -> str:
 
 def walks_of(kinds: Sequence[str]) -> list[str]:
     """The table walks of the kinds asked (facts: their versions, then their claims)."""
+    if isinstance(kinds, (str, bytes)) or not isinstance(kinds, (list, tuple)):
+        raise InvalidInput(f"kinds must be a list of {', '.join(KINDS)}, got {type(kinds).__name__}")
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
-        raise InvalidInput(f"kind must be one of {', '.join(KINDS)}, got {', '.join(map(str, bad)) or 'none'}")
+        raise InvalidInput(f"kind must be one of {', '.join(KINDS)}, got {', '.join(f'{k!s:.40}' for k in bad) or 'none'}")
     return [w for k in KINDS if k in kinds for w in (("facts", "fact_claims") if k == "facts" else (k,))]
 
 

@@ -152,7 +152,7 @@ def resolve_config(config: SearchConfig | str | None, **overrides: Any) -> Searc
     name = "combined_hybrid_rrf" if config is None else config
     if isinstance(name, str):
         if name not in RECIPES:
-            raise InvalidInput(f"unknown search recipe {name!r}: use one of {', '.join(sorted(RECIPES))}")
+            raise InvalidInput(f"unknown search recipe {name!r:.60}: use one of {', '.join(sorted(RECIPES))}")
         config = RECIPES[name]
         if not overrides:
             source, validated = _VALIDATED.get(name, (None, None))
@@ -160,6 +160,8 @@ def resolve_config(config: SearchConfig | str | None, **overrides: Any) -> Searc
                 validated = config.validate()
                 _VALIDATED[name] = (config, validated)
             return validated
+    if not isinstance(config, SearchConfig):
+        raise InvalidInput(f"config must be a recipe name or a SearchConfig, got {type(config).__name__}")
     return replace(config, **overrides).validate()
 
 

@@ -69,11 +69,33 @@ def start(data_dir: Path):
     # pgserver keeps its inter-process lock in the runtime dir, read when it is first imported.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"pgmemory-runtime-{os.getuid()}"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    check_data_dir(data_dir)
     server = _start(data_dir)
     _tune_once(server, server_uri(server))
     listen.apply(server, data_dir)
     return server
+
+
+def check_data_dir(data_dir: Path) -> None:
+    """Create the data directory if missing; refuse one that is a file, or a directory holding other
+    files and no PostgreSQL data (PGMEMORY_DATA_DIR set to the wrong place): initdb would fail there
+    only after pgserver, run as root, gave the directory to its own user."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise DatabaseUnavailable(f"the embedded server's data directory {data_dir} (PGMEMORY_DATA_DIR) is not a "
+                                  "directory: set PGMEMORY_DATA_DIR to a new or empty directory")
+    try:
+        foreign = data_dir.is_dir() and not (data_dir / "PG_VERSION").exists() and any(data_dir.iterdir())
+    except OSError as exc:
+        raise DatabaseUnavailable(f"the embedded server's data directory {data_dir} (PGMEMORY_DATA_DIR) cannot be "
+                                  f"read: {exc.strerror or exc}") from None
+    if foreign:
+        raise DatabaseUnavailable(f"the embedded server's data directory {data_dir} (PGMEMORY_DATA_DIR) holds other "
+                                  "files and no PostgreSQL data: set PGMEMORY_DATA_DIR to a new or empty directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseUnavailable(f"cannot create the embedded server's data directory {data_dir} "
+                                  f"(PGMEMORY_DATA_DIR): {exc.strerror or exc}") from None
 
 
 def _start(data_dir: Path, attempts: int = 3):

@@ -157,6 +157,9 @@ def _embedded_only(what: str):
     if settings.dsn:
         raise InvalidInput(f"`pgmemory {what}` is for the embedded server; PGMEMORY_DSN points at another "
                            "server: configure listening there (listen_addresses, pg_hba.conf)")
+    from pgmemory.storage.embedded import check_data_dir
+
+    check_data_dir(settings.data_dir)
     return settings
 
 
@@ -366,6 +369,15 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+# What an interrupted (Ctrl-C) command left, and how to go on: each command's work is committed in
+# steps (an episode, a batch), so a step in flight is given back and a re-run picks up from there.
+RESUME_INIT = "the schema is set up in one transaction (all or nothing): run `pgmemory init` again to finish"
+RESUME_INGEST = ("episodes stored so far are kept; run the same command again: those done are skipped, "
+                 "the rest ingested")
+RESUME_RETRY = "unfinished episodes went back to pending: run `pgmemory retry` (or the worker) to go on"
+RESUME_REEMBED = "committed batches are kept: run the same command again to resume where it stopped"
+RESUME_SAME = "nothing half-written was kept: run the same command again"
+
 MAX_INDEXED_DIM = 2000  # pgvector's HNSW index takes vectors of at most 2000 dimensions
 
 
@@ -383,7 +395,12 @@ def _bounded(high: int) -> Callable[[str], int]:
 
 def _zero_or(high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        return 0 if text.strip() == "0" else _bounded(high)(text)
+        if text.strip() == "0":
+            return 0
+        try:
+            return _bounded(high)(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"must be an integer between 0 and {high}, got {text!r}") from None
     return parse
 
 
@@ -437,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph-mirror", choices=("on", "off"),
                    help="keep the Apache AGE graph mirror for Cypher users (default: PGMEMORY_GRAPH_MIRROR, "
                         "else the database's earlier choice, else on when AGE is available)")
-    p.set_defaults(func=_cmd_init)
+    p.set_defaults(func=_cmd_init, on_interrupt=RESUME_INIT)
     p = sub.add_parser("doctor", help="check the server and schema; exit non-zero on problems")
     p.set_defaults(func=_cmd_doctor)
     p = sub.add_parser("demo", help="init, doctor and a bi-temporal round trip on the configured database")
@@ -445,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="ingest a JSON Lines file of episodes (one object per line)")
     p.add_argument("file", help="path to a .jsonl file, or - for standard input")
     p.add_argument("--concurrency", type=_bounded(64), default=4, help="groups ingested in parallel (default 4)")
-    p.set_defaults(func=_cmd_ingest)
+    p.set_defaults(func=_cmd_ingest, on_interrupt=RESUME_INGEST)
     p = sub.add_parser("worker", help="process queued episodes (pgmemory.enqueue_episode) until stopped")
     p.add_argument("--concurrency", type=_bounded(64), default=1,
                    help="episodes processed at once, never two of one group (default 1)")
@@ -456,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check the queue at least this often without a notification (default 5)")
     p.add_argument("--grace-seconds", type=_seconds(0, 86400), default=30.0,
                    help="on SIGTERM, time to finish current episodes before giving them back (default 30)")
-    p.set_defaults(func=_cmd_worker)
+    p.set_defaults(func=_cmd_worker, on_interrupt=RESUME_RETRY)
     p = sub.add_parser("search", help="hybrid search over facts, entities, communities and episodes")
     p.add_argument("query")
     p.add_argument("--group", required=True, help="group id to search")
@@ -505,7 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_grant)
     p = sub.add_parser("retry", help="re-run failed or unfinished episodes")
     p.add_argument("--group", help="only this group")
-    p.set_defaults(func=_cmd_retry)
+    p.set_defaults(func=_cmd_retry, on_interrupt=RESUME_RETRY)
     p = sub.add_parser("delete-episode", help="delete one episode: belief becomes as if it was never ingested")
     p.add_argument("episode_id")
     p.add_argument("--group", required=True, help="the episode's group (another group's episode is not found)")
@@ -517,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rebuild: full detection, then names and summaries; refresh: re-detect only past the "
                         "drift threshold, then summarise every community changed since its last summary")
     p.add_argument("--group", help="only this group (default: every group)")
-    p.set_defaults(func=_cmd_communities)
+    p.set_defaults(func=_cmd_communities, on_interrupt=RESUME_SAME)
     p = sub.add_parser("reembed", help="recompute stored vectors with the current code and embedder "
                                        "(batches, one transaction each, resumable)")
     p.add_argument("--group", help="only this group (default: every group)")
@@ -526,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=256, help="rows per batch and transaction (default 256)")
     p.add_argument("--restart", action="store_true",
                    help="start over even where a run with the same recipe finished or was interrupted")
-    p.set_defaults(func=_cmd_reembed)
+    p.set_defaults(func=_cmd_reembed, on_interrupt=RESUME_REEMBED)
     p = sub.add_parser("erase-group", help="erase everything of one group (at a terminal: type the group id to confirm)")
     p.add_argument("group")
     p.add_argument("--yes", action="store_true", help="do not ask for the group id at a terminal")
@@ -569,6 +586,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _provider_errors() -> tuple[type[BaseException], ...]:
+    """The failures of the model providers (LLM, embedder, local model): not PgMemoryError, yet
+    the user's to fix (configuration, an endpoint down). Only modules already loaded can have
+    raised them, so none is imported here."""
+    found = []
+    for module, name in (("pgmemory.providers.llm", "ProviderError"), ("pgmemory.providers.local_model",
+                                                                       "LocalModelError")):
+        if module in sys.modules:
+            found.append(getattr(sys.modules[module], name))
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script: errors print one clear line, no traceback."""
     argv = sys.argv[1:] if argv is None else argv
@@ -578,6 +607,10 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line saying what was kept and how to go on, not a traceback
+        hint = getattr(args, "on_interrupt", None)
+        print("\n" * sys.stderr.isatty() + f"pgmemory: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`pgmemory search ... | head`): not an error
         import os
 
@@ -601,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
                     message += ": this login may only read; writing needs a read-write login"
                 message += " (`pgmemory grant ROLE GROUP... --app` makes one)"
             print(f"pgmemory: error: {message}", file=sys.stderr)
+            return 2
+        if isinstance(exc, _provider_errors()):  # a bad PGMEMORY_EMBEDDER, an LLM or embedder that failed
+            print(f"pgmemory: error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+                  file=sys.stderr)
             return 2
         lost = connection_lost(exc)
         if lost is None:

@@ -1,5 +1,5 @@
-"""`pgmemory ingest FILE`, `pgmemory retry` and `pgmemory communities rebuild|refresh`: bulk work with a
-progress bar (on a terminal only: no cursor escape codes in logs) and a summary; ingest runs end with
+"""`pgmemory ingest FILE`, `pgmemory retry` and `pgmemory communities rebuild|refresh`: bulk work with
+progress (a bar on a terminal, plain lines in logs: pgmemory/progress.py) and a summary; ingest runs end with
 the community upkeep of the groups they touched."""
 from __future__ import annotations
 
@@ -7,26 +7,20 @@ import codecs
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from pgmemory.errors import InvalidInput
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError
 from pgmemory.ingest.reembed import groups_to_walk
 from pgmemory.memory import Memory, validate_batch
+from pgmemory.progress import Progress
+from pgmemory.validate import read_input_file
 
 
 def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
     """Episodes of a UTF-8 JSON Lines file (a leading BOM is accepted, blank lines skipped) and
     the line number of each; a bad line (invalid UTF-8 or JSON, not an object) is named by its number."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    elif not Path(path).is_file():
-        raise InvalidInput(f"{path}: no such file")
-    else:
-        data = Path(path).read_bytes()
+    data = sys.stdin.buffer.read() if path == "-" else read_input_file(path)
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     items, numbers = [], []
@@ -74,7 +68,7 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc}") from None
     async with await Memory.open() as memory:
-        with tqdm(total=len(items), unit="ep", desc="ingest", disable=not sys.stderr.isatty()) as bar:
+        with Progress(total=len(items), unit="ep", desc="ingest") as bar:
             results = await memory.add_episodes(items, concurrency=concurrency,
                                                 on_done=lambda _: bar.update(1))
         rc = _report(results)
@@ -88,7 +82,7 @@ async def retry(group_id: str | None) -> int:
     async with await Memory.open() as memory:
         if group_id is not None:
             await groups_to_walk(memory.pool, group_id)
-        with tqdm(unit="ep", desc="retry", disable=not sys.stderr.isatty()) as bar:
+        with Progress(unit="ep", desc="retry") as bar:
             results = await memory.retry(group_id, on_done=lambda _: bar.update(1))
         rc = _report(results)
         await refresh_groups(memory, {r.group_id for r in results if isinstance(r, EpisodeResult)})
@@ -100,12 +94,13 @@ async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = Fa
     if not groups:
         return
     detected = refreshed = calls = 0
-    for group in tqdm(sorted(groups), unit="group", desc="communities",
-                      disable=len(groups) < 2 or not sys.stderr.isatty()):
-        out = await (memory.build_communities(group) if rebuild
-                     else memory.refresh_communities(group, force=force))
-        detected += out.detection is not None
-        refreshed += out.refreshed
-        calls += out.usage.calls
+    with Progress(total=len(groups), unit="group", desc="communities") as bar:
+        for group in sorted(groups):
+            out = await (memory.build_communities(group) if rebuild
+                         else memory.refresh_communities(group, force=force))
+            detected += out.detection is not None
+            refreshed += out.refreshed
+            calls += out.usage.calls
+            bar.update(1)
     print(f"communities: {detected} of {len(groups)} groups detected afresh, {refreshed} summaries written; "
           f"{calls} LLM calls")

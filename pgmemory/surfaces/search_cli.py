@@ -88,8 +88,21 @@ async def remote_search(url: str, query: str, group: str, *, limit: int, recipe:
     import urllib.error
     import urllib.request
 
+    import urllib.parse
+
     from pgmemory.surfaces.wire import results_from_json
 
+    url = url.strip()
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        parts, reason = None, str(exc)
+    else:
+        reason = "" if parts.scheme in ("http", "https") and parts.hostname else "not an http(s) URL"
+    if reason:
+        raise InvalidInput(f"PGMEMORY_URL {url!r:.200} is not the address of a pgmemory server ({reason}; e.g. "
+                           "http://127.0.0.1:8080); unset it to search the database directly")
     body: dict[str, Any] = {"query": query, "group_ids": [group], "limit": limit, "recipe": recipe,
                             "filters": {k: v for k, v in filters.to_options().items() if v not in (None, [], False)}}
     headers = {"Content-Type": "application/json"}
@@ -116,4 +129,8 @@ async def remote_search(url: str, query: str, group: str, *, limit: int, recipe:
         except (ValueError, KeyError, TypeError):
             message = raw[:200].decode(errors="replace")
         raise (InvalidInput if status < 500 else PgMemoryError)(f"server answered {status}: {message}")
-    return results_from_json(json.loads(raw))
+    try:
+        return results_from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise PgMemoryError(f"{url} answered 200 with something other than a pgmemory search result "
+                            f"({raw[:80].decode(errors='replace')!r}): is PGMEMORY_URL a `pgmemory serve`?") from None
