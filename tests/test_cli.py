@@ -15,8 +15,11 @@ def run_cli(*args: str, dsn: str, stdin: str | None = None) -> subprocess.Comple
     env = {**os.environ, "PGMEMORY_DSN": dsn, "PGMEMORY_EMBEDDER": "hash"}
     env.pop("PGMEMORY_LLM_BASE_URL", None)
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *args], input=stdin,
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", *args],
+                          input=None if stdin is None else stdin.encode(), capture_output=True, env=env, timeout=120)
+    # Decoded here, not with text=True, whose newline translation would turn a progress bar's
+    # carriage returns into newlines (so a check for "\r" could never fail).
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
 def write_jsonl(path, group, lines):

@@ -622,11 +622,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from pgmemory.storage.connect import connection_lost, lost_connection_error
 
-        providers = sys.modules.get("pgmemory.providers.llm")  # loaded by whatever raised one of its errors
-        if providers is not None and isinstance(exc, providers.ProviderError):
-            # A misconfigured or failing embedder / LLM (PGMEMORY_EMBED_*, PGMEMORY_LLM_*): its message names it.
-            print(f"pgmemory: error: {exc}", file=sys.stderr)
-            return 2
         if getattr(exc, "sqlstate", None) == "42501":  # a login's missing right: one line, no traceback
             message = str(exc).splitlines()[0]
             if "pgmemory grant" not in message:  # (lock_group's "not among its groups" names its fix)
