@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -184,3 +185,14 @@ def test_workers_zero_is_said_to_be_allowed():
     out = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "serve", "--workers", "-1"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--workers: must be an integer between 0 and 64, got '-1'" in out.stderr
+
+
+def test_a_command_whose_pool_meets_no_server_says_it_cannot_connect():
+    """`keys list` connects through a pool, which opens its first connection on first use: a
+    server that is not running is "cannot connect", not "lost the connection" (nothing was lost)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # a port nothing listens on once the socket is closed
+    result = run_cli("keys", "list", dsn=f"postgresql://postgres@127.0.0.1:{port}/pgmemory")
+    [line] = result.stderr.splitlines()
+    assert result.returncode == 2 and "cannot connect to Postgres" in line and "lost" not in line, result.stderr

@@ -122,10 +122,13 @@ def postgres_lost(exc: BaseException) -> bool:
 
 
 def unavailable_reason(exc: BaseException) -> str:
-    """Why Postgres is unavailable, in a few words: the connection was lost, or (a client-side
-    timeout, ANSWER_MARGIN_S) the server stopped answering."""
+    """Why Postgres is unavailable, in a few words: no connection could be made, the connection
+    was lost, or (a client-side timeout, ANSWER_MARGIN_S) the server stopped answering."""
     if isinstance(exc, TimeoutError):
         return "Postgres did not answer (the server is frozen, overloaded or unreachable)"
+    if isinstance(exc, (ConnectionRefusedError, FileNotFoundError, asyncpg.exceptions.CannotConnectNowError)):
+        # (a pool connects on first use: its first query meets a server that is down or starting)
+        return "cannot connect to Postgres (is the server running?)"
     return "lost the connection to Postgres"
 
 
