@@ -196,3 +196,14 @@ def test_a_command_whose_pool_meets_no_server_says_it_cannot_connect():
     result = run_cli("keys", "list", dsn=f"postgresql://postgres@127.0.0.1:{port}/pgmemory")
     [line] = result.stderr.splitlines()
     assert result.returncode == 2 and "cannot connect to Postgres" in line and "lost" not in line, result.stderr
+
+
+def test_flags_that_would_be_ignored_are_refused():
+    """A flag the command would silently ignore is a one-line error naming it, before any
+    connection: `dsn --user` without `--tcp` (the DSN printed would not be that login's), and
+    `grant --list` with a role or --revoke (nothing would be revoked)."""
+    for args, named in ((("dsn", "--user", "bob"), "--tcp"), (("grant", "--list", "bob", "g1"), "--list"),
+                        (("grant", "--list", "--revoke"), "--revoke")):
+        result = run_cli(*args, dsn="postgresql://postgres@127.0.0.1:1/none")
+        [line] = result.stderr.splitlines()
+        assert result.returncode == 2 and line.startswith("pgmemory: error: ") and named in line, (args, result.stderr)

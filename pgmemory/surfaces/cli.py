@@ -106,6 +106,8 @@ def _cmd_grant(args: argparse.Namespace) -> int:
     from pgmemory.storage import grants
     from pgmemory.storage.connect import connect, resolve_dsn
 
+    if args.list and (args.role or args.groups or args.revoke or args.app or args.create):
+        raise InvalidInput("--list lists every grant: give it no role, group, --revoke, --app or --create")
     with connect(resolve_dsn()) as conn:
         if args.list:
             for role, groups in grants.all_grants(conn).items():
@@ -139,6 +141,8 @@ def _read_password(role: str) -> str:
 def _cmd_dsn(args: argparse.Namespace) -> int:
     from pgmemory.storage.connect import resolve_dsn
 
+    if args.user and not args.tcp:
+        raise InvalidInput("--user names the login of the TCP connection string: use it with --tcp")
     if args.tcp:
         from pgmemory.storage.listen import tcp_dsn
 
