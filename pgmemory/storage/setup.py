@@ -106,6 +106,9 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
         try:
             with conn.transaction():
                 return _init_locked(conn, version, embedding_dim, embedder, text_search, graph_mirror)
+        except psycopg.errors.InsufficientPrivilege as exc:  # an app or analyst login, not the owner
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             if time.monotonic() > deadline:
                 raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
