@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgmemory.errors import SetupError
+from pgmemory.errors import MigrationError, SetupError
 from pgmemory.storage import grants, migrate
 from pgmemory.storage.app_login import login_dsn
 from pgmemory.storage.setup import init_database
@@ -70,3 +70,28 @@ def test_doctor_reports_stored_sql_of_another_version(db_dsn):
     assert result.returncode == 1, result.stdout
     assert "[FAIL] stored SQL" in result.stdout
     assert run_cli("doctor", dsn=db_dsn).returncode == 0
+
+
+def test_an_older_pgmemory_refuses_a_database_a_newer_one_upgraded(empty_dsn):
+    """A process of the previous version that opens the database again after the upgrade (a
+    rolling deploy, a restart) must not put its stored SQL back over the newer schema."""
+    from pgmemory.memory import ensure_initialised
+
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, DIM, embedder=f"hash:{DIM}")
+        conn.execute("UPDATE pgmemory.settings SET value = to_jsonb('newer'::text) WHERE key = 'sql_fingerprint'")
+        conn.execute("INSERT INTO pgmemory.schema_migrations (version, name, checksum)"
+                     " VALUES (9999, '9999_from_the_future.sql', 'x')")
+        conn.commit()
+    for surface in (lambda: run_cli("init", dsn=empty_dsn), lambda: run_cli("search", "x", "--group", "g", dsn=empty_dsn)):
+        result = surface()
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "upgraded by a newer pgmemory (migration 9999_from_the_future.sql" in result.stderr
+        assert "Traceback" not in result.stderr
+    with pytest.raises(MigrationError, match="newer pgmemory"):
+        ensure_initialised(empty_dsn, DIM, f"hash:{DIM}")
+    with psycopg.connect(empty_dsn) as conn:  # the newer version's stored SQL was left alone
+        assert conn.execute("SELECT value FROM pgmemory.settings WHERE key = 'sql_fingerprint'").fetchone()[0] == "newer"
+    doctor = run_cli("doctor", dsn=empty_dsn)
+    assert doctor.returncode == 1 and "[FAIL] migrations" in doctor.stdout
+    assert "install the pgmemory version that upgraded it" in doctor.stdout

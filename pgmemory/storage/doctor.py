@@ -192,6 +192,8 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
     checks = []
     try:
         pending = migrate.pending_migrations(conn, migrate.load_migrations())
+    except migrate.NewerDatabase as exc:
+        checks.append(Check("migrations", "fail", str(exc), "install the pgmemory version that upgraded it, or a later one"))
     except MigrationError as exc:
         checks.append(Check("migrations", "fail", str(exc), "restore the edited migration file"))
     else:
