@@ -151,7 +151,7 @@ $$;
 -- a claim that it held until a time before it was said (placed at its end since migration 0600),
 -- and those with claims at one fold_key that fold_order now orders against their arrival (of one
 -- lineage, or of two exclusive ones; migration 0640), and, given p_before, those with a claim
--- recorded before it (folded in arrival order, contradictions one way: migration 0660). Init
+-- recorded before it (folded by an older version's rules: migration 0660). Init
 -- re-folds them once (beliefs_stale, pgmemory.storage.setup). Joins on the group only, so on Citus
 -- each runs on its shards.
 DROP FUNCTION IF EXISTS pgmemory_internal.stale_lineages();

@@ -308,7 +308,7 @@ def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
 def _refold_stale_beliefs(conn: psycopg.Connection) -> None:
     """Re-fold, group by group, the lineages with claims whose place in the fold changed (an end
     stated before the claim was said, migration 0600; claims at one point now in another order,
-    0640; claims folded in arrival order before 0520, 0660: all set beliefs_stale), then derive
+    0640; every claim an older version's rules folded, 0660: all set beliefs_stale), then derive
     their entities' summaries and communities again, as a retraction does."""
     if pgmemory_setting(conn, "beliefs_stale") is not True:
         return
