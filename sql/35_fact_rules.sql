@@ -150,13 +150,19 @@ $$;
 -- The lineages whose belief a change of the fold's order may have left stale, by group: those with
 -- a claim that it held until a time before it was said (placed at its end since migration 0600),
 -- and those with claims at one fold_key that fold_order now orders against their arrival (of one
--- lineage, or of two exclusive ones; migration 0640). Init re-folds them once (beliefs_stale,
--- pgmemory.storage.setup). Joins on the group only, so on Citus each runs on its shards.
-CREATE OR REPLACE FUNCTION pgmemory_internal.stale_lineages()
+-- lineage, or of two exclusive ones; migration 0640), and, given p_before, those with a claim
+-- recorded before it (folded by an older version's rules: migration 0660). Init
+-- re-folds them once (beliefs_stale, pgmemory.storage.setup). Joins on the group only, so on Citus
+-- each runs on its shards.
+DROP FUNCTION IF EXISTS pgmemory_internal.stale_lineages();
+CREATE OR REPLACE FUNCTION pgmemory_internal.stale_lineages(p_before timestamptz DEFAULT NULL)
 RETURNS TABLE (group_id text, lineages uuid[]) LANGUAGE sql STABLE AS $$
     SELECT s.group_id, array_agg(DISTINCT s.lineage) FROM (
         SELECT fc.group_id, fc.lineage FROM pgmemory.fact_claims fc
          WHERE fc.kind = 'assert' AND fc.retracted_by IS NULL AND fc.valid_to <= coalesce(fc.valid_from, fc.ref_time)
+        UNION ALL
+        SELECT fc.group_id, fc.lineage FROM pgmemory.fact_claims fc
+         WHERE fc.recorded_at < p_before AND fc.kind <> 'retract'
         UNION ALL
         SELECT a.group_id, unnest(ARRAY[a.lineage, b.lineage]) FROM pgmemory.fact_claims a
           JOIN pgmemory.fact_claims b ON b.group_id = a.group_id AND b.seq > a.seq

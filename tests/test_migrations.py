@@ -193,16 +193,19 @@ def test_upgrade_stores_the_exclusive_lineages_of_the_claims_so_far(empty_dsn):
     from pgmemory.storage.setup import init_database
     from tests.belief import EXCLUSION_QUERIES, check_exclusions
 
-    a, b, c, d, e, f = (uuid.uuid4() for _ in range(6))
+    a, b, c, d, e, f, alice = (uuid.uuid4() for _ in range(7))
     with psycopg.connect(empty_dsn) as conn:
         conn.execute("CREATE EXTENSION vector")
         migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        for eid in (alice, a, b, c, d, e, f):  # (the upgrade re-folds the claims: their entities exist)
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
+                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, str(eid)))
         for lineage, contradicts, retracted in ((a, [], None), (b, [a], None), (c, [b, a], None),
                                                 (d, [], None), (e, [d], 1), (f, [f], None)):
             conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id,"
                          " relation, fact, ref_time, contradicts, retracted_by)"
                          " VALUES ('g', 'assert', %s, %s, %s, %s, 'WORKS_FOR', 'x', '2024-01-01Z', %s, %s)",
-                         (lineage, lineage, a, lineage, contradicts, retracted))
+                         (lineage, lineage, alice, lineage, contradicts, retracted))
         conn.commit()
 
         report = init_database(conn, 384)
@@ -281,3 +284,80 @@ def test_upgrade_refolds_claims_at_one_point_in_the_new_order(empty_dsn):
          (la, la, "Acme", "2020-01-01Z", "2020-03-01Z", "2024-01-02Z", [lg])],
         "0640_fold_order_ties.sql")
     assert believed == [("Globex", "2020-01-01", None)]
+
+
+def test_upgrade_refolds_beliefs_folded_in_arrival_order(empty_dsn):
+    """0660: before 0520 a contradiction ended only the lineages the new claim named, so "Omar loves
+    camping" said after "Omar hates camping" reopened loves and left hates believed: both were
+    current. The claims stored before 0520 was applied are re-folded by today's rules on upgrade
+    (hates ends when loves is said again, as for the same story ingested now)."""
+    from pgmemory.storage.setup import init_database
+
+    omar, camping, loves, hates, loves2 = (uuid.uuid4() for _ in range(5))
+    old = "[2024-01-01Z,)"
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 520])
+        for eid, name in ((omar, "Omar"), (camping, "camping")):
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
+                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        # What the older rules left: loves ended by hates, hates still open, loves reopened beside it.
+        for fid, lineage, relation, valid in ((loves, loves, "LOVES", "[2015-07-03Z,2016-05-03Z)"),
+                                              (hates, hates, "HATES", "[2016-05-03Z,)"),
+                                              (loves2, loves, "LOVES", "[2016-05-13Z,)")):
+            conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
+                         " valid, recorded) VALUES (%s, %s, 'g', %s, %s, %s, %s, %s, %s)",
+                         (fid, lineage, omar, camping, relation, f"Omar {relation.lower()} camping.", valid, old))
+        for lineage, fact_id, relation, said, contradicts in ((loves, loves, "LOVES", "2015-07-03Z", []),
+                                                              (hates, hates, "HATES", "2016-05-03Z", [loves]),
+                                                              (loves, loves2, "LOVES", "2016-05-13Z", [])):
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
+                         " relation, fact, valid_from, ref_time, contradicts)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (uuid.uuid4(), lineage, fact_id, omar, camping, relation, f"Omar {relation.lower()} camping.",
+                          said, said, contradicts))
+        conn.commit()
+
+        report = init_database(conn, 384)
+        conn.commit()
+        believed = conn.execute(
+            "SELECT relation, lower(valid)::date::text, upper(valid)::date::text FROM pgmemory.facts"
+            " WHERE group_id = 'g' AND upper_inf(recorded) ORDER BY lower(valid)").fetchall()
+        assert believed == [("LOVES", "2015-07-03", "2016-05-03"), ("HATES", "2016-05-03", "2016-05-13"),
+                            ("LOVES", "2016-05-13", None)]
+        assert "0660_refold_older_beliefs.sql" in report.migrations_applied
+        assert conn.execute("SELECT count(*) FROM pgmemory.settings"
+                            " WHERE key IN ('beliefs_stale', 'refold_claims_before')").fetchone()[0] == 0
+        # A database whose claims all came after 0520 is not re-folded again by a later init.
+        assert init_database(conn, 384).migrations_applied == []
+
+
+def test_upgrade_refolds_the_wording_of_a_statement_told_late_about_an_earlier_time(empty_dsn):
+    """0660: a database of early December kept the later sentence when a statement told late moved
+    a fact's start back ("has a dog named Pepper" since 2016-06-01); today's rules, and the same
+    story ingested now, give the first statement in fold order its wording."""
+    from pgmemory.storage.setup import init_database
+
+    omar, pepper, fact = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    dog, cat = "Omar has a dog named Pepper.", "Omar adopted a cat named Pepper."
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute("CREATE EXTENSION vector")
+        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
+        for eid, name in ((omar, "Omar"), (pepper, "Pepper")):
+            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
+                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid,"
+                     " recorded) VALUES (%s, %s, 'g', %s, %s, 'HAS_PET', %s, '[2016-06-01Z,)', '[2024-01-01Z,)')",
+                     (fact, fact, omar, pepper, dog))
+        for sentence, start, said in ((dog, "2016-07-23Z", "2016-07-23Z"), (dog, "2017-05-04Z", "2017-05-04Z"),
+                                      (cat, "2016-06-01Z", "2017-05-27Z")):
+            conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, fact_id, source_id, target_id,"
+                         " relation, fact, valid_from, ref_time)"
+                         " VALUES ('g', 'assert', %s, %s, %s, %s, %s, 'HAS_PET', %s, %s, %s)",
+                         (uuid.uuid4(), fact, fact, omar, pepper, sentence, start, said))
+        conn.commit()
+
+        init_database(conn, 384)
+        conn.commit()
+        assert conn.execute("SELECT fact, lower(valid)::date::text, upper(valid) FROM pgmemory.facts"
+                            " WHERE group_id = 'g' AND upper_inf(recorded)").fetchall() == [(cat, "2016-06-01", None)]

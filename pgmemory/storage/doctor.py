@@ -166,6 +166,25 @@ def _full_text_check(conn: psycopg.Connection, mode: object, ext: dict) -> Check
                  "run `pgmemory init`: it moves the database to tsvector full text")
 
 
+INIT_FIX = "run `pgmemory init` as the database owner"
+
+
+def _stored_sql_check(settings: dict) -> Check:
+    """Are the stored functions, triggers and views (sql/) this pgmemory's? After an upgrade of the
+    package they are not until init runs: the owner's Memory.open runs it, an app login's refuses."""
+    if settings.get("sql_fingerprint") == migrate.sql_fingerprint():
+        return Check("stored SQL", "ok", "functions and views of this pgmemory version")
+    return Check("stored SQL", "fail", "functions and views of another pgmemory version (an upgrade not yet initialised)",
+                 INIT_FIX)
+
+
+def _catalog_readable(conn: psycopg.Connection, ext: dict) -> bool:
+    """May this login read AGE's catalog (an app or analyst login may not)?"""
+    if "age" not in ext or not ext["age"][1]:
+        return True
+    return bool(conn.execute("SELECT has_schema_privilege('ag_catalog', 'USAGE')").fetchone()[0])
+
+
 def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
     applied = migrate.applied_migrations(conn)
     if not applied:
@@ -173,15 +192,21 @@ def _schema_checks(conn: psycopg.Connection, ext: dict) -> list[Check]:
     checks = []
     try:
         pending = migrate.pending_migrations(conn, migrate.load_migrations())
+    except migrate.NewerDatabase as exc:
+        checks.append(Check("migrations", "fail", str(exc), "install the pgmemory version that upgraded it, or a later one"))
     except MigrationError as exc:
         checks.append(Check("migrations", "fail", str(exc), "restore the edited migration file"))
     else:
         status = "ok" if not pending else "fail"
         detail = f"{len(applied)} applied" + (f", {len(pending)} pending" if pending else "")
-        checks.append(Check("migrations", status, detail, "" if not pending else "run `pgmemory init`"))
+        checks.append(Check("migrations", status, detail, "" if not pending else INIT_FIX))
     settings = dict(conn.execute("SELECT key, value FROM pgmemory.settings").fetchall())
+    checks.append(_stored_sql_check(settings))
     graph_mode = settings.get("graph_mode")
-    if graph_mode == "age":
+    if graph_mode == "age" and not _catalog_readable(conn, ext):
+        checks.append(Check("graph", "warn", "the AGE catalog is not readable by this login",
+                            "run `pgmemory doctor` as the owner for this check"))
+    elif graph_mode == "age":
         present = "age" in ext and ext["age"][1] and conn.execute(
             "SELECT 1 FROM ag_catalog.ag_graph WHERE name = %s", (GRAPH_NAME,)).fetchone()
         checks.append(Check("graph", "ok" if present else "fail",

@@ -35,6 +35,10 @@ _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _DOLLAR = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
+class NewerDatabase(MigrationError):
+    """The database carries migrations of a newer pgmemory than this one."""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One migration file: its version, name, text and checksum."""
@@ -79,8 +83,16 @@ def applied_migrations(conn: psycopg.Connection) -> dict[int, tuple[str, str]]:
 
 
 def pending_migrations(conn: psycopg.Connection, migrations: list[Migration]) -> list[Migration]:
-    """Migrations not yet applied; an applied one whose file changed is refused."""
+    """Migrations not yet applied; an applied one whose file changed is refused, and so is a database
+    a newer pgmemory upgraded (a migration applied that this version does not ship): this version's
+    init would put its older stored SQL back over the newer schema, under the newer code's feet."""
     applied = applied_migrations(conn)
+    shipped = {m.version for m in migrations}
+    newer = sorted(v for v in applied if v not in shipped and v > max(shipped, default=0))
+    if newer:
+        raise NewerDatabase(
+            f"this database was upgraded by a newer pgmemory (migration {applied[newer[-1]][0]} is applied, "
+            f"which this version does not ship): run that version or a later one, not this one")
     pending = []
     for m in migrations:
         if m.version not in applied:

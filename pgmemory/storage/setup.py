@@ -106,6 +106,9 @@ def init_database(conn: psycopg.Connection, embedding_dim: int, *, embedder: str
         try:
             with conn.transaction():
                 return _init_locked(conn, version, embedding_dim, embedder, text_search, graph_mirror)
+        except psycopg.errors.InsufficientPrivilege as exc:  # an app or analyst login, not the owner
+            raise SetupError(f"this login may not initialise or upgrade the database ({exc.diag.message_primary}): "
+                             "run `pgmemory init` as the database owner first") from None
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             if time.monotonic() > deadline:
                 raise SetupError(f"init could not lock pgmemory's tables within {INIT_LOCK_WAIT_S} s: "
@@ -305,11 +308,13 @@ def pgmemory_setting(conn: psycopg.Connection, key: str) -> object:
 def _refold_stale_beliefs(conn: psycopg.Connection) -> None:
     """Re-fold, group by group, the lineages with claims whose place in the fold changed (an end
     stated before the claim was said, migration 0600; claims at one point now in another order,
-    0640: both set beliefs_stale), then derive their entities' summaries and communities again,
-    as a retraction does."""
+    0640; every claim an older version's rules folded, 0660: all set beliefs_stale), then derive
+    their entities' summaries and communities again, as a retraction does."""
     if pgmemory_setting(conn, "beliefs_stale") is not True:
         return
-    stale = conn.execute("SELECT group_id, lineages FROM pgmemory_internal.stale_lineages()").fetchall()
+    before = pgmemory_setting(conn, "refold_claims_before")
+    stale = conn.execute("SELECT group_id, lineages FROM pgmemory_internal.stale_lineages(%s::timestamptz)",
+                         (before,)).fetchall()
     for group, lineages in stale:
         changed = conn.execute("SELECT pgmemory_internal.refold_lineages(%s, %s)", (group, lineages)).fetchone()[0]
         touched = [r[0] for r in conn.execute(
@@ -318,7 +323,7 @@ def _refold_stale_beliefs(conn: psycopg.Connection) -> None:
         if touched:
             conn.execute("SELECT pgmemory_internal.derive_summaries(%s, %s::uuid[])", (group, touched))
             conn.execute("SELECT pgmemory_internal.update_communities(%s, '{}', '{}', %s::uuid[])", (group, touched))
-    conn.execute("DELETE FROM pgmemory.settings WHERE key = 'beliefs_stale'")
+    conn.execute("DELETE FROM pgmemory.settings WHERE key IN ('beliefs_stale', 'refold_claims_before')")
 
 
 def ensure_current(conn: psycopg.Connection, embedding_dim: int, embedder: str | None = None) -> None:
