@@ -207,3 +207,18 @@ def test_flags_that_would_be_ignored_are_refused():
         result = run_cli(*args, dsn="postgresql://postgres@127.0.0.1:1/none")
         [line] = result.stderr.splitlines()
         assert result.returncode == 2 and line.startswith("pgmemory: error: ") and named in line, (args, result.stderr)
+
+
+def test_keys_list_with_no_key_to_show_says_so(empty_dsn):
+    """`keys list` where this login sees no key (none made yet; an app or analyst login sees none)
+    says so instead of printing nothing; then it lists the key made."""
+    from pgmemory.storage.setup import init_database
+    from tests.conftest import DIM
+
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, DIM)
+    none = run_cli("keys", "list", dsn=empty_dsn)
+    assert none.returncode == 0 and none.stdout == "" and "no API keys visible to this login" in none.stderr
+    assert run_cli("keys", "create", "ci", "--read", "g1", dsn=empty_dsn).returncode == 0
+    listed = run_cli("keys", "list", dsn=empty_dsn)
+    assert " ci " in listed.stdout and "no API keys" not in listed.stderr, listed

@@ -360,7 +360,11 @@ def _cmd_keys(args: argparse.Namespace) -> int:
                       f"write: {', '.join(key.write_groups) or '-'}")
                 print(f"secret (shown once, store it now): {token}")
             elif args.action == "list":
-                for k in await api_keys.list_keys(pool):
+                keys = await api_keys.list_keys(pool)
+                if not keys:  # (none made, or a login that may not read them: an app or analyst login)
+                    print("no API keys visible to this login (`pgmemory keys create` as the database owner makes one)",
+                          file=sys.stderr)
+                for k in keys:
                     state = f"revoked {k['revoked_at']:%Y-%m-%d}" if k["revoked_at"] else "active"
                     print(f"{k['id']}  {k['name']:<20}  {state:<18}  read: {', '.join(k['read_groups']) or '-'};"
                           f" write: {', '.join(k['write_groups']) or '-'}")
