@@ -12,6 +12,16 @@ from pgmemory.errors import MigrationError
 from pgmemory.storage import migrate
 
 
+
+def old_database(conn: psycopg.Connection, before: int, entities: dict[str, uuid.UUID]) -> None:
+    """A database as an older pgmemory left it: the migrations numbered below `before`, and the
+    entities of group 'g' (name -> id) its claims are about (an upgrade re-folds them)."""
+    conn.execute("CREATE EXTENSION vector")
+    migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < before])
+    for name, eid in entities.items():
+        conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
+                     " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+
 def test_second_run_applies_nothing(empty_dsn):
     with psycopg.connect(empty_dsn) as conn:
         conn.execute("CREATE EXTENSION vector")
@@ -195,11 +205,7 @@ def test_upgrade_stores_the_exclusive_lineages_of_the_claims_so_far(empty_dsn):
 
     a, b, c, d, e, f, alice = (uuid.uuid4() for _ in range(7))
     with psycopg.connect(empty_dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
-        for eid in (alice, a, b, c, d, e, f):  # (the upgrade re-folds the claims: their entities exist)
-            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
-                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, str(eid)))
+        old_database(conn, 580, {str(eid): eid for eid in (alice, a, b, c, d, e, f)})
         for lineage, contradicts, retracted in ((a, [], None), (b, [a], None), (c, [b, a], None),
                                                 (d, [], None), (e, [d], 1), (f, [f], None)):
             conn.execute("INSERT INTO pgmemory.fact_claims (group_id, kind, id, lineage, source_id, target_id,"
@@ -228,11 +234,7 @@ def upgrade_beliefs(dsn: str, facts, claims, migration: str) -> list[tuple]:
 
     names = {"Alice": uuid.uuid4(), "Acme": uuid.uuid4(), "Globex": uuid.uuid4()}
     with psycopg.connect(dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
-        for name, eid in names.items():
-            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
-                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        old_database(conn, 580, names)
         for fid, target, valid, recorded in facts:
             conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact,"
                          " valid, recorded) VALUES (%s, %s, 'g', %s, %s, 'WORKS_FOR', 'Alice works for x', %s, %s)",
@@ -296,11 +298,7 @@ def test_upgrade_refolds_beliefs_folded_in_arrival_order(empty_dsn):
     omar, camping, loves, hates, loves2 = (uuid.uuid4() for _ in range(5))
     old = "[2024-01-01Z,)"
     with psycopg.connect(empty_dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 520])
-        for eid, name in ((omar, "Omar"), (camping, "camping")):
-            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
-                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        old_database(conn, 520, {"Omar": omar, "camping": camping})
         # What the older rules left: loves ended by hates, hates still open, loves reopened beside it.
         for fid, lineage, relation, valid in ((loves, loves, "LOVES", "[2015-07-03Z,2016-05-03Z)"),
                                               (hates, hates, "HATES", "[2016-05-03Z,)"),
@@ -341,11 +339,7 @@ def test_upgrade_refolds_the_wording_of_a_statement_told_late_about_an_earlier_t
     omar, pepper, fact = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     dog, cat = "Omar has a dog named Pepper.", "Omar adopted a cat named Pepper."
     with psycopg.connect(empty_dsn) as conn:
-        conn.execute("CREATE EXTENSION vector")
-        migrate.apply_migrations(conn, [m for m in migrate.load_migrations() if m.version < 580])
-        for eid, name in ((omar, "Omar"), (pepper, "Pepper")):
-            conn.execute("INSERT INTO pgmemory.entities (id, group_id, name, created_at, updated_at)"
-                         " VALUES (%s, 'g', %s, '2024-01-01Z', '2024-01-01Z')", (eid, name))
+        old_database(conn, 580, {"Omar": omar, "Pepper": pepper})
         conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid,"
                      " recorded) VALUES (%s, %s, 'g', %s, %s, 'HAS_PET', %s, '[2016-06-01Z,)', '[2024-01-01Z,)')",
                      (fact, fact, omar, pepper, dog))
