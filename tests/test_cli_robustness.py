@@ -37,8 +37,11 @@ def test_ctrl_c_in_ingest_is_one_line_and_the_rerun_finishes(db_dsn, group, tmp_
     data.write_text("".join(json.dumps({"group_id": groups[i % 2], "content": f"I work at Company{i}.",
                                         "actor": "Zoe", "reference_time": f"2023-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
                                         "episode_id": f"e{i}"}) + "\n" for i in range(600)))
+    # Ctrl-C as at a terminal: a shell starts background jobs (CI's, `nohup ... &`) with SIGINT
+    # ignored, which their children inherit and Python then leaves ignored.
     proc = subprocess.Popen([sys.executable, "-m", "pgmemory.surfaces.cli", "ingest", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(db_dsn))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(db_dsn),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while done_count(db_dsn, groups) < 5 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
