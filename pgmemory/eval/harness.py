@@ -324,7 +324,7 @@ async def evaluate_conversation(run: _Run, conversation: Conversation, report: I
     answer and judge them concurrently; save its partial result."""
     if report.failed:
         question_bar.write(f"warning: {report.failed} of {report.episodes} turns of {conversation.conversation_id} "
-                   "failed to ingest; it is evaluated on the rest (see the ingestion table)")
+                           "failed to ingest; it is evaluated on the rest (see the ingestion table)")
     group = group_id(run.options.benchmark, conversation.conversation_id)
     conv = _Conversation(
         conversation=conversation,

@@ -86,9 +86,8 @@ async def remote_search(url: str, query: str, group: str, *, limit: int, recipe:
     standard library's HTTP client: importing an HTTP package would cost more than the search."""
     import asyncio
     import urllib.error
-    import urllib.request
-
     import urllib.parse
+    import urllib.request
 
     from pgmemory.surfaces.wire import results_from_json
 
