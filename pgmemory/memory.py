@@ -368,12 +368,19 @@ class Memory:
     async def episode_status(self, episode_id: Any, group_id: str) -> dict[str, Any] | None:
         """Status, attempts, error and LLM cost of one episode of the group (None if unknown there or
         retracted: it is history, not current)."""
-        eid = episode_uuid(validate_group_id(group_id), episode_id)
+        return (await self.episode_statuses(group_id, [episode_id]))[0]
+
+    async def episode_statuses(self, group_id: str, episode_ids: Iterable[Any]) -> list[dict[str, Any] | None]:
+        """episode_status of several episodes of the group in one read, in the order asked."""
+        group = validate_group_id(group_id)
+        eids = [episode_uuid(group, e) for e in check_list(episode_ids, "episode_ids")]
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(
+            rows = await conn.fetch(
                 "SELECT id, group_id, status, attempts, error, llm_calls, prompt_tokens, completion_tokens"
-                " FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, eid)
-        return dict(row) if row else None
+                " FROM pgmemory.episodes WHERE group_id = $1 AND id = ANY($2::uuid[]) AND retracted_at IS NULL",
+                group, eids)
+        found = {row["id"]: dict(row) for row in rows}
+        return [found.get(eid) for eid in eids]
 
     async def delete_episode(self, group_id: str, episode_id: Any, *, erase: bool = False) -> DeleteResult:
         """Delete an episode of `group_id` as if it had never been ingested (retract): the facts it

@@ -209,6 +209,10 @@ class SyncMemory:
         """See Memory.episode_status."""
         return self._run(self._memory.episode_status(episode_id, group_id))
 
+    def episode_statuses(self, group_id: str, episode_ids: Iterable[Any]) -> list[dict[str, Any] | None]:
+        """See Memory.episode_statuses."""
+        return self._run(self._memory.episode_statuses(group_id, episode_ids))
+
     def get_episode(self, group_id: str, episode_id: Any) -> EpisodeRecord | None:
         """See Memory.get_episode."""
         return self._run(self._memory.get_episode(group_id, episode_id))

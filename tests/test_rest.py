@@ -114,9 +114,23 @@ async def test_messages_batch_and_wait(server):
     assert r.status_code == 202 and len(r.json()["episode_ids"]) == 2
     for eid in r.json()["episode_ids"]:
         assert (await wait_done(client, keys["b"], "group-b", eid))["status"] == "done"
+    # The same batch again says each episode is done; with a new one beside, each where it stands.
+    jazz, cat = r.json()["episode_ids"]
+    again = (await client.post("/v1/groups/group-b/episodes/batch", headers=keys["b"], json={"episodes": [
+        {"content": "I like jazz.", "actor": "Bo", "reference_time": "2024-02-02T09:00:00Z"},
+        {"content": "I adopted a cat.", "actor": "Bo", "reference_time": "2024-02-03T09:00:00Z"}]})).json()
+    assert (again["status"], again["episodes"]) == ("done", [{"episode_id": jazz, "status": "done"},
+                                                             {"episode_id": cat, "status": "done"}])
+    mixed = (await client.post("/v1/groups/group-b/episodes/batch", headers=keys["b"], json={"episodes": [
+        {"content": "I like jazz.", "actor": "Bo", "reference_time": "2024-02-02T09:00:00Z"},
+        {"content": "I sold my bike.", "actor": "Bo", "reference_time": "2024-02-03T10:00:00Z"}]})).json()
+    assert mixed["episodes"][0] == {"episode_id": jazz, "status": "done"}
+    if mixed["episodes"][1]["status"] != "done":  # a worker may have taken and finished it already
+        assert mixed["status"] == "mixed"
+    assert (await wait_done(client, keys["b"], "group-b", mixed["episode_ids"][1]))["status"] == "done"
     listed = (await client.get("/v1/groups/group-b/episodes?last_n=10", headers=keys["b"])).json()["episodes"]
     assert [e["content"] for e in listed] == ["Bo: I moved to Denver.\nAssistant: Nice!", "I like jazz.",
-                                              "I adopted a cat."]
+                                              "I adopted a cat.", "I sold my bike."]
     # Paging back: before_id = the oldest episode of the page just read.
     url = "/v1/groups/group-b/episodes?last_n=1&before_id="
     older = (await client.get(url + listed[1]["id"], headers=keys["b"])).json()["episodes"]
@@ -129,7 +143,7 @@ async def test_messages_batch_and_wait(server):
         {"content": "x", "reference_time": "2024-02-04"}]})
     assert error(r) == (400, "invalid_input") and "episode 2" in r.json()["error"]["message"]
     listed = (await client.get("/v1/groups/group-b/episodes", headers=keys["b"])).json()["episodes"]
-    assert len(listed) == 3
+    assert len(listed) == 4
 
 
 async def test_an_episode_id_used_for_other_content_is_a_400_and_its_batch_stores_nothing(server, rest_memory):

@@ -33,8 +33,8 @@ from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn, SearchIn
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import (body_line, enqueue_json, filters_from_json, ingest_json, provider_line,
-                                    results_json, time_or_now, validation_line)
+from pgmemory.surfaces.wire import (body_line, enqueue_batch_json, enqueue_json, filters_from_json, ingest_json,
+                                    provider_line, results_json, time_or_now, validation_line)
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -301,8 +301,7 @@ def _routes(app: FastAPI) -> None:
         allow(key, [group_id], write=True)
         items = [{**e.model_dump(exclude_none=True), "group_id": group_id,
                   "reference_time": e.reference_time or time_or_now(None)} for e in body.episodes]
-        ids = await _memory(request).enqueue_episodes(items)
-        return {"group_id": group_id, "status": "pending", "episode_ids": [str(i) for i in ids]}
+        return await enqueue_batch_json(_memory(request), group_id, items)
 
     @v1.post("/groups/{group_id}/messages", status_code=202, tags=["episodes"],
               summary="Add a mem0-style message list as one chat episode (queued; ?wait=true processes it)")

@@ -98,6 +98,17 @@ async def enqueue_json(memory: Memory, group_id: str, content: str, **fields: An
     return {"episode_id": str(episode_id), "group_id": group_id, "status": row["status"] if row else "pending"}
 
 
+async def enqueue_batch_json(memory: Memory, group_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Queue a batch (all or none) and say where each episode stands, as enqueue_json does for one;
+    `status` is theirs when they all agree, else 'mixed' (see `episodes`)."""
+    ids = await memory.enqueue_episodes(items)
+    rows = await memory.episode_statuses(group_id, ids)
+    statuses = [row["status"] if row else "pending" for row in rows]
+    return {"group_id": group_id, "status": statuses[0] if len(set(statuses)) == 1 else "mixed",
+            "episode_ids": [str(i) for i in ids],
+            "episodes": [{"episode_id": str(i), "status": s} for i, s in zip(ids, statuses)]}
+
+
 _HIT_TYPES = {"facts": FactHit, "entities": EntityHit, "communities": CommunityHit, "episodes": EpisodeHit}
 
 
