@@ -225,3 +225,14 @@ def test_keys_list_with_no_key_to_show_says_so(empty_dsn):
     assert run_cli("keys", "create", "ci", "--read", "g1", dsn=empty_dsn).returncode == 0
     listed = run_cli("keys", "list", dsn=empty_dsn)
     assert " ci " in listed.stdout and "no API keys" not in listed.stderr, listed
+
+
+def test_shortened_flags_are_refused_not_guessed():
+    """argparse took any unambiguous prefix of a flag: `delete-episode ... --e` erased the episode's
+    text for ever, `erase-group g --y` skipped the confirmation. A flag is spelled out or refused,
+    before any connection."""
+    for args, said in ((("delete-episode", "ep-1", "--group", "g", "--e"), "unrecognized arguments: --e"),
+                       (("erase-group", "g", "--y"), "unrecognized arguments: --y"),
+                       (("search", "where", "--grou", "g"), "the following arguments are required: --group")):
+        result = run_cli(*args, dsn="postgresql://postgres@127.0.0.1:1/none")
+        assert result.returncode == 2 and said in result.stderr and "connect" not in result.stderr, (args, result.stderr)

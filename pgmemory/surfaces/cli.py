@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from pgmemory.errors import InvalidInput, PgMemoryError
 
@@ -449,9 +450,18 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
         b.set_defaults(func=_cmd_eval)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse without prefix matching: `--e` is not taken for `--erase` (nor `--y` for `--yes`);
+    a flag is spelled out or refused. Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="pgmemory", description=__doc__)
+    parser = _Parser(prog="pgmemory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("init", help="create extensions, schema, graph; fix the embedding dimension")
     p.add_argument("--dim", type=int, help="embedding dimension, 1 to 2000 (HNSW's limit; "
