@@ -114,6 +114,17 @@ def test_ingest_reads_a_pipe_and_names_a_directory(db_dsn, group, tmp_path):
     assert folder.returncode == 2 and folder.stderr == f"pgmemory: error: {tmp_path}: is a directory, not a file\n"
 
 
+def test_a_file_with_no_episode_says_so_without_a_database(tmp_path):
+    """An empty file (or blank lines only: a generator that produced nothing, a wrong path to a
+    truncated export) printed "0 ingested, ..." after starting the database; it says the file
+    holds no episode, connecting nowhere (the DSN points at no server), and exits 0."""
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n\n")):
+        (tmp_path / name).write_text(text)
+        result = run_cli("ingest", str(tmp_path / name), dsn="postgresql://postgres@127.0.0.1:1/none")
+        assert (result.returncode, result.stdout) == (0, ""), result.stderr
+        assert result.stderr == f"pgmemory: {tmp_path / name} holds no episode: nothing to ingest\n"
+
+
 def test_a_bad_pgmemory_url_is_one_line():
     """PGMEMORY_URL that is no http(s) address, or a web server that is not pgmemory's: one line
     naming PGMEMORY_URL, exit 2 (a malformed one raised ValueError from urllib, a 200 page of HTML

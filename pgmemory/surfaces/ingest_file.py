@@ -61,8 +61,13 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
 
 
 async def ingest_file(path: str, *, concurrency: int = 4) -> int:
-    """Validate the whole file first (nothing written if a line is bad), then ingest it."""
+    """Validate the whole file first (nothing written if a line is bad), then ingest it. A file with
+    no episode (empty, or blank lines only) says so, without opening the database."""
     items, numbers = read_jsonl(path)
+    if not items:
+        print(f"pgmemory: {'standard input' if path == '-' else path} holds no episode: nothing to ingest",
+              file=sys.stderr)
+        return 0
     try:
         validate_batch(items, positions=numbers, unit="line")
     except InvalidInput as exc:
