@@ -393,9 +393,17 @@ class Memory:
         async with self.pool.acquire() as conn:
             await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
+                self._forget_embedded_texts()
                 await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
+
+    def _forget_embedded_texts(self) -> None:
+        """After an erase: the embedder's in-process cache (text -> vector) holds the texts it
+        embedded, the erased ones among them; all are forgotten (the next uses embed again)."""
+        cache = getattr(self.embedder, "cache", None)
+        if cache is not None:
+            cache.clear()
 
     async def _reembed_names(self, conn: asyncpg.Connection, group: str, entity_ids: list[str]) -> None:
         """Embed the names a delete gave back to entities (the stored vector embedded a name that is
@@ -502,6 +510,7 @@ class Memory:
         validate_group_id(group_id)
         async with self.pool.acquire() as conn:
             erased = await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+            self._forget_embedded_texts()
             await _vacuum_text_tables(conn)
         return erased
 

@@ -595,3 +595,34 @@ async def test_erase_leaves_its_text_in_no_planner_statistics(empty_dsn):
                 assert [r[0] for r in conn.execute(STATISTICS, (f"%{secret}%",)).fetchall()] == [], secret
     finally:
         await memory.close()
+
+
+async def test_erase_leaves_its_text_in_no_embedding_cache(memory, fake_openai, group):
+    """The embedder's in-process cache is keyed by the texts it embedded (the episode, its names and
+    sentences): a long-running process (REST, MCP, a worker) that erases an episode or a group no
+    longer holds their words there."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import OpenAIEmbedder
+    from tests.fake_openai import Vectors
+
+    fake_openai.script_embeddings(*[Vectors(384)] * 50)
+    embedder = OpenAIEmbedder(model="embed-test", dim=384, base_url=fake_openai.base_url, max_retries=0)
+    # (on the session database's pool: Memory.open would refuse an embedder it was not built with)
+    memory = Memory(memory.pool, embedder, RuleExtractor())
+    secret = tag(group)
+    other = f"{group}-other"
+    try:
+        for g in (group, other):
+            await ingest(memory, g, [("a", "2021-01-10", "I work at Acme Corp."),
+                                     ("b", "2021-05-10", f"I now work at {secret} Labs.")])
+
+        def cached() -> list[str]:
+            return [t for t in embedder.cache._items if secret in t]
+
+        assert cached()
+        await memory.delete_episode(group, "b", erase=True)
+        await memory.erase_group(other)
+        assert cached() == []
+    finally:
+        await embedder.aclose()
