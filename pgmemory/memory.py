@@ -400,9 +400,17 @@ class Memory:
         async with self.pool.acquire() as conn:
             await self._reembed_names(conn, group, out.get("renamed") or [])
             if erase:
+                self._forget_embedded_texts()
                 await _vacuum_text_tables(conn)
         return DeleteResult(out["facts_retracted"], out["facts_removed"], out["entities_removed"],
                             out["facts_changed"], out["erased"])
+
+    def _forget_embedded_texts(self) -> None:
+        """After an erase: the embedder's in-process cache (text -> vector) holds the texts it
+        embedded, the erased ones among them; all are forgotten (the next uses embed again)."""
+        cache = getattr(self.embedder, "cache", None)
+        if cache is not None:
+            cache.clear()
 
     async def _reembed_names(self, conn: asyncpg.Connection, group: str, entity_ids: list[str]) -> None:
         """Embed the names a delete gave back to entities (the stored vector embedded a name that is
@@ -508,7 +516,10 @@ class Memory:
         """Erase every episode, entity, fact and community of a group; returns episodes erased."""
         validate_group_id(group_id)
         async with self.pool.acquire() as conn:
-            return await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+            erased = await conn.fetchval("SELECT pgmemory.erase_group($1)", group_id)
+            self._forget_embedded_texts()
+            await _vacuum_text_tables(conn)
+        return erased
 
     async def get_episode(self, group_id: str, episode_id: Any) -> EpisodeRecord | None:
         """One episode of the group (content, status, metadata, ...), or None if unknown there."""
@@ -578,7 +589,12 @@ class Memory:
 
 
 ERASED_TEXT_TABLES = ("episodes", "episode_mentions", "entities", "entity_versions", "facts", "fact_claims",
-                      "retractions", "term_stats")
+                      "retractions", "term_stats", "communities")
+# The AGE mirror's label tables that hold text: names, summaries, episode content, fact sentences
+# (believed: RELATES_TO; no longer believed: PAST_BELIEF); and the parents they inherit from, whose
+# statistics are gathered over all their labels.
+ERASED_GRAPH_TABLES = ("Entity", "Episode", "Community", "RELATES_TO", "PAST_BELIEF",
+                       "_ag_label_vertex", "_ag_label_edge")
 
 
 async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid.UUID:
@@ -595,8 +611,10 @@ async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid
 
 
 async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
-    """After an erase, VACUUM the tables (and AGE label tables) that held its text, so dead
-    row versions and their index entries do not keep the bytes until autovacuum."""
+    """After an erase, VACUUM (ANALYZE) the tables (and AGE label tables) that held its text: dead
+    row versions and their index entries are removed now rather than by autovacuum, and the
+    planner's statistics (pg_stats: most common values, histogram bounds, most common lexemes),
+    which copy column values, are rebuilt from the rows that remain."""
     # Only the tables this role may vacuum (their owner, or MAINTAIN on Postgres 17+: an app login
     # is granted it), so an app login on Postgres 16 is not warned once per table, and the label
     # tables only where it may reach them (an app login has no right on the mirror's schema, and
@@ -604,13 +622,14 @@ async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
     rows = await conn.fetch(
         "SELECT c.oid::regclass::text AS t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE ((n.nspname = 'pgmemory' AND c.relname = ANY ($1::text[]))"
-        "        OR (n.nspname = 'pgmemory_graph' AND c.relname IN ('Entity', 'Episode', 'RELATES_TO')"
+        "        OR (n.nspname = 'pgmemory_graph' AND c.relname = ANY ($2::text[])"
         "            AND has_schema_privilege(n.oid, 'USAGE')))"
         "   AND c.relkind IN ('r', 'p')"
         "   AND (pg_has_role(c.relowner, 'USAGE') OR CASE WHEN current_setting('server_version_num')::int >= 170000"
-        "        THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)", list(ERASED_TEXT_TABLES))
+        "        THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)", list(ERASED_TEXT_TABLES),
+        list(ERASED_GRAPH_TABLES))
     if rows:
-        await conn.execute("VACUUM (SKIP_LOCKED) " + ", ".join(r["t"] for r in rows))
+        await conn.execute("VACUUM (SKIP_LOCKED, ANALYZE) " + ", ".join(r["t"] for r in rows))
 
 
 def check_custom_types(types: Any, name: str) -> None:

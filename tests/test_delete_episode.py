@@ -549,3 +549,80 @@ async def test_an_episode_said_again_after_its_retract_is_processed_as_new(memor
         await memory.retry(group)
     assert [e.content for e in await memory.get_episodes(group)] == ["I work at Acme Corp.", f"I now work at {globex}."]
     assert await targets(memory, group, "WORKS_FOR") == {globex}
+
+
+STATISTICS = """
+SELECT schemaname || '.' || tablename || '.' || attname FROM pg_stats
+ WHERE schemaname IN ('pgmemory', 'pgmemory_graph')
+   AND concat(most_common_vals::text, histogram_bounds::text, most_common_elems::text) ILIKE %s
+"""
+
+
+async def test_erase_leaves_its_text_in_no_planner_statistics(empty_dsn):
+    """ANALYZE (autovacuum's, or a DBA's) copies column values into pg_statistic: most common values,
+    histogram bounds, most common lexemes, which the owner reads in pg_stats. An erased episode's
+    words, and an erased group's, are not left there (a fresh database: its few rows are all in
+    the histograms)."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.setup import init_database
+    from tests.conftest import DIM
+
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        init_database(conn, DIM)
+
+    def analysed_with(needle: str) -> list[str]:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+            return [r[0] for r in conn.execute(STATISTICS, (f"%{needle}%",)).fetchall()]
+
+    memory = await Memory.open(empty_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        for group, secret in (("g-stats-1", "Vorquaxel"), ("g-stats-2", "Quendrith")):
+            await ingest(memory, group, [("a", "2021-01-10", "I work at Acme Corp and I live in Boston."),
+                                         ("b", "2021-05-10", f"I now work at {secret} Labs. I like {secret} Labs."),
+                                         ("c", "2021-06-10", "I like jazz and I have a dog named Pepper.")])
+            await memory.build_communities(group)
+        for secret in ("Vorquaxel", "Quendrith"):
+            assert "pgmemory.episodes.content" in analysed_with(secret)
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        await memory.delete_episode("g-stats-1", "b", erase=True)
+        await memory.erase_group("g-stats-2")
+        with psycopg.connect(empty_dsn) as conn:
+            for secret in ("Vorquaxel", "Quendrith"):
+                assert [r[0] for r in conn.execute(STATISTICS, (f"%{secret}%",)).fetchall()] == [], secret
+    finally:
+        await memory.close()
+
+
+async def test_erase_leaves_its_text_in_no_embedding_cache(memory, fake_openai, group):
+    """The embedder's in-process cache is keyed by the texts it embedded (the episode, its names and
+    sentences): a long-running process (REST, MCP, a worker) that erases an episode or a group no
+    longer holds their words there."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import OpenAIEmbedder
+    from tests.fake_openai import Vectors
+
+    fake_openai.script_embeddings(*[Vectors(384)] * 50)
+    embedder = OpenAIEmbedder(model="embed-test", dim=384, base_url=fake_openai.base_url, max_retries=0)
+    # (on the session database's pool: Memory.open would refuse an embedder it was not built with)
+    memory = Memory(memory.pool, embedder, RuleExtractor())
+    secret = tag(group)
+    other = f"{group}-other"
+    try:
+        for g in (group, other):
+            await ingest(memory, g, [("a", "2021-01-10", "I work at Acme Corp."),
+                                     ("b", "2021-05-10", f"I now work at {secret} Labs.")])
+
+        def cached() -> list[str]:
+            return [t for t in embedder.cache._items if secret in t]
+
+        assert cached()
+        await memory.delete_episode(group, "b", erase=True)
+        await memory.erase_group(other)
+        assert cached() == []
+    finally:
+        await embedder.aclose()

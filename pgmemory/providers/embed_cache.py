@@ -36,6 +36,10 @@ class EmbeddingCache:
         for text in texts:
             self._items.pop(text, None)
 
+    def clear(self) -> None:
+        """Forget every text (after an erase: the cache must not keep the erased words)."""
+        self._items.clear()
+
     def put(self, text: str, vec: list[float]) -> None:
         """Remember ``vec`` for ``text``, evicting the least recently used entry beyond the limit."""
         if self.max_entries == 0:
