@@ -106,8 +106,48 @@ BEGIN
 END
 $$;
 
+-- Two lineages of one slot: the same source and relation, as their believed versions say (before
+-- the re-fold that follows a delete, a lineage whose claims went is still believed).
+CREATE OR REPLACE FUNCTION pgmemory_internal.same_slot(p_group text, p_a uuid, p_b uuid)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT (fa.source_id, fa.relation) = (fb.source_id, fb.relation)
+                       FROM (SELECT f.source_id, f.relation FROM pgmemory.facts f
+                              WHERE f.lineage = p_a AND upper_inf(f.recorded) AND f.group_id = p_group LIMIT 1) fa,
+                            (SELECT f.source_id, f.relation FROM pgmemory.facts f
+                              WHERE f.lineage = p_b AND upper_inf(f.recorded) AND f.group_id = p_group LIMIT 1) fb),
+                    false)
+$$;
+
+-- A lineage's first live claim (an assertion before a negation, then in arrival order), or NULL.
+CREATE OR REPLACE FUNCTION pgmemory_internal.first_live_claim(p_group text, p_lineage uuid)
+RETURNS bigint LANGUAGE sql STABLE AS $$
+    SELECT fc.seq FROM pgmemory.fact_claims fc
+     WHERE fc.group_id = p_group AND fc.lineage = p_lineage AND fc.retracted_by IS NULL AND fc.kind <> 'retract'
+     ORDER BY fc.kind <> 'assert', fc.seq LIMIT 1
+$$;
+
+-- rebuild_exclusions: the pair (p_lineage, p_other) kept on the live claim p_seq of p_lineage.
+CREATE OR REPLACE FUNCTION pgmemory_internal.keep_exclusion(p_group text, p_seq bigint, p_lineage uuid, p_other uuid)
+RETURNS void LANGUAGE sql AS $$
+    UPDATE pgmemory.fact_claims SET contradicts = contradicts || p_other
+     WHERE group_id = p_group AND seq = p_seq AND NOT p_other = ANY (contradicts);
+    INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
+    VALUES (p_group, p_lineage, p_other), (p_group, p_other, p_lineage)
+    ON CONFLICT DO NOTHING;
+$$;
+
 -- Claims of p_lineages (whole components) were retracted or deleted: their pairs and components
 -- are made again from the live claims (a component may fall apart).
+--
+-- Except what one slot (a source and a relation: one employer, one home town) still implies. The
+-- judge sees only the values still valid at a statement's place (contradiction_candidates), so
+-- "Initech (2019), Globex (2021), Acme (2024)" stores Globex -> Initech and Acme -> Globex, never
+-- Acme -> Initech. A pair of one slot that goes with its claims is kept: when both lineages still
+-- have live claims, on the first of them (the pair is of the two values, which the judge would
+-- have said again of the remaining statement); when one is gone (Globex's only episode deleted),
+-- it passes to the lineages of that slot whose live claims contradicted the gone one (Acme ->
+-- Initech), as the judge would have said had the gone one never been. Without it, deleting the
+-- Globex episode left Initech believed to this day beside Acme.
 CREATE OR REPLACE FUNCTION pgmemory_internal.rebuild_exclusions(p_group text, p_lineages uuid[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -115,8 +155,22 @@ DECLARE
     root uuid;
     comp uuid[];
     grown uuid[];
+    old_a uuid[];
+    old_b uuid[];
+    pa uuid;
+    pb uuid;
+    keep uuid;
+    gone uuid;
+    live_a boolean;
+    live_b boolean;
+    n uuid;
+    n_seq bigint;
 BEGIN
     -- (Pairs are symmetric and p_lineages is closed under them: every pair touching it is in it.)
+    SELECT array_agg(e.lineage), array_agg(e.other) INTO old_a, old_b
+      FROM pgmemory.lineage_exclusions e
+     WHERE e.group_id = p_group AND e.lineage = ANY (p_lineages) AND e.lineage < e.other
+       AND pgmemory_internal.same_slot(p_group, e.lineage, e.other);
     DELETE FROM pgmemory.lineage_exclusions WHERE group_id = p_group AND lineage = ANY (p_lineages);
     DELETE FROM pgmemory.lineage_components WHERE group_id = p_group AND lineage = ANY (p_lineages);
     INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
@@ -127,6 +181,25 @@ BEGIN
         SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
          WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL) p
      WHERE a <> b;
+    FOR pa, pb IN SELECT x.a, x.b FROM unnest(old_a, old_b) AS x (a, b)
+                 WHERE NOT EXISTS (SELECT FROM pgmemory.lineage_exclusions e
+                                    WHERE e.group_id = p_group AND e.lineage = x.a AND e.other = x.b) LOOP
+        live_a := pgmemory_internal.first_live_claim(p_group, pa) IS NOT NULL;
+        live_b := pgmemory_internal.first_live_claim(p_group, pb) IS NOT NULL;
+        IF live_a AND live_b THEN
+            PERFORM pgmemory_internal.keep_exclusion(p_group, pgmemory_internal.first_live_claim(p_group, pa), pa, pb);
+        ELSIF live_a OR live_b THEN
+            keep := CASE WHEN live_a THEN pa ELSE pb END;
+            gone := CASE WHEN live_a THEN pb ELSE pa END;
+            FOR n, n_seq IN SELECT DISTINCT ON (fc.lineage) fc.lineage, fc.seq FROM pgmemory.fact_claims fc
+                             WHERE fc.group_id = p_group AND gone = ANY (fc.contradicts) AND fc.retracted_by IS NULL
+                               AND fc.kind <> 'retract' AND fc.lineage <> keep AND NOT keep = ANY (fc.contradicts)
+                               AND pgmemory_internal.same_slot(p_group, fc.lineage, keep)
+                             ORDER BY fc.lineage, fc.seq LOOP
+                PERFORM pgmemory_internal.keep_exclusion(p_group, n_seq, n, keep);
+            END LOOP;
+        END IF;
+    END LOOP;
     FOR root IN SELECT DISTINCT e.lineage FROM pgmemory.lineage_exclusions e
                  WHERE e.group_id = p_group AND e.lineage = ANY (p_lineages) LOOP
         CONTINUE WHEN root = ANY (placed);

@@ -89,6 +89,31 @@ async def test_retract_undoes_the_only_episode_that_ended_a_fact(mem, group):
     assert (await summaries(mem, group))["Acme Corp"] == "Alice works for Acme Corp."
 
 
+@pytest.mark.parametrize("how", ["delete_episode", "retract_fact"])
+async def test_a_value_between_two_of_one_slot_withdrawn_leaves_the_later_ending_the_earlier(mem, group, how):
+    """Initech (2019), Globex (2021), Acme (2024): the judge saw Globex when Acme was said (Initech had
+    ended), so only Globex -> Initech and Acme -> Globex were stored. Withdrawing Globex (its episode
+    deleted, or the fact retracted) left Initech believed to this day beside Acme; a group that never
+    heard of Globex ends Initech when Acme begins."""
+    story = [("r1", "2019-06-01", "I work at Initech."), ("r2", "2021-03-01", "I now work at Globex."),
+             ("r3", "2024-02-01", "I work at Acme Corp.")]
+    await ingest(mem, group, story)
+    if how == "delete_episode":
+        await mem.delete_episode(group, "r2")
+    else:
+        async with mem.pool.acquire() as conn:
+            globex = await conn.fetchval("SELECT id FROM pgmemory.believed_facts WHERE group_id = $1"
+                                         " AND target = 'Globex'", group)
+        await mem.retract_fact(group, globex)
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [story[0], story[2]])
+    assert await believed(mem, group) == await believed(mem, rest)
+    assert await targets(mem, group, "WORKS_FOR") == {"Acme Corp"}
+    assert await targets(mem, group, "WORKS_FOR", as_of="2022-01-01") == {"Initech"}
+    async with mem.pool.acquire() as conn:  # the pair kept is a live claim's, as every stored pair
+        check_exclusions(*[await conn.fetch(q.replace("%s", "$1"), group) for q in EXCLUSION_QUERIES])
+
+
 TABLES = """
 SELECT c.table_schema, c.table_name, c.column_name FROM information_schema.columns c
   JOIN information_schema.tables t USING (table_schema, table_name)
