@@ -104,3 +104,51 @@ def test_detection_refuses_bad_arguments(conn, group):
             raise AssertionError(f"accepted {args}")
     detect(conn, group)  # an empty group: nothing to find, nothing written
     assert conn.execute("SELECT count(*) FROM pgmemory.communities WHERE group_id = %s", (group,)).fetchone()[0] == 0
+
+
+async def test_a_detection_cut_by_a_timeout_is_one_line_and_writes_nothing(db_dsn, conn, group):
+    """A detection is one statement: cancelled by the statement timeout it leaves the group as it
+    was (no community, the drift still due), and the error is one DatabaseTimeout line, not
+    asyncpg's QueryCanceledError."""
+    from pgmemory.errors import DatabaseTimeout
+    from pgmemory.ingest.communities import refresh_communities
+    from pgmemory.storage.connect import create_pool
+
+    plant_graph(conn, group, blocks=6, size=40)
+    conn.execute("INSERT INTO pgmemory.community_state (group_id, drift) VALUES (%s, 240)", (group,))
+    conn.commit()
+
+    async def tight(c):
+        await c.execute("SET statement_timeout = '1ms'")
+    pool = await create_pool(db_dsn, on_acquire=tight)
+    try:
+        await refresh_communities(pool, HashEmbedder(), None, group, rebuild=True)
+    except DatabaseTimeout as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("the detection was not cut")
+    finally:
+        await pool.close()
+    assert "\n" not in message and f"community detection of group '{group}'" in message
+    assert "PGMEMORY_STATEMENT_TIMEOUT" in message and "nothing of it was written" in message
+    assert conn.execute("SELECT count(*) FROM pgmemory.communities WHERE group_id = %s", (group,)).fetchone()[0] == 0
+    assert conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]
+
+
+def test_the_cli_says_in_one_line_that_another_writer_held_the_group_too_long(db_dsn, conn, group):
+    import os
+    import subprocess
+    import sys
+
+    plant_graph(conn, group, blocks=2, size=10)
+    conn.commit()
+    conn.execute("SELECT pgmemory.bump_group_version(%s)", (group,))  # holds the group's write lock
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash", "PGMEMORY_LOCK_TIMEOUT": "0.3"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "communities", "rebuild", "--group", group],
+                          capture_output=True, text=True, env=env, timeout=120)
+    conn.rollback()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "PGMEMORY_LOCK_TIMEOUT" in done.stderr and f"group '{group}'" in done.stderr

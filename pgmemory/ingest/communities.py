@@ -17,6 +17,8 @@ from typing import Any
 
 import asyncpg
 
+from pgmemory.config import Timeouts
+from pgmemory.errors import DatabaseTimeout
 from pgmemory.extract.community_prompts import CommunitySummaryReply, map_messages, reduce_messages
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import LLMClient, ProviderError, Usage
@@ -72,7 +74,10 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
     embedder works."""
     out = CommunityRefresh(group_id)
     if rebuild or await pool.fetchval("SELECT pgmemory.communities_due($1)", group_id):
-        out.detection = await pool.fetchval("SELECT pgmemory.detect_communities($1)", group_id)
+        try:
+            out.detection = await pool.fetchval("SELECT pgmemory.detect_communities($1)", group_id)
+        except (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError) as exc:
+            raise detection_timeout(group_id, exc) from None
     seen: set = set()
     try:
         while True:
@@ -104,6 +109,25 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
             await pool.execute("SELECT pgmemory_internal.add_community_usage($1, $2, $3, $4)", group_id, out.usage.calls,
                                out.usage.prompt_tokens, out.usage.completion_tokens)
     return out
+
+
+def detection_timeout(group_id: str, exc: Exception) -> DatabaseTimeout:
+    """The one-line error of a detection cancelled by the statement or lock timeout: it is one
+    statement, so nothing of it was written."""
+    timeouts = Timeouts.from_env()
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        why = (f"waited longer than {timeouts.lock_s:g} s (PGMEMORY_LOCK_TIMEOUT) for the group's write lock "
+               "(another writer holds it)")
+        fix = "run it again once that writer is done"
+    elif "statement timeout" in str(exc):
+        why = f"ran longer than {timeouts.statement_s:g} s (PGMEMORY_STATEMENT_TIMEOUT) and was cancelled"
+        fix = "raise PGMEMORY_STATEMENT_TIMEOUT and run it again"
+    else:
+        why = "was cancelled"
+        fix = "run it again"
+    return DatabaseTimeout(f"community detection of group {group_id!r} {why}; nothing of it was written "
+                           f"(the communities are as before): {fix} "
+                           f"(pgmemory communities rebuild --group {group_id})")
 
 
 def _clip(text: str, limit: int) -> str:
