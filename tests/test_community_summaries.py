@@ -152,3 +152,29 @@ def test_the_cli_says_in_one_line_that_another_writer_held_the_group_too_long(db
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "PGMEMORY_LOCK_TIMEOUT" in done.stderr and f"group '{group}'" in done.stderr
+
+
+async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db_dsn, fake_openai, conn, group):
+    """A down or overloaded LLM (after its retries) is not asked again for every other community
+    of the group: they all stay marked, counted as failed, and the next refresh writes them."""
+    from bench.scripted_llm import ScriptedModel
+    from tests.fake_openai import Status
+
+    fake_openai.responder = lambda body: Status(503, "overloaded")
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
+                       max_retries=1, base_delay=0.01)
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    try:
+        plant_graph(conn, group, blocks=3, size=8, p_in=0.8, p_out=0.0, seed=2)
+        conn.commit()
+        out = await memory.build_communities(group)
+        assert out.detection["communities"] == 3
+        assert (out.refreshed, out.failed, out.usage.calls) == (0, 3, 2)  # one community, two attempts
+        assert "503" in out.error and "\n" not in out.error
+        assert all(not fresh for _, _, _, fresh, _ in communities(conn, group))
+        fake_openai.responder = ScriptedModel()
+        again = await memory.refresh_communities(group)
+    finally:
+        await memory.close()
+    assert (again.refreshed, again.failed, again.error) == (3, 0, None)
+    assert {r[2] for r in communities(conn, group)} == {"llm"}

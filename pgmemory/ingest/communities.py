@@ -21,7 +21,7 @@ from pgmemory.config import Timeouts
 from pgmemory.errors import DatabaseTimeout
 from pgmemory.extract.community_prompts import CommunitySummaryReply, map_messages, reduce_messages
 from pgmemory.providers.embedder import Embedder
-from pgmemory.providers.llm import LLMClient, ProviderError, Usage
+from pgmemory.providers.llm import LLMClient, ProviderError, Usage, provider_unavailable
 
 MAP_CHUNK = 25  # members per map call; a community this small takes one call
 MAP_FACTS = 10  # central facts shown with each chunk
@@ -39,7 +39,8 @@ class CommunityRefresh:
     group_id: str
     detection: dict[str, Any] | None = None  # pgmemory.detect_communities' counts when one ran
     refreshed: int = 0
-    failed: int = 0  # left marked: the LLM failed on them (retried by the next refresh)
+    failed: int = 0  # left marked: the LLM failed on them or was down (retried by the next refresh)
+    error: str | None = None  # the LLM's last failure, one line
     usage: Usage = field(default_factory=Usage)
 
 
@@ -88,14 +89,22 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                 break
             seen.update(r["id"] for r in rows)
             written = []
-            for r in rows:
+            down = False
+            for i, r in enumerate(rows):
                 try:
                     if llm is not None:
                         name, summary = await llm_summary(llm, r["members"], r["facts"], out.usage)
                     else:
                         name, summary = extractive_summary(r["members"], r["facts"])
-                except ProviderError:
+                except ProviderError as exc:
                     out.failed += 1
+                    out.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    if provider_unavailable(exc):
+                        # Down or overloaded (after its retries): every other community would wait the
+                        # same retries for the same answer; they stay marked for the next refresh.
+                        out.failed += len(rows) - i - 1
+                        down = True
+                        break
                     continue
                 written.append((r, name, summary))
             vectors = await embedder.embed([name for _, name, _ in written]) if written else []
@@ -104,6 +113,8 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                 if await pool.fetchval("SELECT pgmemory_internal.write_community_summary($1, $2, $3, $4, $5, $6, $7)",
                                        group_id, r["id"], r["revision"], name, summary, vector, kind):
                     out.refreshed += 1
+            if down:
+                break
     finally:
         if out.usage.calls:
             await pool.execute("SELECT pgmemory_internal.add_community_usage($1, $2, $3, $4)", group_id, out.usage.calls,
