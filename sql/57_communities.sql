@@ -415,8 +415,8 @@ $$;
 
 -- Ends the group's current communities left with fewer than two members (after
 -- deletes) and marks for refresh those holding p_entities (whose facts changed).
--- With p_erase, a summary that may quote erased text is blanked now (the next
--- refresh writes it again) and ended versions holding p_entities are removed.
+-- With p_erase, a summary and name that may quote erased text are blanked now, the
+-- name's vector too (the next refresh writes them again) and ended versions holding p_entities are removed.
 CREATE OR REPLACE FUNCTION pgmemory_internal.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -432,6 +432,8 @@ BEGIN
                            WHERE m.group_id = p_group AND m.community_id = c.id AND m.ended_at IS NULL
                            ORDER BY e.name LIMIT 3) x), '') ELSE c.name END,
            summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END,
+           -- (the vector of a name that may quote the erased text would still find it by cosine)
+           name_embedding = CASE WHEN p_erase THEN NULL ELSE c.name_embedding END,
            summarized_revision = CASE WHEN p_erase THEN 0 ELSE c.summarized_revision END
      WHERE c.group_id = p_group AND c.ended_at IS NULL
        AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m

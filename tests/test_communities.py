@@ -254,3 +254,32 @@ def test_the_mirror_rebuild_writes_each_member_edge_once(conn, group):
                      " WHERE m.group_id = %s AND m.ended_at IS NULL", (group,))
     conn.commit()
     assert graph_members(conn, group) == members and len(members) == 120
+
+
+async def test_an_erased_name_leaves_no_vector_to_find_it_by(memory, conn, group):
+    """Erasing an episode blanks the summaries and names that may quote it, and the name's vector
+    too: a community found before by the erased words is not found by them after (cosine included),
+    and a community not yet named by a refresh has no distance to rank by."""
+    from pgmemory import SearchConfig
+    from pgmemory.providers.embedder import HashEmbedder
+
+    await ingest_chat(memory, group)
+    detect(conn, group)
+    carol = """SELECT m.community_id FROM pgmemory.community_members m JOIN pgmemory.entities e ON e.id = m.entity_id
+                WHERE m.group_id = %s AND m.ended_at IS NULL AND e.name = 'Carol'"""
+    name = "Carol and Dave's wedding vows"
+    vector = (await HashEmbedder().embed([name]))[0]
+    conn.execute(f"UPDATE pgmemory.communities SET name = %s, summary = 'Carol is married to Dave.',"
+                 f" name_embedding = %s::real[]::vector, summary_kind = 'llm', summarized_revision = revision"
+                 f" WHERE id = ({carol})", (name, list(vector), group))
+    conn.commit()
+    cosine = SearchConfig(kinds=("communities",), methods=("cosine",))
+
+    async def found():
+        return [c.name for c in (await memory.search("wedding vows", group_ids=[group], config=cosine)).communities]
+    assert await found() == [name]  # the other community has no vector yet: not ranked by cosine
+    await memory.delete_episode(group, "e5", erase=True)
+    conn.commit()
+    assert await found() == []
+    assert conn.execute(f"SELECT name_embedding IS NULL FROM pgmemory.communities WHERE id = ({carol})",
+                        (group,)).fetchone()[0]
