@@ -283,3 +283,61 @@ async def test_an_erased_name_leaves_no_vector_to_find_it_by(memory, conn, group
     assert await found() == []
     assert conn.execute(f"SELECT name_embedding IS NULL FROM pgmemory.communities WHERE id = ({carol})",
                         (group,)).fetchone()[0]
+
+
+def add_fact(conn, group, source, target):
+    """pgmemory.add_fact, as a user writes one; returns the fact's id."""
+    return conn.execute("SELECT (pgmemory.add_fact(%s, %s, 'KNOWS', %s, %s))->>'fact_id'",
+                        (group, source, target, f"{source} knows {target}.")).fetchone()[0]
+
+
+def communities_of(conn, group):
+    """The group's current communities as sorted lists of member names."""
+    return sorted(sorted(r[0]) for r in conn.execute(
+        "SELECT array_agg(e.name) FROM pgmemory.community_members m JOIN pgmemory.entities e"
+        " ON e.group_id = m.group_id AND e.id = m.entity_id WHERE m.group_id = %s AND m.ended_at IS NULL"
+        " GROUP BY m.community_id", (group,)).fetchall())
+
+
+def test_members_whose_facts_were_retracted_leave_and_the_drift_asks_for_a_detection(conn, group):
+    """A community holds its members by facts believed and holding now: once none of a member's
+    facts inside it holds (retracted here), the member leaves (kept as history), a community left
+    with one member ends, and each departure counts as drift, so communities_due asks for the
+    re-detection that a full run would give anyway."""
+    cliques = {k: [f"{k}{i}" for i in range(6)] for k in "ABC"}
+    facts = {k: [add_fact(conn, group, a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+             for k, names in cliques.items()}
+    conn.commit()
+    detect(conn, group)
+    assert communities_of(conn, group) == [cliques[k] for k in "ABC"]
+    for fact in facts["B"]:
+        conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fact))
+    conn.commit()
+    assert communities_of(conn, group) == [cliques["A"], cliques["C"]]
+    assert conn.execute("SELECT count(*) FROM pgmemory.community_members WHERE group_id = %s"
+                        " AND ended_at IS NOT NULL", (group,)).fetchone()[0] == 6  # kept as history
+    assert conn.execute("SELECT drift FROM pgmemory.community_state WHERE group_id = %s", (group,)).fetchone()[0] == 6
+    assert not conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]  # 6 < 10
+    for fact in facts["C"]:
+        conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fact))
+    conn.commit()
+    assert communities_of(conn, group) == [cliques["A"]]
+    assert conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]  # 12 of 18
+    out = detect(conn, group)
+    assert (out["kept"], out["created"], out["ended"]) == (1, 0, 0)
+
+
+async def test_a_member_whose_facts_inside_its_community_were_deleted_leaves_it(memory, conn, group):
+    await ingest_chat(memory, group)
+    await memory.add_episode(group, "Alice is friends with Carol.", actor="Narrator", episode_id="bridge",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    detect(conn, group)
+    acme = next(c for c in communities_of(conn, group) if "Acme" in c)
+    assert "Alice" in acme
+    for episode in ("e0", "e2"):  # Alice works at Acme; Alice is friends with Bob
+        await memory.delete_episode(group, episode)
+    conn.commit()
+    # Alice (still friends with Carol) no longer belongs with Acme and Bob.
+    assert sorted(set(acme) - {"Alice"}) in communities_of(conn, group)
+    assert not any("Alice" in c and "Acme" in c for c in communities_of(conn, group))
+    assert conn.execute("SELECT drift FROM pgmemory.community_state WHERE group_id = %s", (group,)).fetchone()[0] >= 1
