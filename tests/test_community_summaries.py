@@ -178,3 +178,26 @@ async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db
         await memory.close()
     assert (again.refreshed, again.failed, again.error) == (3, 0, None)
     assert {r[2] for r in communities(conn, group)} == {"llm"}
+
+
+async def test_the_idle_worker_reports_a_detection_timeout_and_goes_on(db_dsn, conn, group, monkeypatch):
+    """The worker's idle community upkeep reports a detection cut by a timeout (now a
+    DatabaseTimeout, no longer asyncpg's error) and tries the group again later; it does not stop."""
+    monkeypatch.setenv("PGMEMORY_LOCK_TIMEOUT", "0.3")
+    plant_graph(conn, group, blocks=2, size=10)
+    conn.execute("INSERT INTO pgmemory.community_state (group_id, drift) VALUES (%s, 20)", (group,))
+    conn.commit()
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder())
+    try:
+        worker = memory.worker(poll_seconds=0.2)
+        worker._touched.add(group)
+        conn.execute("SELECT pgmemory.bump_group_version(%s)", (group,))  # another writer holds the group
+        await worker._refresh_touched()
+        conn.rollback()
+        assert len(worker.stats.errors) == 1 and "PGMEMORY_LOCK_TIMEOUT" in worker.stats.errors[0]
+        assert worker._touched == {group}  # tried again at the next idle moment
+        await worker._refresh_touched()
+        assert worker.stats.errors[1:] == [] and worker._touched == set()
+    finally:
+        await memory.close()
+    assert len(communities(conn, group)) == 2
