@@ -491,7 +491,9 @@ BEGIN
            summarized_revision = CASE WHEN p_erase THEN 0 ELSE c.summarized_revision END
      WHERE c.group_id = p_group AND c.ended_at IS NULL
        AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
-                     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
+                     WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities)
+                       -- (an erase: also where they were members, the summary may be older than their leaving)
+                       AND (m.ended_at IS NULL OR p_erase));
     -- Members whose facts inside their community were deleted leave it (the drift counts them).
     PERFORM pgmemory_internal.community_departures(p_group, p_entities);
     IF p_erase THEN

@@ -341,3 +341,47 @@ async def test_a_member_whose_facts_inside_its_community_were_deleted_leaves_it(
     assert sorted(set(acme) - {"Alice"}) in communities_of(conn, group)
     assert not any("Alice" in c and "Acme" in c for c in communities_of(conn, group))
     assert conn.execute("SELECT drift FROM pgmemory.community_state WHERE group_id = %s", (group,)).fetchone()[0] >= 1
+
+
+def summarised(conn, group, member, summary):
+    """Give the current community of entity `member` a summary written from its facts now."""
+    conn.execute("UPDATE pgmemory.communities SET summary = %s, summary_kind = 'llm', summarized_revision = revision"
+                 " WHERE id = (SELECT m.community_id FROM pgmemory.community_members m JOIN pgmemory.entities e"
+                 "              ON e.group_id = m.group_id AND e.id = m.entity_id"
+                 "             WHERE m.group_id = %s AND m.ended_at IS NULL AND e.name = %s)", (summary, group, member))
+    conn.commit()
+
+
+def summaries(conn, group):
+    return [r[0] for r in conn.execute("SELECT summary FROM pgmemory.communities WHERE group_id = %s", (group,))]
+
+
+async def test_erasing_a_retracted_episode_blanks_the_summaries_that_may_quote_it(memory, conn, group):
+    """A retract keeps a summary written while the episode was believed (history); erasing the
+    episode later must blank it as an erase of a believed episode does, even when no entity of
+    the episode was left without facts."""
+    await ingest_chat(memory, group)
+    detect(conn, group)
+    summarised(conn, group, "Carol", "Carol is married to Dave.")
+    await memory.delete_episode(group, "e5")  # Carol and Dave still live in Paris: no orphan
+    conn.commit()
+    assert any("married" in s for s in summaries(conn, group))
+    await memory.delete_episode(group, "e5", erase=True)
+    conn.commit()
+    assert not any("married" in s for s in summaries(conn, group)), summaries(conn, group)
+
+
+async def test_erasing_blanks_a_summary_written_while_the_entity_was_a_member(memory, conn, group):
+    """A member that left its community (its facts there retracted) may be quoted by the summary
+    written while it belonged: erasing an episode about it blanks that summary too."""
+    await ingest_chat(memory, group)
+    await memory.add_episode(group, "Alice is friends with Carol.", actor="Narrator", episode_id="bridge",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    detect(conn, group)
+    summarised(conn, group, "Bob", "Bob works at Acme. Alice is friends with Carol.")
+    for episode in ("e0", "e2"):  # Alice leaves the Acme community (still friends with Carol)
+        await memory.delete_episode(group, episode)
+    conn.commit()
+    await memory.delete_episode(group, "bridge", erase=True)
+    conn.commit()
+    assert not any("friends with Carol" in s for s in summaries(conn, group)), summaries(conn, group)
