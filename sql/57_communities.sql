@@ -298,6 +298,57 @@ BEGIN
 END
 $$;
 
+-- The incremental step's other half: each of p_entities whose current community holds no
+-- fact of it believed and holding now with another current member (its facts there ended,
+-- were retracted or deleted) leaves it: the membership ends (kept as history), the community
+-- is marked for a summary refresh and the drift grows by one, so that communities_due asks
+-- for a re-detection when enough of a group's communities no longer describe its facts. A
+-- community left with fewer than two current members ends. Returns the departures.
+CREATE OR REPLACE FUNCTION pgmemory_internal.community_departures(p_group text, p_entities uuid[])
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    gone uuid[];
+    left_from uuid[];
+BEGIN
+    -- Index probes per entity (an episode touches a handful): its membership, then its facts
+    -- until one has its other end in the same community.
+    SELECT coalesce(array_agg(m.entity_id), '{}'), coalesce(array_agg(DISTINCT m.community_id), '{}')
+      INTO gone, left_from
+      FROM (SELECT DISTINCT x FROM unnest(p_entities) AS x) e (id)
+      JOIN pgmemory.community_members m ON m.group_id = p_group AND m.entity_id = e.id AND m.ended_at IS NULL
+     WHERE NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                        JOIN pgmemory.community_members o
+                          ON o.group_id = p_group AND o.entity_id = f.target_id AND o.ended_at IS NULL
+                         AND o.community_id = m.community_id
+                       WHERE f.group_id = p_group AND f.source_id = e.id AND f.target_id <> e.id
+                         AND upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, now()))
+       AND NOT EXISTS (SELECT 1 FROM pgmemory.facts f
+                        JOIN pgmemory.community_members o
+                          ON o.group_id = p_group AND o.entity_id = f.source_id AND o.ended_at IS NULL
+                         AND o.community_id = m.community_id
+                       WHERE f.group_id = p_group AND f.target_id = e.id AND f.source_id <> e.id
+                         AND upper_inf(f.recorded) AND pgmemory.holds_at(f.valid, f.is_event, now()));
+    IF cardinality(gone) = 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (gone);
+    UPDATE pgmemory.communities c SET revision = c.revision + 1, updated_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.id = ANY (left_from);
+    -- A community with one member left describes no connection any more: it ends, with it.
+    left_from := ARRAY(SELECT c FROM unnest(left_from) AS c
+                        WHERE (SELECT count(*) FROM pgmemory.community_members x
+                                WHERE x.group_id = p_group AND x.community_id = c AND x.ended_at IS NULL) < 2);
+    UPDATE pgmemory.community_members m SET ended_at = now()
+     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.community_id = ANY (left_from);
+    UPDATE pgmemory.communities c SET ended_at = now()
+     WHERE c.group_id = p_group AND c.ended_at IS NULL AND c.id = ANY (left_from);
+    INSERT INTO pgmemory.community_state AS s (group_id, drift) VALUES (p_group, cardinality(gone))
+    ON CONFLICT (group_id) DO UPDATE SET drift = s.drift + excluded.drift;
+    RETURN cardinality(gone);
+END
+$$;
+
 -- Dynamic update inside apply_episode (the paper's incremental step). Each of
 -- p_entities without a current community joins the current community held by
 -- the plurality of its neighbours over facts believed and holding now
@@ -315,6 +366,9 @@ DECLARE
     joined uuid[] := '{}';
     stranded integer := 0;
 BEGIN
+    -- Members whose facts inside their community no longer hold leave it first (they may join
+    -- another below, as entities without a community).
+    PERFORM pgmemory_internal.community_departures(p_group, p_changed);
     -- No current membership in the group (communities never detected): no neighbour can be
     -- joined, and only the count of stranded new entities changes. Skipping the neighbour
     -- walk keeps this flat as a hub entity's facts grow.
@@ -415,8 +469,8 @@ $$;
 
 -- Ends the group's current communities left with fewer than two members (after
 -- deletes) and marks for refresh those holding p_entities (whose facts changed).
--- With p_erase, a summary that may quote erased text is blanked now (the next
--- refresh writes it again) and ended versions holding p_entities are removed.
+-- With p_erase, a summary and name that may quote erased text are blanked now, the
+-- name's vector too (the next refresh writes them again) and ended versions holding p_entities are removed.
 CREATE OR REPLACE FUNCTION pgmemory_internal.communities_after_delete(p_group text, p_entities uuid[], p_erase boolean)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -432,10 +486,16 @@ BEGIN
                            WHERE m.group_id = p_group AND m.community_id = c.id AND m.ended_at IS NULL
                            ORDER BY e.name LIMIT 3) x), '') ELSE c.name END,
            summary_kind = CASE WHEN p_erase THEN 'none' ELSE c.summary_kind END,
+           -- (the vector of a name that may quote the erased text would still find it by cosine)
+           name_embedding = CASE WHEN p_erase THEN NULL ELSE c.name_embedding END,
            summarized_revision = CASE WHEN p_erase THEN 0 ELSE c.summarized_revision END
      WHERE c.group_id = p_group AND c.ended_at IS NULL
        AND c.id IN (SELECT m.community_id FROM pgmemory.community_members m
-                     WHERE m.group_id = p_group AND m.ended_at IS NULL AND m.entity_id = ANY (p_entities));
+                     WHERE m.group_id = p_group AND m.entity_id = ANY (p_entities)
+                       -- (an erase: also where they were members, the summary may be older than their leaving)
+                       AND (m.ended_at IS NULL OR p_erase));
+    -- Members whose facts inside their community were deleted leave it (the drift counts them).
+    PERFORM pgmemory_internal.community_departures(p_group, p_entities);
     IF p_erase THEN
         -- With their memberships (no foreign key cascades them, migration 0310).
         gone := ARRAY(SELECT c.id FROM pgmemory.communities c

@@ -96,6 +96,9 @@ BEGIN
     removed := ARRAY(SELECT DISTINCT f.id FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
     IF p_erase THEN
+        -- First the communities whose summaries may quote them (current or past members): their
+        -- memberships go with them below (sql/57_communities.sql).
+        PERFORM pgmemory_internal.communities_after_delete(p_group, orphans, true);
         PERFORM pgmemory_internal.delete_entities(p_group, orphans);
         entities_removed := (SELECT count(*) FROM unnest(orphans) e
                               WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
@@ -229,9 +232,14 @@ BEGIN
                                      WHERE x.group_id = p_group AND x.id = e AND x.retired_at IS NOT NULL));
     removed := (SELECT count(DISTINCT f.id) FROM pgmemory.facts f
                  WHERE f.group_id = p_group AND (f.source_id = ANY (orphans) OR f.target_id = ANY (orphans)));
-    -- The communities the retract ended with their memberships go too (their names and summaries
-    -- may quote the erased text), as an erase of a current episode does (sql/57_communities.sql).
-    PERFORM pgmemory_internal.communities_after_delete(p_group, orphans, true);
+    -- The communities the retract ended with their memberships go too, and the summaries of
+    -- those holding an entity the episode mentioned are blanked (written while it was believed,
+    -- they may quote the erased text), as an erase of a current episode does (sql/57_communities.sql).
+    PERFORM pgmemory_internal.communities_after_delete(p_group, ARRAY(
+        SELECT unnest(orphans)
+        UNION
+        SELECT e FROM unnest(t.mentioned) e
+         WHERE EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e)), true);
     PERFORM pgmemory_internal.delete_entities(p_group, orphans);
     gone := (SELECT count(*) FROM unnest(orphans) e WHERE NOT EXISTS (SELECT 1 FROM pgmemory.entities x WHERE x.group_id = p_group AND x.id = e));
     PERFORM pgmemory_internal.erase_history(p_group, pgmemory_internal.claim_component(p_group, t.lineages),

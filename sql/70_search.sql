@@ -497,6 +497,7 @@ BEGIN
             SELECT c.id FROM (
                 SELECT cm.id, cm.name_embedding <=> p_embedding AS d FROM pgmemory.communities cm
                  WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.ended_at IS NULL
+                   AND cm.name_embedding IS NOT NULL  -- not yet named by a refresh: no distance to rank by
                  ORDER BY cm.name_embedding <=> p_embedding LIMIT k) c
              ORDER BY c.d + 0, c.id);
     END IF;

@@ -231,3 +231,33 @@ def test_psql_connects_where_its_own_arguments_say(db_dsn):
     assert own.stdout.strip() == psycopg.conninfo.conninfo_to_dict(db_dsn)["dbname"]
     other = run_cli("psql", "-d", "postgres", "-Atc", "SELECT current_database()", dsn=db_dsn)
     assert (other.returncode, other.stdout.strip()) == (0, "postgres"), other.stderr
+
+
+def test_communities_say_when_the_llm_failed_their_summaries(db_dsn, group, fake_openai):
+    """Counts that add up: summaries the LLM failed are counted and named on stderr (exit 1), not
+    reported as a clean "0 summaries written"; an empty selection says so instead of nothing."""
+    from tests.communities_support import plant_graph
+    from tests.fake_openai import Status
+
+    with psycopg.connect(db_dsn) as conn:
+        plant_graph(conn, group, blocks=2, size=6, p_in=0.9, p_out=0.0, seed=3)
+    fake_openai.responder = lambda body: Status(503, "overloaded")
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash", "PGMEMORY_LLM_BASE_URL": fake_openai.base_url,
+           "PGMEMORY_LLM_API_KEY": "test", "PGMEMORY_LLM_MODEL": "fake"}
+    done = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "communities", "rebuild", "--group", group],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "communities: 1 of 1 groups detected afresh, 0 summaries written, 2 failed;" in done.stdout
+    assert "Traceback" not in done.stderr and "503" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_communities_of_a_database_without_groups_say_so(empty_dsn):
+    from pgmemory.storage.setup import init_database
+    from tests.conftest import DIM
+
+    with psycopg.connect(empty_dsn) as conn:
+        init_database(conn, DIM)
+    for action in ("rebuild", "refresh"):
+        done = run_cli("communities", action, dsn=empty_dsn)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "communities: no group has entities yet, nothing to detect\n"

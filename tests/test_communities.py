@@ -254,3 +254,134 @@ def test_the_mirror_rebuild_writes_each_member_edge_once(conn, group):
                      " WHERE m.group_id = %s AND m.ended_at IS NULL", (group,))
     conn.commit()
     assert graph_members(conn, group) == members and len(members) == 120
+
+
+async def test_an_erased_name_leaves_no_vector_to_find_it_by(memory, conn, group):
+    """Erasing an episode blanks the summaries and names that may quote it, and the name's vector
+    too: a community found before by the erased words is not found by them after (cosine included),
+    and a community not yet named by a refresh has no distance to rank by."""
+    from pgmemory import SearchConfig
+    from pgmemory.providers.embedder import HashEmbedder
+
+    await ingest_chat(memory, group)
+    detect(conn, group)
+    carol = """SELECT m.community_id FROM pgmemory.community_members m JOIN pgmemory.entities e ON e.id = m.entity_id
+                WHERE m.group_id = %s AND m.ended_at IS NULL AND e.name = 'Carol'"""
+    name = "Carol and Dave's wedding vows"
+    vector = (await HashEmbedder().embed([name]))[0]
+    conn.execute(f"UPDATE pgmemory.communities SET name = %s, summary = 'Carol is married to Dave.',"
+                 f" name_embedding = %s::real[]::vector, summary_kind = 'llm', summarized_revision = revision"
+                 f" WHERE id = ({carol})", (name, list(vector), group))
+    conn.commit()
+    cosine = SearchConfig(kinds=("communities",), methods=("cosine",))
+
+    async def found():
+        return [c.name for c in (await memory.search("wedding vows", group_ids=[group], config=cosine)).communities]
+    assert await found() == [name]  # the other community has no vector yet: not ranked by cosine
+    await memory.delete_episode(group, "e5", erase=True)
+    conn.commit()
+    assert await found() == []
+    assert conn.execute(f"SELECT name_embedding IS NULL FROM pgmemory.communities WHERE id = ({carol})",
+                        (group,)).fetchone()[0]
+
+
+def add_fact(conn, group, source, target):
+    """pgmemory.add_fact, as a user writes one; returns the fact's id."""
+    return conn.execute("SELECT (pgmemory.add_fact(%s, %s, 'KNOWS', %s, %s))->>'fact_id'",
+                        (group, source, target, f"{source} knows {target}.")).fetchone()[0]
+
+
+def communities_of(conn, group):
+    """The group's current communities as sorted lists of member names."""
+    return sorted(sorted(r[0]) for r in conn.execute(
+        "SELECT array_agg(e.name) FROM pgmemory.community_members m JOIN pgmemory.entities e"
+        " ON e.group_id = m.group_id AND e.id = m.entity_id WHERE m.group_id = %s AND m.ended_at IS NULL"
+        " GROUP BY m.community_id", (group,)).fetchall())
+
+
+def test_members_whose_facts_were_retracted_leave_and_the_drift_asks_for_a_detection(conn, group):
+    """A community holds its members by facts believed and holding now: once none of a member's
+    facts inside it holds (retracted here), the member leaves (kept as history), a community left
+    with one member ends, and each departure counts as drift, so communities_due asks for the
+    re-detection that a full run would give anyway."""
+    cliques = {k: [f"{k}{i}" for i in range(6)] for k in "ABC"}
+    facts = {k: [add_fact(conn, group, a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+             for k, names in cliques.items()}
+    conn.commit()
+    detect(conn, group)
+    assert communities_of(conn, group) == [cliques[k] for k in "ABC"]
+    for fact in facts["B"]:
+        conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fact))
+    conn.commit()
+    assert communities_of(conn, group) == [cliques["A"], cliques["C"]]
+    assert conn.execute("SELECT count(*) FROM pgmemory.community_members WHERE group_id = %s"
+                        " AND ended_at IS NOT NULL", (group,)).fetchone()[0] == 6  # kept as history
+    assert conn.execute("SELECT drift FROM pgmemory.community_state WHERE group_id = %s", (group,)).fetchone()[0] == 6
+    assert not conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]  # 6 < 10
+    for fact in facts["C"]:
+        conn.execute("SELECT pgmemory.retract_fact(%s, %s)", (group, fact))
+    conn.commit()
+    assert communities_of(conn, group) == [cliques["A"]]
+    assert conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]  # 12 of 18
+    out = detect(conn, group)
+    assert (out["kept"], out["created"], out["ended"]) == (1, 0, 0)
+
+
+async def test_a_member_whose_facts_inside_its_community_were_deleted_leaves_it(memory, conn, group):
+    await ingest_chat(memory, group)
+    await memory.add_episode(group, "Alice is friends with Carol.", actor="Narrator", episode_id="bridge",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    detect(conn, group)
+    acme = next(c for c in communities_of(conn, group) if "Acme" in c)
+    assert "Alice" in acme
+    for episode in ("e0", "e2"):  # Alice works at Acme; Alice is friends with Bob
+        await memory.delete_episode(group, episode)
+    conn.commit()
+    # Alice (still friends with Carol) no longer belongs with Acme and Bob.
+    assert sorted(set(acme) - {"Alice"}) in communities_of(conn, group)
+    assert not any("Alice" in c and "Acme" in c for c in communities_of(conn, group))
+    assert conn.execute("SELECT drift FROM pgmemory.community_state WHERE group_id = %s", (group,)).fetchone()[0] >= 1
+
+
+def summarised(conn, group, member, summary):
+    """Give the current community of entity `member` a summary written from its facts now."""
+    conn.execute("UPDATE pgmemory.communities SET summary = %s, summary_kind = 'llm', summarized_revision = revision"
+                 " WHERE id = (SELECT m.community_id FROM pgmemory.community_members m JOIN pgmemory.entities e"
+                 "              ON e.group_id = m.group_id AND e.id = m.entity_id"
+                 "             WHERE m.group_id = %s AND m.ended_at IS NULL AND e.name = %s)", (summary, group, member))
+    conn.commit()
+
+
+def summaries(conn, group):
+    return [r[0] for r in conn.execute("SELECT summary FROM pgmemory.communities WHERE group_id = %s", (group,))]
+
+
+async def test_erasing_a_retracted_episode_blanks_the_summaries_that_may_quote_it(memory, conn, group):
+    """A retract keeps a summary written while the episode was believed (history); erasing the
+    episode later must blank it as an erase of a believed episode does, even when no entity of
+    the episode was left without facts."""
+    await ingest_chat(memory, group)
+    detect(conn, group)
+    summarised(conn, group, "Carol", "Carol is married to Dave.")
+    await memory.delete_episode(group, "e5")  # Carol and Dave still live in Paris: no orphan
+    conn.commit()
+    assert any("married" in s for s in summaries(conn, group))
+    await memory.delete_episode(group, "e5", erase=True)
+    conn.commit()
+    assert not any("married" in s for s in summaries(conn, group)), summaries(conn, group)
+
+
+async def test_erasing_blanks_a_summary_written_while_the_entity_was_a_member(memory, conn, group):
+    """A member that left its community (its facts there retracted) may be quoted by the summary
+    written while it belonged: erasing an episode about it blanks that summary too."""
+    await ingest_chat(memory, group)
+    await memory.add_episode(group, "Alice is friends with Carol.", actor="Narrator", episode_id="bridge",
+                             reference_time=datetime(2024, 2, 1, tzinfo=timezone.utc))
+    detect(conn, group)
+    summarised(conn, group, "Bob", "Bob works at Acme. Alice is friends with Carol.")
+    for episode in ("e0", "e2"):  # Alice leaves the Acme community (still friends with Carol)
+        await memory.delete_episode(group, episode)
+    conn.commit()
+    await memory.delete_episode(group, "bridge", erase=True)
+    conn.commit()
+    assert not any("friends with Carol" in s for s in summaries(conn, group)), summaries(conn, group)

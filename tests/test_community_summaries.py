@@ -104,3 +104,100 @@ def test_detection_refuses_bad_arguments(conn, group):
             raise AssertionError(f"accepted {args}")
     detect(conn, group)  # an empty group: nothing to find, nothing written
     assert conn.execute("SELECT count(*) FROM pgmemory.communities WHERE group_id = %s", (group,)).fetchone()[0] == 0
+
+
+async def test_a_detection_cut_by_a_timeout_is_one_line_and_writes_nothing(db_dsn, conn, group):
+    """A detection is one statement: cancelled by the statement timeout it leaves the group as it
+    was (no community, the drift still due), and the error is one DatabaseTimeout line, not
+    asyncpg's QueryCanceledError."""
+    from pgmemory.errors import DatabaseTimeout
+    from pgmemory.ingest.communities import refresh_communities
+    from pgmemory.storage.connect import create_pool
+
+    plant_graph(conn, group, blocks=6, size=40)
+    conn.execute("INSERT INTO pgmemory.community_state (group_id, drift) VALUES (%s, 240)", (group,))
+    conn.commit()
+
+    async def tight(c):
+        await c.execute("SET statement_timeout = '1ms'")
+    pool = await create_pool(db_dsn, on_acquire=tight)
+    try:
+        await refresh_communities(pool, HashEmbedder(), None, group, rebuild=True)
+    except DatabaseTimeout as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("the detection was not cut")
+    finally:
+        await pool.close()
+    assert "\n" not in message and f"community detection of group '{group}'" in message
+    assert "PGMEMORY_STATEMENT_TIMEOUT" in message and "nothing of it was written" in message
+    assert conn.execute("SELECT count(*) FROM pgmemory.communities WHERE group_id = %s", (group,)).fetchone()[0] == 0
+    assert conn.execute("SELECT pgmemory.communities_due(%s)", (group,)).fetchone()[0]
+
+
+def test_the_cli_says_in_one_line_that_another_writer_held_the_group_too_long(db_dsn, conn, group):
+    import os
+    import subprocess
+    import sys
+
+    plant_graph(conn, group, blocks=2, size=10)
+    conn.commit()
+    conn.execute("SELECT pgmemory.bump_group_version(%s)", (group,))  # holds the group's write lock
+    env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash", "PGMEMORY_LOCK_TIMEOUT": "0.3"}
+    env.pop("PGMEMORY_LLM_BASE_URL", None)
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run([sys.executable, "-m", "pgmemory.surfaces.cli", "communities", "rebuild", "--group", group],
+                          capture_output=True, text=True, env=env, timeout=120)
+    conn.rollback()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "PGMEMORY_LOCK_TIMEOUT" in done.stderr and f"group '{group}'" in done.stderr
+
+
+async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db_dsn, fake_openai, conn, group):
+    """A down or overloaded LLM (after its retries) is not asked again for every other community
+    of the group: they all stay marked, counted as failed, and the next refresh writes them."""
+    from bench.scripted_llm import ScriptedModel
+    from tests.fake_openai import Status
+
+    fake_openai.responder = lambda body: Status(503, "overloaded")
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
+                       max_retries=1, base_delay=0.01)
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    try:
+        plant_graph(conn, group, blocks=3, size=8, p_in=0.8, p_out=0.0, seed=2)
+        conn.commit()
+        out = await memory.build_communities(group)
+        assert out.detection["communities"] == 3
+        assert (out.refreshed, out.failed, out.usage.calls) == (0, 3, 2)  # one community, two attempts
+        assert "503" in out.error and "\n" not in out.error
+        assert all(not fresh for _, _, _, fresh, _ in communities(conn, group))
+        fake_openai.responder = ScriptedModel()
+        again = await memory.refresh_communities(group)
+    finally:
+        await memory.close()
+    assert (again.refreshed, again.failed, again.error) == (3, 0, None)
+    assert {r[2] for r in communities(conn, group)} == {"llm"}
+
+
+async def test_the_idle_worker_reports_a_detection_timeout_and_goes_on(db_dsn, conn, group, monkeypatch):
+    """The worker's idle community upkeep reports a detection cut by a timeout (now a
+    DatabaseTimeout, no longer asyncpg's error) and tries the group again later; it does not stop."""
+    monkeypatch.setenv("PGMEMORY_LOCK_TIMEOUT", "0.3")
+    plant_graph(conn, group, blocks=2, size=10)
+    conn.execute("INSERT INTO pgmemory.community_state (group_id, drift) VALUES (%s, 20)", (group,))
+    conn.commit()
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder())
+    try:
+        worker = memory.worker(poll_seconds=0.2)
+        worker._touched.add(group)
+        conn.execute("SELECT pgmemory.bump_group_version(%s)", (group,))  # another writer holds the group
+        await worker._refresh_touched()
+        conn.rollback()
+        assert len(worker.stats.errors) == 1 and "PGMEMORY_LOCK_TIMEOUT" in worker.stats.errors[0]
+        assert worker._touched == {group}  # tried again at the next idle moment
+        await worker._refresh_touched()
+        assert worker.stats.errors[1:] == [] and worker._touched == set()
+    finally:
+        await memory.close()
+    assert len(communities(conn, group)) == 2

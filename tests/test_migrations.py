@@ -355,3 +355,20 @@ def test_upgrade_refolds_the_wording_of_a_statement_told_late_about_an_earlier_t
         conn.commit()
         assert conn.execute("SELECT fact, lower(valid)::date::text, upper(valid) FROM pgmemory.facts"
                             " WHERE group_id = 'g' AND upper_inf(recorded)").fetchall() == [(cat, "2016-06-01", None)]
+
+
+def test_upgrade_drops_the_vectors_of_erased_community_names(empty_dsn):
+    """0675: an erase blanked a community's name and summary (summary kind 'none') but kept its
+    name's vector, by which cosine still found it; the upgrade drops those vectors and keeps the
+    vectors of named communities."""
+    with psycopg.connect(empty_dsn) as conn:
+        old_database(conn, 675, {})
+        vector = "[" + ",".join(["0.1"] * 384) + "]"
+        for name, kind in (("blanked", "none"), ("named", "llm")):
+            conn.execute("INSERT INTO pgmemory.communities (id, group_id, name, name_embedding, summary_kind)"
+                         " VALUES (gen_random_uuid(), 'g', %s, %s::vector, %s)", (name, vector, kind))
+        conn.commit()
+        migrate.apply_migrations(conn)
+        conn.commit()
+        rows = dict(conn.execute("SELECT name, name_embedding IS NOT NULL FROM pgmemory.communities").fetchall())
+    assert rows == {"blanked": False, "named": True}

@@ -17,9 +17,11 @@ from typing import Any
 
 import asyncpg
 
+from pgmemory.config import Timeouts
+from pgmemory.errors import DatabaseTimeout
 from pgmemory.extract.community_prompts import CommunitySummaryReply, map_messages, reduce_messages
 from pgmemory.providers.embedder import Embedder
-from pgmemory.providers.llm import LLMClient, ProviderError, Usage
+from pgmemory.providers.llm import LLMClient, ProviderError, Usage, provider_unavailable
 
 MAP_CHUNK = 25  # members per map call; a community this small takes one call
 MAP_FACTS = 10  # central facts shown with each chunk
@@ -37,7 +39,8 @@ class CommunityRefresh:
     group_id: str
     detection: dict[str, Any] | None = None  # pgmemory.detect_communities' counts when one ran
     refreshed: int = 0
-    failed: int = 0  # left marked: the LLM failed on them (retried by the next refresh)
+    failed: int = 0  # left marked: the LLM failed on them or was down (retried by the next refresh)
+    error: str | None = None  # the LLM's last failure, one line
     usage: Usage = field(default_factory=Usage)
 
 
@@ -72,7 +75,10 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
     embedder works."""
     out = CommunityRefresh(group_id)
     if rebuild or await pool.fetchval("SELECT pgmemory.communities_due($1)", group_id):
-        out.detection = await pool.fetchval("SELECT pgmemory.detect_communities($1)", group_id)
+        try:
+            out.detection = await pool.fetchval("SELECT pgmemory.detect_communities($1)", group_id)
+        except (asyncpg.QueryCanceledError, asyncpg.LockNotAvailableError) as exc:
+            raise detection_timeout(group_id, exc) from None
     seen: set = set()
     try:
         while True:
@@ -83,14 +89,22 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                 break
             seen.update(r["id"] for r in rows)
             written = []
-            for r in rows:
+            down = False
+            for i, r in enumerate(rows):
                 try:
                     if llm is not None:
                         name, summary = await llm_summary(llm, r["members"], r["facts"], out.usage)
                     else:
                         name, summary = extractive_summary(r["members"], r["facts"])
-                except ProviderError:
+                except ProviderError as exc:
                     out.failed += 1
+                    out.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    if provider_unavailable(exc):
+                        # Down or overloaded (after its retries): every other community would wait the
+                        # same retries for the same answer; they stay marked for the next refresh.
+                        out.failed += len(rows) - i - 1
+                        down = True
+                        break
                     continue
                 written.append((r, name, summary))
             vectors = await embedder.embed([name for _, name, _ in written]) if written else []
@@ -99,11 +113,32 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                 if await pool.fetchval("SELECT pgmemory_internal.write_community_summary($1, $2, $3, $4, $5, $6, $7)",
                                        group_id, r["id"], r["revision"], name, summary, vector, kind):
                     out.refreshed += 1
+            if down:
+                break
     finally:
         if out.usage.calls:
             await pool.execute("SELECT pgmemory_internal.add_community_usage($1, $2, $3, $4)", group_id, out.usage.calls,
                                out.usage.prompt_tokens, out.usage.completion_tokens)
     return out
+
+
+def detection_timeout(group_id: str, exc: Exception) -> DatabaseTimeout:
+    """The one-line error of a detection cancelled by the statement or lock timeout: it is one
+    statement, so nothing of it was written."""
+    timeouts = Timeouts.from_env()
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        why = (f"waited longer than {timeouts.lock_s:g} s (PGMEMORY_LOCK_TIMEOUT) for the group's write lock "
+               "(another writer holds it)")
+        fix = "run it again once that writer is done"
+    elif "statement timeout" in str(exc):
+        why = f"ran longer than {timeouts.statement_s:g} s (PGMEMORY_STATEMENT_TIMEOUT) and was cancelled"
+        fix = "raise PGMEMORY_STATEMENT_TIMEOUT and run it again"
+    else:
+        why = "was cancelled"
+        fix = "run it again"
+    return DatabaseTimeout(f"community detection of group {group_id!r} {why}; nothing of it was written "
+                           f"(the communities are as before): {fix} "
+                           f"(pgmemory communities rebuild --group {group_id})")
 
 
 def _clip(text: str, limit: int) -> str:

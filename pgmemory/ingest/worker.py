@@ -25,6 +25,7 @@ from typing import Any
 
 import asyncpg
 
+from pgmemory.errors import DatabaseUnavailable
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 from pgmemory.providers.llm import ProviderError
@@ -272,7 +273,8 @@ class Worker:
             try:
                 await self.refresh(group)
             except Exception as exc:  # noqa: BLE001 - database, provider and lost-connection errors
-                if not (isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ProviderError))
+                if not (isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ProviderError,
+                                         DatabaseUnavailable))  # (a DatabaseTimeout: a detection cut)
                         or postgres_lost(exc)):
                     raise
                 self.stats.errors.append(f"communities of group {group!r}: {type(exc).__name__}: {exc}")

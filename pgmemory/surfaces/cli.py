@@ -285,8 +285,11 @@ def _cmd_communities(args: argparse.Namespace) -> int:
                 groups = set(await groups_to_walk(memory.pool, group))
             else:
                 groups = {r[0] for r in await memory.pool.fetch("SELECT DISTINCT group_id FROM pgmemory.entities")}
-            await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
-        return 0
+                if not groups:
+                    print("communities: no group has entities yet, nothing to detect")
+                    return 0
+            failed = await refresh_groups(memory, groups, rebuild=args.action == "rebuild", force=True)
+        return 1 if failed else 0
     return asyncio.run(run())
 
 

@@ -94,11 +94,14 @@ async def retry(group_id: str | None) -> int:
     return rc
 
 
-async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = False, force: bool = False) -> None:
-    """Community upkeep at the end of a run (or a forced rebuild), with one summary line."""
+async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = False, force: bool = False) -> int:
+    """Community upkeep at the end of a run (or a forced rebuild), with one summary line (and one
+    on stderr when the LLM failed on some summaries: they stay marked for the next refresh).
+    Returns the number of summaries that failed."""
     if not groups:
-        return
-    detected = refreshed = calls = 0
+        return 0
+    detected = refreshed = calls = failed = 0
+    errors = []
     with Progress(total=len(groups), unit="group", desc="communities") as bar:
         for group in sorted(groups):
             out = await (memory.build_communities(group) if rebuild
@@ -106,6 +109,13 @@ async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = Fa
             detected += out.detection is not None
             refreshed += out.refreshed
             calls += out.usage.calls
+            failed += out.failed
+            if out.error:
+                errors.append(f"{group}: {out.error}")
             bar.update(1)
-    print(f"communities: {detected} of {len(groups)} groups detected afresh, {refreshed} summaries written; "
-          f"{calls} LLM calls")
+    print(f"communities: {detected} of {len(groups)} groups detected afresh, {refreshed} summaries written"
+          f"{f', {failed} failed' if failed else ''}; {calls} LLM calls")
+    if failed:
+        print(f"  summaries failed (left marked; `pgmemory communities refresh` writes them): {errors[-1]}",
+              file=sys.stderr)
+    return failed
