@@ -212,7 +212,10 @@ def updates(dsn: str, group: str, entities: int, count: int, seed: int) -> list[
             conn.execute("INSERT INTO pgmemory.facts (id, lineage, group_id, source_id, target_id, relation, fact, valid)"
                          " SELECT f, f, %s, %s, t, 'KNOWS', 'A newcomer knows someone.', tstzrange('2020-01-01', NULL)"
                          "   FROM (SELECT gen_random_uuid() AS f, t FROM unnest(%s::uuid[]) t) x", (group, new, ids))
-            times.append(server_ms(conn, "SELECT pgmemory_internal.update_communities(%s, %s::uuid[], %s::uuid[], %s::uuid[])",
+            # As apply_episode calls it for an episode that ended no fact (p_ended empty; one that
+            # ended some also checks their endpoints for departures, community_departures).
+            times.append(server_ms(conn, "SELECT pgmemory_internal.update_communities(%s, %s::uuid[], %s::uuid[],"
+                                         " %s::uuid[], '{}')",
                                    (group, [new, *ids[:2]], [new], [new, *ids])))
             conn.commit()
     return times

@@ -48,6 +48,7 @@ DECLARE
     said_keys text[] := '{}';  -- (source, relation, target) of this episode's claims so far,
     said_lins uuid[] := '{}';  -- and their lineages
     changed uuid[] := '{}';
+    ended uuid[];
     v_mention text;
     v_details jsonb;
     v_labels text[];
@@ -210,11 +211,14 @@ BEGIN
     -- Communities: new entities join their neighbours' plurality community; the communities
     -- whose facts changed are marked for a summary refresh (sql/57_communities.sql).
     -- Read first, then call (Citus: see below).
-    changed := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
-                      WHERE f.group_id = g AND f.id = ANY (changed || touched));
+    -- (ended: the endpoints of the facts it ended or withdrew, the only members that may leave.)
+    SELECT coalesce(array_agg(DISTINCT x), '{}'), coalesce(array_agg(DISTINCT x) FILTER (WHERE f.id = ANY (touched)), '{}')
+      INTO changed, ended
+      FROM pgmemory.facts f, unnest(ARRAY[f.source_id, f.target_id]) x
+     WHERE f.group_id = g AND f.id = ANY (changed || touched);
     PERFORM pgmemory_internal.update_communities(g,
         ARRAY(SELECT m::uuid FROM jsonb_array_elements_text(p_plan->'mentions') m),
-        ARRAY(SELECT (e->>'id')::uuid FROM jsonb_array_elements(p_plan->'new_entities') e), changed);
+        ARRAY(SELECT (e->>'id')::uuid FROM jsonb_array_elements(p_plan->'new_entities') e), changed, ended);
 
     -- Read first, then call: a call inside a statement that reads a distributed table would run
     -- nested in that shard query on Citus, where its own queries are refused.

@@ -150,7 +150,10 @@ BEGIN
     PERFORM pgmemory_internal.derive_summaries(p_group, touched);
     PERFORM pgmemory_internal.update_communities(p_group, ARRAY[src.entity_id, tgt.entity_id],  -- sql/57_communities.sql
         ARRAY(SELECT x.id FROM (VALUES (src.entity_id, src.created), (tgt.entity_id, tgt.created)) x (id, made)
-               WHERE x.made), ARRAY[src.entity_id, tgt.entity_id]);
+               WHERE x.made), ARRAY[src.entity_id, tgt.entity_id],
+        ARRAY(SELECT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
+               WHERE f.group_id = p_group AND f.id IN (
+                     SELECT x::uuid FROM jsonb_array_elements_text((did->'ended') || (did->'withdrawn')) x)));
     RETURN did || jsonb_build_object('source_id', src.entity_id, 'target_id', tgt.entity_id,
                                      'relation', rel, 'entities_created', to_jsonb(created));
 END

@@ -357,8 +357,12 @@ $$;
 -- new entities (p_new) that have facts but found no community to join. The
 -- current communities of p_changed (entities whose facts changed) and of
 -- the entities that joined are marked for a summary refresh (revision + 1).
+-- p_ended: the entities with a fact that ended or was withdrawn by this write (NULL: any of
+-- p_changed), the only members that may leave their community (community_departures): a write
+-- that only adds facts checks none.
+DROP FUNCTION IF EXISTS pgmemory_internal.update_communities(text, uuid[], uuid[], uuid[]);
 CREATE OR REPLACE FUNCTION pgmemory_internal.update_communities(p_group text, p_entities uuid[], p_new uuid[],
-                                                       p_changed uuid[])
+                                                       p_changed uuid[], p_ended uuid[] DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     e uuid;
@@ -368,7 +372,9 @@ DECLARE
 BEGIN
     -- Members whose facts inside their community no longer hold leave it first (they may join
     -- another below, as entities without a community).
-    PERFORM pgmemory_internal.community_departures(p_group, p_changed);
+    IF cardinality(coalesce(p_ended, p_changed)) > 0 THEN
+        PERFORM pgmemory_internal.community_departures(p_group, coalesce(p_ended, p_changed));
+    END IF;
     -- No current membership in the group (communities never detected): no neighbour can be
     -- joined, and only the count of stranded new entities changes. Skipping the neighbour
     -- walk keeps this flat as a hub entity's facts grow.
