@@ -507,7 +507,7 @@ BEGIN
             SELECT cm.id FROM pgmemory.communities cm
              WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq
                AND cm.ended_at IS NULL  -- current communities (ended versions are history)
-             ORDER BY ts_rank_cd(cm.tsv, tq) DESC LIMIT k);
+             ORDER BY ts_rank_cd(cm.tsv, tq) DESC, cm.id LIMIT k);  -- (ties: in id order, as every list)
     END IF;
 
     -- Distances from the node_distance reranker's centre entity (computed once, only with one).
