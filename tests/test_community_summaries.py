@@ -180,6 +180,47 @@ async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db
     assert {r[2] for r in communities(conn, group)} == {"llm"}
 
 
+async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answers(db_dsn, fake_openai, conn, group,
+                                                                                monkeypatch):
+    """Summaries an LLM outage left marked were written only when the group was touched again (or by
+    a manual refresh): a worker that stays idle now tries them again after a pause that doubles
+    while the LLM keeps failing, and writes them once it answers, with no new episode."""
+    import asyncio
+
+    from bench.scripted_llm import ScriptedModel
+    from pgmemory.ingest import worker as worker_module
+    from tests.fake_openai import Status
+
+    monkeypatch.setattr(worker_module, "PROVIDER_FIRST_PAUSE", 0.2)
+    fake_openai.responder = lambda body: Status(503, "overloaded")
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
+                       max_retries=1, base_delay=0.01)
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    try:
+        plant_graph(conn, group, blocks=2, size=8, p_in=0.8, p_out=0.0, seed=3)
+        conn.commit()
+        assert (await memory.build_communities(group)).failed == 2
+        worker = memory.worker(poll_seconds=0.1)
+        worker._touched.add(group)  # as after processing one of its episodes
+        task = asyncio.create_task(worker.run())
+        for _ in range(100):
+            if worker.stats.errors:
+                break
+            await asyncio.sleep(0.05)
+        assert worker.stats.errors and "503" in worker.stats.errors[0], worker.stats.errors
+        fake_openai.responder = ScriptedModel()
+        for _ in range(200):
+            if {r[2] for r in communities(conn, group)} == {"llm"}:
+                break
+            conn.rollback()
+            await asyncio.sleep(0.05)
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    finally:
+        await memory.close()
+    assert {r[2] for r in communities(conn, group)} == {"llm"}
+
+
 async def test_the_idle_worker_reports_a_detection_timeout_and_goes_on(db_dsn, conn, group, monkeypatch):
     """The worker's idle community upkeep reports a detection cut by a timeout (now a
     DatabaseTimeout, no longer asyncpg's error) and tries the group again later; it does not stop."""

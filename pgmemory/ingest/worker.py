@@ -76,6 +76,8 @@ class Worker:
         self._interrupted: list[Episode] = []
         self._aside: dict[str, tuple[float, float]] = {}  # busy group -> (loop time it is tried again, pause)
         self._provider_pause = 0.0  # (doubles while the provider stays down, up to PROVIDER_MAX_PAUSE)
+        # group whose community summaries the LLM failed -> (loop time they are tried again, pause)
+        self._summaries_later: dict[str, tuple[float, float]] = {}
 
     def stop(self, *, now: bool = False) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period, or
@@ -267,11 +269,25 @@ class Worker:
 
     async def _refresh_touched(self) -> None:
         """Community upkeep of the groups processed since the last idle moment (one slot at a time
-        per group; a failure is reported and the group is tried again at the next idle moment)."""
-        while self.refresh is not None and self._touched and not self._stopping.is_set():
-            group = self._touched.pop()
+        per group; a failure is reported and the group is tried again at the next idle moment).
+        Summaries the LLM failed (left marked) are tried again at an idle moment after a pause
+        that doubles while they keep failing (PROVIDER_FIRST_PAUSE .. PROVIDER_MAX_PAUSE)."""
+        now = asyncio.get_running_loop().time()
+        later = {g for g, (when, _) in self._summaries_later.items() if when > now}
+        while self.refresh is not None and (self._touched - later) and not self._stopping.is_set():
+            group = (self._touched - later).pop()
+            self._touched.discard(group)
             try:
-                await self.refresh(group)
+                out = await self.refresh(group)
+                if getattr(out, "error", None):
+                    self.stats.errors.append(f"community summaries of group {group!r}: {out.error}")
+                    pause = min(max(2 * self._summaries_later.get(group, (0.0, 0.0))[1], PROVIDER_FIRST_PAUSE),
+                                PROVIDER_MAX_PAUSE)
+                    self._summaries_later[group] = (asyncio.get_running_loop().time() + pause, pause)
+                    self._touched.add(group)
+                    later.add(group)
+                else:
+                    self._summaries_later.pop(group, None)
             except Exception as exc:  # noqa: BLE001 - database, provider and lost-connection errors
                 if not (isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ProviderError,
                                          DatabaseUnavailable))  # (a DatabaseTimeout: a detection cut)
