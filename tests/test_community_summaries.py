@@ -154,16 +154,22 @@ def test_the_cli_says_in_one_line_that_another_writer_held_the_group_too_long(db
     assert "PGMEMORY_LOCK_TIMEOUT" in done.stderr and f"group '{group}'" in done.stderr
 
 
-async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db_dsn, fake_openai, conn, group):
-    """A down or overloaded LLM (after its retries) is not asked again for every other community
-    of the group: they all stay marked, counted as failed, and the next refresh writes them."""
-    from bench.scripted_llm import ScriptedModel
+async def llm_down_memory(dsn: str, fake_openai) -> Memory:
+    """A Memory whose LLM (the fake server) answers 503 overloaded, retried once."""
     from tests.fake_openai import Status
 
     fake_openai.responder = lambda body: Status(503, "overloaded")
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
                        max_retries=1, base_delay=0.01)
-    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    return await Memory.open(dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+
+
+async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db_dsn, fake_openai, conn, group):
+    """A down or overloaded LLM (after its retries) is not asked again for every other community
+    of the group: they all stay marked, counted as failed, and the next refresh writes them."""
+    from bench.scripted_llm import ScriptedModel
+
+    memory = await llm_down_memory(db_dsn, fake_openai)
     try:
         plant_graph(conn, group, blocks=3, size=8, p_in=0.8, p_out=0.0, seed=2)
         conn.commit()
@@ -189,13 +195,9 @@ async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answe
 
     from bench.scripted_llm import ScriptedModel
     from pgmemory.ingest import worker as worker_module
-    from tests.fake_openai import Status
 
     monkeypatch.setattr(worker_module, "PROVIDER_FIRST_PAUSE", 0.2)
-    fake_openai.responder = lambda body: Status(503, "overloaded")
-    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5,
-                       max_retries=1, base_delay=0.01)
-    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    memory = await llm_down_memory(db_dsn, fake_openai)
     try:
         plant_graph(conn, group, blocks=2, size=8, p_in=0.8, p_out=0.0, seed=3)
         conn.commit()
