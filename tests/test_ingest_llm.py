@@ -352,3 +352,52 @@ async def test_a_rename_onto_another_entitys_name_keeps_both_names_apart(db_dsn,
         names = sorted(await memory.pool.fetchval(
             "SELECT array_agg(name) FROM pgmemory.entities WHERE group_id = $1 AND retired_at IS NULL", group))
     assert names == sorted(["Bob", "Bob Smith", "Lisbon", "Acme Corp"]), names
+
+
+async def _cost(dsn: str, group: str, episode_id: str):
+    from pgmemory.ingest.episode import episode_uuid
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT status, llm_calls, prompt_tokens, completion_tokens FROM pgmemory.episodes"
+                            " WHERE group_id = %s AND id = %s", (group, episode_uuid(group, episode_id))).fetchone()
+
+
+async def test_usage_is_counted_once_when_the_applys_answer_is_lost(db_dsn, fake_openai, group):
+    """The connection lost after the apply committed, before its answer reached Python: the attempt
+    gave the episode back with its usage, which the apply had already added (two calls billed for
+    one). Now the attempt's end knows its attempt number: done by this attempt, nothing is added."""
+    from tests.servers import AnswerCutter
+
+    cutter = await AnswerCutter(db_dsn, b'"state": "applied"').start()
+    fake_openai.script(extraction_reply())
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=0)
+    try:
+        async with await Memory.open(cutter.dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client)) as memory:
+            with pytest.raises(IngestError):
+                await memory.add_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="cut")
+            assert cutter.cuts == 1
+            assert (await memory.add_episode(group, TEXT, actor="Alice", reference_time=REF,
+                                             episode_id="cut")).status == "skipped"
+    finally:
+        await cutter.stop()
+    assert await _cost(db_dsn, group, "cut") == ("done", 1, 10, 5)
+
+
+async def test_usage_of_an_attempt_whose_lease_was_taken_over_is_kept(llm_memory, db_dsn, fake_openai, group):
+    """While the LLM answered, the lease expired and another worker took the episode over: the apply
+    answers 'lost' and writes nothing. The call was billed all the same: it used to be dropped."""
+    from pgmemory.ingest.episode import episode_uuid
+
+    fake_openai.script(Delay(0.3, extraction_reply()))
+    task = asyncio.create_task(llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF,
+                                                      episode_id="taken"))
+    while not fake_openai.requests:
+        await asyncio.sleep(0.01)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 s'"
+                     " WHERE group_id = %s", (group,))
+        assert conn.execute("SELECT pgmemory_internal.lease_episode(%s, %s, 'other worker', '1 hour')",
+                            (group, episode_uuid(group, "taken"))).fetchone()[0] == "leased"
+    result = await task
+    assert (result.status, result.llm_calls, result.prompt_tokens) == ("busy", 1, 10)
+    assert await _cost(db_dsn, group, "taken") == ("processing", 1, 10, 5)

@@ -666,7 +666,7 @@ async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
         assert by_group == {"rt": ["done", "busy", "busy"], "rt-free": ["done"]}
         # Once the worker is done with Town1, retry (or a worker) takes the rest, in order.
         with psycopg.connect(queue_dsn, autocommit=True) as conn:
-            conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0)", (first,))
+            conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0, NULL)", (first,))
         assert [r.status for r in await memory.retry("rt")] == ["done"] * 3
     finally:
         await memory.close()

@@ -258,7 +258,7 @@ class Worker:
             ep = self._interrupted.pop()
             try:
                 await self.ingestor.pool.execute(
-                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0)",
+                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0, NULL)",
                     ep.group_id, ep.id, self.ingestor.owner)
             except BaseException:
                 self._interrupted.append(ep)  # given back at the next claim round
