@@ -448,3 +448,19 @@ async def test_a_reasoning_models_reply_is_ingested(llm_memory, fake_openai, gro
     fake_openai.script(Reply(thoughts + json.dumps(extraction_reply())))
     result = await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)
     assert (result.status, result.llm_calls, len(result.facts_created)) == ("done", 1, 2)
+
+
+async def test_the_calls_of_failed_episodes_are_in_the_runs_totals(llm_memory, fake_openai, group, capsys):
+    """A wrong API key: every episode fails at once (HTTP 401, not retried), each after one billed
+    call, stored on the episode; the run's summary said "0 LLM calls, 0 tokens"."""
+    from pgmemory.surfaces.ingest_file import _report
+
+    fake_openai.script(Status(401, "Incorrect API key provided"), Status(401, "Incorrect API key provided"))
+    results = await llm_memory.add_episodes(
+        [{"group_id": group, "content": f"I visited Town{n}.", "actor": "Zoe", "reference_time": REF}
+         for n in range(2)], concurrency=1)
+    assert [type(r).__name__ for r in results] == ["IngestError"] * 2
+    assert [(r.usage.calls, r.usage.total_tokens) for r in results] == [(1, 0)] * 2
+    assert _report(results) == 1
+    out, err = capsys.readouterr()
+    assert "2 failed" in out and "2 LLM calls" in out and err.count("HTTP 401") == 2

@@ -852,3 +852,4 @@ async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_t
     assert "timed out" in error and "\n" not in error
     # Given back once, then three times after the other group's episodes were done; the next claim fails it.
     assert len([r for r in fake_openai.requests if "POISON" in str(r.body["messages"])]) == 5
+    assert worker.stats.llm_calls == len(fake_openai.requests)  # (given back or failed, a call is billed)

@@ -107,11 +107,13 @@ class IngestError(Exception):
     given back ('pending', the attempt not counted): `given_back` says why, 'busy' (other writers
     of the group) or 'provider' (the LLM or embedding provider down for now)."""
 
-    def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None) -> None:
+    def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None,
+                 usage: Usage | None = None) -> None:
         super().__init__(f"episode {episode_id} failed: {type(cause).__name__}: {cause}")
         self.episode_id = episode_id
         self.cause = cause
         self.given_back = given_back
+        self.usage = usage or Usage()  # the LLM calls of the attempt that failed (billed all the same)
 
 
 class GroupBusy(Exception):
@@ -248,10 +250,10 @@ class Ingestor:
                 await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
                                         ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,
                                         usage.completion_tokens)
-                raise IngestError(ep.id, exc, given_back) from exc
+                raise IngestError(ep.id, exc, given_back, usage) from exc
             if not postgres_lost(exc):
                 await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage, attempt)
-                raise IngestError(ep.id, exc) from exc
+                raise IngestError(ep.id, exc, usage=usage) from exc
             # Postgres went away: not the episode's fault, so it is given back ('pending', to be
             # processed again in its group's order), not marked failed. If the server is still
             # away the lease stays until the caller gives it back (Worker) or it expires. The
@@ -260,7 +262,7 @@ class Ingestor:
             # then counted already).
             with contextlib.suppress(Exception):
                 await self.end_attempt(ep, None, usage, attempt)
-            raise IngestError(ep.id, exc) from exc
+            raise IngestError(ep.id, exc, usage=usage) from exc
         finally:
             renewal.cancel()
         if result.status != "done":
@@ -272,7 +274,7 @@ class Ingestor:
             except Exception as exc:
                 if not postgres_lost(exc):
                     raise
-                raise IngestError(ep.id, exc) from exc
+                raise IngestError(ep.id, exc, usage=usage) from exc
             result.llm_calls, result.prompt_tokens = usage.calls, usage.prompt_tokens
             result.completion_tokens = usage.completion_tokens
         return result

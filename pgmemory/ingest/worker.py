@@ -207,6 +207,8 @@ class Worker:
                 self._strikes.pop(ep.id, None)
                 self._provider_pause = 0.0
             except IngestError as exc:
+                self.stats.llm_calls += exc.usage.calls  # (billed, whatever became of the episode)
+                self.stats.tokens += exc.usage.total_tokens
                 if exc.given_back == "busy":
                     self._set_aside(ep.group_id)
                 elif exc.given_back == "provider":
