@@ -464,3 +464,28 @@ async def test_the_calls_of_failed_episodes_are_in_the_runs_totals(llm_memory, f
     assert _report(results) == 1
     out, err = capsys.readouterr()
     assert "2 failed" in out and "2 LLM calls" in out and err.count("HTTP 401") == 2
+
+
+async def test_no_transaction_or_lock_is_held_while_the_llm_hangs(llm_memory, db_dsn, fake_openai, group):
+    """A server that accepts and does not answer: while the episode waits on it, none of its
+    connections is in a transaction or holds a row lock (the group's write lock included); the
+    timeout then ends the call, and the episode fails in one line, to be retried."""
+    fake_openai.script(extraction_reply())
+    await llm_memory.add_episode(group, TEXT, actor="Alice", reference_time=REF)  # (the group's lock row)
+    fake_openai.script(*[Delay(30, extraction_reply()) for _ in range(3)])
+    task = asyncio.create_task(llm_memory.add_episode(group, "I moved to Lisbon.", actor="Alice",
+                                                      reference_time=REF, episode_id="hang"))
+    while not fake_openai.requests[1:]:
+        await asyncio.sleep(0.01)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        for _ in range(5):
+            held = conn.execute(
+                "SELECT a.state, l.locktype, l.mode FROM pg_stat_activity a LEFT JOIN pg_locks l"
+                " ON l.pid = a.pid AND l.locktype IN ('tuple', 'transactionid', 'advisory')"
+                " WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()"
+                " AND (a.state LIKE 'idle in transaction%%' OR l.pid IS NOT NULL)").fetchall()
+            assert held == []
+            await asyncio.sleep(0.05)
+    with pytest.raises(IngestError, match="timed out"):
+        await task
+    assert (await llm_memory.episode_status("hang", group))["status"] == "failed"
