@@ -368,23 +368,39 @@ END
 $$;
 
 -- End an attempt that did not apply: the LLM cost is always added (it was
--- billed); while this worker still holds the lease the episode becomes
+-- billed); while this worker still holds the lease (and, given p_attempt, the
+-- lease of that attempt: `attempts` as it took it) the episode becomes
 -- 'failed' with p_error, or 'pending' again when p_error is NULL (a worker
--- stopping gives its episode back).
+-- stopping gives its episode back). An attempt that lost its connection during
+-- its apply does not know whether the apply committed: with p_attempt, an
+-- episode found 'done' by that very attempt (status 'done', attempts = p_attempt:
+-- each lease counts one, and 'done' is final) had its cost added by the apply,
+-- so nothing is added twice.
 CREATE OR REPLACE FUNCTION pgmemory_internal.end_attempt(p_group text, p_episode uuid, p_worker text,
                                                 p_error text, p_calls integer, p_prompt_tokens integer,
-                                                p_completion_tokens integer)
+                                                p_completion_tokens integer, p_attempt integer)
 RETURNS void LANGUAGE sql VOLATILE AS $$
+    -- (each condition written out: a SET expression sees the row as it is when it is updated)
     UPDATE pgmemory.episodes e
-       SET llm_calls = e.llm_calls + p_calls,
-           prompt_tokens = e.prompt_tokens + p_prompt_tokens,
-           completion_tokens = e.completion_tokens + p_completion_tokens,
+       SET llm_calls = e.llm_calls + CASE WHEN p_attempt IS NOT NULL AND e.status = 'done'
+                                               AND e.attempts = p_attempt THEN 0 ELSE p_calls END,
+           prompt_tokens = e.prompt_tokens + CASE WHEN p_attempt IS NOT NULL AND e.status = 'done'
+                                                       AND e.attempts = p_attempt THEN 0 ELSE p_prompt_tokens END,
+           completion_tokens = e.completion_tokens + CASE WHEN p_attempt IS NOT NULL AND e.status = 'done'
+                                                               AND e.attempts = p_attempt
+                                                          THEN 0 ELSE p_completion_tokens END,
            status = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker AND e.status = 'processing'
+                              AND (p_attempt IS NULL OR e.attempts = p_attempt)
                          THEN CASE WHEN p_error IS NULL THEN 'pending' ELSE 'failed' END ELSE e.status END,
            error = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker AND e.status = 'processing'
+                             AND (p_attempt IS NULL OR e.attempts = p_attempt)
                         THEN left(p_error, 2000) ELSE e.error END,
-           lease_owner = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_owner END,
-           lease_until = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker THEN NULL ELSE e.lease_until END
+           lease_owner = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker
+                                   AND (p_attempt IS NULL OR e.attempts = p_attempt)
+                              THEN NULL ELSE e.lease_owner END,
+           lease_until = CASE WHEN e.lease_owner IS NOT DISTINCT FROM p_worker
+                                   AND (p_attempt IS NULL OR e.attempts = p_attempt)
+                              THEN NULL ELSE e.lease_until END
      WHERE e.group_id = p_group AND e.id = p_episode
 $$;
 
@@ -400,7 +416,7 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
      WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
        AND e.lease_owner = p_worker;
     SELECT pgmemory_internal.end_attempt(p_group, p_episode, p_worker, NULL, p_calls, p_prompt_tokens,
-                                         p_completion_tokens);
+                                         p_completion_tokens, NULL);
 $$;
 
 -- Take the group's write lock until the transaction ends: the lock every writer of the group

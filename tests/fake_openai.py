@@ -30,14 +30,31 @@ class Reply:
     body: Any
     prompt_tokens: int = 10
     completion_tokens: int = 5
+    finish_reason: str = "stop"  # "length": the model hit its token limit (body: the cut text)
+    refusal: str | None = None  # a refusal (the message's `refusal`; the content is then null)
 
 
 @dataclass(frozen=True)
 class Status:
-    """An HTTP error reply in OpenAI's error shape."""
+    """An HTTP error reply in OpenAI's error shape (``headers``: e.g. {"retry-after": "5"})."""
 
     code: int
     message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Send the status line, the headers and part of a 200 body, then drop the connection."""
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """A 200 chat reply (``then``, a Reply) whose body is sent one byte every ``seconds``: each
+    read gets a byte before any per-read timeout, so only a deadline on the whole call bounds it."""
+
+    seconds: float
+    then: Any = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +82,7 @@ class Vectors:
     prompt_tokens: int = 3
 
 
-Item = Union[Reply, Status, BrokenJSON, Delay, Vectors, dict]
+Item = Union[Reply, Status, BrokenJSON, Delay, Vectors, Reset, Trickle, dict]
 
 
 @dataclass
@@ -154,7 +171,8 @@ def _vector(text: str, dim: int) -> list[float]:
     return [(seed[i % len(seed)] - 127.5) / 64 for i in range(dim)]
 
 
-def _chat_body(content: str, request: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
+def _chat_body(content: str | None, request: dict[str, Any], prompt: int, completion: int,
+               finish_reason: str = "stop", refusal: str | None = None) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -163,8 +181,8 @@ def _chat_body(content: str, request: dict[str, Any], prompt: int, completion: i
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
@@ -221,7 +239,32 @@ class _Handler(BaseHTTPRequestHandler):
         if item is None:
             self._send(400, {"error": {"message": "fake_openai: no scripted response left", "type": "invalid_request_error"}})
         elif isinstance(item, Status):
-            self._send(item.code, {"error": {"message": item.message, "type": "scripted", "code": item.code}})
+            self._send(item.code, {"error": {"message": item.message, "type": "scripted", "code": item.code}},
+                       item.headers)
+        elif isinstance(item, Reset):
+            self._release()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"id": "chatcmpl-fake", "choi')
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)  # (socket.SHUT_RDWR)
+        elif isinstance(item, Trickle):
+            reply = item.then if isinstance(item.then, Reply) else Reply(item.then)
+            content = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+            data = json.dumps(_chat_body(content, request, reply.prompt_tokens, reply.completion_tokens)).encode()
+            self._release()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                if self.fake._stopping.wait(item.seconds):
+                    return
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
         elif isinstance(item, BrokenJSON):
             self._send(200, _chat_body(item.content, request, item.prompt_tokens, item.completion_tokens))
         elif isinstance(item, Vectors):
@@ -239,13 +282,16 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path.endswith("/embeddings"):
                 self._send(200, reply.body)
                 return
-            content = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
-            self._send(200, _chat_body(content, request, reply.prompt_tokens, reply.completion_tokens))
+            content = reply.body if isinstance(reply.body, str) or reply.body is None else json.dumps(reply.body)
+            self._send(200, _chat_body(content, request, reply.prompt_tokens, reply.completion_tokens,
+                                       reply.finish_reason, reply.refusal))
 
-    def _send(self, status: int, payload: Any) -> None:
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self._release()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()

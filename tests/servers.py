@@ -99,3 +99,57 @@ def ensure_server_user() -> None:
         from pgserver.utils import ensure_user_exists
 
         ensure_user_exists(SERVER_USER)
+
+
+class AnswerCutter:
+    """A Unix-socket relay in front of a test server that loses one answer: the first time the
+    server's bytes to a client contain `marker`, both sides of that connection are closed instead
+    of passing them on (a network fault after the server did the work, before the client heard of
+    it). `dsn` is the relayed DSN; `cuts` counts the answers lost. Runs on the test's event loop."""
+
+    def __init__(self, dsn: str, marker: bytes) -> None:
+        import tempfile
+
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+        port = info.get("port") or "5432"
+        self._target = os.path.join(info["host"], f".s.PGSQL.{port}")
+        self._dir = tempfile.mkdtemp(prefix="cut", dir="/tmp")
+        self._path = os.path.join(self._dir, f".s.PGSQL.{port}")
+        self.dsn = dsn.replace(f"host={info['host']}", f"host={self._dir}")
+        self.marker = marker
+        self.armed = True
+        self.cuts = 0
+        self._server = None
+
+    async def start(self) -> "AnswerCutter":
+        import asyncio
+
+        self._server = await asyncio.start_unix_server(self._relay, path=self._path)
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def _relay(self, client_reader, client_writer) -> None:
+        import asyncio
+
+        server_reader, server_writer = await asyncio.open_unix_connection(self._target)
+
+        async def pump(reader, writer, watch: bool) -> None:
+            try:
+                while data := await reader.read(65536):
+                    if watch and self.armed and self.marker in data:
+                        self.armed = False
+                        self.cuts += 1
+                        break
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                for w in (client_writer, server_writer):
+                    w.close()
+
+        await asyncio.gather(pump(client_reader, server_writer, False), pump(server_reader, client_writer, True))

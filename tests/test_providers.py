@@ -18,7 +18,7 @@ from pgmemory.providers.embedder import (
 )
 from pgmemory.providers.llm import LLMClient, LLMError, Usage
 from pgmemory.providers.tokens import count_tokens, tokenizer_name
-from tests.fake_openai import BrokenJSON, Delay, FakeOpenAI, Reply, Status, Vectors
+from tests.fake_openai import BrokenJSON, Delay, FakeOpenAI, Reply, Reset, Status, Trickle, Vectors
 
 
 class Person(pydantic.BaseModel):
@@ -123,6 +123,74 @@ async def test_client_errors_not_retried(fake_openai: FakeOpenAI, status: int) -
     assert "not retryable" in str(info.value)
     assert usage.calls == 1
     assert len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize("content", [
+    '<think>\nThe user asks about {Alice}. Answer: {"name": "Wrong", "age": 0}?\n</think>\n{"name": "Alice", "age": 30}',
+    '<think>short</think>```json\n{"name": "Alice", "age": 30}\n```',
+    'Here is the JSON you asked for:\n```json\n{"name": "Alice", "age": 30}\n```\nLet me know!',
+    '```JSON\n{"name": "Alice", "age": 30}\n```',
+    '{"name": "Alice", "age": 30}\n\nI hope this helps.',
+    'Sure! {"name": "Alice", "age": 30}',
+], ids=["think", "think-fence", "prose-fence", "upper-fence", "trailing-prose", "leading-prose"])
+async def test_reasoning_and_prose_around_the_json_are_read(fake_openai: FakeOpenAI, content: str) -> None:
+    """Reasoning models (DeepSeek-R1, QwQ, Qwen3 served by vLLM or Ollama) put <think>...</think>
+    before the answer, and many local models wrap it in prose or a fence: each such reply used to be
+    "Invalid JSON", retried four times (all billed) and the episode failed."""
+    fake_openai.script(Reply(content))
+    usage = Usage()
+    assert await client(fake_openai, max_retries=0).complete(MESSAGES, Person, usage=usage) == Person(
+        name="Alice", age=30)
+    assert usage.calls == 1
+
+
+async def test_json_of_the_wrong_shape_inside_prose_is_reported_as_such(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply('Here: {"name": "Alice"}'))
+    with pytest.raises(LLMError, match=r"age: Field required"):
+        await client(fake_openai, max_retries=0).complete(MESSAGES, Person)
+
+
+async def test_a_reply_cut_at_the_token_limit_says_so(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply('{"name": "Ali', finish_reason="length"), Reply("", finish_reason="length"))
+    with pytest.raises(LLMError, match="cut at the model's token limit") as info:
+        await client(fake_openai, max_retries=1).complete(MESSAGES, Person)
+    assert "\n" not in str(info.value)
+
+
+async def test_a_refusal_is_reported_and_not_retried(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reply(None, refusal="I'm sorry,\nI can't help with that."), {"name": "x", "age": 1})
+    usage = Usage()
+    with pytest.raises(LLMError, match="not retryable.*the model refused: I'm sorry, I can't help with that") as info:
+        await client(fake_openai).complete(MESSAGES, Person, usage=usage)
+    assert usage.calls == 1 and len(fake_openai.requests) == 1 and "\n" not in str(info.value)
+
+
+async def test_a_reply_trickled_a_byte_at_a_time_is_bounded_by_the_timeout(fake_openai: FakeOpenAI) -> None:
+    """The HTTP client's timeout bounds each read: a server sending a byte every 0.2 s never tripped
+    a 0.5 s timeout, and held the episode (its lease renewed) for as long as it liked."""
+    fake_openai.script(Trickle(0.2, {"name": "slow", "age": 1}), {"name": "Fay", "age": 5})
+    started = asyncio.get_running_loop().time()
+    usage = Usage()
+    person = await client(fake_openai, timeout=0.5, max_retries=1).complete(MESSAGES, Person, usage=usage)
+    assert person.name == "Fay" and usage.calls == 2
+    assert asyncio.get_running_loop().time() - started < 5
+
+
+async def test_a_connection_reset_mid_reply_is_retried(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(Reset(), {"name": "Gus", "age": 6})
+    assert (await client(fake_openai).complete(MESSAGES, Person)).name == "Gus"
+
+
+async def test_a_huge_retry_after_is_capped(fake_openai: FakeOpenAI) -> None:
+    from pgmemory.providers.llm import RetryPolicy
+
+    fake_openai.script(Status(429, "slow down", {"retry-after": "86400"}), {"name": "Hal", "age": 7})
+    policy = RetryPolicy(max_retries=1, base_delay=0.01, max_delay=0.2)
+    llm = client(fake_openai)
+    llm.policy = policy
+    started = asyncio.get_running_loop().time()
+    assert (await llm.complete(MESSAGES, Person)).name == "Hal"
+    assert asyncio.get_running_loop().time() - started < 2
 
 
 async def test_usage_summed_across_calls(fake_openai: FakeOpenAI) -> None:

@@ -666,7 +666,7 @@ async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
         assert by_group == {"rt": ["done", "busy", "busy"], "rt-free": ["done"]}
         # Once the worker is done with Town1, retry (or a worker) takes the rest, in order.
         with psycopg.connect(queue_dsn, autocommit=True) as conn:
-            conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0)", (first,))
+            conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0, NULL)", (first,))
         assert [r.status for r in await memory.retry("rt")] == ["done"] * 3
     finally:
         await memory.close()
@@ -808,3 +808,48 @@ async def test_a_worker_waits_out_too_many_connections(queue_dsn):
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
     assert stats.failed == 0, stats.errors[:3]
     assert {r["status"] for r in episodes(queue_dsn)} == {"done"}
+
+
+async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_the_others_go(queue_dsn, fake_openai,
+                                                                                            monkeypatch):
+    """An episode the LLM never answers in time (too long for the model, or a prompt its server
+    chokes on) while it answers every other: each timeout looked like an outage, so the episode was
+    given back (its attempt not counted) and claimed again first, for ever: the worker's only slot
+    never reached the other group, and the episode never failed. Now a group given back for its
+    provider is set aside like a busy one, and an episode given back while other episodes were done
+    meanwhile (the provider is up) fails at its claim after three such give-backs, naming its failure."""
+    from pgmemory.extract.llm import LLMExtractor
+    from pgmemory.ingest import worker as queue_worker
+    from pgmemory.providers.llm import LLMClient
+
+    monkeypatch.setattr(queue_worker, "PROVIDER_FIRST_PAUSE", 0.1)  # (pauses of seconds, in tenths)
+    monkeypatch.setattr(queue_worker, "SET_ASIDE_FIRST_SECONDS", 0.1)
+    from bench.scripted_llm import ScriptedModel
+
+    model = ScriptedModel()
+    fake_openai.responder = lambda body: Delay(2, EXTRACTION) if "POISON" in str(body["messages"]) else model(body)
+    poison = enqueue(queue_dsn, "slow-a", "POISON, a very long text.", "2024-01-01T00:00:00Z")
+    for n in range(3):
+        enqueue(queue_dsn, "slow-b", f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=0.3, max_retries=0)
+    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    try:
+        worker = memory.worker(poll_seconds=0.1, communities=False)
+        running = asyncio.create_task(worker.run())
+        for _ in range(400):
+            if {r["status"] for r in episodes(queue_dsn)} <= {"done", "failed"}:
+                break
+            await asyncio.sleep(0.1)
+        worker.stop()
+        await running
+    finally:
+        await memory.close()
+    rows = {r["id"]: r for r in episodes(queue_dsn)}
+    assert [r["status"] for r in rows.values() if r["group_id"] == "slow-b"] == ["done"] * 3, worker.stats
+    assert rows[poison]["status"] == "failed"
+    with psycopg.connect(queue_dsn) as conn:
+        error = conn.execute("SELECT error FROM pgmemory.episodes WHERE id = %s", (poison,)).fetchone()[0]
+    assert "timed out" in error and "\n" not in error
+    # Given back once, then three times after the other group's episodes were done; the next claim fails it.
+    assert len([r for r in fake_openai.requests if "POISON" in str(r.body["messages"])]) == 5
+    assert worker.stats.llm_calls == len(fake_openai.requests)  # (given back or failed, a call is billed)

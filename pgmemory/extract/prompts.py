@@ -20,7 +20,9 @@ from pgmemory.extract.types import EntityCandidate, EpisodeInput, ExtractedEntit
 class _Reply(BaseModel):
     """A reply object whose optional fields read an explicit null as their default: models answer
     `"kind": null` or `"facts": null` for what they have nothing to say about, and refusing the
-    whole reply for it costs every retry and then the episode."""
+    whole reply for it costs every retry and then the episode. A list of ids or names (list[str])
+    reads a lone string as a list of it and leaves out items that are not strings (`"contradicts":
+    [null]`, `"contradicts": "F0"`): such an item names nothing, so nothing is decided on it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -29,7 +31,11 @@ class _Reply(BaseModel):
             return data
         optional = {key for name, info in cls.model_fields.items() if not info.is_required()
                     and info.default is not None for key in (name, info.alias) if key}
-        return {k: v for k, v in data.items() if v is not None or k not in optional}
+        strings = {key for name, info in cls.model_fields.items() if info.annotation == list[str]
+                   for key in (name, info.alias) if key}
+        return {k: ([v] if isinstance(v, str) else [x for x in v if isinstance(x, str)])
+                if k in strings and isinstance(v, (str, list)) else v
+                for k, v in data.items() if v is not None or k not in optional}
 
 
 class EntityOut(_Reply):

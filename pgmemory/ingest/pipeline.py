@@ -107,11 +107,13 @@ class IngestError(Exception):
     given back ('pending', the attempt not counted): `given_back` says why, 'busy' (other writers
     of the group) or 'provider' (the LLM or embedding provider down for now)."""
 
-    def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None) -> None:
+    def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None,
+                 usage: Usage | None = None) -> None:
         super().__init__(f"episode {episode_id} failed: {type(cause).__name__}: {cause}")
         self.episode_id = episode_id
         self.cause = cause
         self.given_back = given_back
+        self.usage = usage or Usage()  # the LLM calls of the attempt that failed (billed all the same)
 
 
 class GroupBusy(Exception):
@@ -231,11 +233,15 @@ class Ingestor:
         (provider_unavailable) with `wait_for_provider` (a worker that runs until stopped):
         given_back 'provider'."""
         usage = Usage()
+        attempt = None  # which lease of the episode this is (its `attempts` as this owner took it)
         renewal = asyncio.create_task(self._renew(ep))
         try:
-            return await self._process(ep, usage, entity_types, edge_types, own_vector)
+            attempt = await self.pool.fetchval(
+                "SELECT attempts FROM pgmemory.episodes WHERE group_id = $1 AND id = $2 AND lease_owner = $3"
+                " AND status = 'processing'", ep.group_id, ep.id, self.owner)
+            result = await self._process(ep, usage, entity_types, edge_types, own_vector)
         except asyncio.CancelledError:
-            await asyncio.shield(self.end_attempt(ep, None, usage))
+            await asyncio.shield(self.end_attempt(ep, None, usage, attempt))
             raise
         except Exception as exc:
             given_back = ("busy" if set_aside_when_busy and group_busy(exc)
@@ -244,18 +250,34 @@ class Ingestor:
                 await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
                                         ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,
                                         usage.completion_tokens)
-                raise IngestError(ep.id, exc, given_back) from exc
+                raise IngestError(ep.id, exc, given_back, usage) from exc
             if not postgres_lost(exc):
-                await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage)
-                raise IngestError(ep.id, exc) from exc
+                await self.end_attempt(ep, f"{type(exc).__name__}: {exc}", usage, attempt)
+                raise IngestError(ep.id, exc, usage=usage) from exc
             # Postgres went away: not the episode's fault, so it is given back ('pending', to be
             # processed again in its group's order), not marked failed. If the server is still
-            # away the lease stays until the caller gives it back (Worker) or it expires.
+            # away the lease stays until the caller gives it back (Worker) or it expires. The
+            # connection may have been lost after the apply committed, before its answer came:
+            # the attempt number tells end_attempt whether this attempt applied it (its usage
+            # then counted already).
             with contextlib.suppress(Exception):
-                await self.end_attempt(ep, None, usage)
-            raise IngestError(ep.id, exc) from exc
+                await self.end_attempt(ep, None, usage, attempt)
+            raise IngestError(ep.id, exc, usage=usage) from exc
         finally:
             renewal.cancel()
+        if result.status != "done":
+            # The apply wrote nothing: another attempt applied the episode, or took this one's
+            # lease over. The calls made were billed all the same: added to the episode's cost
+            # (once: not retried if the answer is lost).
+            try:
+                await self.end_attempt(ep, None, usage, attempt)
+            except Exception as exc:
+                if not postgres_lost(exc):
+                    raise
+                raise IngestError(ep.id, exc, usage=usage) from exc
+            result.llm_calls, result.prompt_tokens = usage.calls, usage.prompt_tokens
+            result.completion_tokens = usage.completion_tokens
+        return result
 
     async def _refresh_statistics(self, db: "_TimedDb") -> None:
         """Every STATISTICS_EVERY applied episodes, analyse the tables that outgrew their planner
@@ -269,13 +291,15 @@ class Ingestor:
             except asyncpg.PostgresError:
                 pass  # planner statistics only: the episode is applied, autovacuum analyses later
 
-    async def end_attempt(self, ep: Episode, error: str | None, usage: Usage | None = None) -> None:
+    async def end_attempt(self, ep: Episode, error: str | None, usage: Usage | None = None,
+                          attempt: int | None = None) -> None:
         """End this owner's attempt at an episode: 'failed' with `error`, else given back
-        ('pending'); the LLM usage of the attempt is added to the episode's."""
+        ('pending'); the LLM usage of the attempt is added to the episode's, unless the episode
+        was applied by this very attempt (`attempt`: its number, when known), whose apply added it."""
         usage = usage or Usage()
-        await self.pool.execute("SELECT pgmemory_internal.end_attempt($1, $2, $3, $4, $5, $6, $7)",
+        await self.pool.execute("SELECT pgmemory_internal.end_attempt($1, $2, $3, $4, $5, $6, $7, $8)",
                                 ep.group_id, ep.id, self.owner, error, usage.calls, usage.prompt_tokens,
-                                usage.completion_tokens)
+                                usage.completion_tokens, attempt)
 
     async def _renew(self, ep: Episode) -> None:
         """Keep the lease alive while this process works on the episode."""

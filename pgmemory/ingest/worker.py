@@ -37,6 +37,10 @@ SET_ASIDE_FIRST_SECONDS = 1.0
 SET_ASIDE_MAX_SECONDS = 30.0
 PROVIDER_FIRST_PAUSE = 1.0   # an LLM or embedding provider down: a slot waits this long, doubling
 PROVIDER_MAX_PAUSE = 60.0    # up to this, before it claims again
+# Give-backs for the provider of one episode while the provider answered others (episodes were
+# done after its first give-back): past this many, its next claim fails it instead (the episode is
+# what the provider cannot answer in time, not an outage).
+PROVIDER_STRIKES = 3
 
 
 @dataclass
@@ -78,6 +82,9 @@ class Worker:
         self._provider_pause = 0.0  # (doubles while the provider stays down, up to PROVIDER_MAX_PAUSE)
         # group whose community summaries the LLM failed -> (loop time they are tried again, pause)
         self._summaries_later: dict[str, tuple[float, float]] = {}
+        # episode given back for its provider -> (stats.done at its first give-back, strikes: later
+        # give-backs once episodes were done after that one)
+        self._strikes: dict[Any, tuple[int, int]] = {}
 
     def stop(self, *, now: bool = False) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period, or
@@ -195,25 +202,36 @@ class Worker:
                 continue
             self.stats.in_progress += 1
             self._touched.add(ep.group_id)
+            struck = self._strikes.get(ep.id, (0, 0))[1] >= PROVIDER_STRIKES
             try:
-                self._count(await self.ingestor.process(ep, set_aside_when_busy=True, wait_for_provider=not self.drain))
+                self._count(await self.ingestor.process(ep, set_aside_when_busy=True,
+                                                        wait_for_provider=not (self.drain or struck)))
                 self._aside.pop(ep.group_id, None)
+                self._strikes.pop(ep.id, None)
                 self._provider_pause = 0.0
             except IngestError as exc:
+                self.stats.llm_calls += exc.usage.calls  # (billed, whatever became of the episode)
+                self.stats.tokens += exc.usage.total_tokens
                 if exc.given_back == "busy":
                     self._set_aside(ep.group_id)
                 elif exc.given_back == "provider":
-                    # Not the episode's fault either: given back ('pending', the attempt not
-                    # counted), and this slot waits before it claims again (the queue keeps its order).
+                    # Not the episode's fault, as far as one can tell: given back ('pending', the
+                    # attempt not counted), its group set aside (the others go first: are they
+                    # answered?), and this slot waits before it claims again.
                     self.stats.provider_waits += 1
+                    first_done, strikes = self._strikes.get(ep.id, (self.stats.done, 0))
+                    self._strikes[ep.id] = (first_done, strikes + (self.stats.done > first_done))
                     self._provider_pause = min(max(2 * self._provider_pause, PROVIDER_FIRST_PAUSE), PROVIDER_MAX_PAUSE)
                     backoff = self._provider_pause
+                    # (the group's pause outlasts the slot's, so the next claim goes to another group)
+                    self._set_aside(ep.group_id, count=False, at_least=2 * backoff)
                 elif postgres_lost(exc):
                     # Not the episode's fault: it goes back to 'pending' (process() gave it back,
                     # or the next claim round does once the server answers), in its group's order.
                     self._interrupted.append(ep)
                     backoff = 0.25
                 else:
+                    self._strikes.pop(ep.id, None)
                     self.stats.failed += 1
                     self.stats.errors.append(str(exc))
             finally:
@@ -224,11 +242,13 @@ class Worker:
             if self.on_progress is not None:
                 self.on_progress(self.stats)
 
-    def _set_aside(self, group: str) -> None:
-        """Try a busy group again after a pause that doubles while it stays busy."""
+    def _set_aside(self, group: str, *, count: bool = True, at_least: float = 0.0) -> None:
+        """Try a busy group again after a pause that doubles while it stays busy (`count`: in
+        stats.set_aside; a group set aside for its provider is counted in provider_waits)."""
         pause = min(2 * self._aside.get(group, (0.0, SET_ASIDE_FIRST_SECONDS / 2))[1], SET_ASIDE_MAX_SECONDS)
+        pause = max(pause, at_least)
         self._aside[group] = (asyncio.get_running_loop().time() + pause, pause)
-        self.stats.set_aside += 1
+        self.stats.set_aside += count
 
     def _set_aside_now(self) -> list[str]:
         """The groups whose pause has not ended (the claim skips them); the others are tried again."""
@@ -261,7 +281,7 @@ class Worker:
             ep = self._interrupted.pop()
             try:
                 await self.ingestor.pool.execute(
-                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0)",
+                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0, NULL)",
                     ep.group_id, ep.id, self.ingestor.owner)
             except BaseException:
                 self._interrupted.append(ep)  # given back at the next claim round

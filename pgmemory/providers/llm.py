@@ -6,6 +6,7 @@ The openai client's own retries are switched off so attempts are counted exactly
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -39,7 +40,11 @@ DEFAULT_LLM_MODEL = "gpt-4o-mini"
 # llama.cpp) ignore it, so a placeholder is sent when only a base URL is configured.
 PLACEHOLDER_API_KEY = "not-needed"
 _RETRYABLE_STATUS = frozenset({408, 429})
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL | re.IGNORECASE)
+_FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)  # a fenced block anywhere in the text
+# A reasoning model's thoughts before its answer (DeepSeek-R1, QwQ, Qwen3 through vLLM or Ollama).
+_THINKING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_JSON_STARTS = 64  # at most this many '{' are tried as the start of the JSON in prose
 
 
 class ProviderError(RuntimeError):
@@ -57,6 +62,10 @@ class LLMError(ProviderError):
 
 class InvalidReply(Exception):
     """The endpoint answered, but not with JSON matching the requested schema (retryable)."""
+
+
+class Refusal(InvalidReply):
+    """The model refused to answer (its message's `refusal`): asking again the same is not retried."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ class Usage:
 
 def is_retryable(exc: BaseException) -> bool:
     """True for rate limits, server errors, timeouts, connection errors and invalid replies."""
+    if isinstance(exc, Refusal):
+        return False
     if isinstance(exc, (InvalidReply, openai.APIConnectionError)):
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -178,16 +189,65 @@ def _schema_name(schema: type[pydantic.BaseModel]) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", schema.__name__)[:64] or "reply"
 
 
-def parse_reply(content: str | None, schema: type[M]) -> M:
-    """Validate a completion's text against ``schema``; tolerate a ```json fence around it."""
+def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | None = None,
+                refusal: str | None = None) -> M:
+    """Validate a completion's text against ``schema``. Tolerated around the JSON: a reasoning
+    model's <think>...</think> block, a ```json fence (with prose before or after it), prose
+    before or after the object. A refusal raises Refusal; a reply cut at the model's token limit
+    (``finish_reason`` "length") says so."""
+    if refusal and refusal.strip():
+        raise Refusal(f"the model refused: {_one_line(refusal)}")
     if not content or not content.strip():
-        raise InvalidReply("empty content")
+        raise InvalidReply("empty content" + _cut(finish_reason))
     fenced = _FENCE.match(content)
     text = fenced.group(1) if fenced else content
     try:
         return schema.model_validate_json(text)
     except pydantic.ValidationError as exc:
-        raise InvalidReply(f"does not match {schema.__name__}: {_first_error(exc)}") from exc
+        error = exc
+    if any(e["type"] == "json_invalid" for e in error.errors()):  # not JSON as a whole: look inside
+        for found in _embedded_json(_THINKING.sub("", content)):
+            try:
+                return schema.model_validate(found)
+            except pydantic.ValidationError as exc:
+                error = exc  # JSON, of the wrong shape: that is the problem to report
+                break
+    raise InvalidReply(f"does not match {schema.__name__}: {_first_error(error)}{_cut(finish_reason)}") from error
+
+
+def _embedded_json(text: str):
+    """The JSON objects a reply's text holds, most likely first: fenced blocks, then objects
+    starting at each of the first _JSON_STARTS '{' (prose before or after them ignored)."""
+    for block in _FENCED.findall(text):
+        try:
+            yield json.loads(block)
+        except ValueError:
+            pass
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(_JSON_STARTS):
+        if start < 0:
+            return
+        try:
+            found, _end = decoder.raw_decode(text, start)
+        except ValueError:
+            pass
+        else:
+            if isinstance(found, dict):
+                yield found
+        start = text.find("{", start + 1)
+
+
+def _cut(finish_reason: str | None) -> str:
+    """What an error adds when the reply was cut at the model's token limit."""
+    return (" (the reply was cut at the model's token limit, finish_reason 'length': shorten the episode"
+            " or raise the model's max output tokens)" if finish_reason == "length" else "")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """A model's text on one line, at most `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _first_error(exc: pydantic.ValidationError) -> str:
@@ -222,6 +282,7 @@ class LLMClient:
                 "LLMClient needs max_retries >= 0, max_concurrency >= 1, timeout > 0, base_delay >= 0"
             )
         self.model = model
+        self.timeout = timeout
         self.policy = RetryPolicy(max_retries=max_retries, base_delay=base_delay)
         self._client = openai_client(base_url, api_key, timeout)
         self._semaphore = asyncio.Semaphore(max_concurrency)
@@ -259,15 +320,17 @@ class LLMClient:
             async with self._semaphore:
                 if usage is not None:
                     usage.calls += 1
-                reply = await self._client.chat.completions.create(
+                reply = await self._deadline(self._client.chat.completions.create(
                     model=self.model, messages=messages, response_format=response_format
-                )
+                ))
             if usage is not None and reply.usage is not None:
                 usage.prompt_tokens += reply.usage.prompt_tokens or 0
                 usage.completion_tokens += reply.usage.completion_tokens or 0
             if not reply.choices:
                 raise InvalidReply("no choices in the completion")
-            return parse_reply(reply.choices[0].message.content, schema)
+            choice = reply.choices[0]
+            return parse_reply(choice.message.content, schema, finish_reason=choice.finish_reason,
+                               refusal=getattr(choice.message, "refusal", None))
 
         return await with_retries(
             attempt,
@@ -275,6 +338,17 @@ class LLMClient:
             what=f"LLM request to {self.endpoint} (model {self.model})",
             error=LLMError,
         )
+
+    async def _deadline(self, request: Awaitable[T]) -> T:
+        """`request` within `timeout` seconds in all: the HTTP client's timeout bounds each read,
+        so a server that sends its reply a byte at a time would hold the call for ever. Past the
+        deadline it fails as a timeout (retried like one)."""
+        try:
+            return await asyncio.wait_for(request, self.timeout)
+        except asyncio.TimeoutError:
+            import httpx
+
+            raise openai.APITimeoutError(request=httpx.Request("POST", f"{self.endpoint}chat/completions")) from None
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connection pool."""

@@ -46,8 +46,8 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
     failed = [r for r in results if isinstance(r, IngestError)]
     done = [r for r in results if isinstance(r, EpisodeResult)]
     status = Counter(r.status for r in done)
-    calls = sum(r.llm_calls for r in done)
-    tokens = sum(r.prompt_tokens + r.completion_tokens for r in done)
+    calls = sum(r.llm_calls for r in done) + sum(r.usage.calls for r in failed)  # (failed calls are billed too)
+    tokens = sum(r.prompt_tokens + r.completion_tokens for r in done) + sum(r.usage.total_tokens for r in failed)
     facts = sum(len(r.facts_created) for r in done)
     entities = sum(len(r.entities_created) for r in done)
     busy = f", {status['busy']} being processed by another worker" if status["busy"] else ""
