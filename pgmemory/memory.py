@@ -19,12 +19,12 @@ from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
                                      validate_episode, validate_group_id, validate_group_ids)
 from pgmemory.ingest.messages import messages_text
-from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor,
+from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor, NotAttempted,
                                       expire_dead_leases, fact_embedding_text, retry_serialization)
 from pgmemory.ingest.reembed import DEFAULT_BATCH, KINDS, ReembedProgress, ReembedResult, reembed
 from pgmemory.ingest.worker import Worker, WorkerStats
 from pgmemory.providers.embedder import Embedder, embedder_from_env
-from pgmemory.providers.llm import LLMClient
+from pgmemory.providers.llm import LLMClient, provider_refused
 from pgmemory.providers.reranker import CrossEncoder, cross_encoder_from_env
 from pgmemory import reads
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
@@ -204,6 +204,9 @@ class Memory:
                            communities: bool = False) -> list[EpisodeResult | IngestError]:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
         then ordered within each group and parallel across groups. Failures are returned, not raised.
+        Once the LLM or embedding provider refuses the configuration (a wrong API key or model:
+        provider_refused), the episodes not started yet are not sent (IngestError of NotAttempted,
+        nothing stored): fix it and run the same batch again (done episodes are skipped).
         communities=True: each group's communities are refreshed once its episodes are done
         (`refresh_communities`)."""
         check_int(concurrency, "concurrency", 1, 1000)
@@ -216,15 +219,24 @@ class Memory:
             by_group.setdefault(ep.group_id, []).append((i, ep))
         results: list[EpisodeResult | IngestError | None] = [None] * len(validated)
         gate = asyncio.Semaphore(concurrency)
+        refused: list[IngestError] = []  # the first episode the provider refused the configuration on
 
         async def run_group(items: list[tuple[int, Episode]]) -> None:
             async with gate:
                 for i, ep in items:
-                    try:
-                        results[i] = await self.ingestor.ingest(ep, entity_types=entity_types,
-                                                                 edge_types=edge_types)
-                    except IngestError as exc:
-                        results[i] = exc
+                    if refused:  # the same key or model would be refused again: not sent, not stored
+                        cause = refused[0].cause
+                        results[i] = IngestError(ep.id, NotAttempted(
+                            f"not attempted: the provider refused episode {refused[0].episode_id} "
+                            f"({str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__})"))
+                    else:
+                        try:
+                            results[i] = await self.ingestor.ingest(ep, entity_types=entity_types,
+                                                                     edge_types=edge_types)
+                        except IngestError as exc:
+                            results[i] = exc
+                            if provider_refused(exc.cause):
+                                refused.append(exc)
                     if on_done is not None:
                         on_done(results[i])
                 if communities and items:

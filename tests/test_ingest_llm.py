@@ -450,20 +450,33 @@ async def test_a_reasoning_models_reply_is_ingested(llm_memory, fake_openai, gro
     assert (result.status, result.llm_calls, len(result.facts_created)) == ("done", 1, 2)
 
 
-async def test_the_calls_of_failed_episodes_are_in_the_runs_totals(llm_memory, fake_openai, group, capsys):
-    """A wrong API key: every episode fails at once (HTTP 401, not retried), each after one billed
-    call, stored on the episode; the run's summary said "0 LLM calls, 0 tokens"."""
+async def test_a_refused_key_stops_the_run_and_its_calls_are_in_the_totals(llm_memory, fake_openai, group, capsys):
+    """A wrong API key: the first episode fails at once (HTTP 401, not retried) after one billed
+    call, stored on the episode and in the run's summary (it said "0 LLM calls, 0 tokens"). The
+    episodes after it are not sent (each was refused in turn, one billed call and one line per
+    episode of the file) nor stored; once the key is fixed the same batch runs to its end."""
+    from pgmemory.ingest.pipeline import NotAttempted
     from pgmemory.surfaces.ingest_file import _report
 
-    fake_openai.script(Status(401, "Incorrect API key provided"), Status(401, "Incorrect API key provided"))
-    results = await llm_memory.add_episodes(
-        [{"group_id": group, "content": f"I visited Town{n}.", "actor": "Zoe", "reference_time": REF}
-         for n in range(2)], concurrency=1)
-    assert [type(r).__name__ for r in results] == ["IngestError"] * 2
-    assert [(r.usage.calls, r.usage.total_tokens) for r in results] == [(1, 0)] * 2
+    batch = [{"group_id": group, "content": f"I visited Town{n}.", "actor": "Zoe", "reference_time": REF}
+             for n in range(3)]
+    fake_openai.responder = lambda body: Status(401, "Incorrect API key provided")  # every request
+    asked = len(fake_openai.requests)
+    results = await llm_memory.add_episodes(batch, concurrency=1)
+    assert [type(r).__name__ for r in results] == ["IngestError"] * 3
+    assert [isinstance(r.cause, NotAttempted) for r in results] == [False, True, True]
+    assert len(fake_openai.requests) - asked == 1
+    assert [(r.usage.calls, r.usage.total_tokens) for r in results] == [(1, 0)] + [(0, 0)] * 2
+    assert [len(await llm_memory.get_episodes(group, last_n=10))] == [1]  # the refused one, kept failed
     assert _report(results) == 1
     out, err = capsys.readouterr()
-    assert "2 failed" in out and "2 LLM calls" in out and err.count("HTTP 401") == 2
+    assert "1 failed, 2 not attempted" in out and "1 LLM calls" in out and err.count("HTTP 401") == 1
+    assert "fix it and run the same command again" in err
+    from bench.scripted_llm import ScriptedModel
+
+    fake_openai.responder = ScriptedModel()  # the key fixed: a model that answers
+    again = await llm_memory.add_episodes(batch, concurrency=1)
+    assert [getattr(r, "status", str(r)) for r in again] == ["done"] * 3
 
 
 async def test_no_transaction_or_lock_is_held_while_the_llm_hangs(llm_memory, db_dsn, fake_openai, group):

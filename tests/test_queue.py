@@ -740,18 +740,21 @@ def test_json_depth_is_counted_alike_in_sql_and_python(queue_dsn):
     assert len(set(found)) > 5  # (the texts reach several depths, negative ones too)
 
 
-async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_openai):
+@pytest.mark.parametrize("status", [503, 401])
+async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_openai, status):
     """The LLM provider unreachable or overloaded (HTTP 503 after every retry): each episode the
     worker claims fails at once and the worker moves on to the next, so a few minutes of outage
     turn the whole backlog 'failed', and `pgmemory retry` later runs them after the group's
-    later episodes. What a user wants: the episodes wait (pending) until the provider answers."""
+    later episodes. What a user wants: the episodes wait (pending) until the provider answers.
+    The same for a key the provider refuses (HTTP 401, a rotated or mistyped key): until an
+    operator fixes it, each claimed episode failed, and the whole queue with them."""
     from pgmemory.extract.llm import LLMExtractor
     from pgmemory.providers.llm import LLMClient
     from tests.fake_openai import Status
 
-    fake_openai.responder = lambda body: Status(503, "overloaded")
+    fake_openai.responder = lambda body: Status(status, "overloaded" if status == 503 else "Incorrect API key")
     for n in range(3):
-        for group in ("out-a", "out-b"):
+        for group in (f"out-a{status}", f"out-b{status}"):
             enqueue(queue_dsn, group, f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=1,
                        base_delay=0.01)

@@ -21,7 +21,7 @@ from pgmemory.config import Timeouts
 from pgmemory.errors import DatabaseTimeout
 from pgmemory.extract.community_prompts import CommunitySummaryReply, map_messages, reduce_messages
 from pgmemory.providers.embedder import Embedder
-from pgmemory.providers.llm import LLMClient, ProviderError, Usage, provider_unavailable
+from pgmemory.providers.llm import LLMClient, ProviderError, Usage, provider_refused, provider_unavailable
 
 MAP_CHUNK = 25  # members per map call; a community this small takes one call
 MAP_FACTS = 10  # central facts shown with each chunk
@@ -99,9 +99,9 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                 except ProviderError as exc:
                     out.failed += 1
                     out.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    if provider_unavailable(exc):
-                        # Down or overloaded (after its retries): every other community would wait the
-                        # same retries for the same answer; they stay marked for the next refresh.
+                    if provider_unavailable(exc) or provider_refused(exc):
+                        # Down or overloaded (after its retries), or refusing the key or model: every
+                        # other community would get the same answer; they stay marked for the next refresh.
                         out.failed += len(rows) - i - 1
                         down = True
                         break

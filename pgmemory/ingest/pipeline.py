@@ -39,7 +39,7 @@ from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
 from pgmemory.providers.embedder import Embedder
-from pgmemory.providers.llm import Usage, provider_unavailable
+from pgmemory.providers.llm import Usage, provider_refused, provider_unavailable
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.storage.vectors import as_vectors
 
@@ -114,6 +114,11 @@ class IngestError(Exception):
         self.cause = cause
         self.given_back = given_back
         self.usage = usage or Usage()  # the LLM calls of the attempt that failed (billed all the same)
+
+
+class NotAttempted(Exception):
+    """An episode of a bulk run left untried: the provider refused the configuration (the API key,
+    the model) on an earlier one, and would refuse it the same way (provider_refused)."""
 
 
 class GroupBusy(Exception):
@@ -230,8 +235,9 @@ class Ingestor:
         `set_aside_when_busy` (the queue worker), a group kept busy by other writers
         (group_busy) gives the episode back too, the attempt not counted, and raises IngestError
         with given_back 'busy'; so does an LLM or embedding provider down for now
-        (provider_unavailable) with `wait_for_provider` (a worker that runs until stopped):
-        given_back 'provider'."""
+        (provider_unavailable), or refusing its configuration (provider_refused: a wrong key or
+        model, which an operator fixes), with `wait_for_provider` (a worker that runs until
+        stopped): given_back 'provider'."""
         usage = Usage()
         attempt = None  # which lease of the episode this is (its `attempts` as this owner took it)
         renewal = asyncio.create_task(self._renew(ep))
@@ -245,7 +251,8 @@ class Ingestor:
             raise
         except Exception as exc:
             given_back = ("busy" if set_aside_when_busy and group_busy(exc)
-                          else "provider" if wait_for_provider and provider_unavailable(exc) else None)
+                          else "provider" if wait_for_provider and (provider_unavailable(exc) or provider_refused(exc))
+                          else None)
             if given_back:
                 await self.pool.execute("SELECT pgmemory_internal.set_aside_episode($1, $2, $3, $4, $5, $6)",
                                         ep.group_id, ep.id, self.owner, usage.calls, usage.prompt_tokens,

@@ -140,6 +140,19 @@ def provider_unavailable(exc: BaseException | None) -> bool:
         for e in exception_chain(exc))
 
 
+# HTTP answers that say the configuration is wrong, not the request: a key refused (401), a key
+# without access (403), an unknown model or endpoint path (404). Every call would get the same.
+REFUSED_STATUSES = (401, 403, 404)
+
+
+def provider_refused(exc: BaseException | None) -> bool:
+    """Did `exc` come from a provider that refuses this configuration (the API key, the model, the
+    endpoint: HTTP 401, 403, 404)? Every other call would fail the same way until it is fixed,
+    so a run stops asking and a queue worker waits, instead of failing episode after episode."""
+    return exc is not None and any(
+        isinstance(e, ProviderError) and e.status_code in REFUSED_STATUSES for e in exception_chain(exc))
+
+
 async def with_retries(
     attempt: Callable[[], Awaitable[T]],
     *,

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from pgmemory.errors import InvalidInput
-from pgmemory.ingest.pipeline import EpisodeResult, IngestError
+from pgmemory.ingest.pipeline import EpisodeResult, IngestError, NotAttempted
 from pgmemory.ingest.reembed import groups_to_walk
 from pgmemory.memory import Memory, validate_batch
 from pgmemory.progress import Progress
@@ -43,7 +43,9 @@ def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
 
 
 def _report(results: list[EpisodeResult | IngestError]) -> int:
-    failed = [r for r in results if isinstance(r, IngestError)]
+    errors = [r for r in results if isinstance(r, IngestError)]
+    untried = [r for r in errors if isinstance(r.cause, NotAttempted)]
+    failed = [r for r in errors if not isinstance(r.cause, NotAttempted)]
     done = [r for r in results if isinstance(r, EpisodeResult)]
     status = Counter(r.status for r in done)
     calls = sum(r.llm_calls for r in done) + sum(r.usage.calls for r in failed)  # (failed calls are billed too)
@@ -51,13 +53,17 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
     facts = sum(len(r.facts_created) for r in done)
     entities = sum(len(r.entities_created) for r in done)
     busy = f", {status['busy']} being processed by another worker" if status["busy"] else ""
-    print(f"{status['done']} ingested, {status['skipped']} already present, {len(failed)} failed{busy}; "
+    not_sent = f", {len(untried)} not attempted" if untried else ""
+    print(f"{status['done']} ingested, {status['skipped']} already present, {len(failed)} failed{not_sent}{busy}; "
           f"{entities} entities and {facts} facts created; {calls} LLM calls, {tokens} tokens")
     for err in failed[:10]:
         print(f"  failed: {err}", file=sys.stderr)
-    if failed:
+    if untried:
+        print(f"  {len(untried)} episodes not attempted: the provider refused the configuration (the API key, "
+              "the model or the endpoint); fix it and run the same command again", file=sys.stderr)
+    elif failed:
         print("  run `pgmemory retry` to try the failed episodes again", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if errors else 0
 
 
 async def ingest_file(path: str, *, concurrency: int = 4) -> int:
