@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+from datetime import datetime, timedelta, timezone
 
 import pydantic
 import pytest
@@ -191,6 +192,26 @@ async def test_a_huge_retry_after_is_capped(fake_openai: FakeOpenAI) -> None:
     started = asyncio.get_running_loop().time()
     assert (await llm.complete(MESSAGES, Person)).name == "Hal"
     assert asyncio.get_running_loop().time() - started < 2
+
+
+@pytest.mark.parametrize("header", ["retry-after-ms", "retry-after", "http-date"])
+async def test_the_servers_wait_is_read_in_each_form_it_is_sent(fake_openai: FakeOpenAI, header: str) -> None:
+    """A 429 saying how long to wait as `retry-after-ms` (OpenAI, Azure) or as an HTTP date was
+    ignored: the client retried after its own short backoff, into the same rate limit."""
+    from email.utils import format_datetime
+
+    from pgmemory.providers.llm import RetryPolicy
+
+    wait = 1.2
+    value = {"retry-after-ms": str(wait * 1000), "retry-after": str(wait),
+             "http-date": format_datetime(datetime.now(timezone.utc) + timedelta(seconds=wait + 1), usegmt=True)}
+    fake_openai.script(Status(429, "slow down", {"retry-after" if header == "http-date" else header: value[header]}),
+                       {"name": "Ivy", "age": 8})
+    llm = client(fake_openai)
+    llm.policy = RetryPolicy(max_retries=1, base_delay=0.01, max_delay=5)
+    started = asyncio.get_running_loop().time()
+    assert (await llm.complete(MESSAGES, Person)).name == "Ivy"
+    assert asyncio.get_running_loop().time() - started >= 1.0  # (the date has whole seconds: >= wait)
 
 
 async def test_usage_summed_across_calls(fake_openai: FakeOpenAI) -> None:

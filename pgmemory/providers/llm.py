@@ -6,12 +6,14 @@ The openai client's own retries are switched off so attempts are counted exactly
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import os
 import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
@@ -188,13 +190,27 @@ async def with_retries(
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """The server's Retry-After hint in seconds, if it sent a numeric one."""
+    """The server's hint in seconds: `retry-after-ms` (OpenAI, Azure), else `Retry-After` as
+    seconds or as an HTTP date (RFC 9110); None without one or with one unreadable."""
     if not isinstance(exc, openai.APIStatusError):
         return None
+    headers = exc.response.headers
     try:
-        return float(exc.response.headers.get("retry-after", ""))
+        return max(float(headers.get("retry-after-ms", "")) / 1000, 0.0)
     except ValueError:
+        pass
+    value = headers.get("retry-after", "").strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:
+        return None
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
 
 
 def _schema_name(schema: type[pydantic.BaseModel]) -> str:
