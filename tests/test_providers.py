@@ -133,7 +133,10 @@ async def test_client_errors_not_retried(fake_openai: FakeOpenAI, status: int) -
     '```JSON\n{"name": "Alice", "age": 30}\n```',
     '{"name": "Alice", "age": 30}\n\nI hope this helps.',
     'Sure! {"name": "Alice", "age": 30}',
-], ids=["think", "think-fence", "prose-fence", "upper-fence", "trailing-prose", "leading-prose"])
+    '[{"name": "Alice", "age": 30}]',
+    '```json\n[{"name": "Alice", "age": 30}]\n```',
+], ids=["think", "think-fence", "prose-fence", "upper-fence", "trailing-prose", "leading-prose", "in-a-list",
+        "fenced-list"])
 async def test_reasoning_and_prose_around_the_json_are_read(fake_openai: FakeOpenAI, content: str) -> None:
     """Reasoning models (DeepSeek-R1, QwQ, Qwen3 served by vLLM or Ollama) put <think>...</think>
     before the answer, and many local models wrap it in prose or a fence: each such reply used to be

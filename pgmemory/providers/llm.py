@@ -222,7 +222,7 @@ def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | No
                 refusal: str | None = None) -> M:
     """Validate a completion's text against ``schema``. Tolerated around the JSON: a reasoning
     model's <think>...</think> block, a ```json fence (with prose before or after it), prose
-    before or after the object. A refusal raises Refusal; a reply cut at the model's token limit
+    before or after the object, a list holding the one object. A refusal raises Refusal; a reply cut at the model's token limit
     (``finish_reason`` "length") says so."""
     if refusal and refusal.strip():
         raise Refusal(f"the model refused: {_one_line(refusal)}")
@@ -234,7 +234,13 @@ def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | No
         return schema.model_validate_json(text)
     except pydantic.ValidationError as exc:
         error = exc
-    if any(e["type"] == "json_invalid" for e in error.errors()):  # not JSON as a whole: look inside
+    listed = _one_object_in_a_list(text)  # [{...}]: some models wrap the object in a list
+    if listed is not None:
+        try:
+            return schema.model_validate(listed)
+        except pydantic.ValidationError as exc:
+            error = exc
+    elif any(e["type"] == "json_invalid" for e in error.errors()):  # not JSON as a whole: look inside
         for found in _embedded_json(_THINKING.sub("", content)):
             try:
                 return schema.model_validate(found)
@@ -242,6 +248,15 @@ def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | No
                 error = exc  # JSON, of the wrong shape: that is the problem to report
                 break
     raise InvalidReply(f"does not match {schema.__name__}: {_first_error(error)}{_cut(finish_reason)}") from error
+
+
+def _one_object_in_a_list(text: str) -> dict | None:
+    """The object of a reply that is a JSON list holding one object, else None."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found[0] if isinstance(found, list) and len(found) == 1 and isinstance(found[0], dict) else None
 
 
 def _embedded_json(text: str):
