@@ -136,6 +136,60 @@ RETURNS void LANGUAGE sql AS $$
     ON CONFLICT DO NOTHING;
 $$;
 
+-- After a delete or retract re-folded p_lineages: two lineages of one slot that the judge linked
+-- (a path of exclusive pairs within the slot) and that hold at the same time now, though they did
+-- not before (p_before_lineages / p_before_valid: the believed intervals then), are made exclusive
+-- (on the first live claim of the one that starts later, as the judge would have said of it had
+-- the other still held when it was said). Initech (2019), Acme (2020), Globex (2021, after Acme),
+-- Acme's 2020 statement deleted: Initech now runs past 2021, and Globex, judged when Initech had
+-- ended, never contradicted it. Overlaps that held before (two jobs at once, said so) are left.
+-- Returns the lineages paired (to re-fold).
+CREATE OR REPLACE FUNCTION pgmemory_internal.keep_slots_apart(p_group text, p_lineages uuid[],
+                                                              p_before_lineages uuid[], p_before_valid tstzrange[])
+RETURNS uuid[] LANGUAGE plpgsql AS $$
+DECLARE
+    pa uuid;
+    pb uuid;
+    paired uuid[] := '{}';
+BEGIN
+    FOR pa, pb IN
+        WITH RECURSIVE now_iv AS (
+            SELECT f.lineage, f.source_id, f.relation, f.valid FROM pgmemory.facts f
+             WHERE f.group_id = p_group AND f.lineage = ANY (p_lineages) AND upper_inf(f.recorded)),
+        slot_edges AS (  -- exclusive pairs within one slot, among p_lineages
+            SELECT e.lineage AS a, e.other AS b FROM pgmemory.lineage_exclusions e
+             WHERE e.group_id = p_group AND e.lineage = ANY (p_lineages) AND e.other = ANY (p_lineages)
+               AND pgmemory_internal.same_slot(p_group, e.lineage, e.other)),
+        reach (start, lineage) AS (
+            SELECT a, b FROM slot_edges
+            UNION
+            SELECT r.start, s.b FROM reach r JOIN slot_edges s ON s.a = r.lineage),
+        together AS (
+            SELECT DISTINCT x.lineage AS a, y.lineage AS b,
+                   min(lower(x.valid)) OVER (PARTITION BY x.lineage, y.lineage) AS a_lo,
+                   min(lower(y.valid)) OVER (PARTITION BY x.lineage, y.lineage) AS b_lo
+              FROM now_iv x JOIN now_iv y
+                ON y.source_id = x.source_id AND y.relation = x.relation AND x.lineage < y.lineage
+               AND x.valid && y.valid)
+        SELECT CASE WHEN o.a_lo > o.b_lo THEN o.a ELSE o.b END, CASE WHEN o.a_lo > o.b_lo THEN o.b ELSE o.a END
+          FROM together o
+         WHERE EXISTS (SELECT FROM reach r WHERE r.start = o.a AND r.lineage = o.b)
+           AND NOT EXISTS (SELECT FROM pgmemory.lineage_exclusions e
+                            WHERE e.group_id = p_group AND e.lineage = o.a AND e.other = o.b)
+           AND NOT EXISTS (SELECT FROM unnest(p_before_lineages, p_before_valid) bx (l, v),
+                                       unnest(p_before_lineages, p_before_valid) by_ (l, v)
+                            WHERE bx.l = o.a AND by_.l = o.b AND bx.v && by_.v)
+    LOOP
+        CONTINUE WHEN pgmemory_internal.first_live_claim(p_group, pa) IS NULL;
+        UPDATE pgmemory.fact_claims SET contradicts = contradicts || pb
+         WHERE group_id = p_group AND seq = pgmemory_internal.first_live_claim(p_group, pa);
+        PERFORM pgmemory_internal.add_exclusions(p_group, pa, ARRAY[pb]);  -- (the pair, and the components it joins)
+        paired := paired || pa || pb;
+    END LOOP;
+    RETURN paired;
+END
+$$;
+
 -- Claims of p_lineages (whole components) were retracted or deleted: their pairs and components
 -- are made again from the live claims (a component may fall apart).
 --

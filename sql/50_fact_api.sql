@@ -176,6 +176,9 @@ DECLARE
     changed uuid[];
     touched uuid[];
     comp uuid[];
+    b_lineages uuid[];
+    b_valid tstzrange[];
+    paired uuid[];
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
@@ -193,6 +196,8 @@ BEGIN
     -- The component as it was: a lineage that only the retracted claims made exclusive with this
     -- one is re-folded too (what they ended holds again).
     comp := pgmemory_internal.claim_component(p_group, ARRAY[c.lineage]);
+    SELECT coalesce(array_agg(f.lineage), '{}'), coalesce(array_agg(f.valid), '{}') INTO b_lineages, b_valid
+      FROM pgmemory.facts f WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded);
     -- (Not a claim that landed on another believed interval of the lineage: one touching this one
     -- at a bound has its own claims there, such as the negation that ended the one before.)
     UPDATE pgmemory.fact_claims fc SET retracted_by = c.seq
@@ -205,6 +210,11 @@ BEGIN
                                    AND upper_inf(o.recorded))));
     PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
     changed := pgmemory_internal.refold_lineages(p_group, comp);
+    FOR i IN 1 .. 3 LOOP  -- values of one slot the judge linked, holding together now (keep_slots_apart)
+        paired := pgmemory_internal.keep_slots_apart(p_group, comp, b_lineages, b_valid);
+        EXIT WHEN cardinality(paired) = 0;
+        changed := changed || pgmemory_internal.refold_lineages(p_group, paired);
+    END LOOP;
     -- Read first, then call (a call nested in a shard query cannot query on Citus).
     touched := ARRAY(SELECT DISTINCT unnest(ARRAY[f.source_id, f.target_id]) FROM pgmemory.facts f
                       WHERE f.group_id = p_group AND f.id = ANY (changed || p_fact));

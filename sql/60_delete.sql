@@ -43,6 +43,9 @@ DECLARE
     earlier jsonb;
     written timestamptz[];
     v_status text;
+    b_lineages uuid[];
+    b_valid tstzrange[];
+    paired uuid[];
 BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
@@ -76,6 +79,8 @@ BEGIN
                 FROM pgmemory.episode_mentions m, jsonb_each(m.attributes) a
                WHERE m.group_id = p_group AND m.episode_id = p_episode);
     comp := pgmemory_internal.claim_component(p_group, seeds);  -- as it was, before its claims go
+    SELECT coalesce(array_agg(f.lineage), '{}'), coalesce(array_agg(f.valid), '{}') INTO b_lineages, b_valid
+      FROM pgmemory.facts f WHERE f.group_id = p_group AND f.lineage = ANY (comp) AND upper_inf(f.recorded);
     DELETE FROM pgmemory.fact_claims WHERE group_id = p_group AND episode_id = p_episode;
     PERFORM pgmemory_internal.prune_retractions(p_group, comp, CASE WHEN p_erase THEN texts ELSE '{}' END);
     PERFORM pgmemory_internal.rebuild_exclusions(p_group, comp);
@@ -87,6 +92,11 @@ BEGIN
         UPDATE pgmemory.fact_episodes SET retracted_at = now() WHERE group_id = p_group AND episode_id = p_episode;
     END IF;
     changed := pgmemory_internal.refold_lineages(p_group, seeds);
+    FOR i IN 1 .. 3 LOOP  -- values of one slot the judge linked, holding together now (keep_slots_apart)
+        paired := pgmemory_internal.keep_slots_apart(p_group, comp, b_lineages, b_valid);
+        EXIT WHEN cardinality(paired) = 0;
+        changed := changed || pgmemory_internal.refold_lineages(p_group, paired);
+    END LOOP;
 
     orphans := ARRAY(
         SELECT e FROM unnest(mentioned) e

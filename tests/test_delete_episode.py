@@ -114,6 +114,25 @@ async def test_a_value_between_two_of_one_slot_withdrawn_leaves_the_later_ending
         check_exclusions(*[await conn.fetch(q.replace("%s", "$1"), group) for q in EXCLUSION_QUERIES])
 
 
+@pytest.mark.parametrize("order", ["told in order", "told late"])
+async def test_a_deleted_start_does_not_leave_two_values_of_one_slot_holding_together(mem, group, order):
+    """Initech (2019), Acme (2020, ending Initech), Globex (2021, leaving Acme): Globex was judged when
+    Initech had ended, so it never contradicted it. With the 2020 Acme statement deleted, Initech
+    held on past 2021 beside Globex; a group that never heard it ends Initech where Globex begins."""
+    story = [("a", "2019-06-01", "I work at Initech."), ("b", "2020-01-10", "I work at Acme Corp."),
+             ("c", "2021-03-01", "I left Acme Corp last week and now work at Globex.")]
+    if order == "told late":  # the past arrives last
+        story = [story[1], story[2], story[0]]
+    await ingest(mem, group, story)
+    await mem.delete_episode(group, "b")
+    rest = f"{group}-rest"
+    await ingest(mem, rest, [e for e in story if e[0] != "b"])
+    assert await believed(mem, group) == await believed(mem, rest)
+    assert await targets(mem, group, "WORKS_FOR", as_of="2022-01-01") == {"Globex"}
+    async with mem.pool.acquire() as conn:
+        check_exclusions(*[await conn.fetch(q.replace("%s", "$1"), group) for q in EXCLUSION_QUERIES])
+
+
 TABLES = """
 SELECT c.table_schema, c.table_name, c.column_name FROM information_schema.columns c
   JOIN information_schema.tables t USING (table_schema, table_name)

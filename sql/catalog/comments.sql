@@ -275,6 +275,7 @@ BEGIN
             ('rebuild_exclusions', 'Internal: remake the exclusive pairs and components of lineages from their live claims, keeping what one slot still implies'),
             ('same_slot', 'Internal: whether two lineages share a source and a relation (one employer, one home town)'),
             ('first_live_claim', 'Internal: a lineage''s first live claim (assertions first), or NULL'),
+            ('keep_slots_apart', 'Internal: after a delete, make exclusive the linked values of one slot that hold together only since'),
             ('keep_exclusion', 'Internal: keep an exclusive pair of one slot on a live claim (rebuild_exclusions)'),
             ('claim_component', 'Internal: the lineages whose belief depends on the given ones'),
             ('refold_lineages', 'Internal: re-derive the believed versions of lineages from their live claims'),
