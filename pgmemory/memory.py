@@ -502,22 +502,26 @@ class Memory:
         return await reembed(self.pool, self.embedder, group_id=group_id, kinds=list(kinds), batch=batch,
                              restart=restart, on_progress=on_progress)
 
-    async def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
+    async def refresh_communities(self, group_id: str, *, force: bool = False,
+                                  on_summary: Callable[[], None] | None = None) -> CommunityRefresh:
         """Community upkeep for one group (pgmemory/ingest/communities.py): a full re-detection when
         the drift since the last one is past the threshold, then new names and summaries (LLM
         map-reduce when an LLM is configured, else extractive) for the communities changed since
         their last summary (with an LLM: changed `community_refresh_changes` times, default 4, unless
         `force`). Episodes only mark communities; call this after a batch (`add_episodes` with
-        `communities=True`, `pgmemory ingest` and the idle worker do)."""
+        `communities=True`, `pgmemory ingest` and the idle worker do). `on_summary()` is called
+        after each community summarised or failed (progress)."""
         check_bool(force, "force")
         return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
-                                         force=force)
+                                         force=force, on_summary=on_summary)
 
-    async def build_communities(self, group_id: str) -> CommunityRefresh:
+    async def build_communities(self, group_id: str, *,
+                                on_summary: Callable[[], None] | None = None) -> CommunityRefresh:
         """Detect the group's communities afresh now (pgmemory.detect_communities: the replaced
-        ones are kept as ended versions), then name and summarise the new ones."""
+        ones are kept as ended versions), then name and summarise the new ones (`on_summary` as
+        in refresh_communities)."""
         return await refresh_communities(self.pool, self.embedder, self._llm(), validate_group_id(group_id),
-                                         rebuild=True)
+                                         rebuild=True, on_summary=on_summary)
 
     def _llm(self) -> LLMClient | None:
         """The extractor's LLM client, if it has one (community summaries use the same model)."""

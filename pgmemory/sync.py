@@ -100,9 +100,10 @@ class SyncMemory:
                                                    entity_types=entity_types, edge_types=edge_types,
                                                    communities=communities))
 
-    def refresh_communities(self, group_id: str, *, force: bool = False) -> CommunityRefresh:
+    def refresh_communities(self, group_id: str, *, force: bool = False,
+                            on_summary: Callable[[], None] | None = None) -> CommunityRefresh:
         """See Memory.refresh_communities."""
-        return self._run(self._memory.refresh_communities(group_id, force=force))
+        return self._run(self._memory.refresh_communities(group_id, force=force, on_summary=on_summary))
 
     def reembed(self, group_id: str | None = None, *, kinds: Sequence[str] = KINDS,
                 batch: int = DEFAULT_BATCH, restart: bool = False,
@@ -111,9 +112,9 @@ class SyncMemory:
         return self._run(self._memory.reembed(group_id, kinds=kinds, batch=batch, restart=restart,
                                               on_progress=on_progress))
 
-    def build_communities(self, group_id: str) -> CommunityRefresh:
+    def build_communities(self, group_id: str, *, on_summary: Callable[[], None] | None = None) -> CommunityRefresh:
         """See Memory.build_communities."""
-        return self._run(self._memory.build_communities(group_id))
+        return self._run(self._memory.build_communities(group_id, on_summary=on_summary))
 
     def enqueue_episode(self, group_id: str, content: str, *, kind: str = "message",
                         actor: str | None = None, reference_time: Any,

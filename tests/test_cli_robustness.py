@@ -182,6 +182,27 @@ def test_ingest_off_a_terminal_reports_progress_in_plain_lines(db_dsn, group, tm
     assert "\r" not in err and "\x1b" not in err
 
 
+def test_communities_off_a_terminal_report_progress_per_summary(db_dsn, group, monkeypatch, capsys):
+    """`pgmemory communities rebuild` counted groups: one large group's summaries (minutes with an
+    LLM) showed nothing until the end. It counts summaries, in plain lines off a terminal."""
+    from pgmemory import progress
+    from pgmemory.surfaces import cli
+    from tests.communities_support import plant_graph
+
+    with psycopg.connect(db_dsn) as conn:
+        plant_graph(conn, group, blocks=3, size=6, p_in=0.9, p_out=0.0, seed=4)
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    monkeypatch.setenv("PGMEMORY_EMBEDDER", "hash")
+    monkeypatch.delenv("PGMEMORY_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)  # (a line for every summary)
+    assert cli.main(["communities", "rebuild", "--group", group]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split(" (")[0] for line in err.splitlines() if line.startswith("communities:")] == \
+        ["communities: 1 summaries", "communities: 2 summaries", "communities: 3 summaries"]
+    assert "3 summaries written" in out
+
+
 def test_a_sub_millisecond_timeout_keeps_its_guard(db_dsn, monkeypatch):
     """PGMEMORY_STATEMENT_TIMEOUT=0.0004 (allowed: above 0) became statement_timeout 0ms, which
     Postgres reads as no timeout at all: a stuck statement would then wait for ever."""

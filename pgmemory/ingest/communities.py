@@ -12,6 +12,7 @@ keeps it marked if it changed meanwhile. The LLM calls are added to the group's 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,12 +68,14 @@ async def llm_summary(llm: LLMClient, members: list[dict], facts: list[str], usa
 
 
 async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMClient | None, group_id: str,
-                              *, rebuild: bool = False, force: bool = False) -> CommunityRefresh:
+                              *, rebuild: bool = False, force: bool = False,
+                              on_summary: Callable[[], None] | None = None) -> CommunityRefresh:
     """Re-detect the group's communities when `rebuild` or when drift is due, then name and
     summarise the communities due: offline every one marked; with an LLM those never summarised
     or changed community_refresh_changes times (setting, default 4) since their summary, every
-    marked one when `force`. Never holds a transaction or the group lock while the LLM or
-    embedder works."""
+    marked one when `force`. `on_summary` is called after each community summarised or failed
+    (progress: a large group's LLM summaries take minutes). Never holds a transaction or the
+    group lock while the LLM or embedder works."""
     out = CommunityRefresh(group_id)
     if rebuild or await pool.fetchval("SELECT pgmemory.communities_due($1)", group_id):
         try:
@@ -105,8 +108,12 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                         out.failed += len(rows) - i - 1
                         down = True
                         break
+                    if on_summary is not None:
+                        on_summary()
                     continue
                 written.append((r, name, summary))
+                if on_summary is not None:
+                    on_summary()
             vectors = await embedder.embed([name for _, name, _ in written]) if written else []
             kind = "extractive" if llm is None else "llm"
             for (r, name, summary), vector in zip(written, vectors):

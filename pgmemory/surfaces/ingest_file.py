@@ -108,17 +108,17 @@ async def refresh_groups(memory: Memory, groups: set[str], *, rebuild: bool = Fa
         return 0
     detected = refreshed = calls = failed = 0
     errors = []
-    with Progress(total=len(groups), unit="group", desc="communities") as bar:
+    # Counted in summaries, not groups: one large group's LLM summaries take minutes.
+    with Progress(unit="summaries", desc="communities") as bar:
         for group in sorted(groups):
-            out = await (memory.build_communities(group) if rebuild
-                         else memory.refresh_communities(group, force=force))
+            out = await (memory.build_communities(group, on_summary=bar.update) if rebuild
+                         else memory.refresh_communities(group, force=force, on_summary=bar.update))
             detected += out.detection is not None
             refreshed += out.refreshed
             calls += out.usage.calls
             failed += out.failed
             if out.error:
                 errors.append(f"{group}: {out.error}")
-            bar.update(1)
     print(f"communities: {detected} of {len(groups)} groups detected afresh, {refreshed} summaries written"
           f"{f', {failed} failed' if failed else ''}; {calls} LLM calls")
     if failed:
