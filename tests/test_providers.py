@@ -154,11 +154,15 @@ async def test_json_of_the_wrong_shape_inside_prose_is_reported_as_such(fake_ope
         await client(fake_openai, max_retries=0).complete(MESSAGES, Person)
 
 
-async def test_a_reply_cut_at_the_token_limit_says_so(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script(Reply('{"name": "Ali', finish_reason="length"), Reply("", finish_reason="length"))
+async def test_a_reply_cut_at_the_token_limit_says_so_and_is_asked_once_more_only(fake_openai: FakeOpenAI) -> None:
+    """A reply cut at the model's output limit names it; it is asked once more (a sampled reply may
+    be shorter), not four times: each try bills the longest reply there is."""
+    fake_openai.script(Reply('{"name": "Ali', finish_reason="length"), Reply("", finish_reason="length"),
+                       {"name": "Alice", "age": 30})
+    usage = Usage()
     with pytest.raises(LLMError, match="cut at the model's token limit") as info:
-        await client(fake_openai, max_retries=1).complete(MESSAGES, Person)
-    assert "\n" not in str(info.value)
+        await client(fake_openai, max_retries=4).complete(MESSAGES, Person, usage=usage)
+    assert "\n" not in str(info.value) and usage.calls == 2
 
 
 async def test_a_refusal_is_reported_and_not_retried(fake_openai: FakeOpenAI) -> None:

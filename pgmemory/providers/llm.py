@@ -70,6 +70,11 @@ class Refusal(InvalidReply):
     """The model refused to answer (its message's `refusal`): asking again the same is not retried."""
 
 
+class Truncated(InvalidReply):
+    """The reply was cut at the model's output limit (finish_reason 'length'): asked once more (a
+    sampled reply may be shorter), not again: each try bills the longest reply there is."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how patiently to retry: exponential backoff with jitter, capped."""
@@ -173,7 +178,7 @@ async def with_retries(
             return await attempt()
         except (openai.APIError, InvalidReply) as exc:
             status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-            if not is_retryable(exc):
+            if not is_retryable(exc) or (isinstance(exc, Truncated) and index >= 1):
                 raise error(
                     f"{what} failed (not retryable): {describe_failure(exc)}",
                     status_code=status,
@@ -226,8 +231,9 @@ def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | No
     (``finish_reason`` "length") says so."""
     if refusal and refusal.strip():
         raise Refusal(f"the model refused: {_one_line(refusal)}")
+    cut = Truncated if finish_reason == "length" else InvalidReply
     if not content or not content.strip():
-        raise InvalidReply("empty content" + _cut(finish_reason))
+        raise cut("empty content" + _cut(finish_reason))
     fenced = _FENCE.match(content)
     text = fenced.group(1) if fenced else content
     try:
@@ -247,7 +253,7 @@ def parse_reply(content: str | None, schema: type[M], *, finish_reason: str | No
             except pydantic.ValidationError as exc:
                 error = exc  # JSON, of the wrong shape: that is the problem to report
                 break
-    raise InvalidReply(f"does not match {schema.__name__}: {_first_error(error)}{_cut(finish_reason)}") from error
+    raise cut(f"does not match {schema.__name__}: {_first_error(error)}{_cut(finish_reason)}") from error
 
 
 def _one_object_in_a_list(text: str) -> dict | None:
