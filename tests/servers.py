@@ -107,7 +107,7 @@ class AnswerCutter:
     of passing them on (a network fault after the server did the work, before the client heard of
     it). `dsn` is the relayed DSN; `cuts` counts the answers lost. Runs on the test's event loop."""
 
-    def __init__(self, dsn: str, marker: bytes) -> None:
+    def __init__(self, dsn: str, marker: bytes, *, then_refuse: bool = False) -> None:
         import tempfile
 
         info = psycopg.conninfo.conninfo_to_dict(dsn)
@@ -119,13 +119,19 @@ class AnswerCutter:
         self.marker = marker
         self.armed = True
         self.cuts = 0
+        self.then_refuse = then_refuse  # after the cut, refuse connections until reopen(): Postgres away
         self._server = None
+        self._writers: set = set()
 
     async def start(self) -> "AnswerCutter":
         import asyncio
 
         self._server = await asyncio.start_unix_server(self._relay, path=self._path)
         return self
+
+    async def reopen(self) -> None:
+        """Accept connections again (after then_refuse closed the relay): Postgres is back."""
+        await self.start()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -136,6 +142,7 @@ class AnswerCutter:
         import asyncio
 
         server_reader, server_writer = await asyncio.open_unix_connection(self._target)
+        self._writers.update((client_writer, server_writer))
 
         async def pump(reader, writer, watch: bool) -> None:
             try:
@@ -143,6 +150,11 @@ class AnswerCutter:
                     if watch and self.armed and self.marker in data:
                         self.armed = False
                         self.cuts += 1
+                        if self.then_refuse:  # every connection goes, and a connect fails at once
+                            self._server.close()
+                            os.unlink(self._path)
+                            for w in list(self._writers):
+                                w.close()
                         break
                     writer.write(data)
                     await writer.drain()

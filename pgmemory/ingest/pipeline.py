@@ -108,12 +108,15 @@ class IngestError(Exception):
     of the group) or 'provider' (the LLM or embedding provider down for now)."""
 
     def __init__(self, episode_id: uuid.UUID, cause: BaseException, given_back: str | None = None,
-                 usage: Usage | None = None) -> None:
+                 usage: Usage | None = None, unsettled: int | None = None) -> None:
         super().__init__(f"episode {episode_id} failed: {type(cause).__name__}: {cause}")
         self.episode_id = episode_id
         self.cause = cause
         self.given_back = given_back
         self.usage = usage or Usage()  # the LLM calls of the attempt that failed (billed all the same)
+        # Postgres lost before the attempt could be ended: its number (0 when unknown), for the
+        # caller to end it, with self.usage, once the server answers (Worker); else None.
+        self.unsettled = unsettled
 
 
 class NotAttempted(Exception):
@@ -267,8 +270,10 @@ class Ingestor:
             # connection may have been lost after the apply committed, before its answer came:
             # the attempt number tells end_attempt whether this attempt applied it (its usage
             # then counted already).
-            with contextlib.suppress(Exception):
+            try:
                 await self.end_attempt(ep, None, usage, attempt)
+            except Exception:  # noqa: BLE001 - still away: the caller ends it later, with its usage
+                raise IngestError(ep.id, exc, usage=usage, unsettled=attempt or 0) from exc
             raise IngestError(ep.id, exc, usage=usage) from exc
         finally:
             renewal.cancel()

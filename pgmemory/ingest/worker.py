@@ -28,7 +28,7 @@ import asyncpg
 from pgmemory.errors import DatabaseUnavailable
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
-from pgmemory.providers.llm import ProviderError
+from pgmemory.providers.llm import ProviderError, Usage
 from pgmemory.storage.connect import postgres_lost
 from pgmemory.validate import EARLIEST, LATEST
 
@@ -77,7 +77,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._now = asyncio.Event()  # stop without waiting for the grace period
         self._wake = asyncio.Event()
-        self._interrupted: list[Episode] = []
+        # episodes whose attempt Postgres going away left unended: (episode, its usage, attempt number)
+        self._interrupted: list[tuple[Episode, Usage, int | None]] = []
         self._aside: dict[str, tuple[float, float]] = {}  # busy group -> (loop time it is tried again, pause)
         self._provider_pause = 0.0  # (doubles while the provider stays down, up to PROVIDER_MAX_PAUSE)
         # group whose community summaries the LLM failed -> (loop time they are tried again, pause)
@@ -228,7 +229,8 @@ class Worker:
                 elif postgres_lost(exc):
                     # Not the episode's fault: it goes back to 'pending' (process() gave it back,
                     # or the next claim round does once the server answers), in its group's order.
-                    self._interrupted.append(ep)
+                    self._interrupted.append((ep, exc.usage if exc.unsettled is not None else Usage(),
+                                              exc.unsettled or None))
                     backoff = 0.25
                 else:
                     self._strikes.pop(ep.id, None)
@@ -278,13 +280,11 @@ class Worker:
         """Give back ('pending') the episodes whose processing a lost connection interrupted and
         that this worker may still hold (a no-op for those process() already gave back)."""
         while self._interrupted:
-            ep = self._interrupted.pop()
+            ep, usage, attempt = self._interrupted.pop()
             try:
-                await self.ingestor.pool.execute(
-                    "SELECT pgmemory_internal.end_attempt($1, $2, $3, NULL, 0, 0, 0, NULL)",
-                    ep.group_id, ep.id, self.ingestor.owner)
+                await self.ingestor.end_attempt(ep, None, usage, attempt)
             except BaseException:
-                self._interrupted.append(ep)  # given back at the next claim round
+                self._interrupted.append((ep, usage, attempt))  # given back at the next claim round
                 raise
 
     async def _refresh_touched(self) -> None:
