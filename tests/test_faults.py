@@ -303,3 +303,57 @@ async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monk
     finally:
         if (data / "postmaster.pid").exists():
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)
+
+
+def test_a_frozen_server_fails_a_psycopg_call_and_a_long_query_is_waited_for(tmp_path, monkeypatch):
+    """The command line's connections (init, doctor, grant, `pgmemory sql`: psycopg) waited for ever
+    on a server that stopped answering (every process SIGSTOPped): a call now ends with "did not
+    answer" once the statement timeout and a margin have passed and a new connection got no answer
+    either. A query that runs long on a server that answers (no statement timeout: init's index
+    builds) is waited for."""
+    import threading
+
+    from pgserver._commands import pg_ctl
+
+    from pgmemory.storage import connect as connect_module
+    from pgmemory.storage.connect import connect, connection_lost, unavailable_reason
+
+    data = tmp_path / "pgdata"
+    dsn = resolve_dsn(Settings(None, data))
+    user = "pgserver" if os.geteuid() == 0 else None
+    monkeypatch.setenv("PGMEMORY_STATEMENT_TIMEOUT", "1")
+    monkeypatch.setattr(connect_module, "ANSWER_MARGIN_S", 0.5)  # (a bound of 1.5 s here)
+    frozen: list[int] = []
+    try:
+        with connect(dsn, autocommit=True) as conn:
+            conn.execute("SET statement_timeout = 0")
+            assert conn.execute("SELECT pg_sleep(3), 'waited'").fetchone()[1] == "waited"  # > the bound: answered
+            postmaster = int((data / "postmaster.pid").read_text().split()[0])
+            frozen = [postmaster, *children(postmaster)]
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            outcome: list[BaseException | None] = []
+
+            def call() -> None:
+                try:
+                    conn.execute("SELECT 1")
+                    outcome.append(None)
+                except BaseException as exc:  # noqa: BLE001 - what the call raised is the result
+                    outcome.append(exc)
+
+            caller = threading.Thread(target=call, daemon=True)
+            caller.start()
+            caller.join(60)  # the hang guard: a bound, not a timing assert
+            assert outcome and outcome[0] is not None, "the call on a frozen server did not end"
+            lost = connection_lost(outcome[0])
+            assert lost is not None and "did not answer" in unavailable_reason(lost), repr(outcome[0])
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            frozen = []
+        with connect(dsn) as conn:  # the server, answering again, serves
+            assert conn.execute("SELECT 1").fetchone()[0] == 1
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        if (data / "postmaster.pid").exists():
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)

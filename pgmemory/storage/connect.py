@@ -5,8 +5,12 @@ engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import socket
+import threading
 import traceback
 from collections.abc import Awaitable, Callable
 
@@ -64,16 +68,70 @@ def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
         "or unset PGMEMORY_DSN to use the embedded server.")
 
 
+def _server_answers(dsn: str) -> bool:
+    """Does the server answer a new connection within CONNECT_TIMEOUT_S (any answer, a refusal
+    included)? Only a frozen or unreachable one does not."""
+    try:
+        psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True).close()
+    except psycopg.OperationalError as exc:
+        return "timeout expired" not in str(exc)
+    return True
+
+
+class AnsweringConnection(psycopg.Connection):
+    """A psycopg connection that gives up on a server that stopped answering. Its statement timeout
+    answers for the server while it runs; a frozen server (a hung host, a partition) answers
+    nothing, and psycopg would wait for ever. So while a call waits longer than the statement
+    timeout + ANSWER_MARGIN_S, a new connection asks the server: no answer within
+    CONNECT_TIMEOUT_S, and the call's socket is shut (TimeoutError: "did not answer"); an answer
+    (a long query: init builds indexes without a statement timeout) and it waits on, asking again
+    after as long. (asyncpg's pools bound their calls with command_timeout instead.)"""
+
+    probe_dsn: str | None = None
+    bound_s: float = 0.0
+
+    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):  # type: ignore[override]
+        if not self.probe_dsn:
+            return super().wait(gen, interval, timeout)
+        done, cut = threading.Event(), threading.Event()
+        fd = self.pgconn.socket
+
+        def watch() -> None:
+            while not done.wait(self.bound_s):
+                if not _server_answers(self.probe_dsn):
+                    cut.set()
+                    with contextlib.suppress(OSError):
+                        with socket.socket(fileno=os.dup(fd)) as sock:
+                            sock.shutdown(socket.SHUT_RDWR)  # the waiting call wakes to a closed socket
+                    return
+
+        threading.Thread(target=watch, daemon=True, name="pgmemory-answer-watch").start()
+        try:
+            return super().wait(gen, interval, timeout)
+        except psycopg.OperationalError as exc:
+            if cut.is_set():
+                raise TimeoutError(f"no answer within {self.bound_s:g} s, nor to a new connection within "
+                                   f"{CONNECT_TIMEOUT_S} s") from exc
+            raise
+        finally:
+            done.set()
+
+
 def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
     """Open a psycopg connection with the statement and lock timeouts (config.Timeouts),
-    failing within CONNECT_TIMEOUT_S with a clear error."""
-    options = " ".join(f"-c {k}={v}" for k, v in Timeouts.from_env().server_settings().items())
+    failing within CONNECT_TIMEOUT_S with a clear error; a call on it that the server stops
+    answering fails too (AnsweringConnection)."""
+    timeouts = Timeouts.from_env()
+    options = " ".join(f"-c {k}={v}" for k, v in timeouts.server_settings().items())
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, options=options)
+        conn = AnsweringConnection.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
+                                           options=options)
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"invalid DSN: {exc}") from None
     except psycopg.OperationalError as exc:
         raise _unavailable(dsn, exc) from None
+    conn.probe_dsn, conn.bound_s = dsn, timeouts.statement_s + ANSWER_MARGIN_S
+    return conn
 
 
 # Errors that mean the server went away (killed, restarted, unreachable), not a bad request.
