@@ -597,3 +597,34 @@ def test_fact_versions_name_a_renamed_entity_as_recorded_on_the_cluster(conn, gr
     assert rows == [(group, "Bob"), (other, "Bob")]
     assert conn.execute("SELECT source FROM pgmemory.believed_facts WHERE group_id = %s AND target = 'Carol'",
                         (group,)).fetchall() == [("Robert",)]
+
+
+def test_the_sql_guides_worked_questions_answer_on_the_cluster_as_written(citus_dsn):
+    """docs/sql.md's worked questions, run by the owner through `pgmemory sql`'s runner on a
+    cluster holding the guide's story, print the results the guide shows. The owner reads as
+    pgmemory_reader, as which Citus logs in to the workers (it was NOLOGIN: every question
+    failed with "role "pgmemory_reader" is not permitted to log in"), and question 16's
+    entities_at with a known_at was refused by Citus ("cannot push down this subquery")."""
+    from pgmemory.analyst.runner import run
+    from pgmemory.surfaces.sql_cli import render
+    from tests.citus_cluster import create_database, node_ports
+    from tests.docs_story import load
+    from tests.test_sql_guide import EXAMPLES
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the guide's story needs a database of its own: only on the cluster the suite starts")
+    dsn = create_database(node_ports(citus_dsn), "pgmemory_guide")
+    with psycopg.connect(dsn) as conn:
+        assert init_database(conn, DIM).distributed
+    load(dsn)
+    failed = {}
+    with psycopg.connect(dsn) as conn:
+        for number, _, query, expected in EXAMPLES:
+            try:
+                got = render(run(conn, query), "table")
+            except Exception as exc:  # noqa: BLE001 - every question is checked, the failures listed
+                got = f"{type(exc).__name__}: {exc}"
+            if got != expected.rstrip("\n"):
+                failed[number] = got
+    assert failed == {}
+

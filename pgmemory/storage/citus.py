@@ -106,7 +106,29 @@ def distribute(conn: psycopg.Connection) -> list[str]:
         if signature not in routable:
             conn.execute("SELECT create_distributed_function(%s)", (signature,))
     allow_nested_queries(conn)
+    if let_reader_log_in(conn):
+        done.append(f"role {READER_ROLE} may log in (to the workers)")
     return done
+
+
+READER_ROLE = "pgmemory_reader"  # analyst SQL run by the owner reads as it (pgmemory/analyst/runner.py)
+
+
+def let_reader_log_in(conn: psycopg.Connection) -> bool:
+    """Let the reader role log in; True when it could not before.
+
+    Citus opens its connections to the workers as the current role: `pgmemory sql` (and
+    Memory.sql) run by the owner read as pgmemory_reader (SET LOCAL ROLE), and every query
+    that reaches a shard then logs in to a worker as pgmemory_reader. A NOLOGIN role fails
+    there ("role "pgmemory_reader" is not permitted to log in"). The role has no password, so
+    it gets in only where the nodes' pg_hba.conf lets a role in without one (trust between the
+    cluster's nodes, a certificate) or where pg_dist_authinfo gives it a password: the same
+    rule as for every other role that queries the cluster (docs/scale-out.md)."""
+    row = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (READER_ROLE,)).fetchone()
+    if row is None or row[0]:
+        return False
+    conn.execute(pgsql.SQL("ALTER ROLE {} LOGIN").format(pgsql.Identifier(READER_ROLE)))  # Citus propagates it
+    return True
 
 
 def allow_nested_queries(conn: psycopg.Connection) -> None:
