@@ -628,3 +628,44 @@ def test_the_sql_guides_worked_questions_answer_on_the_cluster_as_written(citus_
                 failed[number] = got
     assert failed == {}
 
+
+
+async def test_analyst_sql_asked_for_some_groups_reads_only_those_on_the_workers(db_dsn, group):
+    """`pgmemory sql --group` / Memory.sql(group_ids=...) narrow what row-level security shows
+    (pgmemory.groups); on Citus the rows are read on the workers, which must be narrowed too:
+    the owner (reading as pgmemory_reader, granted every group) and a login granted two groups
+    who ask for one see that one, in a query that reads every shard and in one routed to the
+    other group's worker. (The narrowing was set with set_config() on the coordinator only: the
+    login read both groups.)"""
+    import asyncpg
+
+    from pgmemory.analyst.runner import run, run_async
+    from pgmemory.storage import grants
+
+    a, b = f"{group}-a", f"{group}-b"
+    role = f"analyst_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn) as conn:
+        for g in (a, b):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Ann', 'works for', 'Acme', 'Ann works for Acme.')", (g,))
+        conn.commit()
+        grants.grant(conn, role, [a, b], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+    every_shard = "SELECT DISTINCT group_id FROM fact_versions ORDER BY 1"
+    try:
+        with psycopg.connect(login) as conn:
+            assert run(conn, every_shard).rows == [(a,), (b,)]  # its grants, unnarrowed
+        for dsn in (db_dsn, login):
+            with psycopg.connect(dsn) as conn:
+                assert run(conn, every_shard, groups=[a]).rows == [(a,)], dsn
+                routed = run(conn, "SELECT count(*) FROM fact_versions WHERE group_id = '" + b + "'", groups=[a])
+                assert routed.rows == [(0,)], dsn
+            aconn = await asyncpg.connect(dsn)
+            try:
+                assert [tuple(r) for r in (await run_async(aconn, every_shard, groups=[b])).rows] == [(b,)], dsn
+            finally:
+                await aconn.close()
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
