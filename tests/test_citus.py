@@ -669,3 +669,28 @@ async def test_analyst_sql_asked_for_some_groups_reads_only_those_on_the_workers
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_doctor_fails_naming_a_worker_it_cannot_reach(citus_dsn):
+    """A stopped worker stays active in Citus's node list, and every call of the groups whose
+    shards it holds fails: doctor says so, naming the worker, instead of "healthy". In a second
+    database of the cluster (Citus keeps its node list per database), where one worker's entry
+    is moved to a port nothing listens on."""
+    from tests.citus_cluster import _free_port, create_database, node_ports
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the check creates a database on every node: only on the cluster the suite starts")
+    dsn = create_database(node_ports(citus_dsn), "pgmemory_doctor")
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+        conn.commit()
+        assert {c.name: c for c in run_checks(conn)}["distribution"].status == "ok"
+        gone = f"127.0.0.1:{_free_port()}"
+        conn.execute("SELECT citus_update_node(nodeid, '127.0.0.1', %s) FROM pg_dist_node WHERE nodeport = %s",
+                     (int(gone.split(":")[1]), node_ports(dsn)[-1]))
+        conn.commit()
+        checks = {c.name: c for c in run_checks(conn)}
+    assert not healthy(checks.values())
+    assert checks["distribution"].status == "fail"
+    assert f"workers unreachable: {gone} (" in checks["distribution"].detail
+    assert "start the worker" in checks["distribution"].fix

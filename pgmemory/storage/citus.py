@@ -171,6 +171,7 @@ class Distribution:
     delegated: list[str]
     not_delegated: list[str]
     workers: list[str]
+    unreachable: list[str]  # active workers the coordinator cannot reach now, with the reason
 
 
 def report(conn: psycopg.Connection) -> Distribution:
@@ -192,5 +193,16 @@ def report(conn: psycopg.Connection) -> Distribution:
         "   AND groupid <> 0 ORDER BY nodename, nodeport").fetchall()]
     return Distribution(distributed, reference, local, len(colocation),
                         [f for f in routable if f in delegated], [f for f in routable if f not in delegated],
-                        workers)
+                        workers, unreachable_workers(conn) if workers else [])
+
+
+def unreachable_workers(conn: psycopg.Connection, timeout_ms: int = 5000) -> list[str]:
+    """The active workers this coordinator cannot run a query on now ("host:port (reason)"):
+    Citus keeps a stopped worker in its node list as active, and every call of a group whose
+    shards it holds fails until it is back. Each is given timeout_ms to answer a connection."""
+    with conn.transaction():
+        conn.execute("SELECT set_config('citus.node_connection_timeout', %s, true)", (str(timeout_ms),))
+        rows = conn.execute("SELECT nodename, nodeport, success, result FROM run_command_on_workers('SELECT 1')"
+                            " ORDER BY nodename, nodeport").fetchall()
+    return [f"{h}:{p} ({result})" for h, p, ok, result in rows if not ok]
 
