@@ -694,3 +694,61 @@ def test_doctor_fails_naming_a_worker_it_cannot_reach(citus_dsn):
     assert checks["distribution"].status == "fail"
     assert f"workers unreachable: {gone} (" in checks["distribution"].detail
     assert "start the worker" in checks["distribution"].fix
+
+
+async def test_a_single_node_database_moved_to_citus_keeps_its_memory(citus_dsn):
+    """A database pgmemory used on one node, then given Citus (`CREATE EXTENSION citus`, the
+    workers added) and `pgmemory init` again: its rows are moved into the shards once, with what
+    was derived from them unchanged (the copy ran the shards' triggers on the workers: the claim
+    rows' table did not exist there yet, "relation pgmemory.group_locks does not exist", and the
+    full-text statistics would have been counted twice), the guide's questions answer as on one
+    node, and new episodes are ingested with the triggers on again. In a third database of the
+    cluster, created without Citus on the coordinator."""
+    from pgmemory import Memory
+    from pgmemory.analyst.runner import run
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.surfaces.sql_cli import render
+    from tests.citus_cluster import node_ports
+    from tests.docs_story import load
+    from tests.test_sql_guide import EXAMPLES
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the check creates a database on every node: only on the cluster the suite starts")
+    ports, name = node_ports(citus_dsn), "pgmemory_moved"
+    for port in ports:
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        if port != ports[0]:  # the workers are set up as the docs say; the coordinator is one node
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}", autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION citus")
+    dsn = f"postgresql://postgres@127.0.0.1:{ports[0]}/{name}"
+    with psycopg.connect(dsn) as conn:
+        assert not init_database(conn, DIM).distributed
+    load(dsn)
+    stats = "SELECT * FROM pgmemory.text_stats ORDER BY 1, 2"
+    counts = ("SELECT (SELECT count(*) FROM pgmemory.episodes), (SELECT count(*) FROM pgmemory.facts),"
+              " (SELECT count(*) FROM pgmemory.group_locks), (SELECT count(*) FROM pgmemory.term_stats)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        before = conn.execute(stats).fetchall(), conn.execute(counts).fetchone()
+        conn.execute("CREATE EXTENSION citus")
+        conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (ports[0],))
+        for port in ports[1:]:
+            conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+    with psycopg.connect(dsn) as conn:
+        assert init_database(conn, DIM).distributed
+        conn.commit()
+        assert citus.report(conn).local == []
+        assert (conn.execute(stats).fetchall(), conn.execute(counts).fetchone()) == before
+        assert healthy(run_checks(conn))
+        failed = {number: render(run(conn, query), "table") for number, _, query, expected in EXAMPLES
+                  if render(run(conn, query), "table") != expected.rstrip("\n")}
+        assert failed == {}
+    async with Memory.open(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        await memory.add_episode("moved-new", "I work at Initech.", actor="Dana",
+                                 reference_time=datetime(2024, 7, 1, tzinfo=timezone.utc))
+        assert [f.fact for f in (await memory.search("Dana", group_ids=["moved-new"])).facts] == [
+            "Dana works for Initech."]
+    with psycopg.connect(dsn) as conn:  # the triggers ran: the new group's claim row and statistics
+        assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id = 'moved-new'").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM pgmemory.text_stats WHERE group_id = 'moved-new'").fetchone()[0] > 0

@@ -76,6 +76,15 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     known = dict(conn.execute(
         "SELECT logicalrelid::regclass::text, partmethod FROM pg_dist_partition").fetchall())
     enable_triggers(conn)
+    # A database that held data before Citus (one node moved to a cluster): create_distributed_table
+    # copies each table's rows into its shards, and the shards' triggers would fire on the workers
+    # for every copied row, writing derived rows again (the claim rows, the full-text statistics:
+    # counted twice) into tables that may not be distributed yet ("relation pgmemory.group_locks
+    # does not exist" on the worker). The rows are copied with the triggers off, as they were
+    # already applied on the one node; they are enabled again once every table is distributed.
+    paused = _enabled_user_triggers(conn, [t for t, _ in _tables(conn) if t not in known])
+    for table, trigger in paused:
+        conn.execute(pgsql.SQL("ALTER TABLE {} DISABLE TRIGGER {}").format(pgsql.SQL(table), pgsql.Identifier(trigger)))
     for table, grouped in _tables(conn):
         if table in known:
             continue
@@ -90,6 +99,8 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     for table, _ in _tables(conn):
         if table not in known:
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
+    for table, trigger in paused:  # propagated to the shards (citus.enable_unsafe_triggers)
+        conn.execute(pgsql.SQL("ALTER TABLE {} ENABLE TRIGGER {}").format(pgsql.SQL(table), pgsql.Identifier(trigger)))
     routable = routable_functions(conn)
     for signature in routable:
         conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s, force_delegation => %s)",
@@ -129,6 +140,17 @@ def let_reader_log_in(conn: psycopg.Connection) -> bool:
         return False
     conn.execute(pgsql.SQL("ALTER ROLE {} LOGIN").format(pgsql.Identifier(READER_ROLE)))  # Citus propagates it
     return True
+
+
+def _enabled_user_triggers(conn: psycopg.Connection, tables: list[str]) -> list[tuple[str, str]]:
+    """(table, trigger) of the enabled user triggers of those of `tables` that hold rows."""
+    found = []
+    for table in tables:
+        if conn.execute(pgsql.SQL("SELECT EXISTS (SELECT FROM {})").format(pgsql.SQL(table))).fetchone()[0]:
+            found += [(table, name) for (name,) in conn.execute(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal AND tgenabled <> 'D'"
+                " ORDER BY tgname", (table,)).fetchall()]
+    return found
 
 
 def allow_nested_queries(conn: psycopg.Connection) -> None:
