@@ -752,3 +752,37 @@ async def test_a_single_node_database_moved_to_citus_keeps_its_memory(citus_dsn)
     with psycopg.connect(dsn) as conn:  # the triggers ran: the new group's claim row and statistics
         assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id = 'moved-new'").fetchone()[0] > 0
         assert conn.execute("SELECT count(*) FROM pgmemory.text_stats WHERE group_id = 'moved-new'").fetchone()[0] > 0
+
+
+async def test_an_app_login_of_a_group_ingests_new_entities_on_the_cluster(db_dsn, group):
+    """The app login doctor recommends (`pgmemory grant ROLE GROUP --app`, under row-level
+    security) ingests on the cluster: an episode that creates entities is applied on the
+    group's worker. (The apply's pushed-down INSERT ... SELECT of the entity name vectors, with
+    plan_vector's simple CASE inlined and the tenant policy added, failed there with "operator
+    does not exist: text = boolean": every such episode of a restricted login failed.)"""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage import grants
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn) as conn:
+        grants.grant(conn, role, [group], kind="app", create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+    async with Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()):
+        pass  # the owner records the embedder first, as `pgmemory init` would
+    try:
+        async with Memory.open(login, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+            for day, text in ((1, "I work at Acme."), (2, "I left Acme and now work at Globex.")):
+                result = await memory.add_episode(group, text, actor="Alice",
+                                                  reference_time=datetime(2024, 1, day, tzinfo=timezone.utc))
+                assert result.status == "done"
+            found = await memory.search("where does Alice work", group_ids=[group])
+            assert [f.fact for f in found.facts][:1] == ["Alice works for Globex."]
+            assert {"Alice", "Acme", "Globex"} <= {e.name for e in found.entities}
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
