@@ -20,13 +20,15 @@ DO $$ BEGIN  -- it returned void before claims existed
 END $$;
 
 -- A vector of an apply payload (see apply_episode): p_vectors[n + 1] for a JSON integer n,
--- else the pgvector text of a JSON string or array; NULL for JSON null or no value.
+-- else the pgvector text of a JSON string or array; NULL for JSON null or no value. A searched
+-- CASE, not `CASE jsonb_typeof(p_value) WHEN ...`: inlined into a pushed-down INSERT ... SELECT
+-- that row-level security rewrites (a restricted app login on Citus), the simple form failed
+-- on the worker with "operator does not exist: text = boolean".
 CREATE OR REPLACE FUNCTION pgmemory_internal.plan_vector(p_value jsonb, p_vectors vector[])
 RETURNS vector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE jsonb_typeof(p_value)
-               WHEN 'number' THEN p_vectors[(p_value)::integer + 1]
-               WHEN 'string' THEN (p_value #>> '{}')::vector
-               WHEN 'array' THEN (p_value::text)::vector
+    SELECT CASE WHEN jsonb_typeof(p_value) = 'number' THEN p_vectors[(p_value)::integer + 1]
+                WHEN jsonb_typeof(p_value) = 'string' THEN (p_value #>> '{}')::vector
+                WHEN jsonb_typeof(p_value) = 'array' THEN (p_value::text)::vector
            END
 $$;
 

@@ -134,7 +134,9 @@ SELECT m.group_id, m.episode_id, m.entity_id, n.name AS entity, ep.actor, ep.val
 -- Entities of a group as of valid time p_valid_at (T; NULL: now) as believed at
 -- p_known_at (T'; NULL: now): entities recorded by T', their name and labels as
 -- recorded then, and a summary made of the facts of that slice (the five that
--- started last before T; '' when none), with the number of slice facts.
+-- started last before T; '' when none), with the number of slice facts. The versions are pinned
+-- to p_group itself: Citus routes the lateral subquery (LIMIT 1) only then, not through
+-- `ev.group_id = e.group_id` ("cannot push down this subquery" on a cluster).
 CREATE OR REPLACE FUNCTION pgmemory.entities_at(
     p_group text, p_valid_at timestamptz DEFAULT NULL, p_known_at timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, group_id text, name text, labels text[], summary text, facts bigint)
@@ -143,7 +145,7 @@ LANGUAGE sql STABLE AS $$
            (SELECT count(*) FROM pgmemory_internal.slice_facts_of(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at))
       FROM pgmemory.entities e
       LEFT JOIN LATERAL (SELECT ev.name, ev.labels FROM pgmemory.entity_versions ev
-                          WHERE p_known_at IS NOT NULL AND ev.group_id = e.group_id AND ev.entity_id = e.id
+                          WHERE p_known_at IS NOT NULL AND ev.group_id = p_group AND ev.entity_id = e.id
                             AND ev.recorded @> p_known_at
                           LIMIT 1) v ON true
      CROSS JOIN LATERAL pgmemory_internal.entity_summary_at(e.group_id, e.id, coalesce(p_valid_at, now()), p_known_at) s

@@ -597,3 +597,192 @@ def test_fact_versions_name_a_renamed_entity_as_recorded_on_the_cluster(conn, gr
     assert rows == [(group, "Bob"), (other, "Bob")]
     assert conn.execute("SELECT source FROM pgmemory.believed_facts WHERE group_id = %s AND target = 'Carol'",
                         (group,)).fetchall() == [("Robert",)]
+
+
+def test_the_sql_guides_worked_questions_answer_on_the_cluster_as_written(citus_dsn):
+    """docs/sql.md's worked questions, run by the owner through `pgmemory sql`'s runner on a
+    cluster holding the guide's story, print the results the guide shows. The owner reads as
+    pgmemory_reader, as which Citus logs in to the workers (it was NOLOGIN: every question
+    failed with "role "pgmemory_reader" is not permitted to log in"), and question 16's
+    entities_at with a known_at was refused by Citus ("cannot push down this subquery")."""
+    from pgmemory.analyst.runner import run
+    from pgmemory.surfaces.sql_cli import render
+    from tests.citus_cluster import create_database, node_ports
+    from tests.docs_story import load
+    from tests.test_sql_guide import EXAMPLES
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the guide's story needs a database of its own: only on the cluster the suite starts")
+    dsn = create_database(node_ports(citus_dsn), "pgmemory_guide")
+    with psycopg.connect(dsn) as conn:
+        assert init_database(conn, DIM).distributed
+    load(dsn)
+    failed = {}
+    with psycopg.connect(dsn) as conn:
+        for number, _, query, expected in EXAMPLES:
+            try:
+                got = render(run(conn, query), "table")
+            except Exception as exc:  # noqa: BLE001 - every question is checked, the failures listed
+                got = f"{type(exc).__name__}: {exc}"
+            if got != expected.rstrip("\n"):
+                failed[number] = got
+    assert failed == {}
+
+
+
+async def test_analyst_sql_asked_for_some_groups_reads_only_those_on_the_workers(db_dsn, group):
+    """`pgmemory sql --group` / Memory.sql(group_ids=...) narrow what row-level security shows
+    (pgmemory.groups); on Citus the rows are read on the workers, which must be narrowed too:
+    the owner (reading as pgmemory_reader, granted every group) and a login granted two groups
+    who ask for one see that one, in a query that reads every shard and in one routed to the
+    other group's worker. (The narrowing was set with set_config() on the coordinator only: the
+    login read both groups.)"""
+    import asyncpg
+
+    from pgmemory.analyst.runner import run, run_async
+    from pgmemory.storage import grants
+
+    a, b = f"{group}-a", f"{group}-b"
+    role = f"analyst_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn) as conn:
+        for g in (a, b):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Ann', 'works for', 'Acme', 'Ann works for Acme.')", (g,))
+        conn.commit()
+        grants.grant(conn, role, [a, b], create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+    every_shard = "SELECT DISTINCT group_id FROM fact_versions ORDER BY 1"
+    try:
+        with psycopg.connect(login) as conn:
+            assert run(conn, every_shard).rows == [(a,), (b,)]  # its grants, unnarrowed
+        for dsn in (db_dsn, login):
+            with psycopg.connect(dsn) as conn:
+                assert run(conn, every_shard, groups=[a]).rows == [(a,)], dsn
+                routed = run(conn, "SELECT count(*) FROM fact_versions WHERE group_id = '" + b + "'", groups=[a])
+                assert routed.rows == [(0,)], dsn
+            aconn = await asyncpg.connect(dsn)
+            try:
+                assert [tuple(r) for r in (await run_async(aconn, every_shard, groups=[b])).rows] == [(b,)], dsn
+            finally:
+                await aconn.close()
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def test_doctor_fails_naming_a_worker_it_cannot_reach(citus_dsn):
+    """A stopped worker stays active in Citus's node list, and every call of the groups whose
+    shards it holds fails: doctor says so, naming the worker, instead of "healthy". In a second
+    database of the cluster (Citus keeps its node list per database), where one worker's entry
+    is moved to a port nothing listens on."""
+    from tests.citus_cluster import _free_port, create_database, node_ports
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the check creates a database on every node: only on the cluster the suite starts")
+    dsn = create_database(node_ports(citus_dsn), "pgmemory_doctor")
+    with psycopg.connect(dsn) as conn:
+        init_database(conn, DIM)
+        conn.commit()
+        assert {c.name: c for c in run_checks(conn)}["distribution"].status == "ok"
+        gone = f"127.0.0.1:{_free_port()}"
+        conn.execute("SELECT citus_update_node(nodeid, '127.0.0.1', %s) FROM pg_dist_node WHERE nodeport = %s",
+                     (int(gone.split(":")[1]), node_ports(dsn)[-1]))
+        conn.commit()
+        checks = {c.name: c for c in run_checks(conn)}
+    assert not healthy(checks.values())
+    assert checks["distribution"].status == "fail"
+    assert f"workers unreachable: {gone} (" in checks["distribution"].detail
+    assert "start the worker" in checks["distribution"].fix
+
+
+async def test_a_single_node_database_moved_to_citus_keeps_its_memory(citus_dsn):
+    """A database pgmemory used on one node, then given Citus (`CREATE EXTENSION citus`, the
+    workers added) and `pgmemory init` again: its rows are moved into the shards once, with what
+    was derived from them unchanged (the copy ran the shards' triggers on the workers: the claim
+    rows' table did not exist there yet, "relation pgmemory.group_locks does not exist", and the
+    full-text statistics would have been counted twice), the guide's questions answer as on one
+    node, and new episodes are ingested with the triggers on again. In a third database of the
+    cluster, created without Citus on the coordinator."""
+    from pgmemory import Memory
+    from pgmemory.analyst.runner import run
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.surfaces.sql_cli import render
+    from tests.citus_cluster import node_ports
+    from tests.docs_story import load
+    from tests.test_sql_guide import EXAMPLES
+
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        pytest.skip("the check creates a database on every node: only on the cluster the suite starts")
+    ports, name = node_ports(citus_dsn), "pgmemory_moved"
+    for port in ports:
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        if port != ports[0]:  # the workers are set up as the docs say; the coordinator is one node
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}", autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION citus")
+    dsn = f"postgresql://postgres@127.0.0.1:{ports[0]}/{name}"
+    with psycopg.connect(dsn) as conn:
+        assert not init_database(conn, DIM).distributed
+    load(dsn)
+    stats = "SELECT * FROM pgmemory.text_stats ORDER BY 1, 2"
+    counts = ("SELECT (SELECT count(*) FROM pgmemory.episodes), (SELECT count(*) FROM pgmemory.facts),"
+              " (SELECT count(*) FROM pgmemory.group_locks), (SELECT count(*) FROM pgmemory.term_stats)")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        before = conn.execute(stats).fetchall(), conn.execute(counts).fetchone()
+        conn.execute("CREATE EXTENSION citus")
+        conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (ports[0],))
+        for port in ports[1:]:
+            conn.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+    with psycopg.connect(dsn) as conn:
+        assert init_database(conn, DIM).distributed
+        conn.commit()
+        assert citus.report(conn).local == []
+        assert (conn.execute(stats).fetchall(), conn.execute(counts).fetchone()) == before
+        assert healthy(run_checks(conn))
+        failed = {number: render(run(conn, query), "table") for number, _, query, expected in EXAMPLES
+                  if render(run(conn, query), "table") != expected.rstrip("\n")}
+        assert failed == {}
+    async with Memory.open(dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+        await memory.add_episode("moved-new", "I work at Initech.", actor="Dana",
+                                 reference_time=datetime(2024, 7, 1, tzinfo=timezone.utc))
+        assert [f.fact for f in (await memory.search("Dana", group_ids=["moved-new"])).facts] == [
+            "Dana works for Initech."]
+    with psycopg.connect(dsn) as conn:  # the triggers ran: the new group's claim row and statistics
+        assert conn.execute("SELECT count(*) FROM pgmemory.group_locks WHERE group_id = 'moved-new'").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM pgmemory.text_stats WHERE group_id = 'moved-new'").fetchone()[0] > 0
+
+
+async def test_an_app_login_of_a_group_ingests_new_entities_on_the_cluster(db_dsn, group):
+    """The app login doctor recommends (`pgmemory grant ROLE GROUP --app`, under row-level
+    security) ingests on the cluster: an episode that creates entities is applied on the
+    group's worker. (The apply's pushed-down INSERT ... SELECT of the entity name vectors, with
+    plan_vector's simple CASE inlined and the tenant policy added, failed there with "operator
+    does not exist: text = boolean": every such episode of a restricted login failed.)"""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage import grants
+
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn) as conn:
+        grants.grant(conn, role, [group], kind="app", create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@{info['host']}:{info['port']}/{info['dbname']}"
+    async with Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()):
+        pass  # the owner records the embedder first, as `pgmemory init` would
+    try:
+        async with Memory.open(login, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+            for day, text in ((1, "I work at Acme."), (2, "I left Acme and now work at Globex.")):
+                result = await memory.add_episode(group, text, actor="Alice",
+                                                  reference_time=datetime(2024, 1, day, tzinfo=timezone.utc))
+                assert result.status == "done"
+            found = await memory.search("where does Alice work", group_ids=[group])
+            assert [f.fact for f in found.facts][:1] == ["Alice works for Globex."]
+            assert {"Alice", "Acme", "Globex"} <= {e.name for e in found.entities}
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
+            conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))

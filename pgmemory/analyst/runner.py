@@ -22,8 +22,21 @@ READER_ROLE = "pgmemory_reader"
 SEARCH_PATH = "pg_catalog, pgmemory"
 # May this login read as the reader role (the owner may; analysts' own logins read as themselves)?
 # And the groups the connection is narrowed to already (a server's request), if any.
+# On Citus, whether the query's shards are read elsewhere (the citus extension is created).
 TAKE_READER = ("SELECT to_regrole(%s) IS NOT NULL AND pg_has_role(current_user, %s, 'USAGE'),"
-               " current_setting('pgmemory.groups', true)")
+               " current_setting('pgmemory.groups', true),"
+               " EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus')")
+# Citus runs the query's shard queries on the workers, in sessions of their own where a
+# set_config() made here is unknown: row-level security there would not narrow to the groups
+# asked for (an analyst granted two groups who asked for one read both; the owner's reader,
+# granted every group, read every group). A SET LOCAL is sent to them with
+# citus.propagate_set_commands = 'local', so on Citus the narrowing is also set that way.
+PROPAGATE_SETS = "SET LOCAL citus.propagate_set_commands = 'local'"
+
+
+def _narrowing_statement(groups: str) -> bytes:
+    """SET LOCAL pgmemory.groups to `groups` (a JSON array or ''), the value quoted as a literal."""
+    return pgsql.SQL("SET LOCAL pgmemory.groups = {}").format(pgsql.Literal(groups)).as_bytes()
 
 
 @dataclass(frozen=True)
@@ -114,10 +127,14 @@ def run(conn: psycopg.Connection, query: str, *, groups: list[str] | None = None
     conn.rollback()
     with conn.transaction(force_rollback=True):
         conn.execute("SET TRANSACTION READ ONLY")
-        take_reader, current = conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()
+        take_reader, current, cluster = conn.execute(TAKE_READER, (READER_ROLE, READER_ROLE)).fetchone()
+        narrowed = _narrowed(groups, current)
         conn.execute("SELECT set_config('statement_timeout', %s, true), set_config('search_path', %s, true),"
                      " set_config('pgmemory.groups', %s, true), set_config('TimeZone', 'UTC', true)",
-                     (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current)))
+                     (f"{int(timeout_s * 1000)}ms", SEARCH_PATH, narrowed))
+        if cluster:
+            conn.execute(PROPAGATE_SETS)
+            conn.execute(_narrowing_statement(narrowed))
         if take_reader:
             conn.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(READER_ROLE)))
         try:
@@ -140,10 +157,14 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
 
     final, groups = _checked(query, groups, max_rows, timeout_s)
     async with conn.transaction(readonly=True):
-        take_reader, current = await conn.fetchrow(TAKE_READER.replace("%s", "$1"), READER_ROLE)
+        take_reader, current, cluster = await conn.fetchrow(TAKE_READER.replace("%s", "$1"), READER_ROLE)
+        narrowed = _narrowed(groups, current)
         await conn.execute("SELECT set_config('statement_timeout', $1, true), set_config('search_path', $2, true),"
                            " set_config('pgmemory.groups', $3, true), set_config('TimeZone', 'UTC', true)",
-                           f"{int(timeout_s * 1000)}ms", SEARCH_PATH, _narrowed(groups, current))
+                           f"{int(timeout_s * 1000)}ms", SEARCH_PATH, narrowed)
+        if cluster:
+            await conn.execute(PROPAGATE_SETS)
+            await conn.execute(_narrowing_statement(narrowed).decode())
         if take_reader:
             await conn.execute(f'SET LOCAL ROLE "{READER_ROLE}"')
         # The pool gives up a query after the session's statement timeout (+ a margin); this one

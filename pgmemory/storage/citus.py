@@ -76,6 +76,15 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     known = dict(conn.execute(
         "SELECT logicalrelid::regclass::text, partmethod FROM pg_dist_partition").fetchall())
     enable_triggers(conn)
+    # A database that held data before Citus (one node moved to a cluster): create_distributed_table
+    # copies each table's rows into its shards, and the shards' triggers would fire on the workers
+    # for every copied row, writing derived rows again (the claim rows, the full-text statistics:
+    # counted twice) into tables that may not be distributed yet ("relation pgmemory.group_locks
+    # does not exist" on the worker). The rows are copied with the triggers off, as they were
+    # already applied on the one node; they are enabled again once every table is distributed.
+    paused = _enabled_user_triggers(conn, [t for t, _ in _tables(conn) if t not in known])
+    for table, trigger in paused:
+        conn.execute(pgsql.SQL("ALTER TABLE {} DISABLE TRIGGER {}").format(pgsql.SQL(table), pgsql.Identifier(trigger)))
     for table, grouped in _tables(conn):
         if table in known:
             continue
@@ -90,6 +99,8 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     for table, _ in _tables(conn):
         if table not in known:
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
+    for table, trigger in paused:  # propagated to the shards (citus.enable_unsafe_triggers)
+        conn.execute(pgsql.SQL("ALTER TABLE {} ENABLE TRIGGER {}").format(pgsql.SQL(table), pgsql.Identifier(trigger)))
     routable = routable_functions(conn)
     for signature in routable:
         conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s, force_delegation => %s)",
@@ -106,7 +117,40 @@ def distribute(conn: psycopg.Connection) -> list[str]:
         if signature not in routable:
             conn.execute("SELECT create_distributed_function(%s)", (signature,))
     allow_nested_queries(conn)
+    if let_reader_log_in(conn):
+        done.append(f"role {READER_ROLE} may log in (to the workers)")
     return done
+
+
+READER_ROLE = "pgmemory_reader"  # analyst SQL run by the owner reads as it (pgmemory/analyst/runner.py)
+
+
+def let_reader_log_in(conn: psycopg.Connection) -> bool:
+    """Let the reader role log in; True when it could not before.
+
+    Citus opens its connections to the workers as the current role: `pgmemory sql` (and
+    Memory.sql) run by the owner read as pgmemory_reader (SET LOCAL ROLE), and every query
+    that reaches a shard then logs in to a worker as pgmemory_reader. A NOLOGIN role fails
+    there ("role "pgmemory_reader" is not permitted to log in"). The role has no password, so
+    it gets in only where the nodes' pg_hba.conf lets a role in without one (trust between the
+    cluster's nodes, a certificate) or where pg_dist_authinfo gives it a password: the same
+    rule as for every other role that queries the cluster (docs/scale-out.md)."""
+    row = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (READER_ROLE,)).fetchone()
+    if row is None or row[0]:
+        return False
+    conn.execute(pgsql.SQL("ALTER ROLE {} LOGIN").format(pgsql.Identifier(READER_ROLE)))  # Citus propagates it
+    return True
+
+
+def _enabled_user_triggers(conn: psycopg.Connection, tables: list[str]) -> list[tuple[str, str]]:
+    """(table, trigger) of the enabled user triggers of those of `tables` that hold rows."""
+    found = []
+    for table in tables:
+        if conn.execute(pgsql.SQL("SELECT EXISTS (SELECT FROM {})").format(pgsql.SQL(table))).fetchone()[0]:
+            found += [(table, name) for (name,) in conn.execute(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal AND tgenabled <> 'D'"
+                " ORDER BY tgname", (table,)).fetchall()]
+    return found
 
 
 def allow_nested_queries(conn: psycopg.Connection) -> None:
@@ -149,6 +193,7 @@ class Distribution:
     delegated: list[str]
     not_delegated: list[str]
     workers: list[str]
+    unreachable: list[str]  # active workers the coordinator cannot reach now, with the reason
 
 
 def report(conn: psycopg.Connection) -> Distribution:
@@ -170,5 +215,16 @@ def report(conn: psycopg.Connection) -> Distribution:
         "   AND groupid <> 0 ORDER BY nodename, nodeport").fetchall()]
     return Distribution(distributed, reference, local, len(colocation),
                         [f for f in routable if f in delegated], [f for f in routable if f not in delegated],
-                        workers)
+                        workers, unreachable_workers(conn) if workers else [])
+
+
+def unreachable_workers(conn: psycopg.Connection, timeout_ms: int = 5000) -> list[str]:
+    """The active workers this coordinator cannot run a query on now ("host:port (reason)"):
+    Citus keeps a stopped worker in its node list as active, and every call of a group whose
+    shards it holds fails until it is back. Each is given timeout_ms to answer a connection."""
+    with conn.transaction():
+        conn.execute("SELECT set_config('citus.node_connection_timeout', %s, true)", (str(timeout_ms),))
+        rows = conn.execute("SELECT nodename, nodeport, success, result FROM run_command_on_workers('SELECT 1')"
+                            " ORDER BY nodename, nodeport").fetchall()
+    return [f"{h}:{p} ({result})" for h, p, ok, result in rows if not ok]
 

@@ -275,6 +275,10 @@ def _distribution_check(conn: psycopg.Connection) -> Check:
         problems.append("distributed tables are not co-located")
     if problems:
         return Check("distribution", "fail", f"{detail}; {'; '.join(problems)}", "run `pgmemory init`")
+    if d.unreachable:
+        return Check("distribution", "fail", f"{detail}; workers unreachable: {', '.join(d.unreachable)}",
+                     "start the worker (or fix the network to it): the groups whose shards it holds can be "
+                     "neither read nor written until then")
     if not d.workers:
         return Check("distribution", "warn", detail, "add workers: SELECT citus_add_node('host', port); "
                      "then SELECT citus_rebalance_start() (docs/scale-out.md)")
