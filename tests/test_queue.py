@@ -783,6 +783,44 @@ async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_opena
     assert max(r["attempts"] for r in rows) == 1  # (a give-back for an outage is not an attempt)
 
 
+async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_back(queue_dsn, fake_openai):
+    """Postgres away from just after the LLM answered until after the attempt should have ended: the
+    worker gave the episode back with no usage once the server was back, so the billed extraction
+    call was missing from the episode's cost. It now ends that attempt with its usage. (Its own
+    database: the worker takes every pending episode there, and the cut must be this one's.)"""
+    from pgmemory.extract.llm import LLMExtractor
+    from pgmemory.providers.llm import LLMClient
+    from tests.servers import AnswerCutter
+    from tests.test_ingest_llm import REF, TEXT, _cost, extraction_reply
+
+    group = "away"
+    # (cut at the entity candidates' answer, read after the extraction call: every connection goes)
+    cutter = await AnswerCutter(queue_dsn, b"exact\x00", then_refuse=True).start()
+    fake_openai.script(extraction_reply(), extraction_reply())  # the attempt cut, then the one that applies
+    client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=0)
+    try:
+        async with await Memory.open(cutter.dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client)) as memory:
+            await memory.enqueue_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="away")
+            worker = memory.worker(poll_seconds=0.1, communities=False)
+            task = asyncio.create_task(worker.run())
+            for _ in range(200):
+                if cutter.cuts:
+                    break
+                await asyncio.sleep(0.05)
+            assert cutter.cuts == 1
+            await asyncio.sleep(0.5)  # the worker meets a server that is away
+            await cutter.reopen()
+            for _ in range(300):
+                if (await _cost(queue_dsn, group, "away"))[0] == "done":
+                    break
+                await asyncio.sleep(0.05)
+            worker.stop()
+            await asyncio.wait_for(task, 30)
+    finally:
+        await cutter.stop()
+    assert await _cost(queue_dsn, group, "away") == ("done", 2, 20, 10)
+
+
 async def test_a_worker_waits_out_too_many_connections(queue_dsn):
     """Postgres refusing new connections because its slots are full (SQLSTATE 53300: max_connections,
     or a role's or database's CONNECTION LIMIT, reached by other workers and the app) is a passing
