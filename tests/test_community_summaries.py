@@ -186,18 +186,23 @@ async def test_an_llm_that_is_down_stops_the_summaries_and_leaves_them_marked(db
     assert {r[2] for r in communities(conn, group)} == {"llm"}
 
 
-async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answers(db_dsn, fake_openai, conn, group,
+async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answers(empty_dsn, fake_openai, group,
                                                                                 monkeypatch):
     """Summaries an LLM outage left marked were written only when the group was touched again (or by
     a manual refresh): a worker that stays idle now tries them again after a pause that doubles
-    while the LLM keeps failing, and writes them once it answers, with no new episode."""
+    while the LLM keeps failing, and writes them once it answers, with no new episode. (A database
+    of its own: the worker would take other tests' pending episodes.)"""
     import asyncio
 
     from bench.scripted_llm import ScriptedModel
     from pgmemory.ingest import worker as worker_module
+    from pgmemory.storage.setup import init_database
+    from tests.conftest import DIM
 
     monkeypatch.setattr(worker_module, "PROVIDER_FIRST_PAUSE", 0.2)
-    memory = await llm_down_memory(db_dsn, fake_openai)
+    conn = psycopg.connect(empty_dsn)
+    init_database(conn, DIM)
+    memory = await llm_down_memory(empty_dsn, fake_openai)
     try:
         plant_graph(conn, group, blocks=2, size=8, p_in=0.8, p_out=0.0, seed=3)
         conn.commit()
@@ -218,9 +223,10 @@ async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answe
             await asyncio.sleep(0.05)
         worker.stop()
         await asyncio.wait_for(task, 30)
+        assert {r[2] for r in communities(conn, group)} == {"llm"}
     finally:
         await memory.close()
-    assert {r[2] for r in communities(conn, group)} == {"llm"}
+        conn.close()
 
 
 async def test_the_idle_worker_reports_a_detection_timeout_and_goes_on(db_dsn, conn, group, monkeypatch):
