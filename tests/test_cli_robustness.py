@@ -268,3 +268,28 @@ def test_shortened_flags_are_refused_not_guessed():
                        (("search", "where", "--grou", "g"), "the following arguments are required: --group")):
         result = run_cli(*args, dsn="postgresql://postgres@127.0.0.1:1/none")
         assert result.returncode == 2 and said in result.stderr and "connect" not in result.stderr, (args, result.stderr)
+
+
+async def test_an_app_login_writing_a_group_not_its_own_is_told_so(db_dsn, group, tmp_path):
+    """An app login (read-write) ingesting a group it was not granted got row-level security's
+    "new row violates ... policy for table episodes" and the hint "this login may only read",
+    which sent its owner to grant a read-write login it already had. It is told the group is not
+    among its groups."""
+    import uuid
+
+    from pgmemory import Memory
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage import grants
+
+    await (await Memory.open(db_dsn, embedder=HashEmbedder())).close()  # (the owner records the embedder)
+    role = f"own_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        grants.grant(conn, role, [f"{group}-mine"], kind="app", create_password="pw")
+    info = psycopg.conninfo.conninfo_to_dict(db_dsn)
+    login = f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [{"content": "I live in Oslo.", "actor": "Kim", "reference_time": "2024-01-01T00:00:00Z"}])
+    result = run_cli("ingest", str(data), dsn=login)
+    [line] = result.stderr.splitlines()
+    assert result.returncode == 2 and f"may not write group {group} (not among its groups" in line, result.stderr
+    assert "may only read" not in line

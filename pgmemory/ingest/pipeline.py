@@ -537,13 +537,19 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     stored status. One statement: no worker can claim it in between. A retracted episode with the
     id (kept as history) gives way to it (pgmemory_internal.forget_retracted_episode). The id of
     another episode (other content, kind, actor or time) is refused, naming what differs."""
-    row = await conn.fetchrow(
-        "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
-        " status, lease_owner, lease_until, attempts, metadata)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
-        " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
-        ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
-        owner, _interval(lease_seconds), ep.metadata)
+    try:
+        row = await conn.fetchrow(
+            "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
+            " status, lease_owner, lease_until, attempts, metadata)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
+            " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
+            ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
+            owner, _interval(lease_seconds), ep.metadata)
+    except asyncpg.InsufficientPrivilegeError:
+        # Row-level security said no ("new row violates ... policy for table episodes"): the group's
+        # write lock says why in one line (a login that may only read, or a group not among its own).
+        await conn.execute("SELECT pgmemory_internal.lock_group($1)", ep.group_id)
+        raise
     if row is not None:
         return row[0]
     stored = await conn.fetchrow("SELECT content, kind, actor, valid_at, status, retracted_at FROM pgmemory.episodes"
