@@ -91,10 +91,13 @@ class AnsweringConnection(psycopg.Connection):
     bound_s: float = 0.0
 
     def wait(self, gen, interval: float = 0.1, timeout: float | None = None):  # type: ignore[override]
-        if not self.probe_dsn:
+        try:
+            fd = self.pgconn.socket
+        except psycopg.OperationalError:  # (no socket: closed or broken; psycopg says which)
+            fd = None
+        if not self.probe_dsn or fd is None:
             return super().wait(gen, interval, timeout)
         done, cut = threading.Event(), threading.Event()
-        fd = self.pgconn.socket
 
         def watch() -> None:
             while not done.wait(self.bound_s):
