@@ -102,6 +102,35 @@ def test_several_times_in_order_without_overlap() -> None:
         ("on May 8, 2023", day(2023, 5, 8)), ("last week", day(2024, 1, 8))]
 
 
+@pytest.mark.parametrize("text, phrase, starts, stops", [
+    ("since 2019", "since 2019", day(2019, 1, 1), None),
+    ("starting in May", "in May", day(2023, 5, 1), None),
+    ("until last year", "last year", None, day(2023, 1, 1)),
+    ("till 2020", "till 2020", None, day(2020, 1, 1)),
+    ("through 2020", "through 2020", None, day(2021, 1, 1)),
+    # a range is one mention; "to", "through", "and" include the end's period, "until" does not
+    ("from 2018 to 2020", "from 2018 to 2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from 2018-2020", "from 2018-2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from 2018 until 2020", "from 2018 until 2020", day(2018, 1, 1), day(2020, 1, 1)),
+    ("between 2018 and 2020", "between 2018 and 2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from March to May 2020", "from March to May 2020", day(2020, 3, 1), day(2020, 6, 1)),
+    ("from Monday to Wednesday", "Monday to Wednesday", day(2024, 1, 8), day(2024, 1, 11)),
+    # no bound: a time said without such a word is when it held
+    ("in 2019", "in 2019", day(2019, 1, 1), None),
+    ("last year", "last year", day(2023, 1, 1), None),
+    # an end before its start is no range: the start stays a start
+    ("from May 2020 to 2019", "from May 2020", day(2020, 5, 1), None),
+])
+def test_time_bounds_and_ranges(text: str, phrase: str, starts, stops) -> None:
+    first = find_times(f"We were there {text} at noon", REF)[0]
+    assert (first.text, first.starts(), first.stops()) == (phrase, starts, stops)
+
+
+def test_a_year_or_month_needs_a_word_before_it_outside_a_range() -> None:
+    assert find_times("I ran 2019 meters and 2020 meters", REF) == []
+    assert [t.text for t in find_times("I scored 2018 to 2020 points", REF)] == []
+
+
 def test_duration_counts_back_from_the_reference() -> None:
     found = find_duration("I have lived here for 3 years", REF)
     assert found is not None and (found.text, found.value) == ("for 3 years", day(2021, 1, 15))
@@ -195,7 +224,8 @@ def test_text_without_actor_uses_a_named_subject_and_ignores_i() -> None:
     ("I don't work at Acme Corp anymore.", None, REF, True, "Alice no longer works for Acme Corp."),
     ("I used to work at Acme Corp.", None, REF, False, "Alice used to work for Acme Corp."),
     ("I worked at Acme Corp.", None, REF, False, "Alice worked for Acme Corp."),
-    ("I worked at Acme Corp in 2015.", day(2015, 1, 1), None, False, "Alice worked for Acme Corp."),
+    # a state said in the past tense at a time held then and holds no longer
+    ("I worked at Acme Corp in 2015.", day(2015, 1, 1), day(2016, 1, 1), False, "Alice worked for Acme Corp."),
 ])
 def test_works_for(text: str, valid, invalid, negated: bool, fact_text: str) -> None:
     x = run(text)
