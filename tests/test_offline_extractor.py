@@ -79,6 +79,12 @@ def labels(x: Extraction) -> dict[str, list[str]]:
     ("2023-05-08", day(2023, 5, 8), "2023-05-08"),
     ("on May 8", day(2023, 5, 8), "on May 8"),
     ("on January 3", day(2024, 1, 3), "on January 3"),
+    ("last March", day(2023, 3, 1), "last March"),
+    ("last January", day(2023, 1, 1), "last January"),  # said in January: last year's
+    ("last December", day(2023, 12, 1), "last December"),
+    ("this March", day(2024, 3, 1), "this March"),
+    ("next March", day(2024, 3, 1), "next March"),
+    ("next January", day(2025, 1, 1), "next January"),
 ])
 def test_time_expressions(text: str, expected: datetime, phrase: str) -> None:
     assert find_time(f"We met {text} at noon", REF) == (expected, phrase)
@@ -94,6 +100,7 @@ def test_time_results_are_utc_midnight_of_the_utc_reference_day() -> None:
 def test_no_time_and_lowercase_may_are_not_times() -> None:
     assert find_time("I may go hiking with Bob", REF) == (None, None)
     assert find_times("May I ask what you did?", REF) == []
+    assert find_times("The last may be the best", REF) == []
 
 
 def test_several_times_in_order_without_overlap() -> None:

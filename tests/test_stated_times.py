@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.belief import ingest, targets
+from tests.support import utc
 
 SAID = "2024-06-15"
 
@@ -34,3 +35,33 @@ async def test_a_stated_time_bounds_the_state(mem, group, text, relation, now, d
     assert await targets(mem, group, relation, as_of=during) == during_text, text
     if before is not None:
         assert await targets(mem, group, relation, as_of=before) == set(), text
+
+
+@pytest.mark.parametrize("said, text, relation, start", [
+    # "last March": the latest March before the month it was said in
+    ("2024-01-10", "I moved to Boston last March.", "LIVES_IN", "2023-03-01"),
+    ("2024-12-10", "I moved to Boston last March.", "LIVES_IN", "2024-03-01"),
+    ("2024-03-20", "I moved to Boston last March.", "LIVES_IN", "2023-03-01"),
+    ("2024-06-10", "I joined Initech this March.", "WORKS_FOR", "2024-03-01"),
+])
+async def test_last_march_is_the_march_before(mem, group, said, text, relation, start):
+    await ingest(mem, group, [("e1", said, text)])
+    async with mem.pool.acquire() as conn:
+        starts = await conn.fetch("SELECT valid_from FROM pgmemory.believed_facts WHERE group_id = $1"
+                                  " AND relation = $2", group, relation)
+    assert [r["valid_from"] for r in starts] == [utc(start)], text
+
+
+@pytest.mark.parametrize("text, relation, expected", [
+    # the verb does not speak of the past: which Monday, which March is not said -> nothing
+    ("I'm starting at Initech on Monday.", "WORKS_FOR", set()),
+    ("I start at Initech in March.", "WORKS_FOR", set()),
+    ("I'm visiting Paris on May 8.", "VISITED", set()),
+    # it does: the most recent one
+    ("I started at Initech on Monday.", "WORKS_FOR", {"Initech"}),
+    ("I visited Paris on May 8.", "VISITED", {"Paris"}),
+    ("I moved to Boston in March.", "LIVES_IN", {"Boston"}),
+])
+async def test_a_weekday_or_month_without_a_past_verb_is_no_past_date(mem, group, text, relation, expected):
+    await ingest(mem, group, [("e1", SAID, text)])
+    assert await targets(mem, group, relation, as_of="2024-06-14") == expected, text

@@ -8,7 +8,7 @@ Covered: yesterday / today / tomorrow / last night / tonight / this morning /
 the day before yesterday; "N days|weeks|months|years ago" (digits, number
 words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
 week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
-weekdays with last|next|this|on (also "last Fri"); "May 8, 2023", "8 May 2023", "8th of May,
+weekdays with last|next|this|on (also "last Fri"); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
 2023", "2023-05-08", "May 8" (most recent on or before the reference);
 "in|since|from|during|by|around|back in March" (most recent March on or
 before the reference) and "March 2020"; "in|since|... 2019".
@@ -17,8 +17,11 @@ Conventions: "last week" is exactly 7 days back (the paper's example: said on
 of the previous calendar month|year; seasons are meteorological
 (northern hemisphere: spring Mar 1, summer Jun 1, fall Sep 1, winter Dec 1)
 and "last <season>" is the latest start of that season whose season is not
-the one the reference falls in; a bare weekday ("on Friday") is the most
-recent one strictly before the reference day.
+the one the reference falls in; "last March" is the latest March before the
+reference's month; a bare weekday ("on Friday") is the most
+recent one strictly before the reference day.  A bare weekday, "in March" and
+"on May 8" say neither past nor future: they resolve to the most recent one
+and are marked ``assumed_past`` (right only when the verb speaks of the past).
 Bounds: a time after "since", "from", "starting (in|on)" is where a span starts
 (``bound`` "since"); after "until", "till", "up to" where it stops ("until"),
 after "through" the last period it includes ("through").  A range "from|since A
@@ -85,6 +88,9 @@ class TimeMention:
     until: datetime | None = None
     bound: str = "at"  # "at" | "since" | "until" | "through": see the module docstring
     to: "TimeMention | None" = None  # a range's end ("from 2018 to 2020": the mention of 2020)
+    # The words say neither past nor future ("on Monday", "in March", "on May 8"): the most
+    # recent one was taken, which is right only when the verb speaks of the past.
+    assumed_past: bool = False
 
     def starts(self) -> datetime | None:
         """Where the span it names starts: its value, unless it is an "until"/"through" bound."""
@@ -176,6 +182,18 @@ def _relative_period(m: re.Match[str], ref: date) -> date | None:
     return date(ref.year + step, 1, 1)
 
 
+def _month_named(m: re.Match[str], ref: date) -> date | None:
+    """"last March": the latest March before the reference's month (said in December, this
+    year's; said in January or in March, last year's); "this March": the reference year's;
+    "next March": the first March after the reference's month."""
+    month, which = _MONTHS[m["month"].lower()], m["which"].lower()
+    if which == "this":
+        return date(ref.year, month, 1)
+    if which == "last":
+        return date(ref.year if month < ref.month else ref.year - 1, month, 1)
+    return date(ref.year if month > ref.month else ref.year + 1, month, 1)
+
+
 def _last_season(m: re.Match[str], ref: date) -> date | None:
     start = _most_recent(ref, _SEASONS[m["season"].lower()])
     assert start is not None
@@ -229,7 +247,7 @@ def _period(resolve: "_Resolver", m: re.Match[str], start: date) -> date:
         return start + timedelta(weeks=1) if unit == "week" else _shift(start, 1, unit)
     if resolve in (_last_season, _season_of_year):
         return _add_months(start, 3)
-    if resolve in (_month_year, _month_only):
+    if resolve in (_month_year, _month_only, _month_named):
         return _add_months(start, 1)
     if resolve is _year_only:
         return date(start.year + 1, 1, 1)
@@ -245,6 +263,7 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
          r"|tomorrow|this\s+(?:morning|afternoon|evening))\b", _relative_day),
         (r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", _relative_period),
         (r"\blast\s+(?P<season>spring|summer|fall|autumn|winter)\b", _last_season),
+        (rf"\b(?P<which>last|this|next)\s+{_MONTH}(?!\w)", _month_named),
         (rf"\b(?:(?:in\s+)?the\s+)?(?P<season>spring|summer|fall|autumn|winter)\s+(?:of\s+)?"
          rf"{_YEAR}\b", _season_of_year),
         (r"\b(?:(?P<which>last|next|this|on)\s+)?(?P<weekday>monday|tuesday|wednesday|thursday"
@@ -284,7 +303,10 @@ def _mention(resolve: _Resolver, m: re.Match[str], ref: date) -> TimeMention | N
     value = resolve(m, ref)
     if value is None:
         return None
-    return TimeMention(m.start(), m.end(), m[0], _midnight(value), _midnight(_period(resolve, m, value)))
+    assumed = resolve in (_month_day, _month_only) or (
+        resolve is _weekday and (m["which"] or "on").lower() == "on")
+    return TimeMention(m.start(), m.end(), m[0], _midnight(value), _midnight(_period(resolve, m, value)),
+                       assumed_past=assumed)
 
 
 def _bound(text: str, t: TimeMention) -> str:

@@ -84,7 +84,10 @@ Times
   [unknown, 2020-01-01), "from 2018 to 2020" / "between 2018 and 2020"
   [2018-01-01, 2021-01-01) ("from 2018 until 2020": until 2020-01-01).  With a
   present-tense state an end ("I work at X until May") is a plan and is not
-  recorded.  Endings and negations ("don't work at X
+  recorded.  A bare weekday, "in March" or "on May 8" is taken as the most
+  recent one only with a verb in the past ("I started at X on Monday"); with
+  any other ("I'm starting at X on Monday", "I'm visiting Y on May 8") a start,
+  end or event yields nothing: which one is meant is not said.  Endings and negations ("don't work at X
   anymore", "no longer", "don't like") -> negated=True, invalid_at = stated
   time, else reference time.  "used to" and untimed simple past of a state ->
   invalid_at = reference time, valid_at None.  A time spoken in one clause

@@ -110,6 +110,7 @@ class Grammar:
     perfect: bool
     when: TimeMention | None
     clause: tuple[int, int]
+    said_past: bool = False  # the verb itself is in the past tense ("moved", "left", "did move")
 
 
 def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None:
@@ -165,8 +166,9 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
         if when is None and not _NOW.search(s.text[c_start:c_end]):
             earlier = (s.time_in(*s.clauses[k]) for k in range(ci - 1, j - 1, -1))
             when = next((t for t in earlier if t is not None), None)
+    said_past = past or bool(_PAST.search(verb))
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
-    return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end))
+    return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end), said_past)
 
 
 def _after_lead_in(text: str) -> str:
@@ -187,8 +189,9 @@ def _without_subject(s: Sentence, ci: int, verb: str, neg: bool, used_to: bool, 
     if ctx.speaker is None or ci != 0 or not _PAST.search(verb):
         return None
     subject = ctx.registry.add(ctx.speaker, "Person", -1)
+    said_past = past or bool(_PAST.search(verb))
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
-    return Grammar(subject, neg, used_to, past, perfect, when, s.clauses[ci])
+    return Grammar(subject, neg, used_to, past, perfect, when, s.clauses[ci], said_past)
 
 
 _Timing = tuple[datetime | None, datetime | None, bool]
@@ -214,6 +217,9 @@ def times(mode: str, g: Grammar, reference: datetime,
         return None
     if mode in ("start", "end", "event", "experience") and when is not None and when.value > reference:
         return None  # a plan ("starting at X next week"), not something that happened
+    if mode in ("start", "end", "event") and when is not None and when.assumed_past \
+            and not (g.past or g.said_past or g.perfect):
+        return None  # "I'm starting at X on Monday", "I move to Y in March": which one is not said
     if mode == "end":
         return None, when.value if when else reference, True
     if mode == "start":
