@@ -229,3 +229,16 @@ def test_a_time_at_infinity_is_read_not_an_error(conn):
     (a, b, c, r, d), = result.rows
     assert (a, b, c, r.lower) == ("-infinity", "infinity", "-infinity", "-infinity")
     assert r.upper == utc("2021-01-01") and d == utc("2020-01-01")
+
+
+async def test_memory_sql_reads_infinity_as_the_cli_does(memory, conn):
+    """Memory.sql (asyncpg) gave a -infinity start as a naive datetime(1, 1, 1) (and infinity as
+    naive 9999-12-31) next to aware times: another answer than `pgmemory sql` for the same query."""
+    query = ("SELECT '-infinity'::timestamptz AS a, 'infinity'::timestamp AS b, '-infinity'::date AS c,"
+             " tstzrange('-infinity', '2021-01-01Z') AS r, '2020-01-01Z'::timestamptz AS d,"
+             " ARRAY['infinity'::timestamptz] AS e")
+    (a, b, c, r, d, e), = (await memory.sql(query)).rows
+    assert (a, b, c, r.lower, e) == ("-infinity", "infinity", "-infinity", "-infinity", ["infinity"])
+    assert r.upper == utc("2021-01-01") and d == utc("2020-01-01")
+    (pa, pb, pc, pr, pd, pe), = run(conn, query).rows
+    assert (pa, pb, pc, pr.lower, pd) == (a, b, c, r.lower, d)

@@ -276,6 +276,31 @@ async def test_dates_outside_the_supported_years_are_not_stated(llm_memory, fake
                       datetime(1850, 3, 2, tzinfo=timezone.utc))}
 
 
+async def test_an_end_before_the_start_is_no_ongoing_fact(llm_memory, fake_openai, group):
+    """A model's end at or before its start ("worked at Initech until 2018" with the reference time
+    as start) was stored without its end: a fact true from then on, believed to hold now. The end
+    said is kept and the start, in doubt, is unknown; an end equal to the start is that day."""
+    fake_openai.script({"entities": [{"name": "Alice"}, {"name": "Initech"}, {"name": "Oslo"}, {"name": "Rome"}],
+                        "facts": [
+                            {"source": "Alice", "target": "Initech", "relation_type": "WORKS_FOR",
+                             "fact": "Alice worked for Initech until 2018.", "valid_at": "2024-01-15T10:00:00Z",
+                             "invalid_at": "2018-01-01"},
+                            {"source": "Alice", "target": "Oslo", "relation_type": "STAYED_IN",
+                             "fact": "Alice stayed in Oslo on 3 May 2023.", "valid_at": "2023-05-03",
+                             "invalid_at": "2023-05-03"},
+                            # a well-ordered one is kept as said
+                            {"source": "Alice", "target": "Rome", "relation_type": "LIVED_IN",
+                             "fact": "Alice lived in Rome.", "valid_at": "2015", "invalid_at": "2017"}]})
+    await llm_memory.add_episode(group, "Alice: things.", actor="Alice", reference_time=REF)
+    assert await current(llm_memory, group) == {
+        ("Alice", "WORKS_FOR", "Initech", None, datetime(2018, 1, 1, tzinfo=timezone.utc)),
+        ("Alice", "STAYED_IN", "Oslo", datetime(2023, 5, 3, tzinfo=timezone.utc), datetime(2023, 5, 4, tzinfo=timezone.utc)),
+        ("Alice", "LIVED_IN", "Rome", datetime(2015, 1, 1, tzinfo=timezone.utc), datetime(2017, 1, 1, tzinfo=timezone.utc))}
+    async with llm_memory.pool.acquire() as conn:
+        now_true = await conn.fetch("SELECT fact FROM pgmemory.facts_current($1)", group)
+    assert now_true == []
+
+
 async def test_null_for_an_optional_field_is_its_default(llm_memory, fake_openai, group):
     """`"kind": null` (or negated, functional, facts, summary) used to fail the whole reply's
     validation: three retries billed, then the episode failed."""

@@ -79,6 +79,12 @@ def labels(x: Extraction) -> dict[str, list[str]]:
     ("2023-05-08", day(2023, 5, 8), "2023-05-08"),
     ("on May 8", day(2023, 5, 8), "on May 8"),
     ("on January 3", day(2024, 1, 3), "on January 3"),
+    ("last March", day(2023, 3, 1), "last March"),
+    ("last January", day(2023, 1, 1), "last January"),  # said in January: last year's
+    ("last December", day(2023, 12, 1), "last December"),
+    ("this March", day(2024, 3, 1), "this March"),
+    ("next March", day(2024, 3, 1), "next March"),
+    ("next January", day(2025, 1, 1), "next January"),
 ])
 def test_time_expressions(text: str, expected: datetime, phrase: str) -> None:
     assert find_time(f"We met {text} at noon", REF) == (expected, phrase)
@@ -94,12 +100,42 @@ def test_time_results_are_utc_midnight_of_the_utc_reference_day() -> None:
 def test_no_time_and_lowercase_may_are_not_times() -> None:
     assert find_time("I may go hiking with Bob", REF) == (None, None)
     assert find_times("May I ask what you did?", REF) == []
+    assert find_times("The last may be the best", REF) == []
 
 
 def test_several_times_in_order_without_overlap() -> None:
     found = find_times("I moved on May 8, 2023 and left last week", REF)
     assert [(t.text, t.value) for t in found] == [
         ("on May 8, 2023", day(2023, 5, 8)), ("last week", day(2024, 1, 8))]
+
+
+@pytest.mark.parametrize("text, phrase, starts, stops", [
+    ("since 2019", "since 2019", day(2019, 1, 1), None),
+    ("starting in May", "in May", day(2023, 5, 1), None),
+    ("until last year", "last year", None, day(2023, 1, 1)),
+    ("till 2020", "till 2020", None, day(2020, 1, 1)),
+    ("through 2020", "through 2020", None, day(2021, 1, 1)),
+    # a range is one mention; "to", "through", "and" include the end's period, "until" does not
+    ("from 2018 to 2020", "from 2018 to 2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from 2018-2020", "from 2018-2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from 2018 until 2020", "from 2018 until 2020", day(2018, 1, 1), day(2020, 1, 1)),
+    ("between 2018 and 2020", "between 2018 and 2020", day(2018, 1, 1), day(2021, 1, 1)),
+    ("from March to May 2020", "from March to May 2020", day(2020, 3, 1), day(2020, 6, 1)),
+    ("from Monday to Wednesday", "Monday to Wednesday", day(2024, 1, 8), day(2024, 1, 11)),
+    # no bound: a time said without such a word is when it held
+    ("in 2019", "in 2019", day(2019, 1, 1), None),
+    ("last year", "last year", day(2023, 1, 1), None),
+    # an end before its start is no range: the start stays a start
+    ("from May 2020 to 2019", "from May 2020", day(2020, 5, 1), None),
+])
+def test_time_bounds_and_ranges(text: str, phrase: str, starts, stops) -> None:
+    first = find_times(f"We were there {text} at noon", REF)[0]
+    assert (first.text, first.starts(), first.stops()) == (phrase, starts, stops)
+
+
+def test_a_year_or_month_needs_a_word_before_it_outside_a_range() -> None:
+    assert find_times("I ran 2019 meters and 2020 meters", REF) == []
+    assert [t.text for t in find_times("I scored 2018 to 2020 points", REF)] == []
 
 
 def test_duration_counts_back_from_the_reference() -> None:
@@ -195,7 +231,8 @@ def test_text_without_actor_uses_a_named_subject_and_ignores_i() -> None:
     ("I don't work at Acme Corp anymore.", None, REF, True, "Alice no longer works for Acme Corp."),
     ("I used to work at Acme Corp.", None, REF, False, "Alice used to work for Acme Corp."),
     ("I worked at Acme Corp.", None, REF, False, "Alice worked for Acme Corp."),
-    ("I worked at Acme Corp in 2015.", day(2015, 1, 1), None, False, "Alice worked for Acme Corp."),
+    # a state said in the past tense at a time held then and holds no longer
+    ("I worked at Acme Corp in 2015.", day(2015, 1, 1), day(2016, 1, 1), False, "Alice worked for Acme Corp."),
 ])
 def test_works_for(text: str, valid, invalid, negated: bool, fact_text: str) -> None:
     x = run(text)

@@ -109,6 +109,33 @@ def _infinity_as_text(base: type) -> type:
     return Loader
 
 
+def _infinity_words(value: Any) -> Any:
+    """A value asyncpg decoded, with infinity / -infinity as those words, as `pgmemory sql` (psycopg,
+    _infinity_as_text) reads them: asyncpg gives the naive year-1 / year-9999 edges instead (for a
+    timestamptz a datetime without a zone, next to the aware finite ones), so Memory.sql answered
+    another value than the CLI for the same query. Ranges and arrays of times too."""
+    from datetime import date, datetime
+
+    if isinstance(value, datetime):
+        if value.tzinfo is None and value in (datetime.min, datetime.max):
+            return "-infinity" if value == datetime.min else "infinity"
+        return value
+    if isinstance(value, date):
+        return ("-infinity" if value == date.min else "infinity") if value in (date.min, date.max) else value
+    if isinstance(value, list):
+        return [_infinity_words(v) for v in value]
+    if type(value).__name__ == "Range" and not value.isempty:
+        import asyncpg
+
+        return asyncpg.Range(_infinity_words(value.lower), _infinity_words(value.upper),
+                             lower_inc=value.lower_inc, upper_inc=value.upper_inc)
+    return value
+
+
+_TIME_TYPES = ("timestamptz", "timestamp", "date", "tstzrange", "tsrange", "daterange",
+               "tstzmultirange", "tsmultirange", "datemultirange")
+
+
 def _time_loaders(cur: psycopg.Cursor) -> None:
     """Register the infinity-aware time loaders on one cursor (ranges of them use them too)."""
     from psycopg.types.datetime import DateLoader, TimestampLoader, TimestamptzLoader
@@ -172,9 +199,13 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
         wait = timeout_s + ANSWER_MARGIN_S
         try:
             statement = await conn.prepare(final, timeout=wait)
-            columns = [a.name for a in statement.get_attributes()]
+            attributes = statement.get_attributes()
+            columns = [a.name for a in attributes]
             rows = [tuple(r) for r in await (await statement.cursor(timeout=wait)).fetch(max_rows + 1, timeout=wait)
                     ] if columns else []
+            timed = [i for i, a in enumerate(attributes) if a.type.name.rstrip("[]") in _TIME_TYPES]
+            if timed and rows:
+                rows = [tuple(_infinity_words(v) if i in timed else v for i, v in enumerate(r)) for r in rows]
         except asyncpg.PostgresError as exc:
             raise _failure(exc, timeout_s) from None
     return SqlResult(columns, rows[:max_rows], len(rows) > max_rows, final)

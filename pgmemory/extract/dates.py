@@ -8,7 +8,7 @@ Covered: yesterday / today / tomorrow / last night / tonight / this morning /
 the day before yesterday; "N days|weeks|months|years ago" (digits, number
 words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
 week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
-weekdays with last|next|this|on (also "last Fri"); "May 8, 2023", "8 May 2023", "8th of May,
+weekdays with last|next|this|on (also "last Fri"); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
 2023", "2023-05-08", "May 8" (most recent on or before the reference);
 "in|since|from|during|by|around|back in March" (most recent March on or
 before the reference) and "March 2020"; "in|since|... 2019".
@@ -17,16 +17,28 @@ Conventions: "last week" is exactly 7 days back (the paper's example: said on
 of the previous calendar month|year; seasons are meteorological
 (northern hemisphere: spring Mar 1, summer Jun 1, fall Sep 1, winter Dec 1)
 and "last <season>" is the latest start of that season whose season is not
-the one the reference falls in; a bare weekday ("on Friday") is the most
-recent one strictly before the reference day.
+the one the reference falls in; "last March" is the latest March before the
+reference's month; a bare weekday ("on Friday") is the most
+recent one strictly before the reference day.  A bare weekday, "in March" and
+"on May 8" say neither past nor future: they resolve to the most recent one
+and are marked ``assumed_past`` (right only when the verb speaks of the past).
+Bounds: a time after "since", "from", "starting (in|on)" is where a span starts
+(``bound`` "since"); after "until", "till", "up to" where it stops ("until"),
+after "through" the last period it includes ("through").  A range "from|since A
+to|until|till|through|- B" or "between A and B" is one mention valued at A, its
+end in ``to`` (B's own mention, bound "through" for "to|through|and|-": the
+span includes B's period, as in "from Monday to Wednesday"; "until" for
+"until|till"): the bare year or month of B needs no preposition ("from 2018 to
+2020").  A B that resolves before A ("from May to March") is no range: A stays
+a start.  A time after other words has bound "at" (during, or at, that time).
 Not covered: clock times ("at 3pm"), numeric dates other than ISO
-("05/08/2023"), ranges and "until" bounds, ordinal weeks ("the first week of
-May"), vague words ("recently", "a while ago") and anything non-English.
+("05/08/2023"), ordinal weeks ("the first week of May"), vague words
+("recently", "a while ago") and anything non-English.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable
 
@@ -55,7 +67,8 @@ _MONTH = (
 )
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
-_PREP = r"(?:in|since|from|during|by|around|back\s+in|of)\s+(?:early\s+|late\s+|mid-?\s*)?"
+_PREP = (r"(?:in|since|from|during|by|around|back\s+in|of|until|till|through|up\s+to|between)\s+"
+         r"(?:early\s+|late\s+|mid-?\s*)?")
 _NUM = (r"(?P<n>\d+|a\s+couple\s+of|couple\s+of|a\s+couple|a\s+few|few|an?|one|two|three|four"
         r"|five|six|seven|eight|nine|ten|eleven|twelve)")
 _UNIT = r"(?P<unit>day|week|month|year)s?"
@@ -73,6 +86,27 @@ class TimeMention:
     text: str
     value: datetime
     until: datetime | None = None
+    bound: str = "at"  # "at" | "since" | "until" | "through": see the module docstring
+    to: "TimeMention | None" = None  # a range's end ("from 2018 to 2020": the mention of 2020)
+    # The words say neither past nor future ("on Monday", "in March", "on May 8"): the most
+    # recent one was taken, which is right only when the verb speaks of the past.
+    assumed_past: bool = False
+
+    def starts(self) -> datetime | None:
+        """Where the span it names starts: its value, unless it is an "until"/"through" bound."""
+        return None if self.bound in ("until", "through") else self.value
+
+    def stops(self) -> datetime | None:
+        """Where a span it bounds stops (exclusive): an "until" bound's value (the earliest end
+        the words allow, as "left in 2020" ends at 2020-01-01), a "through" bound's period end,
+        a range's end (its ``to``); None when it names no end."""
+        if self.to is not None:
+            return self.to.stops()
+        if self.bound == "until":
+            return self.value
+        if self.bound == "through":
+            return self.until
+        return None
 
 
 def to_utc(reference: datetime) -> datetime:
@@ -148,6 +182,18 @@ def _relative_period(m: re.Match[str], ref: date) -> date | None:
     return date(ref.year + step, 1, 1)
 
 
+def _month_named(m: re.Match[str], ref: date) -> date | None:
+    """"last March": the latest March before the reference's month (said in December, this
+    year's; said in January or in March, last year's); "this March": the reference year's;
+    "next March": the first March after the reference's month."""
+    month, which = _MONTHS[m["month"].lower()], m["which"].lower()
+    if which == "this":
+        return date(ref.year, month, 1)
+    if which == "last":
+        return date(ref.year if month < ref.month else ref.year - 1, month, 1)
+    return date(ref.year if month > ref.month else ref.year + 1, month, 1)
+
+
 def _last_season(m: re.Match[str], ref: date) -> date | None:
     start = _most_recent(ref, _SEASONS[m["season"].lower()])
     assert start is not None
@@ -201,7 +247,7 @@ def _period(resolve: "_Resolver", m: re.Match[str], start: date) -> date:
         return start + timedelta(weeks=1) if unit == "week" else _shift(start, 1, unit)
     if resolve in (_last_season, _season_of_year):
         return _add_months(start, 3)
-    if resolve in (_month_year, _month_only):
+    if resolve in (_month_year, _month_only, _month_named):
         return _add_months(start, 1)
     if resolve is _year_only:
         return date(start.year + 1, 1, 1)
@@ -217,6 +263,7 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
          r"|tomorrow|this\s+(?:morning|afternoon|evening))\b", _relative_day),
         (r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", _relative_period),
         (r"\blast\s+(?P<season>spring|summer|fall|autumn|winter)\b", _last_season),
+        (rf"\b(?P<which>last|this|next)\s+{_MONTH}(?!\w)", _month_named),
         (rf"\b(?:(?:in\s+)?the\s+)?(?P<season>spring|summer|fall|autumn|winter)\s+(?:of\s+)?"
          rf"{_YEAR}\b", _season_of_year),
         (r"\b(?:(?P<which>last|next|this|on)\s+)?(?P<weekday>monday|tuesday|wednesday|thursday"
@@ -233,16 +280,99 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
         (rf"\b{_PREP}{_YEAR}\b", _year_only),
     ]
 ]
+# The words that make a mention a bound: at its own start ("since 2019" is one mention), or just
+# before it ("since last year").
+_BOUND_WORDS = (("since", r"since|from|between|starting(?:\s+(?:in|on|from))?|beginning(?:\s+(?:in|on))?"),
+                ("until", r"until|till|up\s+to"), ("through", r"through"))
+_BOUNDS = [(bound, re.compile(rf"^(?:{words})\b", re.IGNORECASE), re.compile(rf"\b(?:{words})\s+$", re.IGNORECASE))
+           for bound, words in _BOUND_WORDS]
+# What joins a range's two ends: "from A to B", "between A and B", "2018-2020".
+_RANGE_JOIN = {"from": re.compile(r"\s*(?:(?P<until>until|till)|to|through|-|\u2013|\u2014)\s*", re.IGNORECASE),
+               "between": re.compile(r"\s+and\s+", re.IGNORECASE)}
+# A range's end needs no preposition of its own: "from 2018 to 2020", "from March to May 2020".
+_BARE_END: list[tuple[re.Pattern[str], _Resolver]] = [
+    (re.compile(rf"{_MONTH}\s+(?:of\s+)?{_YEAR}\b"), _month_year),
+    (re.compile(rf"{_YEAR}\b"), _year_only),
+    (re.compile(rf"{_MONTH}(?!\w)"), _month_only),
+]
+_BARE_MONTH = re.compile(rf"^(?:\w+\s+)*?{_MONTH}$")  # a month said without its year or day
 _DURATION = re.compile(rf"\bfor\s+(?:the\s+(?:past|last)\s+)?{_NUM}\s+{_UNIT}\b", re.IGNORECASE)
+
+
+def _mention(resolve: _Resolver, m: re.Match[str], ref: date) -> TimeMention | None:
+    value = resolve(m, ref)
+    if value is None:
+        return None
+    assumed = resolve in (_month_day, _month_only) or (
+        resolve is _weekday and (m["which"] or "on").lower() == "on")
+    return TimeMention(m.start(), m.end(), m[0], _midnight(value), _midnight(_period(resolve, m, value)),
+                       assumed_past=assumed)
+
+
+def _bound(text: str, t: TimeMention) -> str:
+    """How the words around a mention use it: "since", "until", "through" or "at"."""
+    before = text[max(0, t.start - 30):t.start]
+    for bound, own, preceding in _BOUNDS:
+        if own.search(t.text) or preceding.search(before):
+            return bound
+    return "at"
+
+
+def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: date
+                ) -> tuple[TimeMention, bool]:
+    """The mention, made a range when "from|since|between" A is joined to a B; and whether B was
+    the following mention (then it is part of this one)."""
+    lead = re.match(r"\s*(since|from|between)\b", t.text, re.IGNORECASE) or \
+        re.search(r"\b(since|from|between)\s+$", text[max(0, t.start - 30):t.start], re.IGNORECASE)
+    if lead is None:
+        return t, False
+    join = _RANGE_JOIN["between" if lead[1].lower() == "between" else "from"].match(text, t.end)
+    if join is None:
+        return t, False
+    to: TimeMention | None = None
+    # the following mention may hold the joining word itself ("from 2018 until 2020")
+    used = following is not None and t.end <= following.start <= join.end()
+    if used:
+        to = following
+    else:
+        for pattern, resolve in _BARE_END:
+            m = pattern.match(text, join.end())
+            if m is not None and (to := _mention(resolve, m, ref)) is not None:
+                break
+    if to is None:
+        return t, False
+    month = _BARE_MONTH.search(t.text)
+    if to.value < t.value and month is not None and to.text.rstrip().endswith(str(to.value.year)):
+        # "from March to May 2020": the year said once belongs to both ends
+        start = date(to.value.year, _MONTHS[month["month"].lower()], 1)
+        t = replace(t, value=_midnight(start), until=_midnight(_add_months(start, 1)))
+    if to.value < t.value:
+        return t, False
+    until = "until" in join.re.groupindex and join["until"] is not None
+    to = replace(to, bound="until" if until else "through")
+    return replace(t, end=to.end, text=text[t.start:to.end], bound="since", to=to), used
 
 
 def find_times(text: str, reference: datetime) -> list[TimeMention]:
     """All non-overlapping time expressions in text, left to right, resolved in UTC.
 
     Where two expressions overlap the earlier, then the longer one wins, so
-    "May 8, 2023" is one date rather than "May 8" plus a stray year.
+    "May 8, 2023" is one date rather than "May 8" plus a stray year.  Each has its bound and
+    ranges are one mention (see the module docstring).
     """
     ref = to_utc(reference).date()
+    mentions = _find_times(text, ref)
+    out: list[TimeMention] = []
+    i = 0
+    while i < len(mentions):
+        t = replace(mentions[i], bound=_bound(text, mentions[i]))
+        t, used = _with_range(text, t, mentions[i + 1] if i + 1 < len(mentions) else None, ref)
+        out.append(t)
+        i += 2 if used else 1
+    return out
+
+
+def _find_times(text: str, ref: date) -> list[TimeMention]:
     found: list[tuple[int, int, _Resolver, re.Match[str]]] = []
     for pattern, resolve in _RULES:
         for m in pattern.finditer(text):
@@ -253,11 +383,10 @@ def find_times(text: str, reference: datetime) -> list[TimeMention]:
     for start, neg_end, resolve, m in found:
         if start < taken_until:
             continue
-        value = resolve(m, ref)
-        if value is None:
+        mention = _mention(resolve, m, ref)
+        if mention is None:
             continue
-        mentions.append(TimeMention(start, -neg_end, m[0], _midnight(value),
-                                    _midnight(_period(resolve, m, value))))
+        mentions.append(mention)
         taken_until = -neg_end
     return mentions
 

@@ -318,7 +318,8 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
     """A validated fact, or None when an endpoint is unknown or both endpoints are the same.
 
     An event (kind "event") is bounded: without a stated end it lasts the day it started, or
-    the day of the reference time when no time is given.
+    the day of the reference time when no time is given.  An end before the start keeps the end
+    and makes the start unknown; an end equal to the start is that day.
     """
     source, target = names.get(_key(out.source)), names.get(_key(out.target))
     if source is None or target is None or source == target:
@@ -326,8 +327,13 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
     relation = normalize_relation(out.relation_type)
     model = fact_types.get(relation)
     valid_at, invalid_at = parse_datetime(out.valid_at), parse_datetime(out.invalid_at)
-    if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
-        invalid_at = None
+    if valid_at is not None and invalid_at is not None and invalid_at == valid_at:
+        valid_at, invalid_at = day_of(valid_at)  # "from May 3 to May 3": that day
+    elif valid_at is not None and invalid_at is not None and invalid_at < valid_at:
+        # The end said is kept (the relation is over), the start in doubt is unknown: a model
+        # that puts the reference time as the start of "worked at X until 2018" is read right,
+        # and no inverted reply becomes a fact believed to hold from then on.
+        valid_at = None
     attributes = typed_fields(model, out.attributes) if model else {}
     if out.kind.strip().lower() == "event" and not out.negated:
         attributes["kind"] = "event"

@@ -77,7 +77,17 @@ Times
   Events -> [start, end) of the stated period (the day for "yesterday", the
   month for "in March 2020", the year for "in 2019") or the reference's day;
   "have been to" without a time ends at the reference; an event at a future
-  time is a plan and yields nothing.  Endings and negations ("don't work at X
+  time is a plan and yields nothing.  A state said in the past tense at a
+  stated time held then and holds no longer: "I lived in Berlin in 2019" is
+  [2019-01-01, 2020-01-01), "last year I worked at X" the last year (ending at
+  the reference if the period is still running), "I worked at X until 2020"
+  [unknown, 2020-01-01), "from 2018 to 2020" / "between 2018 and 2020"
+  [2018-01-01, 2021-01-01) ("from 2018 until 2020": until 2020-01-01).  With a
+  present-tense state an end ("I work at X until May") is a plan and is not
+  recorded.  A bare weekday, "in March" or "on May 8" is taken as the most
+  recent one only with a verb in the past ("I started at X on Monday"); with
+  any other ("I'm starting at X on Monday", "I'm visiting Y on May 8") a start,
+  end or event yields nothing: which one is meant is not said.  Endings and negations ("don't work at X
   anymore", "no longer", "don't like") -> negated=True, invalid_at = stated
   time, else reference time.  "used to" and untimed simple past of a state ->
   invalid_at = reference time, valid_at None.  A time spoken in one clause

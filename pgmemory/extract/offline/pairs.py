@@ -63,7 +63,7 @@ def pair_statements(s: Sentence, ctx: Ctx) -> None:
         clause = s.clauses[s.clause_of(m.start("vp"))]
         past = bool({"were", "had", "got"} & set(aux)) or word in ("broke", "split", "met", "knew")
         g = Grammar(source, bool(m["neg"]), False, past, "have" in aux or "has" in aux,
-                    s.time_in(*clause), clause)
+                    s.time_in(*clause), clause, past or word.endswith("ed"))
         timing = times(mode, g, ctx.reference)
         if timing is None:
             continue

@@ -110,6 +110,7 @@ class Grammar:
     perfect: bool
     when: TimeMention | None
     clause: tuple[int, int]
+    said_past: bool = False  # the verb itself is in the past tense ("moved", "left", "did move")
 
 
 def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None:
@@ -165,8 +166,9 @@ def grammar(s: Sentence, verb_start: int, verb: str, ctx: Ctx) -> Grammar | None
         if when is None and not _NOW.search(s.text[c_start:c_end]):
             earlier = (s.time_in(*s.clauses[k]) for k in range(ci - 1, j - 1, -1))
             when = next((t for t in earlier if t is not None), None)
+    said_past = past or bool(_PAST.search(verb))
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
-    return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end))
+    return Grammar(subject, neg, used_to, past, perfect, when, (c_start, c_end), said_past)
 
 
 def _after_lead_in(text: str) -> str:
@@ -187,8 +189,9 @@ def _without_subject(s: Sentence, ci: int, verb: str, neg: bool, used_to: bool, 
     if ctx.speaker is None or ci != 0 or not _PAST.search(verb):
         return None
     subject = ctx.registry.add(ctx.speaker, "Person", -1)
+    said_past = past or bool(_PAST.search(verb))
     past = past or (verb.lower() in VERB_FORMS_PAST and not perfect)
-    return Grammar(subject, neg, used_to, past, perfect, when, s.clauses[ci])
+    return Grammar(subject, neg, used_to, past, perfect, when, s.clauses[ci], said_past)
 
 
 _Timing = tuple[datetime | None, datetime | None, bool]
@@ -196,26 +199,48 @@ _Timing = tuple[datetime | None, datetime | None, bool]
 
 def times(mode: str, g: Grammar, reference: datetime,
           duration: TimeMention | None = None) -> _Timing | None:
-    """(valid_at, invalid_at, negated) for a rule mode and the clause's grammar; None to skip."""
-    stated = g.when.value if g.when else None
+    """(valid_at, invalid_at, negated) for a rule mode and the clause's grammar; None to skip.
+
+    The clause's time is read with its bound (``dates``): "since X" / "from X" starts a span,
+    "until X" ends one, "from X to Y" is both, and a time without such a word is when it held.
+    A state said in the past tense holds during the stated span and no longer holds: "I lived in
+    Berlin in 2019" is [2019-01-01, 2020-01-01), "I worked at X until last year" is [unknown,
+    the start of last year), "from 2018 to 2020" is [2018-01-01, 2021-01-01); a span still
+    running when it was said ends at the reference time ("this year I lived in X").  An end said
+    with a present-tense state ("I work at X until May") is a plan: the state holds from the
+    reference time (or its stated start), its end is not recorded.
+    """
+    when = g.when
+    stated = when.starts() if when else None
+    said_end = when.stops() if when else None
     if mode in ("start", "end", "event", "experience") and g.neg:
         return None
-    if mode in ("start", "end", "event", "experience") and g.when is not None and g.when.value > reference:
+    if mode in ("start", "end", "event", "experience") and when is not None and when.value > reference:
         return None  # a plan ("starting at X next week"), not something that happened
+    if mode in ("start", "end", "event") and when is not None and when.assumed_past \
+            and not (g.past or g.said_past or g.perfect):
+        return None  # "I'm starting at X on Monday", "I move to Y in March": which one is not said
     if mode == "end":
-        return None, stated or reference, True
+        return None, when.value if when else reference, True
     if mode == "start":
         return stated or reference, None, False
-    if mode == "event":  # a one-off event: the stated period, else the day it was told
-        if g.when is not None:
-            return g.when.value, g.when.until or day_of(g.when.value)[1], False
-        return (None, reference, False) if g.perfect else (*day_of(reference), False)
-    if mode == "experience":  # "have been to": some time before now, unless a time is said
-        if g.when is not None:
-            return g.when.value, g.when.until or day_of(g.when.value)[1], False
-        return None, reference, False
+    if mode in ("event", "experience"):  # a one-off event: the stated period (a range's whole span),
+        if when is not None:                # else the day it was told
+            end = when.to.until if when.to is not None else when.until
+            return when.value, end or day_of(when.value)[1], False
+        if mode == "experience" or g.perfect:  # "have been to": some time before now
+            return None, reference, False
+        return (*day_of(reference), False)
     if g.neg:
-        return None, stated or reference, True
+        return None, when.value if when else reference, True
+    if (g.past or g.used_to) and mode in ("state", "social") and when is not None:
+        if said_end is not None:
+            return (stated, said_end, False) if said_end <= reference and (stated is None or stated < said_end) \
+                else None
+        if when.bound == "since":
+            return (stated, reference, False) if stated is not None and stated < reference else None
+        end = min(when.until or day_of(when.value)[1], reference)
+        return (when.value, end, False) if when.value < end else None
     if g.used_to:
         return None, reference, False
     if g.past:
