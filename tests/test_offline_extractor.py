@@ -127,6 +127,13 @@ def test_several_times_in_order_without_overlap() -> None:
     ("last year", "last year", day(2023, 1, 1), None),
     # an end before its start is no range: the start stays a start
     ("from May 2020 to 2019", "from May 2020", day(2020, 5, 1), None),
+    # a day after the word keeps its day ("since March" took the place of "since March 3")
+    ("since March 3", "since March 3", day(2023, 3, 3), None),
+    ("since May 8, 2023", "since May 8, 2023", day(2023, 5, 8), None),
+    ("since the 3rd of May", "since the 3rd of May", day(2023, 5, 3), None),
+    ("until 2021-03-04", "until 2021-03-04", None, day(2021, 3, 4)),
+    ("from March 3 to March 9", "from March 3 to March 9", day(2023, 3, 3), day(2023, 3, 10)),
+    ("between May 1 and May 9", "between May 1 and May 9", day(2023, 5, 1), day(2023, 5, 10)),
 ])
 def test_time_bounds_and_ranges(text: str, phrase: str, starts, stops) -> None:
     first = find_times(f"We were there {text} at noon", REF)[0]

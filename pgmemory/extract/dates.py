@@ -270,11 +270,13 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
          r"|friday|saturday|sunday)\b", _weekday),
         (r"\b(?P<which>last|next|this|on)\s+"
          r"(?-i:(?P<weekday>Mon|Tues|Tue|Wed|Thurs|Thur|Thu|Fri|Sat|Sun))\b\.?", _weekday),
-        (rf"\b(?:on\s+)?{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", _full_date),
-        (rf"\b(?:on\s+)?(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", _full_date),
-        (r"\b(?P<year>\d{4})-(?P<mm>\d{2})-(?P<day>\d{2})\b", _iso_date),
-        (rf"\b(?:on\s+)?{_MONTH}\s+{_DAY}\b", _month_day),
-        (rf"\b(?:on\s+)?the\s+{_DAY}\s+of\s+{_MONTH}(?!\w)", _month_day),
+        # (a preposition is part of a day's mention, as of a month's: else "since March" would
+        # start earlier and win over "March 3" in "since March 3")
+        (rf"\b(?:on\s+|{_PREP})?{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", _full_date),
+        (rf"\b(?:on\s+|{_PREP})?(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", _full_date),
+        (rf"\b(?:on\s+|{_PREP})?(?P<year>\d{{4}})-(?P<mm>\d{{2}})-(?P<day>\d{{2}})\b", _iso_date),
+        (rf"\b(?:on\s+|{_PREP})?{_MONTH}\s+{_DAY}\b", _month_day),
+        (rf"\b(?:on\s+|{_PREP})?the\s+{_DAY}\s+of\s+{_MONTH}(?!\w)", _month_day),
         (rf"\b(?:{_PREP})?{_MONTH}\s+(?:of\s+)?{_YEAR}\b", _month_year),
         (rf"\b{_PREP}{_MONTH}(?!\w)", _month_only),
         (rf"\b{_PREP}{_YEAR}\b", _year_only),
