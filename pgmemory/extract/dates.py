@@ -9,7 +9,8 @@ the day before yesterday; "N days|weeks|months|years ago" (digits, number
 words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
 week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
 weekdays with last|next|this|on (also "last Fri"); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
-2023", "2023-05-08", "May 8" (most recent on or before the reference);
+2023", "2023-05-08", "May 8" (most recent on or before the reference), each
+also after a preposition ("since March 3" is one mention, not "since March");
 "in|since|from|during|by|around|back in March" (most recent March on or
 before the reference) and "March 2020"; "in|since|... 2019".
 Conventions: "last week" is exactly 7 days back (the paper's example: said on
