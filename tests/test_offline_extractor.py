@@ -84,10 +84,24 @@ def labels(x: Extraction) -> dict[str, list[str]]:
     ("last December", day(2023, 12, 1), "last December"),
     ("this March", day(2024, 3, 1), "this March"),
     ("next March", day(2024, 3, 1), "next March"),
+    ("last weekend", day(2024, 1, 13), "last weekend"),  # (REF is a Monday)
+    ("over the weekend", day(2024, 1, 13), "over the weekend"),
     ("next January", day(2025, 1, 1), "next January"),
 ])
 def test_time_expressions(text: str, expected: datetime, phrase: str) -> None:
     assert find_time(f"We met {text} at noon", REF) == (expected, phrase)
+
+
+@pytest.mark.parametrize("said, last, latest", [
+    (datetime(2024, 1, 20, 12, tzinfo=timezone.utc), day(2024, 1, 13), day(2024, 1, 20)),  # a Saturday
+    (datetime(2024, 1, 21, 12, tzinfo=timezone.utc), day(2024, 1, 13), day(2024, 1, 20)),  # a Sunday
+    (datetime(2024, 1, 17, 12, tzinfo=timezone.utc), day(2024, 1, 13), day(2024, 1, 13)),  # a Wednesday
+])
+def test_last_weekend_is_the_one_before_the_weekend_it_is_said_in(said, last, latest) -> None:
+    [t] = find_times("We went hiking last weekend", said)
+    assert (t.value, t.until) == (last, last + timedelta(days=2))
+    assert find_time("We went hiking over the weekend", said)[0] == latest
+    assert find_times("We went hiking this weekend", said) == []  # (not read: past or coming)
 
 
 def test_time_results_are_utc_midnight_of_the_utc_reference_day() -> None:

@@ -8,7 +8,8 @@ Covered: yesterday / today / tomorrow / last night / tonight / this morning /
 the day before yesterday; "N days|weeks|months|years ago" (digits, number
 words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
 week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
-weekdays with last|next|this|on (also "last Fri"); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
+weekdays with last|next|this|on (also "last Fri"); "last weekend" (the one before the
+weekend the reference is in or just after), "over the weekend" (the latest); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
 2023", "2023-05-08", "May 8" (most recent on or before the reference), each
 also after a preposition ("since March 3" is one mention, not "since March");
 "in|since|from|during|by|around|back in March" (most recent March on or
@@ -195,6 +196,14 @@ def _month_named(m: re.Match[str], ref: date) -> date | None:
     return date(ref.year if month > ref.month else ref.year + 1, month, 1)
 
 
+def _weekend(m: re.Match[str], ref: date) -> date | None:
+    """The Saturday of a weekend: "last weekend" the one before the weekend the reference is in
+    or just after (said on Monday: the two days before; on Saturday or Sunday: the week before);
+    "over the weekend" the latest one on or before the reference."""
+    latest = ref - timedelta(days=(ref.weekday() - 5) % 7)
+    return latest - timedelta(weeks=1) if m["which"].lower() == "last" and ref.weekday() >= 5 else latest
+
+
 def _last_season(m: re.Match[str], ref: date) -> date | None:
     start = _most_recent(ref, _SEASONS[m["season"].lower()])
     assert start is not None
@@ -248,6 +257,8 @@ def _period(resolve: "_Resolver", m: re.Match[str], start: date) -> date:
         return start + timedelta(weeks=1) if unit == "week" else _shift(start, 1, unit)
     if resolve in (_last_season, _season_of_year):
         return _add_months(start, 3)
+    if resolve is _weekend:
+        return start + timedelta(days=2)
     if resolve in (_month_year, _month_only, _month_named):
         return _add_months(start, 1)
     if resolve is _year_only:
@@ -264,6 +275,7 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
          r"|tomorrow|this\s+(?:morning|afternoon|evening))\b", _relative_day),
         (r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", _relative_period),
         (r"\blast\s+(?P<season>spring|summer|fall|autumn|winter)\b", _last_season),
+        (r"\b(?P<which>last|over\s+the)\s+weekend\b", _weekend),
         (rf"\b(?P<which>last|this|next)\s+{_MONTH}(?!\w)", _month_named),
         (rf"\b(?:(?:in\s+)?the\s+)?(?P<season>spring|summer|fall|autumn|winter)\s+(?:of\s+)?"
          rf"{_YEAR}\b", _season_of_year),
@@ -307,7 +319,8 @@ def _mention(resolve: _Resolver, m: re.Match[str], ref: date) -> TimeMention | N
     if value is None:
         return None
     assumed = resolve in (_month_day, _month_only) or (
-        resolve is _weekday and (m["which"] or "on").lower() == "on")
+        resolve is _weekday and (m["which"] or "on").lower() == "on") or (
+        resolve is _weekend and m["which"].lower() != "last")  # ("over the weekend": past or coming)
     return TimeMention(m.start(), m.end(), m[0], _midnight(value), _midnight(_period(resolve, m, value)),
                        assumed_past=assumed)
 
