@@ -10,6 +10,7 @@ from pgmemory.extract.llm import LLMExtractor
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.providers.llm import LLMClient
 from tests.communities_support import plant_graph
+from tests.support import until
 from tests.test_communities import CHAT, detect
 
 
@@ -210,17 +211,15 @@ async def test_the_idle_worker_writes_the_summaries_the_llm_failed_once_it_answe
         worker = memory.worker(poll_seconds=0.1)
         worker._touched.add(group)  # as after processing one of its episodes
         task = asyncio.create_task(worker.run())
-        for _ in range(100):
-            if worker.stats.errors:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: worker.stats.errors, seconds=5)
         assert worker.stats.errors and "503" in worker.stats.errors[0], worker.stats.errors
         fake_openai.responder = ScriptedModel()
-        for _ in range(200):
-            if {r[2] for r in communities(conn, group)} == {"llm"}:
-                break
-            conn.rollback()
-            await asyncio.sleep(0.05)
+
+        def summarised() -> bool:
+            conn.rollback()  # (a fresh snapshot)
+            return {r[2] for r in communities(conn, group)} == {"llm"}
+
+        await until(summarised, seconds=10)
         worker.stop()
         await asyncio.wait_for(task, 30)
         assert {r[2] for r in communities(conn, group)} == {"llm"}

@@ -25,6 +25,7 @@ from pgmemory.storage.setup import init_database
 from tests.conftest import DIM
 from tests.fake_openai import Delay, Reply
 from tests.servers import create_database, drop_database
+from tests.support import until
 
 ENQUEUE = "SELECT pgmemory.enqueue_episode(%s, %s, %s, %s, %s, %s, %s)"
 EXTRACTION = {"entities": [{"name": "Ivy"}, {"name": "Acme Corp"}],
@@ -770,10 +771,7 @@ async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_opena
         from bench.scripted_llm import ScriptedModel
 
         fake_openai.responder = ScriptedModel()
-        for _ in range(300):
-            if {r["status"] for r in episodes(queue_dsn)} == {"done"}:
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: {r["status"] for r in episodes(queue_dsn)} == {"done"})
         worker.stop()
         await running
     finally:
@@ -803,17 +801,15 @@ async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_b
             await memory.enqueue_episode(group, TEXT, actor="Alice", reference_time=REF, episode_id="away")
             worker = memory.worker(poll_seconds=0.1, communities=False)
             task = asyncio.create_task(worker.run())
-            for _ in range(200):
-                if cutter.cuts:
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: cutter.cuts, seconds=10)
             assert cutter.cuts == 1
             await asyncio.sleep(0.5)  # the worker meets a server that is away
             await cutter.reopen()
-            for _ in range(300):
-                if (await _cost(queue_dsn, group, "away"))[0] == "done":
-                    break
-                await asyncio.sleep(0.05)
+
+            async def done() -> bool:
+                return (await _cost(queue_dsn, group, "away"))[0] == "done"
+
+            await until(done, seconds=15)
             worker.stop()
             await asyncio.wait_for(task, 30)
     finally:
@@ -877,10 +873,7 @@ async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_t
     try:
         worker = memory.worker(poll_seconds=0.1, communities=False)
         running = asyncio.create_task(worker.run())
-        for _ in range(400):
-            if {r["status"] for r in episodes(queue_dsn)} <= {"done", "failed"}:
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: {r["status"] for r in episodes(queue_dsn)} <= {"done", "failed"}, seconds=40)
         worker.stop()
         await running
     finally:
