@@ -126,6 +126,19 @@ async def test_filters_relation_types_and_labels(memory, graph):
     assert [e.name for e in places.entities] == ["Oslo"]
 
 
+async def test_relation_types_match_as_add_fact_stores_them(memory, group):
+    """add_fact stores "works for" as WORKS_FOR; the filter reads its values the same way, so a
+    relation named as it was written finds its facts (before: nothing, silently)."""
+    await memory.add_fact(group, "Alice", "works for", "Acme Corp", "Alice works for Acme Corp.",
+                          valid_from=utc("2020-01-01"))
+    await memory.add_fact(group, "Alice", "lives-in", "Oslo", "Alice lives in Oslo.", valid_from=utc("2020-01-01"))
+    for written in ("WORKS_FOR", "works for", "Works-For", " works_for "):
+        found = await memory.search("Alice Acme Oslo", group_ids=[group],
+                                    filters=SearchFilters(relation_types=(written,)))
+        assert [f.relation for f in found.facts] == ["WORKS_FOR"], written
+    assert SearchFilters(relation_types=["lives in", "LIVES_IN"]).relation_types == ("LIVES_IN", "LIVES_IN")
+
+
 async def test_time_range_filters(memory, graph):
     group = graph["group"]
     started_2023 = await memory.search("Alice work", group_ids=[group], config="edge_hybrid_rrf",
