@@ -192,6 +192,38 @@ async def test_context_has_facts_with_date_ranges_and_respects_max_chars(memory,
     assert len(short) <= 500 and "</ENTITIES>" in short
 
 
+@pytest.mark.parametrize("shown", [dict(), dict(episodes=True), dict(communities=True, episodes=True)])
+async def test_context_searches_only_the_kinds_it_shows(memory, graph, monkeypatch, shown):
+    """A context shows facts and entities (communities, episodes on request): it asks the database
+    for those kinds only (the default recipe's episode candidates and their neighbouring turns
+    were most of a context call's cost, then thrown away), and renders the same text as before."""
+    import inspect
+
+    import pgmemory.memory as memory_module
+    from pgmemory.search.context import build_context
+
+    group, query = graph["group"], "where does Alice work, and what is the code word"
+    searched = []
+    real = memory_module.run_search
+
+    async def recorded(*args, **kwargs):
+        searched.append(inspect.signature(real).bind(*args, **kwargs).arguments["config"].kinds)
+        return await real(*args, **kwargs)
+    monkeypatch.setattr(memory_module, "run_search", recorded)
+    for config, filters in ((None, None), ("combined_hybrid_bfs_rrf", SearchFilters(as_of=utc("2022-12-01")))):
+        full = await memory.search(query, group_ids=[group], config=config, filters=filters)
+        searched.clear()
+        text = await memory.context(query, group_ids=[group], config=config, filters=filters, **shown)
+        expected = ("facts", "entities") + (("communities",) if shown.get("communities") else ()) + (
+            ("episodes",) if shown.get("episodes") else ())
+        assert searched == [expected]
+        assert text == build_context(full, **shown)
+    # A recipe of kinds a context does not show still renders what it shows (nothing): unchanged.
+    searched.clear()
+    await memory.context(query, group_ids=[group], config="episode_hybrid_rrf")
+    assert searched == [("episodes",)]
+
+
 async def test_bfs_age_and_sql_agree(memory, graph):
     group = graph["group"]
     async with memory.pool.acquire() as conn:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
+from pgmemory.search.config import SearchConfig
 from pgmemory.search.types import SINCE_FOREVER, FactHit, SearchResults
 
 PREAMBLE = "FACTS and ENTITIES represent relevant context to the current conversation."
@@ -156,6 +157,16 @@ def _fill(sections: list[_Section], max_chars: int, preamble: str,
                 line_chars[section.tag] -= len(line)
     out = text()
     return out, tuple(len(chosen[s.tag]) for s in sections)
+
+
+def shown_config(config: SearchConfig, *, communities: bool, episodes: bool) -> SearchConfig:
+    """The config searching only the kinds a context shows (facts, entities; communities and
+    episodes on request): each kind is ranked on its own, so the others' candidates (the default
+    recipe's episodes with their neighbouring turns cost more than the facts and entities) would be
+    read and thrown away. A config of none of those kinds is left as it is."""
+    shown = ("facts", "entities") + (("communities",) if communities else ()) + (("episodes",) if episodes else ())
+    kinds = tuple(k for k in config.kinds if k in shown)
+    return replace(config, kinds=kinds) if kinds and kinds != config.kinds else config
 
 
 def build_context(results: SearchResults, *, max_chars: int = 8000, communities: bool = False,
