@@ -202,6 +202,40 @@ async def test_graph_reads_fact_history_and_deletes(server):
         (404, "not_found")
 
 
+async def test_search_and_context_rank_by_distance_from_a_centre_entity(server):
+    """center_node_uuid (as MCP's search tools take it) ranks by graph distance from that entity,
+    the node_distance reranker: recipe edge_node_distance, which needs a centre, runs through REST
+    (it was refused, naming config.center, which no body could set); another group's entity is refused."""
+    client, keys = server
+    h = keys["a"]
+    for source, target in (("Cendra", "Centerburg"), ("Centerburg", "Centria"), ("Farley", "Farborough")):
+        await client.post("/v1/groups/group-a/facts", headers=h, json={
+            "source": source, "relation": "NEAR", "target": target, "fact": f"{source} is near {target}."})
+    entities = (await client.get("/v1/groups/group-a/entities?name=cendra", headers=h)).json()["entities"]
+    cendra = next(e["id"] for e in entities if e["name"] == "Cendra")
+    query = "near Farborough Centria Centerburg"
+    for recipe in ("edge_node_distance", "edge_hybrid_rrf"):
+        r = await client.post("/v1/search", headers=h, json={
+            "query": query, "group_ids": ["group-a"], "recipe": recipe, "center_node_uuid": cendra})
+        assert r.status_code == 200, r.text
+        near = [f for f in r.json()["facts"] if f["relation"] == "NEAR"]
+        assert [f["fact"] for f in near][:2] == ["Cendra is near Centerburg.", "Centerburg is near Centria."], recipe
+        assert [f["distance"] for f in near][:2] == [0, 1] and near[-1]["fact"] == "Farley is near Farborough."
+        r = await client.post("/v1/context", headers=h, json={
+            "query": query, "group_ids": ["group-a"], "recipe": recipe, "center_node_uuid": cendra})
+        assert r.status_code == 200 and "Cendra is near Centerburg." in r.json()["context"], r.text
+    for path in ("/v1/search", "/v1/context"):
+        r = await client.post(path, headers=h, json={"query": query, "group_ids": ["group-a"],
+                                                     "recipe": "edge_node_distance"})
+        assert error(r) == (400, "invalid_input") and "center_node_uuid" in r.json()["error"]["message"]
+        r = await client.post(path, headers=keys["b"], json={"query": query, "group_ids": ["group-b"],
+                                                             "center_node_uuid": cendra})
+        assert error(r) == (400, "invalid_input") and "not an entity of the searched groups" in r.text
+        r = await client.post(path, headers=h, json={"query": query, "group_ids": ["group-a"],
+                                                     "center_node_uuid": "not-a-uuid"})
+        assert error(r) == (400, "invalid_input")
+
+
 async def test_a_failing_embedder_is_a_502_naming_the_provider(rest_memory, fake_openai):
     """The embedding endpoint (the local fake OpenAI server) answering HTTP 500, then vectors of the
     wrong size: a 502 provider_error in one line saying the embedding provider failed, not a 500."""

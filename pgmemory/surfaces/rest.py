@@ -28,6 +28,7 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
+from pgmemory.search.config import RECIPES, SearchConfig, resolve_config
 from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
@@ -238,6 +239,18 @@ def allow(key: ApiKey | None, groups: Sequence[str], *, write: bool = False) -> 
     narrow_to(groups)
 
 
+def search_config(body: SearchIn) -> SearchConfig | str:
+    """The body's recipe; with center_node_uuid, ranked by graph distance from that entity (as MCP's
+    search tools do). A recipe that needs a centre without one is refused naming the field to send."""
+    if body.center_node_uuid is not None:
+        return resolve_config(body.recipe, reranker="node_distance", center=body.center_node_uuid)
+    recipe = RECIPES.get(body.recipe)
+    if recipe is not None and recipe.reranker == "node_distance" and recipe.center is None:
+        raise ApiError(400, "invalid_input", f"recipe {body.recipe} ranks by graph distance from an entity: "
+                                             "give its id as center_node_uuid")
+    return body.recipe
+
+
 def _memory(request: Request) -> Memory:
     return request.app.state.memory
 
@@ -350,7 +363,7 @@ def _routes(app: FastAPI) -> None:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
         results = await _memory(request).search(body.query, group_ids=body.group_ids, limit=body.limit,
-                                                config=body.recipe, filters=filters)
+                                                config=search_config(body), filters=filters)
         return results_json(results)
 
     @v1.post("/context", tags=["search"], summary="The context string for a prompt (facts first)")
@@ -358,7 +371,7 @@ def _routes(app: FastAPI) -> None:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
         text = await _memory(request).context(
-            body.query, group_ids=body.group_ids, limit=body.limit, config=body.recipe, filters=filters,
+            body.query, group_ids=body.group_ids, limit=body.limit, config=search_config(body), filters=filters,
             max_chars=body.max_chars, communities=body.communities, episodes=body.episodes)
         return {"context": text}
 

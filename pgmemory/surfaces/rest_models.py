@@ -79,13 +79,16 @@ class FiltersIn(Body):
 
 
 class SearchIn(Body):
-    """A hybrid search over the given groups with a named recipe."""
+    """A hybrid search over the given groups with a named recipe. center_node_uuid (an entity of
+    those groups): rank by graph distance from it (the node_distance reranker; recipe
+    edge_node_distance needs it)."""
 
     query: str
     group_ids: list[str] = Field(min_length=1, max_length=MAX_GROUPS)
     limit: int = 10
     recipe: str = "combined_hybrid_rrf"
     filters: FiltersIn | None = None
+    center_node_uuid: str | None = None
 
 
 class ContextIn(SearchIn):
