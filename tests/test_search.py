@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from pgmemory import InvalidInput, SearchConfig, SearchFilters
+from pgmemory.search.config import resolve_config
 from pgmemory.search import rerank
 from pgmemory.search.types import FactHit
 from tests.support import utc
@@ -137,6 +138,20 @@ async def test_relation_types_match_as_add_fact_stores_them(memory, group):
                                     filters=SearchFilters(relation_types=(written,)))
         assert [f.relation for f in found.facts] == ["WORKS_FOR"], written
     assert SearchFilters(relation_types=["lives in", "LIVES_IN"]).relation_types == ("LIVES_IN", "LIVES_IN")
+
+
+async def test_a_limit_above_the_candidate_pool_is_filled(memory, group):
+    """A search of limit 40 where 45 facts match returns 40: each method reads at least `limit`
+    candidates (the recipes' 30 per method capped every kind at 30 per method, whatever the limit)."""
+    for i in range(45):
+        await memory.add_fact(group, f"Person{i}", "OWNS", f"Teapot{i}", f"Person{i} owns a teapot.")
+    fulltext = SearchConfig(kinds=("facts",), methods=("fulltext",))
+    for config in (fulltext, "combined_hybrid_rrf", "edge_hybrid_rrf"):
+        found = await memory.search("teapot", group_ids=[group], limit=40, config=config)
+        assert len(found.facts) == 40, config
+    assert len((await memory.search("teapot", group_ids=[group], limit=10, config=fulltext)).facts) == 10
+    assert resolve_config("combined_hybrid_rrf").pool(10) == 30  # below the pool: the recipe's pool
+    assert resolve_config("combined_hybrid_rrf").pool(40) == 40
 
 
 async def test_time_range_filters(memory, graph):

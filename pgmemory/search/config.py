@@ -27,7 +27,7 @@ class SearchConfig:
     kinds: tuple[str, ...] = KINDS
     methods: tuple[str, ...] = ("cosine", "fulltext")
     reranker: str = "rrf"
-    # Per method and kind, before reranking; None: twice the search's limit (pool()).
+    # Per method and kind, before reranking (at least the search's limit); None: twice the limit (pool()).
     candidates: int | None = DEFAULT_CANDIDATES
     # RRF: a small k and lexical evidence first; cosine, BFS and the facts an episode supports
     # count half (on LoCoMo dev this ranks evidence turns best; bench/README.md has the figures).
@@ -109,9 +109,9 @@ class SearchConfig:
     def pool(self, limit: int | None) -> int:
         """Candidates per method and kind for a search of `limit` results: `candidates`, or when
         that is None twice the limit (Graphiti's edge_search rule); DEFAULT_CANDIDATES when no
-        limit is known."""
+        limit is known. Never fewer than the limit: a kind could not fill a limit above its pool."""
         if self.candidates is not None:
-            return self.candidates
+            return self.candidates if limit is None else max(self.candidates, limit)
         return DEFAULT_CANDIDATES if limit is None else 2 * limit
 
 
