@@ -328,6 +328,9 @@ async def test_a_key_never_sees_another_group(server):
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"include_invalidated": "yes"}},
      (422, "invalid_request")),
     ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "episodes": 1}, (422, "invalid_request")),
+    # ... and a count is a number: true is not a limit of 1 (the Python API refuses limit=True too).
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "limit": True}, (422, "invalid_request")),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "max_chars": True}, (422, "invalid_request")),
     ("POST", "/v1/groups/group-a/facts", {"source": "Ann", "relation": "LIKES", "target": "Tea", "fact": "Ann likes tea.",
                                           "negated": "no"}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "extra": 1}, (422, "invalid_request")),

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from pgmemory.surfaces.wire import MAX_GROUPS
+from pgmemory.surfaces.wire import MAX_GROUPS, Count
 
 MAX_BATCH = 1000
 
@@ -85,7 +85,7 @@ class SearchIn(Body):
 
     query: str
     group_ids: list[str] = Field(min_length=1, max_length=MAX_GROUPS)
-    limit: int = 10
+    limit: Count = 10
     recipe: str = "combined_hybrid_rrf"
     filters: FiltersIn | None = None
     center_node_uuid: str | None = None
@@ -94,7 +94,7 @@ class SearchIn(Body):
 class ContextIn(SearchIn):
     """The context string for a prompt: search, then the paper's template in max_chars."""
 
-    max_chars: int = 8000
+    max_chars: Count = 8000
     communities: Flag = False
     episodes: Flag = False
 
