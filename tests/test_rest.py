@@ -648,6 +648,30 @@ async def test_openapi_declares_the_api_key_and_the_error_shape(server):
         assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")
 
 
+async def test_openapi_declares_the_search_and_context_answers_they_give(server):
+    """/openapi.json declares what /v1/search and /v1/context answer (the hits of each kind with
+    their fields; times with a zone), not a bare object; and a real answer is exactly of that shape."""
+    from pgmemory.surfaces.rest_models import ContextOut, SearchOut
+
+    client, keys = server
+    spec = (await client.get("/openapi.json")).json()
+    for path, model in (("/v1/search", "SearchOut"), ("/v1/context", "ContextOut")):
+        answer = spec["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert answer == {"$ref": f"#/components/schemas/{model}"}, path
+    schemas = spec["components"]["schemas"]
+    assert schemas["FactOut"]["properties"]["valid_from"]["anyOf"][0] == {"type": "string", "format": "date-time"}
+    await client.post("/v1/groups/group-a/facts", headers=keys["a"], json={
+        "source": "Shapely", "relation": "WORKS_FOR", "target": "Shapecorp", "fact": "Shapely works for Shapecorp.",
+        "valid_from": "2020-01-01T00:00:00Z"})
+    await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={
+        "content": "Shapely: I work at Shapecorp.", "reference_time": "2024-01-15T10:00:00Z"})
+    body = {"query": "Shapely Shapecorp", "group_ids": ["group-a"], "filters": {"include_invalidated": True}}
+    found = (await client.post("/v1/search", headers=keys["a"], json=body)).json()
+    assert found["facts"] and found["entities"] and found["episodes"]
+    SearchOut.model_validate(found)  # extra fields forbidden, times must carry their zone
+    ContextOut.model_validate((await client.post("/v1/context", headers=keys["a"], json=body)).json())
+
+
 async def test_a_group_named_twice_searches_as_once(server):
     """group_ids ["g", "g"] is the search of ["g"]: the same hits with the same ranks (the full-text
     candidates of a group named twice were counted twice, pushing the top hit to rank 2, 3, ...)."""
