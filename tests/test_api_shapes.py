@@ -209,3 +209,23 @@ async def test_search_results_to_dict_copies_without_deep_copying(memory, group,
     got["episodes"][-1]["neighbour_of"].clear()
     assert "x" not in results.facts[0].ranks and results.facts[0].episodes and results.episodes[-1].neighbour_of
     assert isinstance(SearchResults().to_dict()["facts"], list)
+
+
+def test_a_closed_sync_memory_says_so(memory_sync_factory, group):
+    """A SyncMemory used after close() raises one clear line (it said 'Event loop is closed' and left
+    a 'coroutine ... was never awaited' warning per call); closing twice is harmless."""
+    import gc
+    import warnings
+
+    sync = memory_sync_factory()
+    assert sync.search("anything", group_ids=[group]).facts == []
+    sync.close()
+    sync.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in (lambda: sync.search("anything", group_ids=[group]),
+                     lambda: sync.context("anything", group_ids=[group])):
+            with pytest.raises(RuntimeError, match=r"^this SyncMemory is closed: open a new one$"):
+                call()
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
