@@ -239,6 +239,20 @@ async def test_context_searches_only_the_kinds_it_shows(memory, graph, monkeypat
     assert searched == [("episodes",)]
 
 
+async def test_a_context_of_several_groups_shows_each_line_once(memory, group):
+    """Two groups that hold the same story (a user's memory and a shared copy): their context shows
+    each fact, entity and episode line once, the budget going to distinct lines (each was shown
+    twice, word for word)."""
+    a, b = f"{group}-a", f"{group}-b"
+    for g in (a, b):
+        await ingest(memory, g, JOBS)
+    text = await memory.context("where does Alice work, Bob Oslo", group_ids=[a, b], episodes=True, max_chars=4000)
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(set(lines))
+    assert "- Bob lives in Oslo. (Date range: 2023-09-02 00:00 UTC - present)" in lines
+    assert "- [2023-09-02 00:00 UTC] Bob: I live in Oslo and I love skiing." in lines
+
+
 async def test_bfs_age_and_sql_agree(memory, graph):
     group = graph["group"]
     async with memory.pool.acquire() as conn:

@@ -134,7 +134,7 @@ class HitOut(Answer):
 
 
 class FactOut(HitOut):
-    """A fact version. valid_from null: unknown start (valid_from_unknown) ; 0001-01-01: true since
+    """A fact version. valid_from null: unknown start (valid_from_unknown); 0001-01-01: true since
     forever; valid_to / recorded_to null: open. recorded_*: when it was believed (transaction time)."""
 
     version_id: int
