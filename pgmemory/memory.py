@@ -30,7 +30,7 @@ from pgmemory import reads
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
 from pgmemory.search.config import NO_FILTERS, SearchConfig, SearchFilters, resolve_config
 from pgmemory.search.candidates import refused_ids_as_input_errors
-from pgmemory.search.context import build_context
+from pgmemory.search.context import build_context, shown_config
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
@@ -325,10 +325,12 @@ class Memory:
                       max_chars: int = 8000, communities: bool = False, episodes: bool = False) -> str:
         """The paper's context string for a query: facts with UTC date ranges (one-day events
         "on <date>"), entities with summaries (and community summaries / raw episodes on request),
-        never more than max_chars, facts first. With as-of filters, only that slice's text."""
+        never more than max_chars, facts first. With as-of filters, only that slice's text.
+        Only the kinds it shows are searched (episodes and communities when asked for)."""
         check_int(max_chars, "max_chars", 200, 1_000_000)
         check_bool(communities, "communities")
         check_bool(episodes, "episodes")
+        config = shown_config(resolve_config(config), communities=communities, episodes=episodes)
         results = await self.search(query, group_ids=group_ids, limit=limit, config=config, filters=filters)
         return build_context(results, max_chars=max_chars, communities=communities, episodes=episodes)
 

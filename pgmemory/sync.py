@@ -40,7 +40,12 @@ class SyncMemory:
             raise
 
     def _run(self, coro: Coroutine[Any, Any, T] | Any) -> T:
-        """Run a coroutine on the private loop and wait for its result (or exception)."""
+        """Run a coroutine on the private loop and wait for its result (or exception); after
+        close(), one line saying so (the coroutine is closed, not left unawaited)."""
+        if self._loop.is_closed():
+            if asyncio.iscoroutine(coro):
+                coro.close()
+            raise RuntimeError("this SyncMemory is closed: open a new one")
         return asyncio.run_coroutine_threadsafe(_as_coroutine(coro), self._loop).result()
 
     def _stop_loop(self) -> None:

@@ -138,6 +138,12 @@ async def test_every_tool_in_process(mcp_memory):
             ": erase: Input should be a valid boolean")
         assert (await refused(client, "search_memory_facts", query="x", include_invalidated=1)).endswith(
             ": include_invalidated: Input should be a valid boolean")
+        # ... and a count is a number: true is not max_facts=1 (the Python API refuses limit=True too).
+        for tool, count in (("search_memory_facts", "max_facts"), ("search_memory_nodes", "max_nodes")):
+            assert (await refused(client, tool, query="x", **{count: True})).endswith(
+                f": {count}: Value error, a count must be a number, not true or false")
+        assert (await refused(client, "get_episodes", last_n=False)).endswith(
+            ": last_n: Value error, a count must be a number, not true or false")
         assert (await refused(client, "add_memory", name="x", episode_body="x", wait="no")).endswith(
             ": wait: Input should be a valid boolean")
         erased = await call(client, "clear_graph", confirm=True)

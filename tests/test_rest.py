@@ -202,6 +202,40 @@ async def test_graph_reads_fact_history_and_deletes(server):
         (404, "not_found")
 
 
+async def test_search_and_context_rank_by_distance_from_a_centre_entity(server):
+    """center_node_uuid (as MCP's search tools take it) ranks by graph distance from that entity,
+    the node_distance reranker: recipe edge_node_distance, which needs a centre, runs through REST
+    (it was refused, naming config.center, which no body could set); another group's entity is refused."""
+    client, keys = server
+    h = keys["a"]
+    for source, target in (("Cendra", "Centerburg"), ("Centerburg", "Centria"), ("Farley", "Farborough")):
+        await client.post("/v1/groups/group-a/facts", headers=h, json={
+            "source": source, "relation": "NEAR", "target": target, "fact": f"{source} is near {target}."})
+    entities = (await client.get("/v1/groups/group-a/entities?name=cendra", headers=h)).json()["entities"]
+    cendra = next(e["id"] for e in entities if e["name"] == "Cendra")
+    query = "near Farborough Centria Centerburg"
+    for recipe in ("edge_node_distance", "edge_hybrid_rrf"):
+        r = await client.post("/v1/search", headers=h, json={
+            "query": query, "group_ids": ["group-a"], "recipe": recipe, "center_node_uuid": cendra})
+        assert r.status_code == 200, r.text
+        near = [f for f in r.json()["facts"] if f["relation"] == "NEAR"]
+        assert [f["fact"] for f in near][:2] == ["Cendra is near Centerburg.", "Centerburg is near Centria."], recipe
+        assert [f["distance"] for f in near][:2] == [0, 1] and near[-1]["fact"] == "Farley is near Farborough."
+        r = await client.post("/v1/context", headers=h, json={
+            "query": query, "group_ids": ["group-a"], "recipe": recipe, "center_node_uuid": cendra})
+        assert r.status_code == 200 and "Cendra is near Centerburg." in r.json()["context"], r.text
+    for path in ("/v1/search", "/v1/context"):
+        r = await client.post(path, headers=h, json={"query": query, "group_ids": ["group-a"],
+                                                     "recipe": "edge_node_distance"})
+        assert error(r) == (400, "invalid_input") and "center_node_uuid" in r.json()["error"]["message"]
+        r = await client.post(path, headers=keys["b"], json={"query": query, "group_ids": ["group-b"],
+                                                             "center_node_uuid": cendra})
+        assert error(r) == (400, "invalid_input") and "not an entity of the searched groups" in r.text
+        r = await client.post(path, headers=h, json={"query": query, "group_ids": ["group-a"],
+                                                     "center_node_uuid": "not-a-uuid"})
+        assert error(r) == (400, "invalid_input")
+
+
 async def test_a_failing_embedder_is_a_502_naming_the_provider(rest_memory, fake_openai):
     """The embedding endpoint (the local fake OpenAI server) answering HTTP 500, then vectors of the
     wrong size: a 502 provider_error in one line saying the embedding provider failed, not a 500."""
@@ -294,6 +328,9 @@ async def test_a_key_never_sees_another_group(server):
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "filters": {"include_invalidated": "yes"}},
      (422, "invalid_request")),
     ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "episodes": 1}, (422, "invalid_request")),
+    # ... and a count is a number: true is not a limit of 1 (the Python API refuses limit=True too).
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "limit": True}, (422, "invalid_request")),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "max_chars": True}, (422, "invalid_request")),
     ("POST", "/v1/groups/group-a/facts", {"source": "Ann", "relation": "LIKES", "target": "Tea", "fact": "Ann likes tea.",
                                           "negated": "no"}, (422, "invalid_request")),
     ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "extra": 1}, (422, "invalid_request")),
@@ -609,6 +646,30 @@ async def test_openapi_declares_the_api_key_and_the_error_shape(server):
         assert (await client.get("/v1/groups/group-a/episodes?last_n=1", headers=headers)).status_code == 200
     for headers in ({}, {"Authorization": token}, {"Authorization": f"Basic {token}"}, {"X-API-Key": "pgm_x"}):
         assert error(await client.get("/v1/groups/group-a/episodes", headers=headers)) == (401, "unauthorized")
+
+
+async def test_openapi_declares_the_search_and_context_answers_they_give(server):
+    """/openapi.json declares what /v1/search and /v1/context answer (the hits of each kind with
+    their fields; times with a zone), not a bare object; and a real answer is exactly of that shape."""
+    from pgmemory.surfaces.rest_models import ContextOut, SearchOut
+
+    client, keys = server
+    spec = (await client.get("/openapi.json")).json()
+    for path, model in (("/v1/search", "SearchOut"), ("/v1/context", "ContextOut")):
+        answer = spec["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert answer == {"$ref": f"#/components/schemas/{model}"}, path
+    schemas = spec["components"]["schemas"]
+    assert schemas["FactOut"]["properties"]["valid_from"]["anyOf"][0] == {"type": "string", "format": "date-time"}
+    await client.post("/v1/groups/group-a/facts", headers=keys["a"], json={
+        "source": "Shapely", "relation": "WORKS_FOR", "target": "Shapecorp", "fact": "Shapely works for Shapecorp.",
+        "valid_from": "2020-01-01T00:00:00Z"})
+    await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={
+        "content": "Shapely: I work at Shapecorp.", "reference_time": "2024-01-15T10:00:00Z"})
+    body = {"query": "Shapely Shapecorp", "group_ids": ["group-a"], "filters": {"include_invalidated": True}}
+    found = (await client.post("/v1/search", headers=keys["a"], json=body)).json()
+    assert found["facts"] and found["entities"] and found["episodes"]
+    SearchOut.model_validate(found)  # extra fields forbidden, times must carry their zone
+    ContextOut.model_validate((await client.post("/v1/context", headers=keys["a"], json=body)).json())
 
 
 async def test_a_group_named_twice_searches_as_once(server):

@@ -65,3 +65,21 @@ def test_entity_summaries_leave_out_the_facts_shown():
     assert "charity race:" not in text  # all it says is a fact shown above
     assert text.count("Melanie loves painting") == 1 and text.count("ran a charity race") == 1
 
+
+
+def test_an_entity_leaves_out_only_the_sentences_of_facts_shown():
+    """A fact too long for the budget is skipped while a shorter one after it fits: the entity
+    summary then leaves out the sentence of the fact shown, not of the one skipped (the facts taken
+    as shown were the first n: the skipped fact's sentence was dropped from the summary, said
+    nowhere, and the shown fact's was said twice)."""
+    long_fact = "Melanie ran a charity race " + "through the old town and along the river " * 3 + "on a sunny day."
+    results = _results([long_fact, "Melanie loves painting."],
+                       [("Melanie", f"{long_fact} Melanie loves painting.")])
+    for max_chars in range(200, 900, 5):
+        text = context.build_context(results, max_chars=max_chars)
+        facts = text.split("</FACTS>")[0] if "</FACTS>" in text else ""
+        [entity] = [line for line in text.splitlines() if line.startswith("- Melanie:")] or [None]
+        assert text.count("Melanie loves painting") <= 1, max_chars
+        if entity is not None:
+            for sentence in (long_fact, "Melanie loves painting."):
+                assert (sentence.rstrip(".") in entity) != (f"- {sentence} (" in facts), (max_chars, text)

@@ -1,6 +1,7 @@
 """Search knobs: which kinds and methods, how to rerank, filters, and named recipes."""
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
@@ -26,7 +27,7 @@ class SearchConfig:
     kinds: tuple[str, ...] = KINDS
     methods: tuple[str, ...] = ("cosine", "fulltext")
     reranker: str = "rrf"
-    # Per method and kind, before reranking; None: twice the search's limit (pool()).
+    # Per method and kind, before reranking (at least the search's limit); None: twice the limit (pool()).
     candidates: int | None = DEFAULT_CANDIDATES
     # RRF: a small k and lexical evidence first; cosine, BFS and the facts an episode supports
     # count half (on LoCoMo dev this ranks evidence turns best; bench/README.md has the figures).
@@ -108,9 +109,9 @@ class SearchConfig:
     def pool(self, limit: int | None) -> int:
         """Candidates per method and kind for a search of `limit` results: `candidates`, or when
         that is None twice the limit (Graphiti's edge_search rule); DEFAULT_CANDIDATES when no
-        limit is known."""
+        limit is known. Never fewer than the limit: a kind could not fill a limit above its pool."""
         if self.candidates is not None:
-            return self.candidates
+            return self.candidates if limit is None else max(self.candidates, limit)
         return DEFAULT_CANDIDATES if limit is None else 2 * limit
 
 
@@ -178,7 +179,7 @@ class SearchFilters:
     known_at: datetime | None = None
     include_invalidated: bool = False
     include_superseded: bool = False
-    relation_types: tuple[str, ...] = ()
+    relation_types: tuple[str, ...] = ()  # read as add_fact stores them: "works for" is WORKS_FOR
     labels: tuple[str, ...] = ()
     valid_at_from: datetime | None = None
     valid_at_to: datetime | None = None
@@ -204,6 +205,8 @@ class SearchFilters:
                 raise InvalidInput(f"{name} has {len(values)} items; the limit is 100")
             for v in values:
                 check_text(v, f"{name} values", max_chars=200)
+            if name == "relation_types":
+                values = tuple(relation_type(v) for v in values)
             object.__setattr__(self, name, values)
         for f in fields(self):
             if f.type == "datetime | None" and getattr(self, f.name) is not None:
@@ -227,6 +230,13 @@ class SearchFilters:
         return out
 
 
+def relation_type(name: str) -> str:
+    """A relation type as pgmemory.add_fact stores it (sql/50_fact_api.sql): spaces trimmed, runs of
+    other characters than ASCII letters and digits one '_', upper case ("works for" -> WORKS_FOR)."""
+    return _NOT_ALNUM.sub("_", name.strip(" ")).upper()
+
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 _TIME_FIELDS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
 
 

@@ -5,15 +5,17 @@ Whole lines only, filled in priority order: facts, then entities, then communiti
 episodes (a line that does not fit is skipped, shorter later ones may still fit). Dates are UTC.
 When the paper's long headers would cost lines, short headers are used instead. An entity
 summary's sentences that restate a fact the context shows are left out (an entity left with
-none is not listed): the same words twice cost tokens and tell the model nothing.
+none is not listed), and a line is shown once in its section (hits of several groups holding the
+same story render the same lines): the same words twice cost tokens and tell the model nothing.
 """
 from __future__ import annotations
 
 import re
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
+from pgmemory.search.config import SearchConfig
 from pgmemory.search.types import SINCE_FOREVER, FactHit, SearchResults
 
 PREAMBLE = "FACTS and ENTITIES represent relevant context to the current conversation."
@@ -92,22 +94,31 @@ def _entity_lines(results: SearchResults, told: set[str]) -> list[str]:
     return lines
 
 
+def _fact_line(f: FactHit) -> str:
+    return f"- {f.fact} ({fact_when(f)})"
+
+
+def _distinct(lines: list[str]) -> list[str]:
+    """Each line once, where it first comes (the best hit's place)."""
+    return list(dict.fromkeys(lines))
+
+
 def _sections(results: SearchResults, communities: bool, episodes: bool,
               told: set[str] = frozenset()) -> list[_Section]:
-    """The context's sections in priority order; entity summaries without the sentences whose
-    key is in `told` (the facts shown)."""
+    """The context's sections in priority order, each line once; entity summaries without the
+    sentences whose key is in `told` (the facts shown)."""
     out = [
-        _Section("FACTS", FACT_HEADER, [f"- {f.fact} ({fact_when(f)})" for f in results.facts], True),
-        _Section("ENTITIES", ENTITY_HEADER, _entity_lines(results, told), True),
+        _Section("FACTS", FACT_HEADER, _distinct([_fact_line(f) for f in results.facts]), True),
+        _Section("ENTITIES", ENTITY_HEADER, _distinct(_entity_lines(results, told)), True),
     ]
     if communities:
         out.append(_Section("COMMUNITIES", COMMUNITY_HEADER,
-                            [f"- {c.name}: {c.summary}" if c.summary else f"- {c.name}"
-                             for c in results.communities], False))
+                            _distinct([f"- {c.name}: {c.summary}" if c.summary else f"- {c.name}"
+                                       for c in results.communities]), False))
     if episodes:
         out.append(_Section("EPISODES", EPISODE_HEADER,
-                            [f"- [{_date(e.valid_at, 'unknown')}] {e.actor + ': ' if e.actor else ''}{e.content}"
-                             for e in results.episodes], False))
+                            _distinct([f"- [{_date(e.valid_at, 'unknown')}] {e.actor + ': ' if e.actor else ''}"
+                                       f"{e.content}" for e in results.episodes]), False))
     return out
 
 
@@ -122,8 +133,11 @@ def _render(preamble: str, shown: list[tuple[str, list[str]]], headers: dict[str
 
 
 def _fill(sections: list[_Section], max_chars: int, preamble: str,
-          headers: dict[str, str]) -> tuple[str, tuple[int, ...]]:
-    chosen: dict[str, list[str]] = {s.tag: [] for s in sections}
+          headers: dict[str, str], chosen: dict[str, list[str]] | None = None) -> tuple[str, tuple[int, ...]]:
+    """The text of the lines that fit, greedily in order, and how many of each section; the lines
+    chosen are left in `chosen` (by tag) when it is given (a skipped line may precede chosen ones)."""
+    chosen = {} if chosen is None else chosen
+    chosen.update({s.tag: [] for s in sections})
     line_chars = {s.tag: 0 for s in sections}
     empty_shown: set[str] = set()
 
@@ -158,6 +172,16 @@ def _fill(sections: list[_Section], max_chars: int, preamble: str,
     return out, tuple(len(chosen[s.tag]) for s in sections)
 
 
+def shown_config(config: SearchConfig, *, communities: bool, episodes: bool) -> SearchConfig:
+    """The config searching only the kinds a context shows (facts, entities; communities and
+    episodes on request): each kind is ranked on its own, so the others' candidates (the default
+    recipe's episodes with their neighbouring turns cost more than the facts and entities) would be
+    read and thrown away. A config of none of those kinds is left as it is."""
+    shown = ("facts", "entities") + (("communities",) if communities else ()) + (("episodes",) if episodes else ())
+    kinds = tuple(k for k in config.kinds if k in shown)
+    return replace(config, kinds=kinds) if kinds and kinds != config.kinds else config
+
+
 def build_context(results: SearchResults, *, max_chars: int = 8000, communities: bool = False,
                   episodes: bool = False) -> str:
     """Render results in the paper's template in at most max_chars characters (facts first;
@@ -167,8 +191,10 @@ def build_context(results: SearchResults, *, max_chars: int = 8000, communities:
         sections = _sections(results, communities, episodes)
         headers = {s.tag: s.header for s in sections} if long_headers else {}
         # The facts are filled first, so the facts shown do not depend on the other sections.
-        n_facts = _fill(sections[:1], max_chars, preamble, headers)[1][0]
-        told = {sentence_key(f.fact) for f in results.facts[:n_facts]}
+        chosen: dict[str, list[str]] = {}
+        _fill(sections[:1], max_chars, preamble, headers, chosen)
+        shown = set(chosen["FACTS"])  # not the first n: a fact too long is skipped, later ones fit
+        told = {sentence_key(f.fact) for f in results.facts if _fact_line(f) in shown}
         variants.append(_fill(_sections(results, communities, episodes, told), max_chars, preamble, headers))
     (full, kept), (short, kept_short) = variants
     return full if kept >= kept_short else short

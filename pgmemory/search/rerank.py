@@ -81,26 +81,48 @@ def named_speakers(hits: Sequence[H], query: str, weight: float) -> list[H]:
     return sorted(hits, key=lambda h: (-h.score, str(h.id)))
 
 
+def _norm(a: Sequence[float]) -> float:
+    return math.sqrt(sum(x * x for x in a))
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
+    na, nb = _norm(a), _norm(b)
+    return _dot(a, b) / (na * nb) if na and nb else 0.0
 
 
 def mmr(hits: Sequence[H], query: Sequence[float], lam: float = 0.5, limit: int | None = None) -> list[H]:
-    """Maximal Marginal Relevance: greedily pick λ·sim(query, d) − (1−λ)·max sim(d, picked)."""
+    """Maximal Marginal Relevance: greedily pick λ·sim(query, d) − (1−λ)·max sim(d, picked) (the
+    earlier hit on a tie). Each vector's norm is computed once and each candidate's redundancy (its
+    highest similarity to a picked hit) is updated with each new pick only: n x limit similarities,
+    not n x limit² / 2 (the same values as _cos, so the same picks and scores)."""
     pool = [h for h in hits if h.embedding is not None]
-    relevance = {id(h): _cos(query, h.embedding) for h in pool}
+    position = {id(h): i for i, h in enumerate(hits)}
+    norm = {id(h): _norm(h.embedding) for h in pool}
+    query_norm = _norm(query)
+
+    def similarity(a: Sequence[float], na: float, b: Sequence[float], nb: float) -> float:
+        return _dot(a, b) / (na * nb) if na and nb else 0.0
+
+    relevance = {id(h): similarity(query, query_norm, h.embedding, norm[id(h)]) for h in pool}
+    redundancy: dict[int, float] = {}  # highest similarity to a picked hit; none before the first pick
     picked: list[H] = []
     while pool and (limit is None or len(picked) < limit):
         def gain(h: H) -> float:
-            redundancy = max((_cos(h.embedding, p.embedding) for p in picked), default=0.0)
-            return lam * relevance[id(h)] - (1 - lam) * redundancy
-        best = max(pool, key=lambda h: (gain(h), -hits.index(h)))
+            return lam * relevance[id(h)] - (1 - lam) * redundancy.get(id(h), 0.0)
+        best = max(pool, key=lambda h: (gain(h), -position[id(h)]))
         best.scores["mmr"] = gain(best)
         best.score = best.scores["mmr"]
         picked.append(best)
         pool.remove(best)
+        if limit is not None and len(picked) == limit:
+            break
+        for h in pool:
+            s = similarity(h.embedding, norm[id(h)], best.embedding, norm[id(best)])
+            redundancy[id(h)] = max(redundancy[id(h)], s) if id(h) in redundancy else s
     return picked
 
 

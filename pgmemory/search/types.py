@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -139,12 +139,20 @@ class SearchResults:
         printer.text(str(self))
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        """JSON-ready form: one list per kind, embeddings left out."""
-        from dataclasses import asdict
-
-        def clean(hit: Hit) -> dict[str, Any]:
-            d = asdict(hit)
-            d.pop("embedding", None)
-            return d
-        return {kind: [clean(h) for h in getattr(self, kind)]
+        """JSON-ready form: one list per kind, embeddings left out. dataclasses.asdict's form, in new
+        containers, but its leaves (UUIDs, times, numbers, text: immutable) are not deep-copied."""
+        return {kind: [{name: _copied(getattr(h, name)) for name in _FIELDS[type(h)]} for h in getattr(self, kind)]
                 for kind in ("facts", "entities", "communities", "episodes")}
+
+
+def _copied(value: Any) -> Any:
+    """New dicts, lists and tuples all the way down, the same leaves (as asdict, without deepcopy)."""
+    if isinstance(value, dict):
+        return {_copied(k): _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
+
+
+_FIELDS = {cls: tuple(f.name for f in fields(cls) if f.name != "embedding")
+           for cls in (FactHit, EntityHit, CommunityHit, EpisodeHit)}

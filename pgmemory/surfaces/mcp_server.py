@@ -30,7 +30,8 @@ from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
-from pgmemory.surfaces.wire import MAX_GROUPS, enqueue_json, ingest_json, provider_line, time_or_now, validation_line
+from pgmemory.surfaces.wire import (MAX_GROUPS, Count, enqueue_json, ingest_json, provider_line, time_or_now,
+                                   validation_line)
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -194,7 +195,7 @@ def _tools(server: MCPServer, state: State) -> None:
     @server.tool()
     @_tool_errors
     async def search_memory_nodes(query: str, ctx: Context, group_ids: list[str] | None = None,
-                                  max_nodes: int = 10, center_node_uuid: str | None = None,
+                                  max_nodes: Count = 10, center_node_uuid: str | None = None,
                                   entity: str | None = None, as_of: str | None = None,
                                   known_at: str | None = None) -> dict[str, Any]:
         """Search entities (nodes) with their summaries. entity: only entities with this label.
@@ -210,7 +211,7 @@ def _tools(server: MCPServer, state: State) -> None:
     @server.tool()
     @_tool_errors
     async def search_memory_facts(query: str, ctx: Context, group_ids: list[str] | None = None,
-                                  max_facts: int = 10, center_node_uuid: str | None = None,
+                                  max_facts: Count = 10, center_node_uuid: str | None = None,
                                   as_of: str | None = None, known_at: str | None = None,
                                   include_invalidated: Flag = False) -> dict[str, Any]:
         """Search facts (edges) with their valid time. as_of: what was true at that time (valid
@@ -224,7 +225,7 @@ def _tools(server: MCPServer, state: State) -> None:
 
     @server.tool()
     @_tool_errors
-    async def get_episodes(ctx: Context, group_id: str | None = None, last_n: int = 10,
+    async def get_episodes(ctx: Context, group_id: str | None = None, last_n: Count = 10,
                            before_id: str | None = None) -> dict[str, Any]:
         """The group's latest episodes (oldest first) with their processing status. To page back,
         pass the first (oldest) returned episode's id as before_id."""

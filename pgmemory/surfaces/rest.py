@@ -28,10 +28,12 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
+from pgmemory.search.config import RECIPES, SearchConfig, resolve_config
 from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
-from pgmemory.surfaces.rest_models import ContextIn, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn, SearchIn
+from pgmemory.surfaces.rest_models import (ContextIn, ContextOut, EpisodeIn, EpisodesIn, ErrorOut, FactIn, MessagesIn,
+                                          SearchIn, SearchOut)
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (body_line, enqueue_batch_json, enqueue_json, filters_from_json, ingest_json,
                                     provider_line, results_json, time_or_now, validation_line)
@@ -238,6 +240,18 @@ def allow(key: ApiKey | None, groups: Sequence[str], *, write: bool = False) -> 
     narrow_to(groups)
 
 
+def search_config(body: SearchIn) -> SearchConfig | str:
+    """The body's recipe; with center_node_uuid, ranked by graph distance from that entity (as MCP's
+    search tools do). A recipe that needs a centre without one is refused naming the field to send."""
+    if body.center_node_uuid is not None:
+        return resolve_config(body.recipe, reranker="node_distance", center=body.center_node_uuid)
+    recipe = RECIPES.get(body.recipe)
+    if recipe is not None and recipe.reranker == "node_distance" and recipe.center is None:
+        raise ApiError(400, "invalid_input", f"recipe {body.recipe} ranks by graph distance from an entity: "
+                                             "give its id as center_node_uuid")
+    return body.recipe
+
+
 def _memory(request: Request) -> Memory:
     return request.app.state.memory
 
@@ -345,22 +359,26 @@ def _routes(app: FastAPI) -> None:
         allow(key, [group_id], write=True)
         return asdict(await _memory(request).delete_episode(group_id, episode_id, erase=erase))
 
-    @v1.post("/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)")
-    async def search(body: SearchIn, request: Request, key: ApiKey | None = Key) -> dict:
+    # The answers' shapes are declared (SearchOut, ContextOut) but not validated per request: the
+    # JSON is built by results_json and sent as it is.
+    @v1.post("/search", tags=["search"], summary="Hybrid search (any recipe, filters on both time axes)",
+             response_model=None, responses={200: {"model": SearchOut, "description": "each kind's hits, best first"}})
+    async def search(body: SearchIn, request: Request, key: ApiKey | None = Key) -> JSONResponse:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
         results = await _memory(request).search(body.query, group_ids=body.group_ids, limit=body.limit,
-                                                config=body.recipe, filters=filters)
-        return results_json(results)
+                                                config=search_config(body), filters=filters)
+        return JSONResponse(results_json(results))
 
-    @v1.post("/context", tags=["search"], summary="The context string for a prompt (facts first)")
-    async def context(body: ContextIn, request: Request, key: ApiKey | None = Key) -> dict:
+    @v1.post("/context", tags=["search"], summary="The context string for a prompt (facts first)",
+             response_model=None, responses={200: {"model": ContextOut, "description": "the context string"}})
+    async def context(body: ContextIn, request: Request, key: ApiKey | None = Key) -> JSONResponse:
         allow(key, body.group_ids)
         filters = filters_from_json(body.filters.model_dump() if body.filters else None)
         text = await _memory(request).context(
-            body.query, group_ids=body.group_ids, limit=body.limit, config=body.recipe, filters=filters,
+            body.query, group_ids=body.group_ids, limit=body.limit, config=search_config(body), filters=filters,
             max_chars=body.max_chars, communities=body.communities, episodes=body.episodes)
-        return {"context": text}
+        return JSONResponse({"context": text})
 
     @v1.get("/groups/{group_id}/entities", tags=["graph"], summary="A page of the group's entities by name")
     async def list_entities(group_id: str, request: Request, key: ApiKey | None = Key, limit: int = 100,

@@ -2,11 +2,12 @@
 Times are ISO 8601 strings with a zone; they and every other value are checked again by the Memory API."""
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
-from pgmemory.surfaces.wire import MAX_GROUPS
+from pgmemory.surfaces.wire import MAX_GROUPS, Count
 
 MAX_BATCH = 1000
 
@@ -79,19 +80,22 @@ class FiltersIn(Body):
 
 
 class SearchIn(Body):
-    """A hybrid search over the given groups with a named recipe."""
+    """A hybrid search over the given groups with a named recipe. center_node_uuid (an entity of
+    those groups): rank by graph distance from it (the node_distance reranker; recipe
+    edge_node_distance needs it)."""
 
     query: str
     group_ids: list[str] = Field(min_length=1, max_length=MAX_GROUPS)
-    limit: int = 10
+    limit: Count = 10
     recipe: str = "combined_hybrid_rrf"
     filters: FiltersIn | None = None
+    center_node_uuid: str | None = None
 
 
 class ContextIn(SearchIn):
     """The context string for a prompt: search, then the paper's template in max_chars."""
 
-    max_chars: int = 8000
+    max_chars: Count = 8000
     communities: Flag = False
     episodes: Flag = False
 
@@ -109,6 +113,91 @@ class FactIn(Body):
     functional: Flag = False
     attributes: dict[str, Any] | None = None
     reference_time: str | None = None
+
+
+class Answer(BaseModel):
+    """What a route answers, as declared in /openapi.json (the answer is not validated against it
+    at run time; tests/test_rest.py checks that real answers are of this shape)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class HitOut(Answer):
+    """What every hit has: ranks per method ("cosine", "fulltext", "bfs", ...), the final score
+    and the reranking terms (scores) that made it."""
+
+    id: uuid.UUID
+    group_id: str
+    ranks: dict[str, int]
+    score: float
+    scores: dict[str, float]
+
+
+class FactOut(HitOut):
+    """A fact version. valid_from null: unknown start (valid_from_unknown); 0001-01-01: true since
+    forever; valid_to / recorded_to null: open. recorded_*: when it was believed (transaction time)."""
+
+    version_id: int
+    relation: str
+    fact: str
+    source_id: uuid.UUID | None
+    source: str
+    target_id: uuid.UUID | None
+    target: str
+    valid_from: AwareDatetime | None
+    valid_to: AwareDatetime | None
+    valid_from_unknown: bool
+    recorded_from: AwareDatetime | None
+    recorded_to: AwareDatetime | None
+    episodes: list[uuid.UUID]
+    attributes: dict[str, Any]
+    distance: int | None
+
+
+class EntityOut(HitOut):
+    """An entity: name, summary, labels, attributes, how many episodes mention it; distance from
+    the centre entity (center_node_uuid) when one is given."""
+
+    name: str
+    summary: str
+    labels: list[str]
+    attributes: dict[str, Any]
+    mentions: int
+    distance: int | None
+
+
+class CommunityOut(HitOut):
+    """A community of entities with its summary."""
+
+    name: str
+    summary: str
+
+
+class EpisodeOut(HitOut):
+    """A raw episode; neighbour_of: the hits it is next to -> how many turns away."""
+
+    content: str
+    kind: str
+    actor: str | None
+    valid_at: AwareDatetime | None
+    recorded_at: AwareDatetime | None
+    source_description: str
+    neighbour_of: dict[uuid.UUID, int]
+
+
+class SearchOut(Answer):
+    """POST /v1/search: each kind's hits, best first."""
+
+    facts: list[FactOut]
+    entities: list[EntityOut]
+    communities: list[CommunityOut]
+    episodes: list[EpisodeOut]
+
+
+class ContextOut(Answer):
+    """POST /v1/context: the context string for a prompt."""
+
+    context: str
 
 
 class ErrorDetail(BaseModel):

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, fields
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BeforeValidator
 
 from pgmemory.errors import InvalidInput
 from pgmemory.ingest.episode import parse_time
@@ -16,6 +18,17 @@ if TYPE_CHECKING:
     from pgmemory.memory import Memory
 
 MAX_GROUPS = 100  # groups one request may name (REST bodies and MCP calls alike)
+
+
+def _not_a_flag(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a count must be a number, not true or false")
+    return value
+
+
+# A count in a REST body or an MCP call (limit, max_chars, max_facts, ...): JSON true or false is
+# refused, as the Python API refuses limit=True (check_int); pydantic's lax int reads true as 1.
+Count = Annotated[int, BeforeValidator(_not_a_flag)]
 TIME_FILTERS = tuple(f.name for f in fields(SearchFilters) if f.type == "datetime | None")
 FILTER_FIELDS = tuple(f.name for f in fields(SearchFilters))
 
