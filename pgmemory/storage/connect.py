@@ -101,7 +101,9 @@ class AnsweringConnection(psycopg.Connection):
 
         def watch() -> None:
             while not done.wait(self.bound_s):
-                if not _server_answers(self.probe_dsn):
+                # (done again: this call got its answer while the probe waited; the socket now
+                # serves the next call, which has its own watch)
+                if not _server_answers(self.probe_dsn) and not done.is_set():
                     cut.set()
                     with contextlib.suppress(OSError):
                         with socket.socket(fileno=os.dup(fd)) as sock:
