@@ -18,6 +18,12 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
         todo.extend([e.__cause__, e.__context__, *getattr(e, "exceptions", ())])
 
 
+def error_line(exc: BaseException) -> str:
+    """The first line of an error's message, or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class PgMemoryError(Exception):
     """Base class of every error pgmemory raises on purpose."""
 

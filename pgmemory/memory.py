@@ -13,7 +13,7 @@ import asyncpg
 import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput, NotFound, SetupError
+from pgmemory.errors import InvalidInput, NotFound, SetupError, error_line
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
@@ -225,10 +225,9 @@ class Memory:
             async with gate:
                 for i, ep in items:
                     if refused:  # the same key or model would be refused again: not sent, not stored
-                        cause = refused[0].cause
                         results[i] = IngestError(ep.id, NotAttempted(
                             f"not attempted: the provider refused episode {refused[0].episode_id} "
-                            f"({str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__})"))
+                            f"({error_line(refused[0].cause)})"))
                     else:
                         try:
                             results[i] = await self.ingestor.ingest(ep, entity_types=entity_types,

@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from pgmemory.config import Timeouts
-from pgmemory.errors import DatabaseTimeout
+from pgmemory.errors import DatabaseTimeout, error_line
 from pgmemory.extract.community_prompts import CommunitySummaryReply, map_messages, reduce_messages
 from pgmemory.providers.embedder import Embedder
 from pgmemory.providers.llm import LLMClient, ProviderError, Usage, provider_refused, provider_unavailable
@@ -101,7 +101,7 @@ async def refresh_communities(pool: asyncpg.Pool, embedder: Embedder, llm: LLMCl
                         name, summary = extractive_summary(r["members"], r["facts"])
                 except ProviderError as exc:
                     out.failed += 1
-                    out.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    out.error = error_line(exc)
                     if provider_unavailable(exc) or provider_refused(exc):
                         # Down or overloaded (after its retries), or refusing the key or model: every
                         # other community would get the same answer; they stay marked for the next refresh.

@@ -19,7 +19,7 @@ import psycopg
 from pgvector.asyncpg import register_vector
 
 from pgmemory.config import Settings, Timeouts
-from pgmemory.errors import DatabaseUnavailable, exception_chain
+from pgmemory.errors import DatabaseUnavailable, error_line, exception_chain
 from pgmemory.storage.embedded import embedded_dsn
 
 CONNECT_TIMEOUT_S = 5
@@ -56,7 +56,7 @@ _SLOTS_TAKEN = re.compile(r"too many (clients|connections)|remaining connection 
 
 
 def _unavailable(dsn: str, exc: Exception) -> DatabaseUnavailable:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = error_line(exc)
     if isinstance(exc, asyncpg.exceptions.TooManyConnectionsError) or _SLOTS_TAKEN.search(reason):
         return DatabaseUnavailable(
             f"cannot connect to Postgres at {describe_target(dsn)}: every connection slot is taken "
@@ -197,7 +197,7 @@ def unavailable_reason(exc: BaseException) -> str:
 
 def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
     """The one-line error for a server that went away (or stopped answering) mid-command."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = error_line(exc)
     return DatabaseUnavailable(
         f"database unavailable: {unavailable_reason(exc)} ({reason}). Nothing half-written was "
         "kept; once the server is back, run the same command again (and `pgmemory retry` for "

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from pgmemory.errors import InvalidInput, PgMemoryError
+from pgmemory.errors import InvalidInput, PgMemoryError, error_line
 
 # Each command imports what it needs when it runs: start-up stays fast (--help loads no driver).
 
@@ -652,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pgmemory: error: {message}", file=sys.stderr)
             return 2
         if isinstance(exc, _provider_errors()):  # a bad PGMEMORY_EMBEDDER, an LLM or embedder that failed
-            print(f"pgmemory: error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}",
+            print(f"pgmemory: error: {error_line(exc)}",
                   file=sys.stderr)
             return 2
         lost = connection_lost(exc)
