@@ -8,6 +8,9 @@ average. Recall is `python -m pgmemory.eval.crossval`'s business, not this scrip
 
     PGMEMORY_DATA_DIR=/tmp/pgm-eval python -m bench.search_setting ../shared/data/locomo/locomo-dev.json \
         --field prf_weight --values 0,0.5 --rounds 2
+
+`--list-questions` times only the questions that name a category of several things
+(pgmemory.search.categories.category: the ones `members_weight` changes).
 """
 from __future__ import annotations
 
@@ -22,11 +25,13 @@ from pgmemory.eval.crossval import _parse_values
 from pgmemory.eval.harness import load_conversations
 from pgmemory.eval.ingestion import group_id, ingest_conversation
 from pgmemory.memory import Memory, default_extractor
+from pgmemory.search.categories import category
 from pgmemory.search.config import resolve_config
 
 
-async def run(path: Path, recipe: str, field: str, values: list, rounds: int) -> dict[str, dict[str, float]]:
-    """value -> latency percentiles (ms) over every question, `rounds` times each."""
+async def run(path: Path, recipe: str, field: str, values: list, rounds: int,
+              list_questions: bool = False) -> dict[str, dict[str, float]]:
+    """value -> latency percentiles (ms) over every question (or the list questions), `rounds` times each."""
     conversations = load_conversations("locomo", path, ())
     configs = [resolve_config(recipe, **{field: v}) for v in values]
     times: dict[int, list[float]] = {i: [] for i in range(len(values))}
@@ -34,7 +39,8 @@ async def run(path: Path, recipe: str, field: str, values: list, rounds: int) ->
         asked = []
         for c in conversations:
             await ingest_conversation(memory, "locomo", c, lambda: None)
-            asked += [(group_id("locomo", c.conversation_id), q.question) for q in c.questions]
+            asked += [(group_id("locomo", c.conversation_id), q.question) for q in c.questions
+                      if not list_questions or category(q.question)]
         await memory.search(asked[0][1], group_ids=[asked[0][0]], config=configs[0])  # warm-up, untimed
         load = os.getloadavg()[0]
         for r in range(rounds):
@@ -61,8 +67,10 @@ def main() -> None:
     ap.add_argument("--field", required=True, help="a numeric SearchConfig field")
     ap.add_argument("--values", required=True, help="comma-separated values; the first is the baseline")
     ap.add_argument("--rounds", type=int, default=1, help="passes over all questions")
+    ap.add_argument("--list-questions", action="store_true", help="only the questions naming a category")
     args = ap.parse_args()
-    asyncio.run(run(args.path, args.recipe, args.field, _parse_values(args.field, args.values), args.rounds))
+    asyncio.run(run(args.path, args.recipe, args.field, _parse_values(args.field, args.values), args.rounds,
+                    args.list_questions))
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
 $$;
 
 -- Options beyond the filters: kinds, methods, candidates (k per method), bfs_* (see
--- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback); metadata (a hit is kept when it matches: facts and
+-- SearchConfig), center, neighbours, prf_docs / prf_terms (pseudo-relevance feedback), members (the
+-- full-text lexemes of a list question's category members, pgmemory/search/categories.py); metadata (a hit is kept when it matches: facts and
 -- entities through their episodes; applied after ranking, so ranks are those of the unfiltered
 -- lists); for a search of several groups merged outside (pgmemory/search/fanout.py):
 -- with_keys (each row's detail gets 'keys', the sort key of each of its methods, lower first,
@@ -147,7 +148,7 @@ CREATE TYPE pgmemory_internal.search_options AS (
     created_at_from timestamptz, created_at_to timestamptz, expired_at_from timestamptz, expired_at_to timestamptz,
     bfs_depth integer, bfs_recent_episodes integer, bfs_max_entities integer, bfs_seeds uuid[], center uuid,
     neighbours integer, neighbour_span integer, neighbour_window_s integer, prf_docs integer, prf_terms integer,
-    with_keys boolean, bfs_seed_episodes uuid[]);
+    with_keys boolean, bfs_seed_episodes uuid[], members text[]);
 
 CREATE OR REPLACE FUNCTION pgmemory.search_candidates(
     p_groups text[], p_query text, p_embedding vector, p_opts jsonb)
@@ -188,6 +189,9 @@ DECLARE
     prf_terms integer := coalesce(o.prf_terms, 10);
     prf_query text;
     query_lexemes text[];  -- (PRF only: parsed there)
+    -- A list question's category members (lexemes): the episodes holding the rare ones are the
+    -- "members" list ("Which cities has Jon visited?" -> the turns naming Rome or Paris).
+    members text[] := coalesce(o.members, '{}');
     with_keys boolean := coalesce(o.with_keys, false);
     meta_filter jsonb := NULLIF(NULLIF(p_opts->'metadata', 'null'::jsonb), '{}'::jsonb);
     -- The caller's fusion of the fact lists when it is plain RRF (SearchConfig.rrf_k, the method
@@ -237,6 +241,8 @@ DECLARE
     epi_text_score float8[] := '{}';
     epi_prf uuid[] := '{}';
     epi_prf_score float8[] := '{}';
+    epi_members uuid[] := '{}';
+    epi_members_score float8[] := '{}';
     epi_via jsonb := '{}';  -- episode id -> the fact versions that brought it (with_keys)
     -- With a metadata filter: the hits that match (NULL: no filter).
     keep_facts uuid[];
@@ -255,7 +261,7 @@ DECLARE
         'invalid_at_to', 'created_at_from', 'created_at_to', 'expired_at_from', 'expired_at_to', 'bfs_depth',
         'bfs_recent_episodes', 'bfs_max_entities', 'bfs_seeds', 'center', 'neighbours', 'neighbour_span',
         'neighbour_window_s', 'prf_docs', 'prf_terms', 'with_keys', 'bfs_seed_episodes', 'metadata', 'fuse',
-        'single_node', 'with_embeddings'];
+        'single_node', 'with_embeddings', 'members'];
 BEGIN
     IF p_groups IS NULL THEN  -- (an empty array searches nothing)
         RAISE EXCEPTION 'p_groups must be an array of group ids' USING ERRCODE = '22023';
@@ -290,7 +296,8 @@ BEGIN
         WHEN o.neighbour_window_s NOT BETWEEN 0 AND 31 * 86400
             THEN format('neighbour_window_s %s (0-2678400)', o.neighbour_window_s)
         WHEN prf_docs NOT BETWEEN 0 AND 100 THEN format('prf_docs %s (0-100)', prf_docs)
-        WHEN prf_terms NOT BETWEEN 1 AND 50 THEN format('prf_terms %s (1-50)', prf_terms) END;
+        WHEN prf_terms NOT BETWEEN 1 AND 50 THEN format('prf_terms %s (1-50)', prf_terms)
+        WHEN cardinality(members) > 20000 THEN format('members: %s lexemes (at most 20000)', cardinality(members)) END;
     IF out_of_range IS NOT NULL THEN
         RAISE EXCEPTION 'search option out of range: %', out_of_range USING ERRCODE = '22023';
     END IF;
@@ -579,9 +586,17 @@ BEGIN
                  WHERE h.score > 0;
             END IF;
         END IF;
+        IF 'fulltext' = ANY (methods) AND cardinality(members) > 0 THEN
+            SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
+                   coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
+              INTO epi_members, epi_members_score
+              FROM pgmemory_internal.episode_lexeme_hits(p_groups, members, k, known_at, as_of) h
+             WHERE h.score > 0;
+        END IF;
     END IF;
 
-    -- The turns next to the best episode candidates (best rank in any method first): a bounded
+    -- The turns next to the best episode candidates (best rank in any method first; not the
+    -- category members': a turn naming Rome is evidence, the turns around it are not): a bounded
     -- range on (group, valid_at) each way, the arrival order (seq) breaking equal times.
     IF 'episodes' = ANY (kinds) AND neighbours > 0 THEN
         SELECT coalesce(array_agg(n.id), '{}'), coalesce(array_agg(sd.id), '{}'), coalesce(array_agg(n.d), '{}')
@@ -633,7 +648,8 @@ BEGIN
         keep_episodes := ARRAY(
             SELECT e.id FROM pgmemory.episodes e
              WHERE (e.group_id = one OR one IS NULL AND e.group_id = ANY (p_groups))
-               AND e.id = ANY (epi_facts || epi_cos || epi_text || epi_prf || near_ids) AND e.metadata @> meta_filter);
+               AND e.id = ANY (epi_facts || epi_cos || epi_text || epi_prf || epi_members || near_ids)
+               AND e.metadata @> meta_filter);
     END IF;
 
     -- One statement per kind, run only when the kind has candidates (a generic plan of one
@@ -840,16 +856,20 @@ BEGIN
           FROM com_hits ch JOIN pgmemory.communities cm ON (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.id = ch.id
          WHERE meta_filter IS NULL OR with_keys;
     END IF;
-    IF cardinality(epi_facts) + cardinality(epi_cos) + cardinality(epi_text) + cardinality(epi_prf) + cardinality(near_ids) > 0 THEN
+    IF cardinality(epi_facts) + cardinality(epi_cos) + cardinality(epi_text) + cardinality(epi_prf)
+       + cardinality(epi_members) + cardinality(near_ids) > 0 THEN
         RETURN QUERY
         WITH epi_hits AS (
             SELECT h.id, jsonb_object_agg(h.method, h.r) AS ranks, max(h.s) FILTER (WHERE h.method = 'fulltext') AS text_score,
                    max(h.s) FILTER (WHERE h.method = 'prf') AS prf_score,
+                   max(h.s) FILTER (WHERE h.method = 'members') AS members_score,
                    sum(coalesce((fuse->'weights'->>h.method)::float8, 1) / (fuse_k + h.r)) AS fused FROM (
                 SELECT x.id, 'facts' AS method, x.r::integer AS r, NULL::float8 AS s FROM unnest(epi_facts) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'cosine', x.r::integer, NULL FROM unnest(epi_cos) WITH ORDINALITY AS x (id, r)
                 UNION ALL SELECT x.id, 'fulltext', x.r::integer, x.s FROM unnest(epi_text, epi_text_score) WITH ORDINALITY AS x (id, s, r)
-                UNION ALL SELECT x.id, 'prf', x.r::integer, x.s FROM unnest(epi_prf, epi_prf_score) WITH ORDINALITY AS x (id, s, r)) h
+                UNION ALL SELECT x.id, 'prf', x.r::integer, x.s FROM unnest(epi_prf, epi_prf_score) WITH ORDINALITY AS x (id, s, r)
+                UNION ALL SELECT x.id, 'members', x.r::integer, x.s
+                            FROM unnest(epi_members, epi_members_score) WITH ORDINALITY AS x (id, s, r)) h
              GROUP BY h.id
         ),
         near AS (
@@ -858,7 +878,8 @@ BEGIN
         -- Each episode with its ranks, and, for a neighbour, {hit: distance in turns}; `fused`: its
         -- RRF score plus the neighbour bonus (rerank.neighbours) when fuse.episodes asks for it.
         epi_all AS (
-            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score, nb.hits,
+            SELECT coalesce(h.id, nb.id) AS id, coalesce(h.ranks, '{}'::jsonb) AS ranks, h.text_score, h.prf_score,
+                   h.members_score, nb.hits,
                    coalesce(h.fused, 0) + neighbour_weight * coalesce(nb.bonus, 0) AS fused
               FROM epi_hits h
               FULL JOIN (SELECT n.id, jsonb_object_agg(n.hit, n.d) AS hits, max(s.fused / n.d) AS bonus
@@ -905,7 +926,7 @@ BEGIN
                       'via', epi_via->(eph.id::text),
                       'keys', jsonb_strip_nulls(jsonb_build_object(
                           'cosine', CASE WHEN eph.ranks->'cosine' IS NOT NULL THEN eph.embedding <=> p_embedding END,
-                          'fulltext', -eph.text_score, 'prf', -eph.prf_score)))
+                          'fulltext', -eph.text_score, 'prf', -eph.prf_score, 'members', -eph.members_score)))
                   ELSE '{}'::jsonb END
           FROM epi_cut eph
          WHERE (meta_filter IS NULL OR with_keys OR eph.id = ANY (keep_episodes))

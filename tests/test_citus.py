@@ -285,9 +285,11 @@ async def test_a_search_of_several_groups_ranks_as_one_node_does(memory, one_nod
         ]
         seen: set[tuple[str, str]] = set()
         for config, filters in cases:
-            for query in ("where does he work", "friend lives in Rome", "chess tennis opera"):
+            # (the last a list question: its category's members, "members", from each group's words)
+            for query in ("where does he work", "friend lives in Rome", "chess tennis opera",
+                          "Which cities did Pat move to"):
                 embedding = (await memory.embedder.embed([query]))[0]
-                opts = options(config, filters, with_embeddings=False)
+                opts = options(config, filters, with_embeddings=False, query=query)
                 on_cluster = await fanned_out_rows(memory.pool, groups, query, embedding, opts)
                 async with one.pool.acquire() as conn:
                     on_one = await fetch_rows(conn, SEARCH_MANY, groups, query, embedding,
@@ -316,7 +318,7 @@ async def test_a_search_of_several_groups_ranks_as_one_node_does(memory, one_nod
                         for rows in (on_cluster, on_one)]
                 assert _near(on_cluster, hits[0] & hits[1]) == _near(on_one, hits[0] & hits[1])
                 assert _near(on_one, hits[0] & hits[1]) or not config.neighbours
-        assert {("fact", "bfs"), ("entity", "bfs"), ("episode", "facts")} <= seen
+        assert {("fact", "bfs"), ("entity", "bfs"), ("episode", "facts"), ("episode", "members")} <= seen
     finally:
         await one.close()
 

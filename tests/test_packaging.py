@@ -39,6 +39,8 @@ def test_wheel_installed_in_a_fresh_venv_inits_ingests_and_searches(empty_dsn, t
     expected |= {f"pgmemory/_migrations/{p.name}" for p in (REPO / "migrations").glob("*.sql")}
     assert shipped == expected
     assert not any(n.startswith(("tests/", "bench/", "sql/", "migrations/")) for n in names)
+    # the noun hierarchy a list question's category members come from, with WordNet's license
+    assert {"pgmemory/data/wordnet_nouns.tsv.gz", "pgmemory/data/WORDNET-LICENSE"} <= set(names)
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv)
@@ -59,9 +61,13 @@ def test_wheel_installed_in_a_fresh_venv_inits_ingests_and_searches(empty_dsn, t
     cli = venv / "bin" / "pgmemory"
     assert "migrations:      0001_schema.sql" in run(cli, "init", cwd=work, env=env).stdout
     episodes = work / "episodes.jsonl"
-    episodes.write_text(json.dumps({"group_id": "wheel", "content": "I work at Acme Corp.", "actor": "Ada",
-                                    "reference_time": "2024-01-01T00:00:00Z", "episode_id": "w1"}) + "\n")
+    episodes.write_text("".join(json.dumps({"group_id": "wheel", "content": text, "actor": "Ada",
+                                            "reference_time": "2024-01-01T00:00:00Z", "episode_id": f"w{i}"}) + "\n"
+                                for i, text in enumerate(["I work at Acme Corp.", "Lisbon in May was lovely."])))
     run(cli, "ingest", episodes, cwd=work, env=env)
     found = json.loads(run(cli, "search", "where does Ada work", "--group", "wheel", "--json",
                            cwd=work, env=env).stdout)
     assert [f["fact"] for f in found["facts"]] == ["Ada works for Acme Corp."]
+    found = json.loads(run(cli, "search", "Which cities has Ada seen?", "--group", "wheel", "--json",
+                           cwd=work, env=env).stdout)
+    assert [e["ranks"].get("members") for e in found["episodes"] if "Lisbon" in e["content"]] == [1]

@@ -56,6 +56,10 @@ class SearchConfig:
     prf_weight: float = 0.0
     prf_docs: int = 5
     prf_terms: int = 10
+    # Category members (episodes): a list question's category ("Which cities ...") -> the rare
+    # lexemes of the nouns below it in WordNet (pgmemory/search/categories.py) are one more
+    # full-text query; its list (method "members") is fused with members_weight. 0 = off.
+    members_weight: float = 0.0
     bfs_depth: int = 2
     bfs_recent_episodes: int = 3  # BFS seeds when none given: entities of the group's latest episodes
     bfs_max_entities: int = 2000  # stop the walk once this many (nearest) entities are reached
@@ -93,6 +97,7 @@ class SearchConfig:
         check_number(self.prf_weight, "prf_weight", 0, 10)
         check_int(self.prf_docs, "prf_docs", 1, 100)
         check_int(self.prf_terms, "prf_terms", 1, 50)
+        check_number(self.members_weight, "members_weight", 0, 10)
         check_number(self.mmr_lambda, "mmr_lambda", 0, 1)
         check_int(self.bfs_max_entities, "bfs_max_entities", 1, 100_000)
         check_int(self.bfs_depth, "bfs_depth", 1, 5)
@@ -105,6 +110,10 @@ class SearchConfig:
             raise InvalidInput("the node_distance reranker needs a centre entity (config.center)")
         return replace(self, kinds=tuple(self.kinds), methods=tuple(self.methods), bfs_seeds=seeds,
                        center=center)
+
+    def fusion_weights(self) -> dict[str, float]:
+        """RRF weight of every ranked list: the methods', the feedback list's and the members list's."""
+        return {**dict(self.method_weights), "prf": self.prf_weight, "members": self.members_weight}
 
     def pool(self, limit: int | None) -> int:
         """Candidates per method and kind for a search of `limit` results: `candidates`, or when
@@ -122,8 +131,10 @@ RECIPES: dict[str, SearchConfig] = {
     # names count 2.5 times (speaker_weight 1.5, cross-validated the same way: +2.0 and +1.5);
     # lexical pseudo-relevance feedback (prf_weight) is off: on the blended episode vectors its
     # held-out folds do not gain and it adds ~11 ms p50 (pgmemory/eval/README.md); ask for it with
-    # prf_weight=0.25.
-    "combined_hybrid_rrf": SearchConfig(neighbours=20, neighbour_weight=0.5, speaker_weight=1.5),
+    # prf_weight=0.25. A list question's category members count 1.5 (members_weight,
+    # cross-validated the same way: both held-out folds gain, multi-hop most).
+    "combined_hybrid_rrf": SearchConfig(neighbours=20, neighbour_weight=0.5, speaker_weight=1.5,
+                                        members_weight=1.5),
     "combined_hybrid_bfs_rrf": SearchConfig(methods=METHODS),
     # Session proximity on; the weight chosen by cross-validation between LoCoMo conv-26 and
     # conv-30 (pgmemory/eval/README.md has both folds).

@@ -77,7 +77,7 @@ async def run_search(pool: asyncpg.Pool, embedder: Embedder, cross_encoder: Cros
 
 async def _rerank(hits: list[Hit], query: str, embedding, limit: int, config: SearchConfig,
                   cross_encoder: CrossEncoder | None) -> list[Hit]:
-    fused = rerank.rrf(hits, config.rrf_k, {**dict(config.method_weights), "prf": config.prf_weight})
+    fused = rerank.rrf(hits, config.rrf_k, config.fusion_weights())
     if config.neighbours:
         fused = rerank.neighbours(fused, config.neighbour_weight)
     if config.speaker_weight:

@@ -30,6 +30,7 @@ from pgmemory.search.candidates import SEARCH_ONE, fetch_rows, timed_decode, wid
 from pgmemory.search.types import SearchResults
 
 DERIVED = {"facts"}  # the episode list built from the fact lists, not from a sort key of its own
+UNSEEDED = {"members"}  # lists whose hits bring no neighbouring turns (sql/70_search.sql)
 
 
 # SQLSTATE of search_candidates when a caller that took the database for one node (option
@@ -155,8 +156,8 @@ def merge(rows: list[Any], k: int, neighbours: int) -> list[dict[str, Any]]:
                 via.append(((best, str(r["id"])), _ident(r)))
     rank(via, "facts")
     # Neighbouring turns: kept for the best `neighbours` episodes overall.
-    best_episodes = {ident[2] for _, ident in sorted(
-        ((min(v.values()), i[2]), i) for i, v in ranks.items() if i[1] == "episode" and v)[:neighbours]}
+    seeds = {i: [r for m, r in v.items() if m not in UNSEEDED] for i, v in ranks.items() if i[1] == "episode"}
+    best_episodes = {ident[2] for _, ident in sorted(((min(v), i[2]), i) for i, v in seeds.items() if v)[:neighbours]}
     out = []
     for r in rows:
         detail = r["detail"]

@@ -46,6 +46,14 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
     SELECT h.id, h.score FROM pgmemory_internal.episode_text_hits(p_groups, p_query, p_k, p_known_at, p_as_of) h
 $$;
 
+-- A bag of lexemes (a list question's category members): the lexemes as one query text.
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_lexeme_hits(
+    p_groups text[], p_lexemes text[], p_k integer, p_known_at timestamptz, p_as_of timestamptz)
+RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
+    SELECT h.id, h.score
+      FROM pgmemory_internal.episode_text_hits(p_groups, array_to_string(p_lexemes, ' '), p_k, p_known_at, p_as_of) h
+$$;
+
 -- search_candidates' one-statement full text of a small group (tsvector.sql's text_one_pass) scores
 -- tsvectors; pg_textsearch ranks with its own index, so here that path is never taken.
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_one_pass_docs() RETURNS double precision

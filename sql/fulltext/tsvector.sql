@@ -655,29 +655,39 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
                                         NULL, NULL, '{}') h
 $$;
 
--- The episodes holding any of the rare lexemes of p_query (those not common for a top p_k, as
--- bm25_terms says: together they hold about 2 x p_k documents), by BM25 over those lexemes, best
--- p_k first. For a bag of words chosen for their rarity (the pseudo-relevance feedback words of
--- search_candidates): one GIN probe and one scoring pass, without text_top_k's bounds, whose
--- probes cost more than the few rows they save here.
-CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
-    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
+-- The episodes holding any of the rare lexemes of p_lexemes (those not common for a top p_k:
+-- rarest first, the lexemes that together hold about 2 x p_k documents), by BM25 over those
+-- lexemes, best p_k first. For a bag of words chosen outside the query (the pseudo-relevance
+-- feedback words and a list question's category members, search_candidates): one GIN probe and
+-- one scoring pass, without text_top_k's bounds, whose probes cost more than the few rows they
+-- save here. Lexemes no episode of a group holds are ignored.
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_lexeme_hits(
+    p_groups text[], p_lexemes text[], p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
-    terms_group text[];
-    terms_idf double precision[];
-    terms_tq tsquery[];
-    terms_avgdl double precision[];
-    terms_tf integer[];
+    g text;
+    terms_group text[] := '{}';
+    terms_idf double precision[] := '{}';
+    terms_tq tsquery[] := '{}';
+    terms_avgdl double precision[] := '{}';
+    terms_tf integer[] := '{}';
     probe tsquery;
 BEGIN
-    SELECT array_agg(t.group_id), array_agg(t.idf), array_agg(t.tq), array_agg(t.avgdl), array_agg(t.max_tf),
-           string_agg(DISTINCT t.tq::text, ' | ')::tsquery
-      INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf, probe
-      FROM pgmemory_internal.bm25_terms('episodes', p_groups, p_query, p_k) t
-     WHERE NOT t.common;
-    IF probe IS NULL OR p_k < 1 THEN
+    IF p_k < 1 OR cardinality(p_lexemes) = 0 THEN
+        RETURN;
+    END IF;
+    -- One group per statement, pinned by equality (on Citus one routed query each; bm25_terms).
+    FOREACH g IN ARRAY p_groups LOOP
+        SELECT terms_group || array_agg(t.group_id), terms_idf || array_agg(t.idf), terms_tq || array_agg(t.tq),
+               terms_avgdl || array_agg(t.avgdl), terms_tf || array_agg(t.max_tf)
+          INTO terms_group, terms_idf, terms_tq, terms_avgdl, terms_tf
+          FROM (SELECT x.*, sum(x.df) OVER (ORDER BY x.df, x.term ROWS UNBOUNDED PRECEDING) - x.df >= 2 * p_k AS common
+                  FROM pgmemory_internal.bm25_term_rows(g, 'episodes', p_lexemes) x) t
+         WHERE NOT t.common;
+    END LOOP;
+    SELECT string_agg(DISTINCT q::text, ' | ')::tsquery INTO probe FROM unnest(terms_tq) q;
+    IF probe IS NULL THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -686,4 +696,13 @@ BEGIN
                                          terms_tf, p_known_at, NULL, p_as_of, NULL, NULL, NULL, '{}', 0, p_k) h
      ORDER BY h.score DESC, h.key LIMIT p_k;
 END
+$$;
+
+-- The same for a text (its lexemes as the episodes' tsvector makes them).
+CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
+    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
+RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
+    SELECT h.id, h.score
+      FROM pgmemory_internal.episode_lexeme_hits(p_groups, tsvector_to_array(to_tsvector('english', p_query)),
+                                                 p_k, p_known_at, p_as_of) h
 $$;
