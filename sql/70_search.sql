@@ -187,7 +187,7 @@ DECLARE
     -- full-text hits of episodes (not in the query) are one more full-text query. 0 = off.
     prf_docs integer := coalesce(o.prf_docs, 0);
     prf_terms integer := coalesce(o.prf_terms, 10);
-    prf_query text;
+    prf_lexemes text[];
     query_lexemes text[];  -- (PRF only: parsed there)
     -- A list question's category members (lexemes): the episodes holding the rare ones are the
     -- "members" list ("Which cities has Jon visited?" -> the turns naming Rome or Paris).
@@ -566,7 +566,7 @@ BEGIN
         -- episodes holding their rare ones by BM25 as the "prf" list.
         IF 'fulltext' = ANY (methods) AND prf_docs > 0 THEN
             query_lexemes := tsvector_to_array(to_tsvector('english', p_query));
-            SELECT string_agg(t.term, ' ' ORDER BY t.w DESC, t.term) INTO prf_query
+            SELECT array_agg(t.term ORDER BY t.w DESC, t.term) INTO prf_lexemes
               FROM (SELECT u.lexeme AS term,
                            sum(ln(1 + (st.docs - ts.docs + 0.5::float8) / (ts.docs + 0.5::float8))) AS w  -- float8: ln of numeric is slow
                       FROM unnest(epi_text[1:prf_docs]) AS fb (id)
@@ -578,11 +578,11 @@ BEGIN
                      WHERE ts.docs >= 2 AND u.lexeme <> ALL (query_lexemes)
                      GROUP BY u.lexeme
                      ORDER BY 2 DESC, 1 LIMIT prf_terms) t;
-            IF prf_query IS NOT NULL THEN
+            IF prf_lexemes IS NOT NULL THEN
                 SELECT coalesce(array_agg(h.id ORDER BY h.score DESC, h.id), '{}'),
                        coalesce(array_agg(h.score ORDER BY h.score DESC, h.id), '{}')
                   INTO epi_prf, epi_prf_score
-                  FROM pgmemory_internal.episode_rare_text_hits(p_groups, prf_query, k, known_at, as_of) h
+                  FROM pgmemory_internal.episode_lexeme_hits(p_groups, prf_lexemes, k, known_at, as_of) h
                  WHERE h.score > 0;
             END IF;
         END IF;

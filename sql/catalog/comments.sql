@@ -337,7 +337,7 @@ BEGIN
             ('names_speaker', 'Internal (search): does a query (its words) name an episode''s actor, as the speaker factor decides; NULL for a non-ASCII name'),
             ('entity_text_hits', 'Internal (search): entity full-text hits'),
             ('episode_text_hits', 'Internal (search): episode full-text hits'),
-            ('episode_rare_text_hits', 'Internal (search): episodes holding the rare words of a bag of words (pseudo-relevance feedback), by BM25'),
+            ('episode_lexeme_hits', 'Internal (search): episodes holding the rare lexemes of a bag of lexemes (pseudo-relevance feedback, category members), by BM25'),
             ('fact_text_hits', 'Internal (search): fact full-text hits'),
             ('community_text_hits', 'Internal (search): community full-text hits'),
             ('text_top_k', 'Internal (search): exact BM25 top k of facts, entities or episodes (tsvector mode)'),

@@ -39,14 +39,10 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
      ORDER BY ep.search_text <@> to_bm25query(p_query, 'pgmemory.episodes_bm25') LIMIT p_k
 $$;
 
--- The same signature as tsvector.sql's (a bag of rare words): BM25 of the whole text here.
-CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
-    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
-RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    SELECT h.id, h.score FROM pgmemory_internal.episode_text_hits(p_groups, p_query, p_k, p_known_at, p_as_of) h
-$$;
+DROP FUNCTION IF EXISTS pgmemory_internal.episode_rare_text_hits(text[], text, integer, timestamptz, timestamptz);
 
--- A bag of lexemes (a list question's category members): the lexemes as one query text.
+-- A bag of lexemes (the feedback words, a list question's category members): the lexemes as
+-- one query text (BM25 of the whole text here, as episode_text_hits).
 CREATE OR REPLACE FUNCTION pgmemory_internal.episode_lexeme_hits(
     p_groups text[], p_lexemes text[], p_k integer, p_known_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$

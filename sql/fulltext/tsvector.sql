@@ -698,11 +698,4 @@ BEGIN
 END
 $$;
 
--- The same for a text (its lexemes as the episodes' tsvector makes them).
-CREATE OR REPLACE FUNCTION pgmemory_internal.episode_rare_text_hits(
-    p_groups text[], p_query text, p_k integer, p_known_at timestamptz, p_as_of timestamptz)
-RETURNS TABLE (id uuid, score double precision) LANGUAGE sql STABLE AS $$
-    SELECT h.id, h.score
-      FROM pgmemory_internal.episode_lexeme_hits(p_groups, tsvector_to_array(to_tsvector('english', p_query)),
-                                                 p_k, p_known_at, p_as_of) h
-$$;
+DROP FUNCTION IF EXISTS pgmemory_internal.episode_rare_text_hits(text[], text, integer, timestamptz, timestamptz);
