@@ -6,7 +6,8 @@ question with evidence is sent once to the search SQL (`search_group`, the defau
 and the episodes' own vectors and speakers are read.
 Each direction then reranks those pools in Python and is scored as `python -m
 pgmemory.eval.crossval` scores a setting (R@k of the turns ranked as the harness ranks them; the
-default recipe reproduces crossval's figures exactly) with the value chosen by
+default recipe reproduces crossval's figures, within a question since the category members list
+came: its rare-lexeme cut, 2 x `candidates` episodes, is taken on the pool of 100) with the value chosen by
 leave-one-conversation-out (`pgmemory.eval.crossval.folds`). Nothing here changes the search.
 
     python -m bench.rerank_directions ../shared/data/locomo/locomo-dev.json
@@ -143,9 +144,11 @@ async def fetch(path: Path) -> tuple[list[Asked], dict[str, Episodes], dict[str,
             async with memory.pool.acquire() as conn:
                 for q, v, s in zip(questions, vectors, stripped):
                     pool = await fetch_candidates(conn, [group], q.question, v,
-                                                  options(config, SearchFilters(), with_embeddings=True))
+                                                  options(config, SearchFilters(), with_embeddings=True,
+                                                          query=q.question))
                     prf_pool = await fetch_candidates(conn, [group], q.question, v,
-                                                      options(with_prf, SearchFilters(), with_embeddings=True))
+                                                      options(with_prf, SearchFilters(), with_embeddings=True,
+                                                              query=q.question))
                     asked.append(Asked(c.conversation_id, q, np.array(v), np.array(s), pool, prf_pool, turn_of))
                 rows = await conn.fetch("SELECT id, actor, content, embedding::text AS v FROM pgmemory.episodes "
                                         "WHERE group_id = $1 ORDER BY id", group)
@@ -233,7 +236,7 @@ def ranked_turns(a: Asked, group: Episodes, config: SearchConfig, v: Variant) ->
     pool = a.prf_pool if "prf" in v and (listing or not v.get("list_only")) else a.pool
     episodes, facts = truncated(pool.episodes, n), truncated(pool.facts, n)
     actors = dict(zip(group.ids, group.actors))
-    weights = {**dict(config.method_weights), "prf": v.get("prf", 0.0)}
+    weights = {**config.fusion_weights(), "prf": v.get("prf", 0.0)}
     if listing and "list_weights" in v:
         weights.update(zip(("cosine", "facts"), v["list_weights"]))
     if "stripped" in v:
