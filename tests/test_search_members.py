@@ -37,6 +37,9 @@ async def _add(memory, group: str, turns=TURNS, step=timedelta(days=1)) -> None:
     ("What instruments does Melanie play?", "instruments"),
     ("What kind of books does Caroline have in her library?", "books"),
     ("Which city have both Jean and John visited?", "city"),  # singular, with "both"
+    ("Which  classical musicians does Melanie enjoy listening to?", "musicians"),  # the phrase's head
+    ("What kind of dance pieces did Gina's team perform?", "pieces"),
+    ("What precautionary sign did Melanie see at the cafe?", None),
     ("What is Jon's favourite city?", None),                  # one thing, not several
     ("What does Melanie do to destress?", None),
     ("What do Jon and Gina both have in common?", None),      # "do" is no category

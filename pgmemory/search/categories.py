@@ -15,9 +15,14 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-# A question asking for several things: "What/Which [kind(s)/type(s)/sort(s) of] <noun>", with
-# the noun plural, or with "both" / "in common" / "how many times" anywhere.
-HEAD = re.compile(r"^\s*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?([a-z]+)\b")
+# A question asking for several things: "What/Which [kind(s)/type(s)/sort(s) of] <noun phrase>",
+# its head noun plural, or with "both" / "in common" / "how many times" anywhere. The head is the
+# last word of the (at most 4) words before an auxiliary ("Which classical musicians does ..." ->
+# "musicians"), else the first word after "what" / "which".
+OPENING = r"^\s*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?"
+PHRASE = re.compile(OPENING + r"(?:[a-z]+\s+){0,3}?([a-z]+)\s+"
+                    r"(?:is|was|are|were|do|does|did|has|have|had|can|could|would|will|should)\b")
+HEAD = re.compile(OPENING + r"([a-z]+)\b")
 SEVERAL = re.compile(r"\b(?:both|in common|how many times)\b")
 NOT_NOUNS = frozenset(("is", "was", "are", "were", "am", "do", "does", "did", "has", "have", "had", "can", "could",
                        "would", "will", "should", "this", "his", "kind", "kinds", "type", "types", "sort", "sorts"))
@@ -27,7 +32,7 @@ def category(question: str) -> str | None:
     """The noun a list question asks members of ("Which cities has Jon visited?" -> "cities"),
     or None when the question does not ask for several things of a named kind."""
     q = question.casefold()
-    head = HEAD.match(q)
+    head = PHRASE.match(q) or HEAD.match(q)
     if not head or head.group(1) in NOT_NOUNS:
         return None
     noun = head.group(1)
