@@ -92,7 +92,8 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits_as_of(
 RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
-    tq tsquery := pgmemory_internal.or_tsquery(p_query);
+    -- (a long query: its rarest lexemes among the entities, as entity_text_hits keeps them)
+    tq tsquery := pgmemory_internal.or_tsquery(p_groups, 'entities', p_query);
 BEGIN
     RETURN QUERY
     WITH named AS (

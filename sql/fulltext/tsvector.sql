@@ -40,7 +40,9 @@ $$;
 
 -- The statistics of a group's lexemes for bm25_terms (one SQL statement: inlined into its two
 -- statements, which differ only in the `common` column): idf, the lexeme as a tsquery, the
--- group's average length, df, and the bounds described above.
+-- group's average length, df, and the bounds described above. Of more lexemes than
+-- text_max_lexemes() (sql/70_search.sql), the group's rarest that many of the kind, as
+-- query_lexemes keeps them (the sub-select runs only then).
 CREATE OR REPLACE FUNCTION pgmemory_internal.bm25_term_rows(p_group text, p_kind text, p_lexemes text[])
 RETURNS TABLE (group_id text, term text, idf double precision, tq tsquery, avgdl double precision, df bigint,
                bound double precision, max_tf integer, repeated text[], bound1 double precision)
@@ -60,6 +62,11 @@ LANGUAGE sql STABLE AS $$
         FROM pgmemory.text_stats s
         JOIN pgmemory.term_stats t ON t.group_id = p_group AND t.kind = s.kind
        WHERE s.group_id = p_group AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (p_lexemes)
+         AND (cardinality(p_lexemes) <= pgmemory_internal.text_max_lexemes() OR pgmemory_internal.text_max_lexemes() < 1
+              OR t.term = ANY (ARRAY(SELECT r.term FROM pgmemory.term_stats r
+                                      WHERE r.group_id = p_group AND r.kind = p_kind AND r.docs > 0
+                                        AND r.term = ANY (p_lexemes)
+                                      ORDER BY r.docs, r.term LIMIT pgmemory_internal.text_max_lexemes())))
 $$;
 
 DO $$
