@@ -92,9 +92,13 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.entity_text_hits_as_of(
 RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
 #variable_conflict use_column
 DECLARE
-    -- (a long query: its rarest lexemes among the entities, as entity_text_hits keeps them)
-    tq tsquery := pgmemory_internal.or_tsquery(p_groups, 'entities', p_query);
+    tq tsquery := pgmemory_internal.or_tsquery(p_query);
 BEGIN
+    -- a long query (an OR of n lexemes has 2n - 1 nodes): its rarest lexemes among the entities,
+    -- as entity_text_hits keeps them
+    IF numnode(tq) > 2 * pgmemory_internal.text_max_lexemes() - 1 AND pgmemory_internal.text_max_lexemes() > 0 THEN
+        tq := pgmemory_internal.or_tsquery(p_groups, 'entities', p_query);
+    END IF;
     RETURN QUERY
     WITH named AS (
         SELECT e.id, ''::text AS fact FROM pgmemory.entities e

@@ -61,17 +61,17 @@ async def test_a_long_query_is_scored_on_its_32_rarest_lexemes(memory, group):
     assert [h.id for h in pasted.episodes] == [doc]
 
 
+KEPT_SQL = ("SELECT pgmemory_internal.query_lexemes(ARRAY[%s], 'episodes',"
+            " tsvector_to_array(to_tsvector('english', %s)))")
+
+
 async def test_the_bound_keeps_the_rarest_lexemes_of_each_kind(conn, memory, group):
     await _add_chat(memory, group)
-    kept = conn.execute("SELECT pgmemory_internal.query_lexemes(ARRAY[%s], 'episodes', %s)",
-                        (group, DOCUMENT)).fetchone()[0]
-    assert kept == KEPT
-    short = "c03 r01 c05"  # at most 32 lexemes: all of them, known or not
-    assert conn.execute("SELECT pgmemory_internal.query_lexemes(ARRAY[%s], 'episodes', %s)",
-                        (group, short + " unknownword")).fetchone()[0] == sorted(["c03", "r01", "c05", "unknownword"])
+    assert conn.execute(KEPT_SQL, (group, DOCUMENT)).fetchone()[0] == KEPT
+    short = "c03 r01 c05 unknownword"  # at most 32 lexemes: all of them, known or not
+    assert conn.execute(KEPT_SQL, (group, short)).fetchone()[0] == sorted(short.split())
     conn.execute("SET pgmemory.text_max_lexemes = 0")  # 0: no bound
-    assert len(conn.execute("SELECT pgmemory_internal.query_lexemes(ARRAY[%s], 'episodes', %s)",
-                            (group, DOCUMENT)).fetchone()[0]) == 100
+    assert len(conn.execute(KEPT_SQL, (group, DOCUMENT)).fetchone()[0]) == 100
 
 
 @pytest.mark.parametrize("query", ["what did c03 say about r05", " ".join(RARE[:20] + COMMON[:12])])
@@ -98,10 +98,9 @@ async def test_an_ordinary_query_ranks_the_same_with_and_without_the_bound(memor
 def test_no_locomo_dev_question_is_cut(conn):
     questions = [q["question"] for c in json.loads(LOCOMO_DEV.read_text()) for q in c["qa"]]
     cut = conn.execute(
-        "SELECT count(*) FILTER (WHERE pgmemory_internal.query_lexemes(ARRAY['g'], 'episodes', q)"
-        "                               IS DISTINCT FROM tsvector_to_array(to_tsvector('english', q))),"
-        "       max(cardinality(tsvector_to_array(to_tsvector('english', q)))), pgmemory_internal.text_max_lexemes()"
-        "  FROM unnest(%s::text[]) AS q", (questions,)).fetchone()
+        "SELECT count(*) FILTER (WHERE pgmemory_internal.query_lexemes(ARRAY['g'], 'episodes', l) IS DISTINCT FROM l),"
+        "       max(cardinality(l)), pgmemory_internal.text_max_lexemes()"
+        "  FROM unnest(%s::text[]) AS q, tsvector_to_array(to_tsvector('english', q)) AS l", (questions,)).fetchone()
     assert len(questions) > 300 and cut[0] == 0 and cut[1] < cut[2], cut
 
 
