@@ -13,8 +13,9 @@ $$;
 
 -- The most distinct query lexemes a full text scores: pgmemory.text_max_lexemes (32 by default;
 -- 0: no bound). Full text costs grow with the lexemes scored (a GIN probe of each, every
--- candidate's share of each): a query pasting a document (500 lexemes) took 1.3 s at 10k episodes
--- (bench/long_queries.py). The LoCoMo dev questions hold at most 11: no ordinary question is cut.
+-- candidate's share of each): a pasted document of 4,000 characters (510 lexemes) took 1.9 s at 10k
+-- episodes, 36 ms with the bound (bench/long_queries.py). The LoCoMo dev questions hold at most 11
+-- lexemes: no ordinary question is cut.
 CREATE OR REPLACE FUNCTION pgmemory_internal.text_max_lexemes() RETURNS integer LANGUAGE sql STABLE AS $$
     SELECT coalesce(nullif(current_setting('pgmemory.text_max_lexemes', true), '')::integer, 32)
 $$;

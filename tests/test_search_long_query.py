@@ -131,3 +131,15 @@ async def test_a_pasted_document_through_every_surface(memory, group):
         for tool in ("search_memory_facts", "search_memory_nodes"):
             result = await client.call_tool(tool, {"query": query})
             assert not result.is_error, result.content
+
+
+async def test_a_long_query_of_several_groups(memory, group):
+    """Each group keeps its own rarest lexemes: both groups' copies of the document are found, as of
+    a time too (the as-of entities' lexemes are the groups' rarest together)."""
+    other = f"{group}-b"
+    await _add_chat(memory, group)
+    await memory.add_episodes([{"group_id": other, "content": " ".join(COMMON[:30] + RARE[40:]), "episode_id": "o",
+                                "reference_time": T0}])
+    for filters in (None, SearchFilters(as_of=T0 + timedelta(days=2))):
+        found = await memory.search(DOCUMENT, group_ids=[group, other], filters=filters)
+        assert {episode_uuid(group, "doc"), episode_uuid(other, "o")} <= {h.id for h in found.episodes[:2]}
