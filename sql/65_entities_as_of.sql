@@ -94,6 +94,11 @@ RETURNS TABLE (id uuid, score double precision) LANGUAGE plpgsql STABLE AS $$
 DECLARE
     tq tsquery := pgmemory_internal.or_tsquery(p_query);
 BEGIN
+    -- a long query (an OR of n lexemes has 2n - 1 nodes): its rarest lexemes among the entities,
+    -- as entity_text_hits keeps them
+    IF numnode(tq) > 2 * pgmemory_internal.text_max_lexemes() - 1 AND pgmemory_internal.text_max_lexemes() > 0 THEN
+        tq := pgmemory_internal.or_tsquery(p_groups, 'entities', p_query);
+    END IF;
     RETURN QUERY
     WITH named AS (
         SELECT e.id, ''::text AS fact FROM pgmemory.entities e

@@ -11,6 +11,51 @@ RETURNS tsquery LANGUAGE sql IMMUTABLE AS $$
       FROM unnest(tsvector_to_array(to_tsvector('english', p_query))) AS lexeme
 $$;
 
+-- The most distinct query lexemes a full text scores: pgmemory.text_max_lexemes (32 by default;
+-- 0: no bound). Full text costs grow with the lexemes scored (a GIN probe of each, every
+-- candidate's share of each): a pasted document of 4,000 characters (510 lexemes) took 1.9 s at 10k
+-- episodes, 36 ms with the bound (bench/long_queries.py). The LoCoMo dev questions hold at most 11
+-- lexemes: no ordinary question is cut.
+CREATE OR REPLACE FUNCTION pgmemory_internal.text_max_lexemes() RETURNS integer LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(current_setting('pgmemory.text_max_lexemes', true), '')::integer, 32)
+$$;
+
+-- Of a query's lexemes, those that the full text of kind p_kind ('facts', 'entities' or 'episodes')
+-- scores: all of them, or of more than text_max_lexemes(), the rarest that many in the groups'
+-- documents of the kind (the highest idf BM25 gives; df summed over the groups, ties by lexeme),
+-- in lexeme order. PL/pgSQL, one group per statement pinned by equality: Citus routes each to the
+-- group's shard.
+CREATE OR REPLACE FUNCTION pgmemory_internal.query_lexemes(p_groups text[], p_kind text, p_lexemes text[])
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    most integer := pgmemory_internal.text_max_lexemes();
+    g text;
+    held text[] := '{}';     -- the lexemes known to each group, and their df there
+    held_df bigint[] := '{}';
+BEGIN
+    IF cardinality(p_lexemes) <= most OR most < 1 THEN
+        RETURN p_lexemes;
+    END IF;
+    FOREACH g IN ARRAY p_groups LOOP
+        SELECT held || array_agg(t.term), held_df || array_agg(t.docs) INTO held, held_df
+          FROM pgmemory.term_stats t
+         WHERE t.group_id = g AND t.kind = p_kind AND t.docs > 0 AND t.term = ANY (p_lexemes);
+    END LOOP;
+    RETURN ARRAY(SELECT r.term FROM (SELECT x.term FROM unnest(held, held_df) AS x (term, docs)
+                                      GROUP BY x.term ORDER BY sum(x.docs), x.term LIMIT most) r
+                  ORDER BY r.term);
+END
+$$;
+
+-- The OR of the query's lexemes that a full text of kind p_kind scores (query_lexemes): the
+-- communities' full text and the entities' of an as-of search, which rank with ts_rank_cd.
+CREATE OR REPLACE FUNCTION pgmemory_internal.or_tsquery(p_groups text[], p_kind text, p_query text)
+RETURNS tsquery LANGUAGE sql STABLE AS $$
+    SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')::tsquery
+      FROM unnest(pgmemory_internal.query_lexemes(p_groups, p_kind,
+                                                  tsvector_to_array(to_tsvector('english', p_query)))) AS lexeme
+$$;
+
 -- Does the query name the episode's actor, as pgmemory/search/rerank.py's named_speakers decides:
 -- the actor's words (\w+ of its casefold) appear in a row among p_query_words (the query's words
 -- so, computed by the caller, joined by spaces). NULL when SQL cannot decide it the same way: an
@@ -510,6 +555,11 @@ BEGIN
     END IF;
     IF 'communities' = ANY (kinds) AND NOT as_of_view AND 'fulltext' = ANY (methods) THEN
         tq := pgmemory_internal.or_tsquery(p_query);
+        -- a long query (an OR of n lexemes has 2n - 1 nodes): its rarest lexemes among the
+        -- entities, whose names name communities
+        IF numnode(tq) > 2 * pgmemory_internal.text_max_lexemes() - 1 AND pgmemory_internal.text_max_lexemes() > 0 THEN
+            tq := pgmemory_internal.or_tsquery(p_groups, 'entities', p_query);
+        END IF;
         com_text := ARRAY(
             SELECT cm.id FROM pgmemory.communities cm
              WHERE (cm.group_id = one OR one IS NULL AND cm.group_id = ANY (p_groups)) AND cm.tsv @@ tq

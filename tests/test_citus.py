@@ -41,6 +41,10 @@ from tests.test_delete_episode import (  # noqa: F401
     test_erase_leaves_no_trace,
     test_retract_undoes_the_only_episode_that_ended_a_fact,
 )
+from tests.test_search_long_query import (  # noqa: F401
+    test_a_long_query_is_scored_on_its_32_rarest_lexemes,
+    test_a_long_query_of_several_groups,
+)
 from tests.test_tenancy import (  # noqa: F401
     tenants,
     test_delete_episode_of_another_group_is_not_found,

@@ -79,6 +79,8 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     g text;
     lexemes text[] := tsvector_to_array(to_tsvector('english', p_query));
+    most integer := pgmemory_internal.text_max_lexemes();
+    kept text[];
 BEGIN
     -- One group per statement, pinned by equality: on Citus `= ANY (groups)` here (a join and a
     -- window) read the statistics of all 32 shards, over the network for the other worker's
@@ -86,16 +88,19 @@ BEGIN
     -- p_k NULL: `common` is not computed (NULL), which spares the window and its sort (~40 us a call;
     -- text_top_k does not use it). The two statements differ only in that column.
     FOREACH g IN ARRAY p_groups LOOP
+        -- (a long query: the group's rarest lexemes of the kind, query_lexemes)
+        kept := CASE WHEN cardinality(lexemes) > most AND most > 0
+                     THEN pgmemory_internal.query_lexemes(ARRAY[g], p_kind, lexemes) ELSE lexemes END;
         IF p_k IS NULL THEN
             RETURN QUERY
             SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df, NULL::boolean, x.bound, x.max_tf, x.repeated, x.bound1
-              FROM pgmemory_internal.bm25_term_rows(g, p_kind, lexemes) x;
+              FROM pgmemory_internal.bm25_term_rows(g, p_kind, kept) x;
         ELSE
             RETURN QUERY
             SELECT x.group_id, x.idf, x.tq, x.avgdl, x.df,
                    sum(x.df) OVER (ORDER BY x.df, x.term ROWS UNBOUNDED PRECEDING) - x.df >= 2 * p_k,
                    x.bound, x.max_tf, x.repeated, x.bound1
-              FROM pgmemory_internal.bm25_term_rows(g, p_kind, lexemes) x;
+              FROM pgmemory_internal.bm25_term_rows(g, p_kind, kept) x;
         END IF;
     END LOOP;
 END
@@ -577,8 +582,12 @@ RETURNS TABLE (key text, score double precision) LANGUAGE sql STABLE AS $$
     WITH terms AS (
         SELECT array_agg(t.group_id) AS tg, array_agg(t.idf) AS ti, array_agg(t.tq) AS tq, array_agg(t.avgdl) AS ta,
                array_agg(t.max_tf) AS tf, string_agg(t.tq::text, ' | ')::tsquery AS probe
-          FROM (SELECT x.* FROM pgmemory_internal.bm25_term_rows(p_group, p_kind,
-                                                                  tsvector_to_array(to_tsvector('english', p_query))) x
+          FROM (SELECT x.* FROM pgmemory_internal.bm25_term_rows(p_group, p_kind, (
+                    -- (a long query: the group's rarest lexemes of the kind, query_lexemes)
+                    SELECT CASE WHEN cardinality(l.a) <= pgmemory_internal.text_max_lexemes()
+                                     OR pgmemory_internal.text_max_lexemes() < 1 THEN l.a
+                                ELSE pgmemory_internal.query_lexemes(ARRAY[p_group], p_kind, l.a) END
+                      FROM (SELECT tsvector_to_array(to_tsvector('english', p_query)) AS a) l)) x
                  ORDER BY x.tq) t
     ),
     -- the documents in view holding a lexeme, as text_scores reads them (the branches of other
