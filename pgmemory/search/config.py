@@ -53,7 +53,6 @@ class SearchConfig:
     # Lexical pseudo-relevance feedback (episodes): the prf_terms lexemes of the best prf_docs
     # full-text hits of episodes with the highest summed idf (not in the query, in two or more)
     # are one more full-text query; its list (method "prf") is fused with prf_weight. 0 = off.
-    # (Like any full-text query, it scores at most 32 lexemes, the rarest: pgmemory.text_max_lexemes.)
     prf_weight: float = 0.0
     prf_docs: int = 5
     prf_terms: int = 10
