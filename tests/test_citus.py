@@ -48,6 +48,18 @@ from tests.test_tenancy import (  # noqa: F401
     test_fact_history_is_scoped_to_the_group,
     test_unknown_seed_gets_the_same_answer_as_a_foreign_one,
 )
+# The REST routes and the MCP tools on the cluster, served as `pgmemory serve` / `pgmemory mcp`
+# serve them: on a login under row-level security, each request's connections narrowed to its
+# groups (the `server` and `mcp_memory` fixtures below).
+from tests.test_mcp import test_every_tool_in_process  # noqa: F401
+from tests.test_rest import (  # noqa: F401
+    test_a_key_never_sees_another_group,
+    test_erase_group_with_confirmation,
+    test_graph_reads_fact_history_and_deletes,
+    test_messages_batch_and_wait,
+    test_queued_episode_is_processed_and_searchable,
+    test_search_and_context_rank_by_distance_from_a_centre_entity,
+)
 
 DIM = 384
 
@@ -91,6 +103,62 @@ def citus_dsn(tmp_path_factory):
 def db_dsn(citus_dsn):
     """The shared fixtures of conftest open the cluster in this module."""
     return citus_dsn
+
+
+@pytest.fixture(scope="module")
+def server_login(citus_dsn):
+    """A login under row-level security granted every group (how a server should connect)."""
+    from pgmemory.storage import grants
+
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"server_{tag}", f"pw-{tag}"
+    with psycopg.connect(citus_dsn) as conn:
+        grants.grant(conn, role, ["*"], kind="app", create_password=password)
+    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
+    yield f"postgresql://{role}:{password}@{info['host']}:{info['port']}/{info['dbname']}"
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module")
+async def server(citus_dsn, server_login):
+    """test_rest's app and keys (A writes group-a, B writes group-b and reads shared), its Memory
+    opened by the app itself on server_login: narrowed per request (serving.py)."""
+    import httpx
+
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.surfaces.api_keys import create_key
+    from pgmemory.surfaces.rest import create_app
+
+    owner = await Memory.open(citus_dsn, embedder=HashEmbedder())
+    try:  # (a server's login reads the keys; the owner creates them)
+        _, key_a = await create_key(owner.pool, "a", read=[], write=["group-a"])
+        _, key_b = await create_key(owner.pool, "b", read=["shared"], write=["group-b"])
+    finally:
+        await owner.close()
+    app = create_app(worker_concurrency=1, max_body_bytes=200_000, open_options={
+        "dsn": server_login, "embedder": HashEmbedder(), "extractor": RuleExtractor()})
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            yield client, {"a": {"Authorization": f"Bearer {key_a}"}, "b": {"X-API-Key": key_b}}
+
+
+@pytest.fixture(scope="module")
+async def mcp_memory(server_login):
+    """A Memory opened as the MCP server opens its own: on server_login, narrowed per call."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.request_groups import NarrowToRequestGroups
+
+    memory = await Memory.open(server_login, embedder=HashEmbedder(), extractor=RuleExtractor(),
+                               on_acquire=NarrowToRequestGroups())
+    yield memory
+    await memory.close()
 
 
 @pytest.fixture(params=["offline"])
