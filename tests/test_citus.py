@@ -48,6 +48,9 @@ from tests.test_tenancy import (  # noqa: F401
     test_fact_history_is_scoped_to_the_group,
     test_unknown_seed_gets_the_same_answer_as_a_foreign_one,
 )
+from tests.test_tenancy_rls import (  # noqa: F401
+    test_a_server_request_reads_only_its_groups_even_without_a_group_filter,
+)
 # The REST routes and the MCP tools on the cluster, served as `pgmemory serve` / `pgmemory mcp`
 # serve them: on a login under row-level security, each request's connections narrowed to its
 # groups (the `server` and `mcp_memory` fixtures below).
