@@ -191,6 +191,24 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
     assert dist.not_delegated == []
 
 
+def test_init_force_delegates_the_reads_of_a_cluster_set_up_before(citus_dsn):
+    """Every function that writes nothing is force-delegated (a server's narrowed request calls
+    it in a transaction: it must still run on its group's worker); init registers it so again
+    on a cluster set up by an earlier version, which left the search delegated but not forced."""
+    search = "pgmemory.search_group(text,text,vector,jsonb)"
+    forced = ("SELECT force_delegation FROM pg_dist_object WHERE classid = 'pg_proc'::regclass"
+              " AND objid = %s::regprocedure")
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        assert conn.execute(forced, (search,)).fetchone() == (True,)
+        assert conn.execute(forced, ("pgmemory.retract_fact(text,uuid)",)).fetchone() == (None,)  # a writer
+        conn.execute("SELECT create_distributed_function(%s, 'p_group', colocate_with => 'pgmemory.episodes',"
+                     " force_delegation => NULL)", (search,))
+        assert not citus.delegation_current(conn)
+        init_database(conn, DIM)
+        assert conn.execute(forced, (search,)).fetchone() == (True,)
+        assert citus.delegation_current(conn)
+
+
 def test_every_distributed_table_can_be_moved_online(conn):
     """citus_rebalance_start (docs/scale-out.md) moves shards by logical replication, which Citus
     allows only for tables with a primary key or a replica identity: one table without refuses
