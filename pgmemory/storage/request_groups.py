@@ -86,7 +86,9 @@ class NarrowingConnection(asyncpg.Connection):
     """The pools' connection class: as asyncpg's until narrow_transactions() gives it the
     narrowing SET LOCALs (a request's connection on Citus); then a statement made outside a
     transaction runs in one of its own (as in autocommit: committed when it returns, rolled back
-    when it fails), but for a call of a delegated writer, and every transaction begins with them."""
+    when it fails), but for a call of a delegated writer, and every transaction begins with them.
+    (A statement run through prepare() outside a transaction is not wrapped: no request path
+    has one; a cursor needs a transaction, which begins with them.)"""
 
     _narrowing: str | None = None
     _writers: frozenset[str] = frozenset()
