@@ -9,7 +9,9 @@ one node has no citus), initialises pgmemory on each, bulk-loads G groups x F fa
      --several groups per call (on the cluster each group's search on its worker at once,
      merged into one node's ranks: pgmemory/search/fanout.py);
   3. ingest (Memory.add_episode, offline extractor, one client) episodes/s on each.
-Each figure is printed with the 1-minute load average (the machine is shared).
+Each figure is printed with the 1-minute load average (the machine is shared). With --server, a
+third target: the cluster as `pgmemory serve` uses it, on a login under row-level security
+granted every group, each call a request narrowed to its groups (storage/request_groups.py).
 
     /work/main/.venv/bin/python -m bench.citus --groups 200 --facts 500 --queries 300 --episodes 100
 """
@@ -38,10 +40,13 @@ from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.search.candidates import fetch_candidates, options
 from pgmemory.search.config import SearchFilters, resolve_config
 from pgmemory.search.fanout import fanned_out_rows
+from pgmemory.storage import grants
+from pgmemory.storage.request_groups import NarrowToRequestGroups, narrow_to
 from pgmemory.storage.setup import init_database
 from tests.citus_cluster import start_cluster
 
 CLUSTER = "cluster (1+2)"
+SERVER = "cluster as a server"
 SENTENCES = ("I work at {c}.", "I moved to {p}.", "I left {c} last week and now work at {c2}.",
              "My friend {f} lives in {p}.", "I love {h}.")
 
@@ -113,8 +118,17 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
     """Search latencies (ms) of one group and of `several` groups at once, and the ingest rate
     (episodes/s) per target, the targets interleaved call by call so both see the same machine
     load."""
-    memories = {name: await Memory.open(dsn, embedder=HashEmbedder(dim=DIM), extractor=RuleExtractor())
+    memories = {name: await Memory.open(dsn, embedder=HashEmbedder(dim=DIM), extractor=RuleExtractor(),
+                                        on_acquire=NarrowToRequestGroups() if name == SERVER else None)
                 for name, dsn in targets.items()}
+
+    async def request(name: str, groups: list[str], call):
+        """call() in a task of its own (every target alike), narrowed to `groups` for SERVER."""
+        async def run():
+            if name == SERVER:
+                narrow_to(groups)
+            return await call()
+        return await asyncio.create_task(run())
     try:
         groups = sorted(people)
         rng = random.Random(5)
@@ -132,9 +146,9 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
             chosen = rng.sample(groups, several)
             for name, memory in memories.items():
                 started = time.perf_counter()
-                await memory.search(query, group_ids=group, limit=10)
+                await request(name, [group], lambda: memory.search(query, group_ids=group, limit=10))
                 middle = time.perf_counter()
-                await memory.search(query, group_ids=chosen, limit=10)
+                await request(name, chosen, lambda: memory.search(query, group_ids=chosen, limit=10))
                 if i >= 20:  # warm-up excluded
                     timings[name].append((middle - started) * 1000)
                     multi[name].append((time.perf_counter() - middle) * 1000)
@@ -157,7 +171,9 @@ async def measure(targets: dict[str, str], people: dict[str, list[str]], queries
             actor = rng.choice(people[group])
             for name, memory in memories.items():
                 started = time.perf_counter()
-                await memory.add_episode(group, text, actor=actor, reference_time=day + timedelta(hours=i))
+                # (an id each: the cluster's two targets share one database)
+                await request(name, [group], lambda: memory.add_episode(
+                    group, text, actor=actor, reference_time=day + timedelta(hours=i), episode_id=str(uuid.uuid4())))
                 spent[name] += time.perf_counter() - started
         for name, values in raw.items():
             print(f"{CLUSTER}: candidates of {several} groups, {name}: p50 {statistics.median(values):.1f} ms, "
@@ -175,6 +191,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--several", type=int, default=5, help="groups per multi-group search")
+    parser.add_argument("--server", action="store_true", help="also the cluster as a server uses it (see above)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="pgmemory-bench-citus-"))
     (root / "one").mkdir()
@@ -203,6 +220,10 @@ def main() -> None:
         for group in sorted(people)[:3]:
             for call, plan in explain(cluster.coordinator_dsn, group).items():
                 print(f"cluster EXPLAIN {call}({group!r}, ...): {plan}")
+        if args.server:
+            with psycopg.connect(cluster.coordinator_dsn) as conn:
+                grants.grant(conn, "bench_server", ["*"], kind="app", create_password="bench")
+            targets[SERVER] = cluster.coordinator_dsn.replace("postgres@", "bench_server:bench@")
         measured = asyncio.run(measure(targets, people, args.queries, args.episodes, args.several))
         results = {}
         for name, (timings, multi, rate) in measured.items():
@@ -216,6 +237,11 @@ def main() -> None:
         print(f"cluster / one node: search p50 x{b[0] / a[0]:.2f}, p95 x{b[1] / a[1]:.2f}; "
               f"{args.several} groups p50 x{b[2] / a[2]:.2f}, p95 x{b[3] / a[3]:.2f}; "
               f"ingest time per episode x{a[4] / b[4]:.2f}; {load_avg()}")
+        if SERVER in results:
+            c = results[SERVER]
+            print(f"cluster as a server / cluster: search p50 x{c[0] / b[0]:.2f}, p95 x{c[1] / b[1]:.2f}; "
+                  f"{args.several} groups p50 x{c[2] / b[2]:.2f}, p95 x{c[3] / b[3]:.2f}; "
+                  f"ingest time per episode x{b[4] / c[4]:.2f}; {load_avg()}")
     finally:
         cluster.stop()
         one.stop()

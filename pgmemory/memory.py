@@ -35,6 +35,7 @@ from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
 from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+from pgmemory.storage.request_groups import execute_outside_transactions
 from pgmemory.storage.vectors import as_vectors
 from pgmemory.validate import (MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS, check_bool, check_int, check_list,
                                check_metadata, check_text, check_uuid, check_uuids)
@@ -646,7 +647,7 @@ async def _vacuum_text_tables(conn: asyncpg.Connection) -> None:
         "        THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)", list(ERASED_TEXT_TABLES),
         list(ERASED_GRAPH_TABLES))
     if rows:
-        await conn.execute("VACUUM (SKIP_LOCKED, ANALYZE) " + ", ".join(r["t"] for r in rows))
+        await execute_outside_transactions(conn, "VACUUM (SKIP_LOCKED, ANALYZE) " + ", ".join(r["t"] for r in rows))
 
 
 def check_custom_types(types: Any, name: str) -> None:

@@ -52,6 +52,21 @@ from tests.test_tenancy import (  # noqa: F401
     test_fact_history_is_scoped_to_the_group,
     test_unknown_seed_gets_the_same_answer_as_a_foreign_one,
 )
+from tests.test_tenancy_rls import (  # noqa: F401
+    test_a_server_request_reads_only_its_groups_even_without_a_group_filter,
+)
+# The REST routes and the MCP tools on the cluster, served as `pgmemory serve` / `pgmemory mcp`
+# serve them: on a login under row-level security, each request's connections narrowed to its
+# groups (the `server` and `mcp_memory` fixtures below).
+from tests.test_mcp import test_every_tool_in_process  # noqa: F401
+from tests.test_rest import (  # noqa: F401
+    test_a_key_never_sees_another_group,
+    test_erase_group_with_confirmation,
+    test_graph_reads_fact_history_and_deletes,
+    test_messages_batch_and_wait,
+    test_queued_episode_is_processed_and_searchable,
+    test_search_and_context_rank_by_distance_from_a_centre_entity,
+)
 
 DIM = 384
 
@@ -97,6 +112,62 @@ def db_dsn(citus_dsn):
     return citus_dsn
 
 
+@pytest.fixture(scope="module")
+def server_login(citus_dsn):
+    """A login under row-level security granted every group (how a server should connect)."""
+    from pgmemory.storage import grants
+
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"server_{tag}", f"pw-{tag}"
+    with psycopg.connect(citus_dsn) as conn:
+        grants.grant(conn, role, ["*"], kind="app", create_password=password)
+    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
+    yield f"postgresql://{role}:{password}@{info['host']}:{info['port']}/{info['dbname']}"
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+
+
+@pytest.fixture(scope="module")
+async def server(citus_dsn, server_login):
+    """test_rest's app and keys (A writes group-a, B writes group-b and reads shared), its Memory
+    opened by the app itself on server_login: narrowed per request (serving.py)."""
+    import httpx
+
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.surfaces.api_keys import create_key
+    from pgmemory.surfaces.rest import create_app
+
+    owner = await Memory.open(citus_dsn, embedder=HashEmbedder())
+    try:  # (a server's login reads the keys; the owner creates them)
+        _, key_a = await create_key(owner.pool, "a", read=[], write=["group-a"])
+        _, key_b = await create_key(owner.pool, "b", read=["shared"], write=["group-b"])
+    finally:
+        await owner.close()
+    app = create_app(worker_concurrency=1, max_body_bytes=200_000, open_options={
+        "dsn": server_login, "embedder": HashEmbedder(), "extractor": RuleExtractor()})
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            yield client, {"a": {"Authorization": f"Bearer {key_a}"}, "b": {"X-API-Key": key_b}}
+
+
+@pytest.fixture(scope="module")
+async def mcp_memory(server_login):
+    """A Memory opened as the MCP server opens its own: on server_login, narrowed per call."""
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.request_groups import NarrowToRequestGroups
+
+    memory = await Memory.open(server_login, embedder=HashEmbedder(), extractor=RuleExtractor(),
+                               on_acquire=NarrowToRequestGroups())
+    yield memory
+    await memory.close()
+
+
 @pytest.fixture(params=["offline"])
 async def mem(request, db_dsn):
     """The imported scenarios in the offline extractor mode (the LLM mode runs on one node)."""
@@ -122,6 +193,24 @@ def test_every_table_is_distributed_by_group_or_a_reference_table(conn):
             "pgmemory.add_fact(text,text,text,text,text,timestamp with time zone,timestamp with time zone,"
             "boolean,boolean,jsonb,timestamp with time zone,vector,vector,vector)"} <= set(dist.delegated)
     assert dist.not_delegated == []
+
+
+def test_init_force_delegates_the_reads_of_a_cluster_set_up_before(citus_dsn):
+    """Every function that writes nothing is force-delegated (a server's narrowed request calls
+    it in a transaction: it must still run on its group's worker); init registers it so again
+    on a cluster set up by an earlier version, which left the search delegated but not forced."""
+    search = "pgmemory.search_group(text,text,vector,jsonb)"
+    forced = ("SELECT force_delegation FROM pg_dist_object WHERE classid = 'pg_proc'::regclass"
+              " AND objid = %s::regprocedure")
+    with psycopg.connect(citus_dsn, autocommit=True) as conn:
+        assert conn.execute(forced, (search,)).fetchone() == (True,)
+        assert conn.execute(forced, ("pgmemory.retract_fact(text,uuid)",)).fetchone() == (None,)  # a writer
+        conn.execute("SELECT create_distributed_function(%s, 'p_group', colocate_with => 'pgmemory.episodes',"
+                     " force_delegation => NULL)", (search,))
+        assert not citus.delegation_current(conn)
+        init_database(conn, DIM)
+        assert conn.execute(forced, (search,)).fetchone() == (True,)
+        assert citus.delegation_current(conn)
 
 
 def test_every_distributed_table_can_be_moved_online(conn):

@@ -475,3 +475,69 @@ def test_the_search_keeps_the_callers_rights_where_a_login_may_create_in_its_sch
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(ident))
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(ident))
+
+
+async def test_a_server_request_reads_only_its_groups_even_without_a_group_filter(db_dsn):
+    """A server's pool (Memory opened as serving.py opens it, with NarrowToRequestGroups) on a
+    login granted groups A and B: a request narrowed to A reads no row of B in queries that
+    forgot their group filter (a read, an update), in one routed to B, inside the code's own
+    transaction, through a stored function called for B and through the search. test_citus runs it on the cluster,
+    where those rows are read on the workers."""
+    import asyncio
+
+    from pgmemory import Memory
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage.request_groups import NarrowToRequestGroups, narrow_to
+
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"req-a-{tag}", f"req-b-{tag}"
+    owner = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        for g, company in ((a, "Alphacorp"), (b, "Betacorp")):
+            await owner.add_episode(g, f"I work at {company}.", actor="Ada", reference_time="2024-01-01T00:00:00Z")
+    finally:
+        await owner.close()
+    role, password = f"server_{tag}", f"pw-{tag}"
+    with psycopg.connect(db_dsn) as conn:
+        grants.grant(conn, role, [a, b], kind="app", create_password=password)
+    memory = await Memory.open(login_dsn(db_dsn, role, password), embedder=HashEmbedder(),
+                               on_acquire=NarrowToRequestGroups())
+    every = "SELECT DISTINCT group_id FROM pgmemory.episodes ORDER BY 1"
+    fact_groups = "SELECT DISTINCT group_id FROM pgmemory.facts ORDER BY 1"
+
+    async def request(groups):
+        if groups is not None:
+            narrow_to(groups)
+        seen = {}
+        async with memory.pool.acquire() as conn:
+            seen["episodes"] = [g for (g,) in await conn.fetch(every)]
+            seen["facts"] = [g for (g,) in await conn.fetch(fact_groups)]
+            seen["routed to B"] = await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = $1", b)
+            seen["function for B"] = await conn.fetchval(
+                "SELECT count(*) FROM pgmemory.search_group($1, 'Ada work Betacorp', NULL, $2)", b,
+                {"methods": ["fulltext"]})
+            async with conn.transaction():
+                seen["in a transaction"] = [g for (g,) in await conn.fetch(every)]
+            seen["update"] = await conn.execute(
+                "UPDATE pgmemory.episodes SET metadata = metadata WHERE group_id LIKE $1", f"req-_-{tag}")
+        found = await memory.search("where does Ada work Alphacorp Betacorp", group_ids=[a, b])
+        seen["search"] = sorted({h.group_id for kind in ("facts", "entities", "episodes")
+                                 for h in getattr(found, kind)})
+        seen["pool"] = [g for (g,) in await memory.pool.fetch(every)]
+        return seen
+    try:
+        unnarrowed = await asyncio.create_task(request(None))  # the login's grants: both groups
+        assert unnarrowed["episodes"] == unnarrowed["facts"] == unnarrowed["search"] == [a, b]
+        assert unnarrowed["routed to B"] > 0 and unnarrowed["function for B"] > 0
+        assert unnarrowed["update"] == "UPDATE 2"
+        assert await asyncio.create_task(request([a])) == {
+            "episodes": [a], "facts": [a], "routed to B": 0, "function for B": 0, "in a transaction": [a],
+            "update": "UPDATE 1", "search": [a], "pool": [a]}
+        assert (await asyncio.create_task(request([b])))["episodes"] == [b]
+    finally:
+        await memory.close()
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            grants.revoke(conn, role, None)
+            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+                psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))

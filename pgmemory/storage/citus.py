@@ -30,7 +30,10 @@ GROUP_ARG = "p_group"
 # that worker. Citus then checks that every query inside the call carries the call's group as
 # its shard key, which a pushed-down INSERT ... SELECT does not: the writers (the apply, with
 # its statistics and entity inserts) are therefore delegated outside transactions only, and
-# under the lock the apply's queries are routed one by one to the same worker.
+# under the lock the apply's queries are routed one by one to the same worker. Every function
+# that writes nothing (not VOLATILE) is force-delegated too: a server's request runs each
+# statement in a transaction of its own on Citus, to carry its groups to the workers
+# (pgmemory/storage/request_groups.py), and some reads Citus cannot plan from the coordinator.
 FORCE_DELEGATED = {
     "pgmemory_internal.lock_group(text)",
     "pgmemory_internal.read_entity_candidates(text,text[],vector[])",
@@ -102,9 +105,10 @@ def distribute(conn: psycopg.Connection) -> list[str]:
     for table, trigger in paused:  # propagated to the shards (citus.enable_unsafe_triggers)
         conn.execute(pgsql.SQL("ALTER TABLE {} ENABLE TRIGGER {}").format(pgsql.SQL(table), pgsql.Identifier(trigger)))
     routable = routable_functions(conn)
+    forced = force_delegated(conn, routable)
     for signature in routable:
         conn.execute("SELECT create_distributed_function(%s, %s, colocate_with => %s, force_delegation => %s)",
-                     (signature, GROUP_ARG, ANCHOR, True if signature in FORCE_DELEGATED else None))
+                     (signature, GROUP_ARG, ANCHOR, True if signature in forced else None))
         done.append(f"function {signature}")
     # Every other function too (without a routing argument): created before its tables were
     # distributed, it exists on the coordinator only, and the workers run it (triggers, helpers).
@@ -180,6 +184,25 @@ def routable_functions(conn: psycopg.Connection) -> list[str]:
         " WHERE p.pronamespace::regnamespace::text = ANY (%s) AND p.prokind = 'f'"
         "   AND p.proargnames[1] = %s AND p.proargtypes[0] = 'text'::regtype"
         " ORDER BY 1", (list(FUNCTION_SCHEMAS), GROUP_ARG)).fetchall()]
+
+
+def force_delegated(conn: psycopg.Connection, routable: list[str]) -> set[str]:
+    """Of the routable functions, those to force-delegate: FORCE_DELEGATED and every one declared
+    STABLE or IMMUTABLE (it writes nothing)."""
+    return FORCE_DELEGATED & set(routable) | {r[0] for r in conn.execute(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p"
+        " WHERE p.oid = ANY (%s::regprocedure[]) AND p.provolatile <> 'v'", (routable,)).fetchall()}
+
+
+def delegation_current(conn: psycopg.Connection) -> bool:
+    """Is every routable function delegated, force-delegated exactly where distribute() would?
+    (A cluster set up by an earlier version is not: init then distributes again.)"""
+    routable = routable_functions(conn)
+    forced = force_delegated(conn, routable)
+    registered = dict(conn.execute(
+        "SELECT objid::regprocedure::text, coalesce(force_delegation, false) FROM pg_dist_object"
+        " WHERE classid = 'pg_proc'::regclass AND distribution_argument_index IS NOT NULL").fetchall())
+    return all(registered.get(f) == (f in forced) for f in routable)
 
 
 @dataclass(frozen=True)

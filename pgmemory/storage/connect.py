@@ -21,6 +21,7 @@ from pgvector.asyncpg import register_vector
 from pgmemory.config import Settings, Timeouts
 from pgmemory.errors import DatabaseUnavailable, error_line, exception_chain
 from pgmemory.storage.embedded import embedded_dsn
+from pgmemory.storage.request_groups import NarrowingConnection
 
 CONNECT_TIMEOUT_S = 5
 # A pooled query (and the cancel request sent when it times out) waits at most the statement
@@ -229,13 +230,14 @@ async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10,
     lock timeouts (config.Timeouts) set on every connection at start-up (no extra round trip).
     No connection floor by default: asyncpg would keep reconnecting a dead server in the
     background and log a traceback for each attempt. `on_acquire` runs on a connection each time
-    it is handed out (in the acquiring task: it may read that task's context variables). A query
+    it is handed out (in the acquiring task: it may read that task's context variables; the
+    connections are NarrowingConnection, which a server's hook narrows on Citus). A query
     with no timeout of its own is given up after the statement timeout + ANSWER_MARGIN_S (TimeoutError)."""
     timeouts = Timeouts.from_env()
     try:
         return await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection, reset=_keep_session, setup=on_acquire,
+            init=_init_async_connection, reset=_keep_session, setup=on_acquire, connection_class=NarrowingConnection,
             command_timeout=timeouts.statement_s + ANSWER_MARGIN_S, server_settings=timeouts.server_settings())
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None

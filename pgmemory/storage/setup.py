@@ -140,7 +140,8 @@ def _init_locked(conn: psycopg.Connection, version: str, embedding_dim: int, emb
                and stored.get("graph_mirror", True) == mirror
                and stored.get("embedding_dim") is not None and stored.get("distributed") == distributed
                and not migrate.pending_migrations(conn, migrations)
-               and _search_rights_current(conn))
+               and _search_rights_current(conn)
+               and (not distributed or citus.delegation_current(conn)))
     applied: list[str] = []
     if not current:
         _lock_tables(conn)
