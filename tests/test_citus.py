@@ -807,7 +807,8 @@ def _group_on_each_worker(dsn: str, prefix: str) -> dict[int, str]:
             name = f"{prefix}-{uuid.uuid4().hex[:8]}"
             port = conn.execute(
                 "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid"
-                " WHERE p.shardid = get_shard_id_for_distribution_column('pgmemory.episodes', %s::text)", (name,)).fetchone()[0]
+                " WHERE p.shardid = get_shard_id_for_distribution_column('pgmemory.episodes', %s::text)",
+                (name,)).fetchone()[0]
             found.setdefault(port, name)
     return found
 
@@ -885,7 +886,8 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
     (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "qdown").items(), reverse=True)
 
     async def enqueue(group: str, content: str, day: int) -> None:
-        await memory.enqueue_episode(group, content, actor="Ann", reference_time=datetime(2024, 1, day, tzinfo=timezone.utc))
+        await memory.enqueue_episode(group, content, actor="Ann",
+                                     reference_time=datetime(2024, 1, day, tzinfo=timezone.utc))
 
     async def until(check, what: str) -> None:
         for _ in range(600):  # (at most ~60 s: a failure, not a hang)

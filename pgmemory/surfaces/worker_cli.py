@@ -68,6 +68,7 @@ async def run_worker(*, concurrency: int, drain: bool, lease_seconds: float, pol
     if stats.failed:
         print("  run `pgmemory retry` to try the failed episodes again", file=sys.stderr)
     if stats.unreachable:
-        print(f"  Citus worker(s) {', '.join(sorted(stats.unreachable))} unreachable: the episodes of their groups were "
-              "not processed; they are once the worker is back (`pgmemory worker` again)", file=sys.stderr)
+        nodes = ", ".join(sorted(stats.unreachable))
+        print(f"  Citus worker(s) {nodes} unreachable: the episodes of their groups were not processed; "
+              "they are once the worker is back (`pgmemory worker` again)", file=sys.stderr)
     return 1 if stats.failed or stats.unreachable else 0
