@@ -867,6 +867,10 @@ async def test_with_a_worker_down_ingest_of_a_file_stores_the_other_groups_and_n
             assert f"Citus worker 127.0.0.1:{down_port}, which holds group '{down}', is unreachable" in line
             assert "run the same command again once the worker is back" in line
         assert _statuses(db_dsn, up) == ["done", "done"]
+        every_group = run_cli("retry", dsn=db_dsn)  # (reads every group's shards: fails, naming the node)
+        assert every_group.returncode == 2 and every_group.stderr.count("\n") == 1, every_group.stderr
+        assert f"Citus worker 127.0.0.1:{down_port} is unreachable" in every_group.stderr
+        assert "once the worker is back, run the same command again" in every_group.stderr
         back()
     assert _statuses(db_dsn, down) == []  # nothing of the failed episodes was kept
     again = run_cli("ingest", str(data), dsn=db_dsn)

@@ -230,10 +230,11 @@ def unavailable_reason(exc: BaseException) -> str:
 def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
     """The one-line error for a server that went away (or stopped answering) mid-command."""
     reason = error_line(exc)
+    node = unreachable_node(exc)
     return DatabaseUnavailable(
         f"database unavailable: {unavailable_reason(exc)} ({reason}). Nothing half-written was "
-        "kept; once the server is back, run the same command again (and `pgmemory retry` for "
-        "episodes left pending)")
+        f"kept; once {'the server' if node is None else 'the worker'} is back, run the same command again "
+        "(and `pgmemory retry` for episodes left pending)")
 
 
 def _json_dumps(value: object) -> str:
