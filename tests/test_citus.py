@@ -881,10 +881,11 @@ async def test_with_a_worker_down_ingest_of_a_file_stores_the_other_groups_and_n
 
 async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups_then_the_rest(
         memory, citus_cluster, db_dsn):
-    """A running `pgmemory worker` while one worker node is stopped: it processes the groups of
-    the other node (an episode enqueued meanwhile too), reports the node, and processes the
-    stopped node's group once it is back, without a restart. (Its claim read every shard, so it
-    claimed nothing at all, silently, until the node was back.)"""
+    """A running `pgmemory worker` when one worker node stops, in the middle of an episode of its
+    group: it processes the groups of the other node (an episode enqueued meanwhile too), reports
+    the node, fails nothing, and once the node is back, without a restart, gives the interrupted
+    episode back and processes it. (Its claim read every shard, so it claimed nothing at all,
+    silently, until the node was back.)"""
     import asyncio
 
     (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "qdown").items(), reverse=True)
@@ -902,18 +903,25 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
 
     await enqueue(down, "I work at Acme.", 1)
     await enqueue(up, "I work at Globex.", 1)
-    with _worker_stopped(citus_cluster, down_port) as back:
-        worker = memory.worker(concurrency=1, poll_seconds=0.2, communities=False)
-        running = asyncio.create_task(worker.run())
-        try:
-            await until(lambda: _statuses(db_dsn, up) == ["done"], "process the group of the node that answers")
+    # The down group's write lock held by another session: its apply waits on its worker when it stops.
+    holder = psycopg.connect(db_dsn)
+    holder.execute("SELECT pgmemory_internal.lock_group(%s)", (down,))
+    worker = memory.worker(concurrency=2, poll_seconds=0.2, communities=False)
+    running = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: _statuses(db_dsn, up) == ["done"] and _statuses(db_dsn, down) == ["processing"],
+                    "process one group and start the other's episode")
+        with _worker_stopped(citus_cluster, down_port) as back:
+            holder.close()
+            await until(lambda: worker.stats.in_progress == 0, "end the episode its node's stop interrupted")
             await enqueue(up, "I moved to Denver.", 2)
             await until(lambda: _statuses(db_dsn, up) == ["done", "done"], "process an episode enqueued meanwhile")
             assert worker.stats.unreachable == {f"127.0.0.1:{down_port}"}
             assert worker.stats.failed == 0
             back()
             await until(lambda: _statuses(db_dsn, down) == ["done"], "process the group of the node once back")
-        finally:
-            worker.stop(now=True)
-            await asyncio.wait_for(running, 60)
+    finally:
+        holder.close()
+        worker.stop(now=True)
+        await asyncio.wait_for(running, 60)
     assert worker.stats.done == 3 and worker.stats.failed == 0
