@@ -252,33 +252,38 @@ class Worker:
         """Claim the next ready episode with its content. While a Citus node is known down (until
         its pause ends) only the groups of the nodes that answer are looked at; a full claim that
         meets a node down starts that (one line in stats.unreachable names it)."""
-        pool = self.ingestor.pool
-        claim = "SELECT group_id, episode_id FROM pgmemory_internal.claim_episode($1, $2, $3, $4)"
-        args = (self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), self._set_aside_now())
         partial = asyncio.get_running_loop().time() < self._partial[0]
         try:
-            claimed = await pool.fetchrow(claim, *args, partial)
+            row = await self._claim_and_read(partial)
         except Exception as exc:  # noqa: BLE001 - only a node down is handled here
             node = unreachable_node(exc)
             if node is None or partial:
                 raise
             self._node_down(node)
-            claimed = await pool.fetchrow(claim, *args, True)
-        else:
-            if not partial:
-                self._partial = (0.0, 0.0)  # every node answered
-                self.stats.unreachable.clear()
-        if claimed is None:
-            return None
-        # Read apart from the claim, pinned to the group: joined to the claim's result, Citus read
-        # every shard of pgmemory.episodes (and failed while any node was down).
-        # (valid_at NULL: a time no driver reads, stored past enqueue_episode's checks)
-        return await pool.fetchrow(
-            "SELECT e.group_id, e.id AS episode_id, e.content, e.kind, e.actor, e.source_description,"
-            "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
-            "       e.valid_at::text AS stated_at"
-            " FROM pgmemory.episodes e WHERE e.group_id = $1 AND e.id = $2",
-            claimed["group_id"], claimed["episode_id"], EARLIEST, LATEST)
+            return await self._claim_and_read(True)
+        if not partial:
+            self._partial = (0.0, 0.0)  # every node answered
+            self.stats.unreachable.clear()
+        return row
+
+    async def _claim_and_read(self, reachable_only: bool) -> asyncpg.Record | None:
+        """One transaction: claim, then read the claimed episode pinned to its group (joined to
+        the claim's result, Citus read every shard of pgmemory.episodes, and failed while any node
+        was down). A connection lost before the end takes the claim back with it."""
+        async with self.ingestor.pool.acquire() as conn, conn.transaction():
+            claimed = await conn.fetchrow(
+                "SELECT group_id, episode_id FROM pgmemory_internal.claim_episode($1, $2, $3, $4)",
+                self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), self._set_aside_now(),
+                reachable_only)
+            if claimed is None:
+                return None
+            # (valid_at NULL: a time no driver reads, stored past enqueue_episode's checks)
+            return await conn.fetchrow(
+                "SELECT e.group_id, e.id AS episode_id, e.content, e.kind, e.actor, e.source_description,"
+                "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
+                "       e.valid_at::text AS stated_at"
+                " FROM pgmemory.episodes e WHERE e.group_id = $1 AND e.id = $2",
+                claimed["group_id"], claimed["episode_id"], EARLIEST, LATEST)
 
     def _node_down(self, node: str) -> None:
         """Note a Citus node found down: claims look at the other nodes' groups for a pause that
