@@ -920,6 +920,7 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
             assert worker.stats.failed == 0
             back()
             await until(lambda: _statuses(db_dsn, down) == ["done"], "process the group of the node once back")
+            await until(lambda: not worker.stats.unreachable, "stop naming the node once it is back")
     finally:
         holder.close()
         worker.stop(now=True)

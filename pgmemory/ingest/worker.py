@@ -250,20 +250,24 @@ class Worker:
 
     async def _claim(self) -> asyncpg.Record | None:
         """Claim the next ready episode with its content. While a Citus node is known down (until
-        its pause ends) only the groups of the nodes that answer are looked at; a full claim that
-        meets a node down starts that (one line in stats.unreachable names it)."""
+        its pause ends) only the groups of the nodes that answer are looked at, and the full claim
+        only when none of them has work (is the node back?); a full claim that meets a node down
+        starts that (stats.unreachable names the node until a full claim succeeds)."""
         partial = asyncio.get_running_loop().time() < self._partial[0]
+        if partial:
+            row = await self._claim_and_read(True)
+            if row is not None:
+                return row
         try:
-            row = await self._claim_and_read(partial)
+            row = await self._claim_and_read(False)
         except Exception as exc:  # noqa: BLE001 - only a node down is handled here
             node = unreachable_node(exc)
-            if node is None or partial:
+            if node is None:
                 raise
             self._node_down(node)
-            return await self._claim_and_read(True)
-        if not partial:
-            self._partial = (0.0, 0.0)  # every node answered
-            self.stats.unreachable.clear()
+            return None if partial else await self._claim_and_read(True)
+        self._partial = (0.0, 0.0)  # every node answered
+        self.stats.unreachable.clear()
         return row
 
     async def _claim_and_read(self, reachable_only: bool) -> asyncpg.Record | None:
