@@ -32,6 +32,16 @@ class DatabaseUnavailable(PgMemoryError):
     """The configured Postgres did not answer, or refused the connection."""
 
 
+class WorkerUnreachable(DatabaseUnavailable):
+    """A Citus worker holding a group's shards did not answer the coordinator: that group's calls
+    fail until it is back, the other groups' go on (`node` is its host:port)."""
+
+    def __init__(self, message: str, node: str, group_id: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.group_id = group_id
+
+
 class DatabaseTimeout(DatabaseUnavailable):
     """A statement ran or waited for a lock longer than its configured timeout."""
 

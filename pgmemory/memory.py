@@ -13,7 +13,7 @@ import asyncpg
 import psycopg
 from pydantic import BaseModel
 
-from pgmemory.errors import InvalidInput, NotFound, SetupError, error_line
+from pgmemory.errors import InvalidInput, NotFound, SetupError, WorkerUnreachable, error_line
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
 from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
@@ -34,7 +34,7 @@ from pgmemory.search.context import build_context, shown_config
 from pgmemory.search.engine import check_request, run_search
 from pgmemory.search.fanout import Layout
 from pgmemory.search.types import SearchResults
-from pgmemory.storage.connect import connect, create_pool, resolve_dsn
+from pgmemory.storage.connect import connect, create_pool, resolve_dsn, unreachable_node
 from pgmemory.storage.request_groups import execute_outside_transactions
 from pgmemory.storage.vectors import as_vectors
 from pgmemory.validate import (MAX_ENTITY_NAME_CHARS, MAX_RELATION_CHARS, check_bool, check_int, check_list,
@@ -94,6 +94,15 @@ def default_dsn(dim: int, embedder: str | None = None) -> str:
     owner = resolve_dsn(settings)
     ensure_initialised(owner, dim, embedder)
     return owner if settings.dsn else app_dsn(owner, settings.data_dir)
+
+
+def _worker_unreachable(node: str, group: str, exc: BaseException | None) -> WorkerUnreachable:
+    """The one-line failure of an episode whose group's Citus worker is down (`exc`: what this
+    episode met; None: an earlier episode of its group met it, and this one was not tried)."""
+    what = (f"({error_line(exc)}); nothing half-written was kept" if exc is not None
+            else "(an earlier episode of the group met it); not attempted")
+    return WorkerUnreachable(f"Citus worker {node}, which holds group {group!r}, is unreachable {what}: "
+                             "run the same command again once the worker is back", node, group)
 
 
 class Memory:
@@ -204,7 +213,8 @@ class Memory:
                            edge_types: dict[str, type] | None = None,
                            communities: bool = False) -> list[EpisodeResult | IngestError]:
         """Bulk ingest: all episodes validated first (nothing written if any is malformed),
-        then ordered within each group and parallel across groups. Failures are returned, not raised.
+        then ordered within each group and parallel across groups. Failures are returned, not raised
+        (on Citus, a worker down fails its groups' episodes with WorkerUnreachable; the others go on).
         Once the LLM or embedding provider refuses the configuration (a wrong API key or model:
         provider_refused), the episodes not started yet are not sent (IngestError of NotAttempted,
         nothing stored): fix it and run the same batch again (done episodes are skipped).
@@ -223,27 +233,41 @@ class Memory:
         refused: list[IngestError] = []  # the first episode the provider refused the configuration on
 
         async def run_group(items: list[tuple[int, Episode]]) -> None:
+            node = None  # (Citus) the worker holding this group, once it was found unreachable
             async with gate:
                 for i, ep in items:
                     if refused:  # the same key or model would be refused again: not sent, not stored
                         results[i] = IngestError(ep.id, NotAttempted(
                             f"not attempted: the provider refused episode {refused[0].episode_id} "
                             f"({error_line(refused[0].cause)})"))
+                    elif node is not None:  # the group's later episodes wait too, in order
+                        results[i] = IngestError(ep.id, _worker_unreachable(node, ep.group_id, None))
                     else:
                         try:
                             results[i] = await self.ingestor.ingest(ep, entity_types=entity_types,
                                                                      edge_types=edge_types)
-                        except IngestError as exc:
-                            results[i] = exc
-                            if provider_refused(exc.cause):
-                                refused.append(exc)
+                        except Exception as exc:  # noqa: BLE001 - an episode's failure, or its worker's
+                            # A Citus worker down fails its groups only: the others go on.
+                            node = unreachable_node(exc)
+                            if node is not None:
+                                usage = exc.usage if isinstance(exc, IngestError) else None
+                                unsettled = exc.unsettled if isinstance(exc, IngestError) else None
+                                results[i] = IngestError(ep.id, _worker_unreachable(node, ep.group_id, exc),
+                                                         usage=usage, unsettled=unsettled)
+                            elif isinstance(exc, IngestError):
+                                results[i] = exc
+                                if provider_refused(exc.cause):
+                                    refused.append(exc)
+                            else:
+                                raise
                     if on_done is not None:
                         on_done(results[i])
-                if communities and items:
+                if communities and items and node is None:
                     await self.refresh_communities(items[0][1].group_id)
 
         # A failure that is not an episode's own (the server gone) stops every group: the others
         # are cancelled and awaited before it propagates, so none is left running past the call.
+        # (A Citus worker down is its groups' failure: their episodes fail with WorkerUnreachable.)
         tasks = [asyncio.create_task(run_group(items)) for items in by_group.values()]
         try:
             await asyncio.gather(*tasks)

@@ -230,17 +230,67 @@ $$;
 -- group's oldest episode and live lease are one probe each.
 -- p_skip: groups the caller sets aside for now (a worker that found a group's write lock held by
 -- another session past lock_timeout goes on with the other groups, sql below and worker.py).
-DO $$ BEGIN  -- it had no p_skip before: two overloads would make a two-argument call ambiguous
+-- p_reachable_only (Citus): find the groups with work through reachable_queued_groups() instead of
+-- the walk, whose statements read every shard and so fail while one worker is down; the groups
+-- of the other workers are claimed meanwhile (worker.py uses it once a claim named a node down).
+DO $$ BEGIN  -- earlier signatures: two overloads would make a shorter call ambiguous
     IF to_regprocedure('pgmemory_internal.claim_episode(text, interval)') IS NOT NULL THEN
         DROP FUNCTION pgmemory_internal.claim_episode(text, interval);
     END IF;
+    IF to_regprocedure('pgmemory_internal.claim_episode(text, interval, text[])') IS NOT NULL THEN
+        DROP FUNCTION pgmemory_internal.claim_episode(text, interval, text[]);
+    END IF;
 END $$;
+
+-- The groups with unfinished episodes (pending or processing) that can be read now. On one node,
+-- all of them. On Citus, each worker reads its own shards of pgmemory.episodes on a connection of
+-- its own (master_run_on_worker, which reports a node it cannot reach instead of failing), so the
+-- groups of a stopped worker are left out rather than failing the whole read. Shard names come
+-- from Citus's catalog, never from a caller.
+CREATE OR REPLACE FUNCTION pgmemory_internal.reachable_queued_groups()
+RETURNS text[] LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    found text[] := '{}';
+    nodes text[];
+    ports integer[];
+    commands text[];
+    r record;
+BEGIN
+    IF NOT coalesce((pgmemory_internal.setting('distributed'))::boolean, false) THEN
+        RETURN ARRAY(SELECT DISTINCT q.group_id FROM pgmemory.episodes q
+                      WHERE q.status IN ('pending', 'processing') ORDER BY 1);
+    END IF;
+    SELECT array_agg(c.nodename), array_agg(c.nodeport), array_agg(c.command)
+      INTO nodes, ports, commands
+      FROM (SELECT n.nodename, n.nodeport,
+                   'SELECT array_agg(DISTINCT q.group_id)::text FROM ('
+                   || string_agg(format('SELECT e.group_id FROM %s e WHERE e.status IN (''pending'', ''processing'')',
+                                        shard_name('pgmemory.episodes'::regclass, s.shardid)), ' UNION ALL ')
+                   || ') q' AS command
+              FROM pg_dist_shard s
+              JOIN pg_dist_placement p ON p.shardid = s.shardid
+              JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
+             WHERE s.logicalrelid = 'pgmemory.episodes'::regclass
+             GROUP BY n.nodename, n.nodeport) c;
+    FOR r IN SELECT w.success, w.result FROM master_run_on_worker(nodes, ports, commands, true) w LOOP
+        -- (a node that failed, "failed to connect to host:port" or any other error: its groups wait)
+        IF r.success AND nullif(r.result, '') IS NOT NULL THEN
+            found := found || r.result::text[];
+        END IF;
+    END LOOP;
+    RETURN ARRAY(SELECT DISTINCT x FROM unnest(found) AS x ORDER BY 1);
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgmemory_internal.claim_episode(p_worker text, p_lease interval DEFAULT '5 minutes',
-                                                           p_skip text[] DEFAULT '{}')
+                                                           p_skip text[] DEFAULT '{}',
+                                                           p_reachable_only boolean DEFAULT false)
 RETURNS TABLE (group_id text, episode_id uuid)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     g text;
+    candidates text[];
+    n integer := 1;
     v_id uuid;
     v_now timestamptz;  -- Citus refuses volatile calls (clock_timestamp) inside an UPDATE
     ready text[] := '{}';
@@ -250,7 +300,12 @@ DECLARE
     max_attempts integer := greatest(coalesce((pgmemory_internal.setting('queue_max_attempts'))::integer, 5), 1);
 BEGIN
     PERFORM pgmemory_internal.check_writer('pgmemory.episodes', 'a worker');  -- (an analyst's read-only login)
-    g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
+    IF p_reachable_only THEN
+        candidates := pgmemory_internal.reachable_queued_groups();
+        g := candidates[1];
+    ELSE
+        g := (SELECT min(q.group_id) FROM pgmemory.episodes q WHERE q.status IN ('pending', 'processing'));
+    END IF;
     WHILE g IS NOT NULL LOOP
         IF NOT EXISTS (SELECT 1 FROM pgmemory.episodes b
                         WHERE b.group_id = g AND b.status = 'processing' AND b.lease_until > clock_timestamp()) THEN
@@ -258,8 +313,13 @@ BEGIN
             waiting := waiting || (SELECT min(a.recorded_at) FROM pgmemory.episodes a
                                     WHERE a.group_id = g AND a.status IN ('pending', 'processing'));
         END IF;
-        g := (SELECT min(q.group_id) FROM pgmemory.episodes q
-               WHERE q.status IN ('pending', 'processing') AND q.group_id > g);
+        IF p_reachable_only THEN
+            n := n + 1;
+            g := candidates[n];
+        ELSE
+            g := (SELECT min(q.group_id) FROM pgmemory.episodes q
+                   WHERE q.status IN ('pending', 'processing') AND q.group_id > g);
+        END IF;
     END LOOP;
     FOR g IN SELECT r.g FROM unnest(ready, waiting) AS r (g, t) WHERE r.g <> ALL (coalesce(p_skip, '{}'))
               ORDER BY r.t, r.g LOOP

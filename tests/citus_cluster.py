@@ -102,15 +102,22 @@ class Cluster:
                 conf.write(("shared_preload_libraries = 'citus'\n" if self.citus else "") + "max_connections = 200\n"
                            "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
                            "shared_buffers = 64MB\nmax_worker_processes = 32\n")
-            port = _free_port()
-            self._run("pg_ctl", "-D", str(data), "-w", "-l", str(self.root / f"n{i}.log"),
-                      "-o", f"-p {port} -h 127.0.0.1 -k {self.root}", "start")
-            self.ports.append(port)
+            self.ports.append(_free_port())
+            self.start_node(i)
         if self.citus:
             create_database(self.ports, DATABASE)
         else:
             with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.ports[0]}/postgres", autocommit=True) as conn:
                 conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(DATABASE)))
+
+    def start_node(self, i: int) -> None:
+        """Start node i (0: the coordinator) on its port."""
+        self._run("pg_ctl", "-D", str(self.root / f"n{i}"), "-w", "-l", str(self.root / f"n{i}.log"),
+                  "-o", f"-p {self.ports[i]} -h 127.0.0.1 -k {self.root}", "start")
+
+    def stop_node(self, i: int) -> None:
+        """Stop node i as an outage does (fast shutdown: its sessions are cut); start_node brings it back."""
+        self._run("pg_ctl", "-D", str(self.root / f"n{i}"), "-m", "fast", "-w", "stop", timeout=60)
 
     def stop(self) -> None:
         for i in range(len(self.ports)):

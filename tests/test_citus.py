@@ -10,6 +10,8 @@ test_belief_state, test_delete_episode and test_tenancy imported below run uncha
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -82,28 +84,31 @@ def _unavailable(reason: str):
 
 
 @pytest.fixture(scope="module")
-def citus_dsn(tmp_path_factory):
-    """A Citus coordinator with pgmemory initialised (distributed); the cluster stops after."""
-    explicit = os.environ.get("PGMEMORY_CITUS_DSN")
-    cluster = None
-    if explicit:
-        dsn = explicit
-    else:
-        try:
-            cluster = start_cluster(tmp_path_factory.mktemp("citus"))
-        except CitusUnavailable as exc:
-            _unavailable(str(exc))
-        dsn = cluster.coordinator_dsn
+def citus_cluster(tmp_path_factory):
+    """The cluster this module starts (None when PGMEMORY_CITUS_DSN names one); stopped after."""
+    if os.environ.get("PGMEMORY_CITUS_DSN"):
+        yield None
+        return
     try:
-        with psycopg.connect(dsn) as conn:
-            if not citus.citus_installed(conn):
-                _unavailable(f"the citus extension is not created in {dsn}")
-            report = init_database(conn, DIM)
-        assert report.distributed and report.graph_mode == "sql" and report.text_search == "tsvector"
-        yield dsn
+        cluster = start_cluster(tmp_path_factory.mktemp("citus"))
+    except CitusUnavailable as exc:
+        _unavailable(str(exc))
+    try:
+        yield cluster
     finally:
-        if cluster is not None:
-            cluster.stop()
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def citus_dsn(citus_cluster):
+    """A Citus coordinator with pgmemory initialised (distributed)."""
+    dsn = os.environ["PGMEMORY_CITUS_DSN"] if citus_cluster is None else citus_cluster.coordinator_dsn
+    with psycopg.connect(dsn) as conn:
+        if not citus.citus_installed(conn):
+            _unavailable(f"the citus extension is not created in {dsn}")
+        report = init_database(conn, DIM)
+    assert report.distributed and report.graph_mode == "sql" and report.text_search == "tsvector"
+    return dsn
 
 
 @pytest.fixture(scope="module")
@@ -881,3 +886,136 @@ async def test_an_app_login_of_a_group_ingests_new_entities_on_the_cluster(db_ds
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}").format(psycopg.sql.Identifier(role)))
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+# A worker node down (the last tests of the module: they stop a worker of the module's cluster and
+# start it again, on the same port, before they end).
+
+def _group_on_each_worker(dsn: str, prefix: str) -> dict[int, str]:
+    """A new group name for each worker, by the port of the node that holds its shards."""
+    found: dict[int, str] = {}
+    with psycopg.connect(dsn) as conn:
+        workers = conn.execute("SELECT count(*) FROM pg_dist_node WHERE groupid <> 0").fetchone()[0]
+        while len(found) < workers:
+            name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+            port = conn.execute(
+                "SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid"
+                " WHERE p.shardid = get_shard_id_for_distribution_column('pgmemory.episodes', %s::text)",
+                (name,)).fetchone()[0]
+            found.setdefault(port, name)
+    return found
+
+
+@contextlib.contextmanager
+def _worker_stopped(cluster, port: int):
+    """Stop the worker on `port` as an outage does; the yielded call starts it again (so does the
+    end of the block, whatever happened)."""
+    if cluster is None:
+        pytest.skip("stops a worker: only on the cluster the suite starts")
+    i = cluster.ports.index(port)
+    cluster.stop_node(i)
+    stopped = [True]
+
+    def back() -> None:
+        cluster.start_node(i)
+        stopped[0] = False
+
+    try:
+        yield back
+    finally:
+        if stopped[0]:
+            cluster.start_node(i)
+
+
+def _statuses(dsn: str, group: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT status FROM pgmemory.episodes WHERE group_id = %s ORDER BY valid_at",
+                                           (group,)).fetchall()]
+
+
+async def test_with_a_worker_down_ingest_of_a_file_stores_the_other_groups_and_names_the_node(
+        memory, citus_cluster, db_dsn, tmp_path):
+    """`pgmemory ingest` of a file while one worker is stopped: the episodes of groups on the
+    other worker are stored; those of the stopped worker's group fail, each with one line
+    naming the node, nothing of them is kept, and the run exits 1. Once the worker is back, the
+    same command stores them (the done ones are skipped). (It aborted the whole file, the other
+    groups' episodes not stored either, with "lost the connection to Postgres".)"""
+    from tests.test_cli import run_cli
+
+    (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "down").items(), reverse=True)
+    data = tmp_path / "episodes.jsonl"
+    data.write_text("\n".join(json.dumps(line) for line in [
+        {"group_id": down, "content": "I work at Acme.", "actor": "Ann", "reference_time": "2024-01-01T00:00:00Z"},
+        {"group_id": up, "content": "I work at Globex.", "actor": "Bob", "reference_time": "2024-01-01T00:00:00Z"},
+        {"group_id": down, "content": "I moved to Boston.", "actor": "Ann", "reference_time": "2024-01-02T00:00:00Z"},
+        {"group_id": up, "content": "I moved to Denver.", "actor": "Bob", "reference_time": "2024-01-02T00:00:00Z"},
+    ]) + "\n")
+    with _worker_stopped(citus_cluster, down_port) as back:
+        result = run_cli("ingest", str(data), dsn=db_dsn)
+        assert result.returncode == 1, result.stderr
+        assert "2 ingested, 0 already present, 2 failed" in result.stdout, result.stdout + result.stderr
+        failures = [line for line in result.stderr.splitlines() if line.startswith("  line ")]
+        assert [line.split(":")[0] for line in failures] == ["  line 1", "  line 3"]
+        for line in failures:
+            assert f"Citus worker 127.0.0.1:{down_port}, which holds group '{down}', is unreachable" in line
+            assert "run the same command again once the worker is back" in line
+        assert _statuses(db_dsn, up) == ["done", "done"]
+        every_group = run_cli("retry", dsn=db_dsn)  # (reads every group's shards: fails, naming the node)
+        assert every_group.returncode == 2 and every_group.stderr.count("\n") == 1, every_group.stderr
+        assert f"Citus worker 127.0.0.1:{down_port} is unreachable" in every_group.stderr
+        assert "once the worker is back, run the same command again" in every_group.stderr
+        back()
+    assert _statuses(db_dsn, down) == []  # nothing of the failed episodes was kept
+    again = run_cli("ingest", str(data), dsn=db_dsn)
+    assert again.returncode == 0, again.stderr
+    assert "2 ingested, 2 already present, 0 failed" in again.stdout
+    assert _statuses(db_dsn, down) == ["done", "done"]
+
+
+async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups_then_the_rest(
+        memory, citus_cluster, db_dsn):
+    """A running `pgmemory worker` when one worker node stops, in the middle of an episode of its
+    group: it processes the groups of the other node (an episode enqueued meanwhile too), reports
+    the node, fails nothing, and once the node is back, without a restart, gives the interrupted
+    episode back and processes it. (Its claim read every shard, so it claimed nothing at all,
+    silently, until the node was back.)"""
+    import asyncio
+
+    (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "qdown").items(), reverse=True)
+
+    async def enqueue(group: str, content: str, day: int) -> None:
+        await memory.enqueue_episode(group, content, actor="Ann",
+                                     reference_time=datetime(2024, 1, day, tzinfo=timezone.utc))
+
+    async def until(check, what: str) -> None:
+        for _ in range(600):  # (at most ~60 s: a failure, not a hang)
+            if check():
+                return
+            await asyncio.sleep(0.1)
+        pytest.fail(f"the worker did not {what}")
+
+    await enqueue(down, "I work at Acme.", 1)
+    await enqueue(up, "I work at Globex.", 1)
+    # The down group's write lock held by another session: its apply waits on its worker when it stops.
+    holder = psycopg.connect(db_dsn)
+    holder.execute("SELECT pgmemory_internal.lock_group(%s)", (down,))
+    worker = memory.worker(concurrency=2, poll_seconds=0.2, communities=False)
+    running = asyncio.create_task(worker.run())
+    try:
+        await until(lambda: _statuses(db_dsn, up) == ["done"] and _statuses(db_dsn, down) == ["processing"],
+                    "process one group and start the other's episode")
+        with _worker_stopped(citus_cluster, down_port) as back:
+            holder.close()
+            await until(lambda: worker.stats.in_progress == 0, "end the episode its node's stop interrupted")
+            await enqueue(up, "I moved to Denver.", 2)
+            await until(lambda: _statuses(db_dsn, up) == ["done", "done"], "process an episode enqueued meanwhile")
+            assert worker.stats.unreachable == {f"127.0.0.1:{down_port}"}
+            assert worker.stats.failed == 0
+            back()
+            await until(lambda: _statuses(db_dsn, down) == ["done"], "process the group of the node once back")
+            await until(lambda: not worker.stats.unreachable, "stop naming the node once it is back")
+    finally:
+        holder.close()
+        worker.stop(now=True)
+        await asyncio.wait_for(running, 60)
+    assert worker.stats.done == 3 and worker.stats.failed == 0

@@ -280,20 +280,23 @@ def test_a_live_lease_is_never_taken_an_expired_one_is(queue_dsn):
     assert row == ("processing", "B", 2)
 
 
-def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(queue_dsn):
+@pytest.mark.parametrize("reachable_only", [False, True])
+def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(queue_dsn, reachable_only):
     """The claim walks the groups with work in the queue index (issue 9: a few probes per group,
     not a pass over the backlog), yet keeps the order: the group waiting longest goes first
-    whatever its name, a group with a live lease is skipped, a group's earliest episode first."""
+    whatever its name, a group with a live lease is skipped, a group's earliest episode first.
+    So does the claim a worker makes while a Citus node is down (p_reachable_only: the groups with
+    work read at once, reachable_queued_groups; on one node, all of them)."""
     waiting_long = [enqueue(queue_dsn, "q-z", f"I live in town {i}.", f"2024-03-0{i}T00:00:00Z") for i in (2, 1)]
     busy = enqueue(queue_dsn, "q-0", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
     later = enqueue(queue_dsn, "q-a", "I work at Initech.", "2024-01-01T00:00:00Z")
     with psycopg.connect(queue_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT pgmemory_internal.lease_episode('q-0', %s, 'A', '1 hour')",
                             (busy,)).fetchone()[0] == "leased"
-        claim = "SELECT * FROM pgmemory_internal.claim_episode(%s, '1 hour')"
-        assert conn.execute(claim, ("B",)).fetchall() == [("q-z", waiting_long[1])]  # its earlier reference time
-        assert conn.execute(claim, ("C",)).fetchall() == [("q-a", later)]
-        assert conn.execute(claim, ("D",)).fetchall() == []  # every group with work is busy
+        claim = "SELECT * FROM pgmemory_internal.claim_episode(%s, '1 hour', '{}', %s)"
+        assert conn.execute(claim, ("B", reachable_only)).fetchall() == [("q-z", waiting_long[1])]  # its earlier time
+        assert conn.execute(claim, ("C", reachable_only)).fetchall() == [("q-a", later)]
+        assert conn.execute(claim, ("D", reachable_only)).fetchall() == []  # every group with work is busy
 
 
 def test_an_older_database_gets_the_queue_indexes_and_claims_from_its_backlog(queue_dsn):

@@ -30,6 +30,7 @@ ANY_GROUPS_ALLOWED = {
 # Statements that read distributed tables across groups on purpose, and why.
 UNPINNED_ALLOWED = {
     "function pgmemory_internal.claim_episode": "the queue: finds which groups have work, then pins the one it takes",
+    "function pgmemory_internal.reachable_queued_groups": "the queue's groups with work, read shard by shard on Citus",
     "function pgmemory.rebuild_text_stats": "init's one-off rebuild of every group's statistics",
     "function pgmemory_internal.stale_lineages": "init's one-off search of every group for beliefs to re-fold "
                                                  "(joined on group_id)",

@@ -13,6 +13,11 @@ A group kept busy by other writers (its write lock held by another session past 
 e.g. an app's own open transaction, or changed in every decide round) is set aside: its episode
 goes back to 'pending' without counting an attempt, and the slots go on with the other groups
 until a pause (doubling per group, SET_ASIDE_MAX_SECONDS at most) has passed.
+On Citus, a worker node down fails every statement that reads all shards, the claim's walk of
+the queue among them: once a claim names an unreachable node, the slots claim from the groups of
+the nodes that answer (claim_episode's p_reachable_only) and try the full claim again after a
+pause (doubling, SET_ASIDE_MAX_SECONDS at most); the stopped node's groups wait, and are claimed
+once it is back. An episode whose node went down while it was processed is given back then.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from pgmemory.errors import DatabaseUnavailable
 from pgmemory.ingest.episode import Episode
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 from pgmemory.providers.llm import ProviderError, Usage
-from pgmemory.storage.connect import postgres_lost
+from pgmemory.storage.connect import postgres_lost, unreachable_node
 from pgmemory.validate import EARLIEST, LATEST
 
 CHANNEL = "pgmemory_episodes"
@@ -56,6 +61,7 @@ class WorkerStats:
     llm_calls: int = 0
     tokens: int = 0
     errors: list[str] = field(default_factory=list)
+    unreachable: set[str] = field(default_factory=set)  # Citus workers (host:port) whose groups wait
 
 
 class Worker:
@@ -86,6 +92,9 @@ class Worker:
         # episode given back for its provider -> (stats.done at its first give-back, strikes: later
         # give-backs once episodes were done after that one)
         self._strikes: dict[Any, tuple[int, int]] = {}
+        # (Citus) a node was found down: claim from the reachable ones until this loop time, then
+        # try the full claim again; the pause doubles while the node stays down
+        self._partial = (0.0, 0.0)  # (until, pause)
 
     def stop(self, *, now: bool = False) -> None:
         """Stop claiming; current episodes finish (or are given back after the grace period, or
@@ -163,16 +172,8 @@ class Worker:
             self._wake.clear()
             try:
                 await self._give_back_interrupted()
-                # (valid_at NULL: a time no driver reads, stored past enqueue_episode's checks)
-                row = await pool.fetchrow(
-                    "SELECT c.group_id, c.episode_id, e.content, e.kind, e.actor, e.source_description,"
-                    "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
-                    "       e.valid_at::text AS stated_at"
-                    " FROM pgmemory_internal.claim_episode($1, $2, $5) c"
-                    " JOIN pgmemory.episodes e ON e.group_id = c.group_id AND e.id = c.episode_id",
-                    self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), EARLIEST, LATEST,
-                    self._set_aside_now())
-                if row is None and await expire_dead_leases(pool):
+                row = await self._claim()
+                if row is None and await self._expire_dead_leases():
                     continue  # a crashed process of this host held some: claim again at once
             except Exception as exc:  # noqa: BLE001 - only a lost server is waited for
                 if not postgres_lost(exc):
@@ -232,6 +233,9 @@ class Worker:
                     self._interrupted.append((ep, exc.usage if exc.unsettled is not None else Usage(),
                                               exc.unsettled or None))
                     backoff = 0.25
+                    node = unreachable_node(exc)
+                    if node is not None:  # (Citus) its worker went down: claim from the others
+                        self._node_down(node)
                 else:
                     self._strikes.pop(ep.id, None)
                     self.stats.failed += 1
@@ -243,6 +247,66 @@ class Worker:
                 await self._pause(backoff)
             if self.on_progress is not None:
                 self.on_progress(self.stats)
+
+    async def _claim(self) -> asyncpg.Record | None:
+        """Claim the next ready episode with its content. While a Citus node is known down (until
+        its pause ends) only the groups of the nodes that answer are looked at, and the full claim
+        only when none of them has work (is the node back?); a full claim that meets a node down
+        starts that (stats.unreachable names the node until a full claim succeeds)."""
+        partial = asyncio.get_running_loop().time() < self._partial[0]
+        if partial:
+            row = await self._claim_and_read(True)
+            if row is not None:
+                return row
+        try:
+            row = await self._claim_and_read(False)
+        except Exception as exc:  # noqa: BLE001 - only a node down is handled here
+            node = unreachable_node(exc)
+            if node is None:
+                raise
+            self._node_down(node)
+            return None if partial else await self._claim_and_read(True)
+        self._partial = (0.0, 0.0)  # every node answered
+        self.stats.unreachable.clear()
+        return row
+
+    async def _claim_and_read(self, reachable_only: bool) -> asyncpg.Record | None:
+        """One transaction: claim, then read the claimed episode pinned to its group (joined to
+        the claim's result, Citus read every shard of pgmemory.episodes, and failed while any node
+        was down). A connection lost before the end takes the claim back with it."""
+        async with self.ingestor.pool.acquire() as conn, conn.transaction():
+            claimed = await conn.fetchrow(
+                "SELECT group_id, episode_id FROM pgmemory_internal.claim_episode($1, $2, $3, $4)",
+                self.ingestor.owner, timedelta(seconds=self.ingestor.lease_seconds), self._set_aside_now(),
+                reachable_only)
+            if claimed is None:
+                return None
+            # (valid_at NULL: a time no driver reads, stored past enqueue_episode's checks)
+            return await conn.fetchrow(
+                "SELECT e.group_id, e.id AS episode_id, e.content, e.kind, e.actor, e.source_description,"
+                "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
+                "       e.valid_at::text AS stated_at"
+                " FROM pgmemory.episodes e WHERE e.group_id = $1 AND e.id = $2",
+                claimed["group_id"], claimed["episode_id"], EARLIEST, LATEST)
+
+    def _node_down(self, node: str) -> None:
+        """Note a Citus node found down: claims look at the other nodes' groups for a pause that
+        doubles while it stays down (SET_ASIDE_FIRST_SECONDS .. SET_ASIDE_MAX_SECONDS)."""
+        pause = min(max(2 * self._partial[1], SET_ASIDE_FIRST_SECONDS), SET_ASIDE_MAX_SECONDS)
+        self._partial = (asyncio.get_running_loop().time() + pause, pause)
+        self.stats.unreachable.add(node)
+
+    async def _expire_dead_leases(self) -> int:
+        """expire_dead_leases on every group; while a Citus node is down (the statement reads every
+        shard) none are expired: the leases end by themselves."""
+        try:
+            return await expire_dead_leases(self.ingestor.pool)
+        except Exception as exc:  # noqa: BLE001 - only a node down is handled here
+            node = unreachable_node(exc)
+            if node is None:
+                raise
+            self._node_down(node)
+            return 0
 
     def _set_aside(self, group: str, *, count: bool = True, at_least: float = 0.0) -> None:
         """Try a busy group again after a pause that doubles while it stays busy (`count`: in
@@ -279,13 +343,24 @@ class Worker:
     async def _give_back_interrupted(self) -> None:
         """Give back ('pending') the episodes whose processing a lost connection interrupted and
         that this worker may still hold (a no-op for those process() already gave back)."""
-        while self._interrupted:
-            ep, usage, attempt = self._interrupted.pop()
-            try:
-                await self.ingestor.end_attempt(ep, None, usage, attempt)
-            except BaseException:
-                self._interrupted.append((ep, usage, attempt))  # given back at the next claim round
-                raise
+        waiting = []  # (Citus) episodes of groups whose worker is still down: given back later
+        try:
+            while self._interrupted:
+                ep, usage, attempt = self._interrupted.pop()
+                try:
+                    await self.ingestor.end_attempt(ep, None, usage, attempt)
+                except Exception as exc:  # noqa: BLE001 - a node down holds back its groups only
+                    node = unreachable_node(exc)
+                    if node is None:
+                        self._interrupted.append((ep, usage, attempt))  # given back at the next claim round
+                        raise
+                    self._node_down(node)
+                    waiting.append((ep, usage, attempt))
+                except BaseException:
+                    self._interrupted.append((ep, usage, attempt))
+                    raise
+        finally:
+            self._interrupted.extend(waiting)
 
     async def _refresh_touched(self) -> None:
         """Community upkeep of the groups processed since the last idle moment (one slot at a time

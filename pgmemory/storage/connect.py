@@ -185,9 +185,41 @@ def postgres_lost(exc: BaseException) -> bool:
     return False
 
 
+# Citus's errors for a worker the coordinator cannot reach (connection_management.c,
+# remote_commands.c): "connection to the remote node user@host:port failed[ with ...]",
+# "connection establishment for node host:port failed"; and a worker's own shutdown relayed, whose
+# context names it ("while executing command on host:port").
+_REMOTE_NODE = re.compile(r"connection to the remote node (?:[^@\s]*@)?(\S+:\d+) failed"
+                          r"|connection establishment for node (\S+:\d+) failed")
+_REMOTE_CONTEXT = re.compile(r"while executing command on (\S+:\d+)")
+
+
+def unreachable_node(exc: BaseException) -> str | None:
+    """The Citus worker (host:port) that an error says the coordinator could not reach, else None.
+    The coordinator answered: only the groups whose shards that worker holds are affected."""
+    for e in exception_chain(exc):
+        state = getattr(e, "sqlstate", None)
+        if not isinstance(state, str) or not isinstance(e, (asyncpg.PostgresError, psycopg.Error)):
+            continue
+        if state.startswith("08"):
+            found = _REMOTE_NODE.search(error_line(e))
+            if found:
+                return found.group(1) or found.group(2)
+        if state in ("57P01", "57P02", "57P03"):  # the worker shutting down, relayed by the coordinator
+            context = getattr(e, "context", None) or getattr(getattr(e, "diag", None), "context", None) or ""
+            found = _REMOTE_CONTEXT.search(context)
+            if found:
+                return found.group(1)
+    return None
+
+
 def unavailable_reason(exc: BaseException) -> str:
     """Why Postgres is unavailable, in a few words: no connection could be made, the connection
-    was lost, or (a client-side timeout, ANSWER_MARGIN_S) the server stopped answering."""
+    was lost, (a client-side timeout, ANSWER_MARGIN_S) the server stopped answering, or (Citus) a
+    worker the coordinator needs for the call is unreachable."""
+    node = unreachable_node(exc)
+    if node is not None:
+        return f"Citus worker {node} is unreachable (the coordinator answers; start the worker)"
     if isinstance(exc, TimeoutError):
         return "Postgres did not answer (the server is frozen, overloaded or unreachable)"
     if isinstance(exc, (ConnectionRefusedError, FileNotFoundError, asyncpg.exceptions.CannotConnectNowError)):
@@ -199,10 +231,11 @@ def unavailable_reason(exc: BaseException) -> str:
 def lost_connection_error(exc: BaseException) -> DatabaseUnavailable:
     """The one-line error for a server that went away (or stopped answering) mid-command."""
     reason = error_line(exc)
+    node = unreachable_node(exc)
     return DatabaseUnavailable(
         f"database unavailable: {unavailable_reason(exc)} ({reason}). Nothing half-written was "
-        "kept; once the server is back, run the same command again (and `pgmemory retry` for "
-        "episodes left pending)")
+        f"kept; once {'the server' if node is None else 'the worker'} is back, run the same command again "
+        "(and `pgmemory retry` for episodes left pending)")
 
 
 def _json_dumps(value: object) -> str:

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from pgmemory.errors import InvalidInput
+from pgmemory.errors import InvalidInput, WorkerUnreachable, error_line
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, NotAttempted
 from pgmemory.ingest.reembed import groups_to_walk
 from pgmemory.memory import Memory, validate_batch
@@ -42,10 +42,16 @@ def read_jsonl(path: str) -> tuple[list[dict[str, Any]], list[int]]:
     return items, numbers
 
 
-def _report(results: list[EpisodeResult | IngestError]) -> int:
+SHOWN_FAILURES = 20  # failed episodes listed one per line (then how many more)
+
+
+def _report(results: list[EpisodeResult | IngestError], lines: list[int] | None = None) -> int:
+    """Print the run's summary and each failed episode with its reason (`lines`: the input line
+    of each result, named in front of it); 1 when any episode failed or was not attempted."""
     errors = [r for r in results if isinstance(r, IngestError)]
     untried = [r for r in errors if isinstance(r.cause, NotAttempted)]
     failed = [r for r in errors if not isinstance(r.cause, NotAttempted)]
+    unreachable = [r for r in failed if isinstance(r.cause, WorkerUnreachable)]
     done = [r for r in results if isinstance(r, EpisodeResult)]
     status = Counter(r.status for r in done)
     calls = sum(r.llm_calls for r in done) + sum(r.usage.calls for r in failed)  # (failed calls are billed too)
@@ -56,12 +62,24 @@ def _report(results: list[EpisodeResult | IngestError]) -> int:
     not_sent = f", {len(untried)} not attempted" if untried else ""
     print(f"{status['done']} ingested, {status['skipped']} already present, {len(failed)} failed{not_sent}{busy}; "
           f"{entities} entities and {facts} facts created; {calls} LLM calls, {tokens} tokens")
-    for err in failed[:10]:
-        print(f"  failed: {err}", file=sys.stderr)
+    if lines is None:
+        for err in failed[:10]:
+            print(f"  failed: {err}", file=sys.stderr)
+    else:
+        listed = [(n, r) for n, r in zip(lines, results) if isinstance(r, IngestError)
+                  and not isinstance(r.cause, NotAttempted)]
+        for n, err in listed[:SHOWN_FAILURES]:
+            print(f"  line {n}: {error_line(err)}", file=sys.stderr)
+        if len(listed) > SHOWN_FAILURES:
+            print(f"  ... and {len(listed) - SHOWN_FAILURES} more failed", file=sys.stderr)
+    if unreachable:
+        nodes = ", ".join(sorted({r.cause.node for r in unreachable}))
+        print(f"  {len(unreachable)} episodes wait for Citus worker(s) {nodes}, unreachable: once back, run the "
+              "same command again (episodes already done are skipped)", file=sys.stderr)
     if untried:
         print(f"  {len(untried)} episodes not attempted: the provider refused the configuration (the API key, "
               "the model or the endpoint); fix it and run the same command again", file=sys.stderr)
-    elif failed:
+    elif len(failed) > len(unreachable):
         print("  run `pgmemory retry` to try the failed episodes again", file=sys.stderr)
     return 1 if errors else 0
 
@@ -82,7 +100,7 @@ async def ingest_file(path: str, *, concurrency: int = 4) -> int:
         with Progress(total=len(items), unit="ep", desc="ingest") as bar:
             results = await memory.add_episodes(items, concurrency=concurrency,
                                                 on_done=lambda _: bar.update(1))
-        rc = _report(results)
+        rc = _report(results, numbers)
         await refresh_groups(memory, {r.group_id for r in results if isinstance(r, EpisodeResult)})
     return rc
 

@@ -28,6 +28,8 @@ class ProgressLine:
         aside = f", {stats.set_aside} set aside (group busy)" if stats.set_aside else ""
         if stats.provider_waits:
             aside += f", {stats.provider_waits} given back (LLM or embedder unavailable: waiting)"
+        if stats.unreachable:
+            aside += f", groups of unreachable Citus worker(s) {', '.join(sorted(stats.unreachable))} wait"
         text = (f"worker: {stats.done} done, {stats.skipped} skipped, {stats.failed} failed{aside}, "
                 f"{stats.in_progress} in progress; {stats.llm_calls} LLM calls, {stats.tokens} tokens")
         if self.tty:
@@ -39,7 +41,8 @@ class ProgressLine:
 
 async def run_worker(*, concurrency: int, drain: bool, lease_seconds: float, poll_seconds: float,
                      grace_seconds: float) -> int:
-    """Run a worker until SIGTERM/SIGINT (or, with drain, until nothing is ready); rc 1 on failures."""
+    """Run a worker until SIGTERM/SIGINT (or, with drain, until nothing is ready); rc 1 on failures
+    or when a Citus worker was still unreachable at the end (its groups were not processed)."""
     progress = ProgressLine()
     async with await Memory.open(pool_size=concurrency + 2, lease_seconds=lease_seconds) as memory:
         worker = memory.worker(concurrency=concurrency, drain=drain, poll_seconds=poll_seconds,
@@ -64,4 +67,8 @@ async def run_worker(*, concurrency: int, drain: bool, lease_seconds: float, pol
         print(f"  failed: {error}", file=sys.stderr)
     if stats.failed:
         print("  run `pgmemory retry` to try the failed episodes again", file=sys.stderr)
-    return 1 if stats.failed else 0
+    if stats.unreachable:
+        nodes = ", ".join(sorted(stats.unreachable))
+        print(f"  Citus worker(s) {nodes} unreachable: the episodes of their groups were not processed; "
+              "they are once the worker is back (`pgmemory worker` again)", file=sys.stderr)
+    return 1 if stats.failed or stats.unreachable else 0
