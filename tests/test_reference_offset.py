@@ -173,3 +173,12 @@ async def test_upgraded_database_reads_old_rows_as_utc_and_stores_offsets(empty_
             local_midnight("2023-05-07", CHICAGO), None)
     finally:
         await memory.close()
+
+
+async def test_context_names_an_event_by_the_speakers_day(memory, group):
+    """Said at +02:00 on May 8, "yesterday" is [May 6 22:00Z, May 7 22:00Z): the context says
+    "on 2023-05-07" (the UTC date of its start was May 6)."""
+    await memory.add_episode(group, "I went to Paris yesterday.", actor="Alice",
+                             reference_time=datetime(2023, 5, 8, 9, 0, tzinfo=zone(2)))
+    context = await memory.context("When did Alice go to Paris?", group_ids=[group])
+    assert "on 2023-05-07" in context and "2023-05-06" not in context
