@@ -182,3 +182,20 @@ async def test_context_names_an_event_by_the_speakers_day(memory, group):
                              reference_time=datetime(2023, 5, 8, 9, 0, tzinfo=zone(2)))
     context = await memory.context("When did Alice go to Paris?", group_ids=[group])
     assert "on 2023-05-07" in context and "2023-05-06" not in context
+
+
+def test_ingest_file_lines_with_offsets(db_dsn, group, tmp_path):
+    """`pgmemory ingest FILE`: each line's reference time keeps its offset (here +14:00, where
+    00:30 on May 9 is still May 8 in UTC)."""
+    from tests.test_cli import run_cli, write_jsonl
+
+    data = tmp_path / "episodes.jsonl"
+    write_jsonl(data, group, [{"content": "I started at Acme yesterday.", "actor": "Alice",
+                               "reference_time": "2023-05-09T00:30:00+14:00"}])
+    assert run_cli("ingest", str(data), dsn=db_dsn).returncode == 0
+    with psycopg.connect(db_dsn) as conn:
+        rows = conn.execute("SELECT relation, target, valid_from FROM pgmemory.believed_facts WHERE group_id = %s",
+                            (group,)).fetchall()
+        assert rows == [("WORKS_FOR", "Acme", local_midnight("2023-05-08", zone(14)))]
+        offset = conn.execute("SELECT reference_offset FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone()
+    assert offset == (timedelta(hours=14),)
