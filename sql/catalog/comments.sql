@@ -65,6 +65,7 @@ BEGIN
             ('schema_migrations', 'applied_at', 'When the migration was applied'),
             ('episodes', 'id', 'Episode id (UUID; unique within its group)'),
             ('episodes', 'valid_at', 'Reference time: when the episode was said or happened (relative dates are read against it)'),
+            ('episodes', 'reference_offset', 'The speaker''s UTC offset at valid_at (''-05:00''): relative dates count from their local date (valid_at AT TIME ZONE reference_offset); NULL: UTC'),
             ('episodes', 'recorded_at', 'When the episode was ingested'),
             ('episodes', 'attempts', 'Processing attempts (leases taken)'),
             ('episodes', 'error', 'Error of the last failed attempt'),
