@@ -116,7 +116,8 @@ DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timesta
 -- no worker sees it without); an episode already present keeps the metadata it was stored with.
 -- p_reference_offset: the speaker's UTC offset at p_reference_time (a timestamptz keeps only the
 -- instant), e.g. '-05:00': relative dates ("yesterday", "last Friday") count from the speaker's
--- local date; NULL is UTC. A differing offset for the same id is a different reference time.
+-- local date; NULL is UTC. The same instant at another offset is the same episode (as its
+-- default id says): the offset it was first stored with is kept.
 -- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes, empty payload:
 -- any login may LISTEN, so the notification names no group; workers claim from every group).
 CREATE OR REPLACE FUNCTION pgmemory.enqueue_episode(
@@ -213,10 +214,7 @@ BEGIN
     SELECT CASE WHEN e.content IS DISTINCT FROM p_content THEN 'content'
                 WHEN e.kind IS DISTINCT FROM p_kind THEN 'kind'
                 WHEN e.actor IS DISTINCT FROM p_actor THEN 'actor'
-                WHEN e.valid_at IS DISTINCT FROM p_reference_time THEN 'reference_time'
-                -- (an offset differs only when both were given: a row stored before offsets, or a
-                -- writer that gives none, agrees with any)
-                WHEN e.reference_offset <> p_reference_offset THEN 'reference_time' END
+                WHEN e.valid_at IS DISTINCT FROM p_reference_time THEN 'reference_time' END
       INTO v_stored FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = v_id;
     IF v_stored IS NOT NULL THEN
         RAISE EXCEPTION 'episode id % is already used by a different episode: its % differs',

@@ -107,7 +107,9 @@ async def test_queued_episodes_keep_the_offset_for_the_worker(own_dsn, group):
         await memory.close()
 
 
-async def test_sql_writer_checks_the_offset_and_the_same_id_with_another_offset_is_refused(memory, group):
+async def test_sql_writer_checks_the_offset_and_keeps_the_first_for_the_same_episode(memory, group):
+    """An offset of a day or more is refused in one line; the same instant at another offset is
+    the same episode (a no-op), which keeps the offset it was stored with."""
     async with memory.pool.acquire() as conn:
         with pytest.raises(Exception, match=r"reference_offset 25:00:00 is not a UTC offset"):
             await conn.execute("SELECT pgmemory.enqueue_episode($1, 'hi', p_reference_time => now(),"
@@ -116,10 +118,12 @@ async def test_sql_writer_checks_the_offset_and_the_same_id_with_another_offset_
                            " p_episode_id => 'e1', p_reference_offset => '-05:00')", group)
         assert await conn.fetchval("SELECT reference_offset FROM pgmemory.episodes WHERE group_id = $1",
                                    group) == timedelta(hours=-5)
-    # the same instant said at another offset is another reference time (its dates differ)
-    with pytest.raises(InvalidInput, match="its reference_time differs"):
-        await memory.enqueue_episode(group, "hi", reference_time=EVENING.astimezone(zone(2)), episode_id="e1")
-    await memory.enqueue_episode(group, "hi", reference_time=EVENING, episode_id="e1")  # the same: a no-op
+    first = await memory.enqueue_episode(group, "hi", reference_time=EVENING.astimezone(zone(2)), episode_id="e1")
+    with pytest.raises(InvalidInput, match="its reference_time differs"):  # (another instant)
+        await memory.enqueue_episode(group, "hi", reference_time=EVENING + timedelta(seconds=1), episode_id="e1")
+    async with memory.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, reference_offset FROM pgmemory.episodes WHERE group_id = $1", group)
+    assert [tuple(r) for r in rows] == [(first, timedelta(hours=-5))]
 
 
 def llm_reply(valid_at: str) -> Reply:

@@ -92,15 +92,12 @@ def id_in_use(ep: Episode, given: Any = None, differs: str = "content") -> Inval
 
 def stored_differs(stored: Mapping[str, Any], ep: Episode) -> str | None:
     """Which field of the episode stored under ep's id is not ep's (content, kind, actor,
-    reference_time: its instant, or its UTC offset when one was stored), or None: the same id is
-    the same episode only when all agree."""
+    reference_time as an instant: at another UTC offset it is the same episode, stored with the
+    offset it came with first), or None: the same id is the same episode only when all agree."""
     for field, mine in (("content", ep.content), ("kind", ep.kind), ("actor", ep.actor),
                         ("valid_at", ep.reference_time)):
         if stored[field] != mine:
             return "reference_time" if field == "valid_at" else field
-    offset = stored.get("reference_offset")
-    if offset is not None and offset.total_seconds() != offset_seconds(ep.reference_time):
-        return "reference_time"
     return None
 
 

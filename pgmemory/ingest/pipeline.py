@@ -553,8 +553,7 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
         raise
     if row is not None:
         return row[0]
-    stored = await conn.fetchrow("SELECT content, kind, actor, valid_at, reference_offset, status, retracted_at"
-                                 " FROM pgmemory.episodes"
+    stored = await conn.fetchrow("SELECT content, kind, actor, valid_at, status, retracted_at FROM pgmemory.episodes"
                                  " WHERE group_id = $1 AND id = $2", ep.group_id, ep.id)
     if stored is not None and stored["retracted_at"] is not None:
         await conn.execute("SELECT pgmemory_internal.forget_retracted_episode($1, $2)", ep.group_id, ep.id)
