@@ -203,3 +203,12 @@ def test_ingest_file_lines_with_offsets(db_dsn, group, tmp_path):
         assert rows == [("WORKS_FOR", "Acme", local_midnight("2023-05-08", zone(14)))]
         offset = conn.execute("SELECT reference_offset FROM pgmemory.episodes WHERE group_id = %s", (group,)).fetchone()
     assert offset == (timedelta(hours=14),)
+
+
+async def test_an_episode_reads_back_with_the_offset_it_was_said_at(memory, group):
+    """get_episode / get_episodes give the reference time as it was given (the same instant)."""
+    result = await memory.add_episode(group, "I started at Acme yesterday.", actor="Alice", reference_time=EVENING)
+    episode = await memory.get_episode(group, result.episode_id)
+    assert episode.reference_time == EVENING and episode.reference_time.utcoffset() == timedelta(hours=-5)
+    [listed] = await memory.get_episodes(group, last_n=5)
+    assert listed.reference_time.isoformat() == "2023-05-08T23:30:00-05:00"
