@@ -212,3 +212,11 @@ async def test_an_episode_reads_back_with_the_offset_it_was_said_at(memory, grou
     assert episode.reference_time == EVENING and episode.reference_time.utcoffset() == timedelta(hours=-5)
     [listed] = await memory.get_episodes(group, last_n=5)
     assert listed.reference_time.isoformat() == "2023-05-08T23:30:00-05:00"
+
+
+async def test_retry_of_a_queued_episode_keeps_its_offset(memory, group):
+    """Memory.retry runs a pending episode from its stored row: the speaker's day, not UTC's."""
+    await memory.enqueue_episode(group, "I started at Acme yesterday.", actor="Alice", reference_time=EVENING)
+    [done] = await memory.retry(group)
+    assert done.status == "done"
+    assert (await believed(memory, group))[("WORKS_FOR", "Acme")] == (local_midnight("2023-05-07", CHICAGO), None)
