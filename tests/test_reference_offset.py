@@ -220,3 +220,10 @@ async def test_retry_of_a_queued_episode_keeps_its_offset(memory, group):
     [done] = await memory.retry(group)
     assert done.status == "done"
     assert (await believed(memory, group))[("WORKS_FOR", "Acme")] == (local_midnight("2023-05-07", CHICAGO), None)
+
+
+async def test_episode_log_gives_the_speakers_offset(memory, group):
+    """An analyst reads the speaker's local time from episode_log (said_offset)."""
+    await memory.add_episode(group, "I started at Acme yesterday.", actor="Alice", reference_time=EVENING)
+    result = await memory.sql("SELECT (said_at AT TIME ZONE said_offset)::text FROM episode_log", group_ids=[group])
+    assert result.rows == [("2023-05-08 23:30:00",)]

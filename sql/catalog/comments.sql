@@ -227,6 +227,7 @@ BEGIN
             ('is_event', 'A one-off event (visited, bought, won): after it happened it stays in every later as-of view'),
             ('lineage', 'Lineage of the fact (its validity intervals share it)'),
             ('said_at', 'Reference time of the episode: when it was said'),
+            ('said_offset', 'The speaker''s UTC offset at said_at (NULL: UTC): their local time is said_at AT TIME ZONE coalesce(said_offset, ''00:00'')'),
             ('episode_id', 'Episode id'),
             ('entity_id', 'Entity id')
         )
