@@ -195,6 +195,12 @@ def iso(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+def local_iso(moment: datetime) -> str:
+    """A reference time as ISO 8601 in the speaker's own UTC offset (as iso() for UTC)."""
+    offset = moment.utcoffset()
+    return moment.astimezone(timezone(offset)).isoformat() if offset else iso(moment)
+
+
 def said_at(moment: datetime) -> str:
     """A reference time as ISO 8601 in the speaker's own UTC offset (Z for UTC), and when that
     offset is not UTC a LOCAL DATE line: the speaker's weekday and calendar day, which relative
@@ -203,7 +209,7 @@ def said_at(moment: datetime) -> str:
     if not offset:
         return iso(moment)
     local = moment.astimezone(timezone(offset))
-    return (f"{local.isoformat()}\nLOCAL DATE: {local:%A}, {local.date().isoformat()}"
+    return (f"{local_iso(moment)}\nLOCAL DATE: {local:%A}, {local.date().isoformat()}"
             f" (the speaker's day, {timezone(offset).tzname(None)})")
 
 
@@ -230,8 +236,7 @@ def _speaker_line(episode: EpisodeInput) -> str:
 
 
 def _context(episode: EpisodeInput, previous: list[EpisodeInput]) -> list[str]:
-    past = "\n".join(f"[{said_at(p.reference_time).split(chr(10))[0]}] {render_episode(p)}"
-                     for p in previous) or "(none)"
+    past = "\n".join(f"[{local_iso(p.reference_time)}] {render_episode(p)}" for p in previous) or "(none)"
     return [
         f"<PREVIOUS MESSAGES>\n{past}\n</PREVIOUS MESSAGES>",
         f"<CURRENT EPISODE>\n{render_episode(episode)}\n</CURRENT EPISODE>",
