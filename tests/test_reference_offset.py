@@ -227,3 +227,22 @@ async def test_episode_log_gives_the_speakers_offset(memory, group):
     await memory.add_episode(group, "I started at Acme yesterday.", actor="Alice", reference_time=EVENING)
     result = await memory.sql("SELECT (said_at AT TIME ZONE said_offset)::text FROM episode_log", group_ids=[group])
     assert result.rows == [("2023-05-08 23:30:00",)]
+
+
+async def test_a_zoneinfo_reference_reads_the_same_directly_and_queued(own_dsn, group):
+    """An aware datetime of a zone with daylight saving: the offset at the reference instant
+    (-04:00 in May in New York) places every date, so "last March" starts at 00:00-04:00 whether
+    extracted at once or by the worker from the stored offset."""
+    from zoneinfo import ZoneInfo
+
+    said = datetime(2023, 5, 8, 23, 30, tzinfo=ZoneInfo("America/New_York"))
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    try:
+        await memory.add_episode(group, "I moved to Boston last March.", actor="Alice", reference_time=said)
+        await memory.enqueue_episode(group + "-q", "I moved to Boston last March.", actor="Alice", reference_time=said)
+        assert (await memory.worker(drain=True).run()).done == 1
+        expected = (local_midnight("2023-03-01", zone(-4)), None)
+        assert (await believed(memory, group))[("LIVES_IN", "Boston")] == expected
+        assert (await believed(memory, group + "-q"))[("LIVES_IN", "Boston")] == expected
+    finally:
+        await memory.close()
