@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from pgmemory.errors import InvalidInput, NotFound, SetupError, WorkerUnreachable, error_line
 from pgmemory.extract.types import ExtractedFact, Extractor
 from pgmemory.ingest.communities import CommunityRefresh, refresh_communities
-from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, parse_time,
-                                     validate_episode, validate_group_id, validate_group_ids)
+from pgmemory.ingest.episode import (MAX_CONTENT_CHARS, Episode, episode_uuid, id_in_use, offset_seconds,
+                                     parse_time, said_time, validate_episode, validate_group_id, validate_group_ids)
 from pgmemory.ingest.messages import messages_text
 from pgmemory.ingest.pipeline import (DEFAULT_LEASE_SECONDS, EpisodeResult, IngestError, Ingestor, NotAttempted,
                                       expire_dead_leases, fact_embedding_text, retry_serialization)
@@ -393,13 +393,13 @@ class Memory:
         await expire_dead_leases(self.pool, group_id)
         async with self.pool.acquire() as conn:
             rows = await conn.fetch(
-                "SELECT id, group_id, content, kind, actor, valid_at, source_description"
+                "SELECT id, group_id, content, kind, actor, valid_at, reference_offset, source_description"
                 " FROM pgmemory.episodes WHERE (status IN ('failed', 'pending')"
                 " OR (status = 'processing' AND lease_until <= clock_timestamp()))"
                 " AND ($1::text IS NULL OR group_id = $1) ORDER BY group_id, valid_at, recorded_at, seq",
                 group_id)
         batch = [{"group_id": r["group_id"], "content": r["content"], "kind": r["kind"],
-                  "actor": r["actor"], "reference_time": r["valid_at"],
+                  "actor": r["actor"], "reference_time": said_time(r["valid_at"], r["reference_offset"]),
                   "source_description": r["source_description"], "episode_id": r["id"]} for r in rows]
         return await self.add_episodes(batch, on_done=on_done)
 
@@ -644,8 +644,9 @@ async def _enqueue(conn: asyncpg.Connection, ep: Episode, given_id: Any) -> uuid
     validation, only an id already used by another episode) is InvalidInput."""
     try:
         return await conn.fetchval(
-            "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb)", ep.group_id, ep.content,
-            ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id), ep.metadata)
+            "SELECT pgmemory.enqueue_episode($1, $2, $3, $4, $5, $6, $7, $8::jsonb, make_interval(secs => $9::float8))",
+            ep.group_id, ep.content, ep.kind, ep.actor, ep.reference_time, ep.source_description, str(ep.id),
+            ep.metadata, offset_seconds(ep.reference_time))
     except asyncpg.InvalidParameterValueError as exc:
         message = str(exc).splitlines()[0]
         used = re.search(r"already used by a different episode: its (\w+) differs", message)

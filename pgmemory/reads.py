@@ -7,12 +7,20 @@ from datetime import datetime
 
 import asyncpg
 
+from pgmemory.ingest.episode import said_time
 from pgmemory.records import EntityRecord, EpisodeRecord, FactVersion
 
 EPISODE_STATUSES = ("pending", "processing", "done", "failed")
 
 _EPISODE_COLUMNS = ("id, group_id, content, kind, actor, source_description, valid_at AS reference_time,"
-                    " recorded_at, status, attempts, error, metadata")
+                    " reference_offset, recorded_at, status, attempts, error, metadata")
+
+
+def _episode(row: asyncpg.Record) -> EpisodeRecord:
+    """An episode row as a record, its reference time in the speaker's UTC offset (as it was given)."""
+    values = {k: v for k, v in row.items() if k not in ("seq", "reference_offset")}
+    values["reference_time"] = said_time(row["reference_time"], row["reference_offset"])
+    return EpisodeRecord(**values)
 
 _ENTITY_COLUMNS = "id, group_id, name, labels, summary, attributes, created_at, updated_at"
 
@@ -41,7 +49,7 @@ async def get_episode(conn: asyncpg.Connection, group_id: str, episode_id: uuid.
     """One episode of the group, or None (also for one retracted: it is history, not current)."""
     row = await conn.fetchrow(f"SELECT {_EPISODE_COLUMNS} FROM pgmemory.episodes"
                               " WHERE group_id = $1 AND id = $2 AND retracted_at IS NULL", group_id, episode_id)
-    return EpisodeRecord(**dict(row)) if row else None
+    return _episode(row) if row else None
 
 
 async def get_episodes(conn: asyncpg.Connection, group_id: str, *, last_n: int, before: datetime | None,
@@ -65,7 +73,7 @@ async def get_episodes(conn: asyncpg.Connection, group_id: str, *, last_n: int, 
         " AND ($3::text IS NULL OR status = $3)"
         " ORDER BY valid_at DESC, seq DESC LIMIT $4) e ORDER BY reference_time, seq",
         group_id, before, status, last_n, seq)
-    return [EpisodeRecord(**{k: v for k, v in r.items() if k != "seq"}) for r in rows]
+    return [_episode(r) for r in rows]
 
 
 async def get_entity(conn: asyncpg.Connection, group_id: str, entity_id: uuid.UUID) -> EntityRecord | None:

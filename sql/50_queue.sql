@@ -104,6 +104,8 @@ $f$;
 -- The 7-argument form (before metadata had a default): one function now, so calls without
 -- p_metadata (positional or named) are not ambiguous between two.
 DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timestamptz, text, text);
+-- The 8-argument form (before p_reference_offset): one function, for the same reason.
+DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timestamptz, text, text, jsonb);
 
 -- Store a pending episode for the workers, validated like the Python API
 -- (pgmemory.ingest.episode.validate_episode, with its limits: bad input raises
@@ -112,12 +114,16 @@ DROP FUNCTION IF EXISTS pgmemory.enqueue_episode(text, text, text, text, timesta
 -- no-op; with another of them it is refused, naming which.
 -- p_metadata: a JSON object stored with a newly enqueued episode in the same transaction (so
 -- no worker sees it without); an episode already present keeps the metadata it was stored with.
+-- p_reference_offset: the speaker's UTC offset at p_reference_time (a timestamptz keeps only the
+-- instant), e.g. '-05:00': relative dates ("yesterday", "last Friday") count from the speaker's
+-- local date; NULL is UTC. The same instant at another offset is the same episode (as its
+-- default id says): the offset it was first stored with is kept.
 -- Returns the episode's UUID. Wakes listening workers (NOTIFY pgmemory_episodes, empty payload:
 -- any login may LISTEN, so the notification names no group; workers claim from every group).
 CREATE OR REPLACE FUNCTION pgmemory.enqueue_episode(
     p_group text, p_content text, p_kind text DEFAULT 'message', p_actor text DEFAULT NULL,
     p_reference_time timestamptz DEFAULT NULL, p_source_description text DEFAULT '',
-    p_episode_id text DEFAULT NULL, p_metadata jsonb DEFAULT NULL)
+    p_episode_id text DEFAULT NULL, p_metadata jsonb DEFAULT NULL, p_reference_offset interval DEFAULT NULL)
 RETURNS uuid LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_id uuid;
@@ -153,6 +159,14 @@ BEGIN
               USING ERRCODE = '22023';
     END IF;
     PERFORM pgmemory_internal.check_time(p_reference_time, 'reference_time');
+    IF p_reference_offset IS NOT NULL THEN  -- (as a datetime's utcoffset: under a day, no months)
+        IF abs(extract(epoch FROM p_reference_offset)) >= 86400 OR extract(month FROM p_reference_offset) <> 0
+           OR extract(year FROM p_reference_offset) <> 0 THEN
+            RAISE EXCEPTION 'reference_offset % is not a UTC offset: it must be under 24 hours, e.g. ''-05:00''',
+                  p_reference_offset USING ERRCODE = '22023';
+        END IF;
+        p_reference_offset := make_interval(secs => extract(epoch FROM p_reference_offset));  -- ('1 day -2 hours': 22:00)
+    END IF;
     IF pgmemory_internal.py_strip(p_actor) = '' THEN
         RAISE EXCEPTION 'actor must be a non-empty string or NULL' USING ERRCODE = '22023';
     END IF;
@@ -187,9 +201,10 @@ BEGIN
     PERFORM pgmemory_internal.lock_group(p_group);
     -- A retracted episode (kept as history, sql/60_delete.sql) gives way when its id is said again.
     PERFORM pgmemory_internal.forget_retracted_episode(p_group, v_id);
-    INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at, metadata)
+    INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at, metadata,
+                                   reference_offset)
     VALUES (v_id, p_group, p_kind, p_content, p_actor, p_source_description, p_reference_time,
-            coalesce(p_metadata, '{}'))
+            coalesce(p_metadata, '{}'), p_reference_offset)
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
         PERFORM pg_notify('pgmemory_episodes', '');

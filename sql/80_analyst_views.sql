@@ -116,11 +116,13 @@ SELECT v.entity_id, v.group_id, v.name, v.labels, v.summary, v.attributes,
        lower(v.recorded), upper(v.recorded), false, v.recorded
   FROM pgmemory.entity_versions v;
 
--- Episodes as said: who, when (said_at: the reference time), when ingested, status (current
--- episodes: a retracted one, kept as history, is left out).
+-- Episodes as said: who, when (said_at: the reference time; said_offset: the speaker's UTC
+-- offset, NULL: UTC), when ingested, status (current episodes: a retracted one, kept as
+-- history, is left out).
 CREATE OR REPLACE VIEW pgmemory.episode_log AS
 SELECT e.id, e.group_id, e.kind, e.actor, e.content, e.source_description, e.valid_at AS said_at,
-       e.recorded_at, e.status, e.error, e.llm_calls, e.prompt_tokens, e.completion_tokens
+       e.recorded_at, e.status, e.error, e.llm_calls, e.prompt_tokens, e.completion_tokens,
+       e.reference_offset AS said_offset
   FROM pgmemory.episodes e
  WHERE e.retracted_at IS NULL;
 

@@ -104,10 +104,12 @@ def test_last_weekend_is_the_one_before_the_weekend_it_is_said_in(said, last, la
     assert find_times("We went hiking this weekend", said) == []  # (not read: past or coming)
 
 
-def test_time_results_are_utc_midnight_of_the_utc_reference_day() -> None:
+def test_time_results_are_the_local_midnight_of_the_speakers_day_in_utc() -> None:
+    """The speaker's date counts (not the UTC one: the reference is 2024-01-15 03:00 UTC), and the
+    result is that local day's midnight as a UTC datetime."""
     late_evening_in_new_york = datetime(2024, 1, 14, 22, 0, tzinfo=timezone(timedelta(hours=-5)))
     value, _ = find_time("yesterday", late_evening_in_new_york)
-    assert value == day(2024, 1, 14)  # the reference is 2024-01-15 03:00 UTC
+    assert value == datetime(2024, 1, 13, 5, 0, tzinfo=timezone.utc)  # Jan 13, 00:00-05:00
     assert value is not None and value.tzinfo == timezone.utc
 
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -704,3 +705,16 @@ async def test_status_url_works_for_a_group_id_with_url_characters(server, rest_
         assert status_url.startswith("/v1/groups/odd%3F%20gr%C3%BCp%20%231%25/episodes/"), status_url
         found = await server[0].get(status_url, headers=headers)
         assert found.status_code == 200 and found.json()["id"] == r.json()["episode_id"], found.text
+
+
+async def test_a_reference_time_with_an_offset_dates_by_the_speakers_day(server):
+    """23:30 at -05:00 is already the next day in UTC: "yesterday" is the speaker's (May 7, from
+    their midnight), through the queue and its worker."""
+    client, keys = server
+    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], json={
+        "content": "I started at Initech yesterday.", "actor": "Dana", "reference_time": "2023-05-08T23:30:00-05:00"})
+    assert (await wait_done(client, keys["a"], "group-a", r.json()["episode_id"]))["status"] == "done"
+    found = (await client.post("/v1/search", headers=keys["a"], json={
+        "query": "where does Dana work", "group_ids": ["group-a"]})).json()
+    fact = next(f for f in found["facts"] if "Initech" in f["fact"])
+    assert datetime.fromisoformat(fact["valid_from"]) == datetime(2023, 5, 7, 5, 0, tzinfo=timezone.utc)

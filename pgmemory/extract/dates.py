@@ -1,8 +1,11 @@
 """Resolve time expressions in English text against an episode's reference time.
 
-All arithmetic happens on the reference normalised to UTC and every result is
-a UTC datetime.  Dates without a time of day resolve to 00:00:00, a year alone
-to January 1st, a month alone to its 1st (the paper's temporal rules).
+Calendar arithmetic happens on the speaker's local date: the reference's own UTC offset
+(at 2023-05-08T23:30-05:00 "yesterday" is May 7, although it is already May 9 in UTC), one
+fixed offset for every date it resolves (an offset, not a zone: no daylight-saving rules).
+Every result is a UTC datetime: a date without a time of day is its local midnight in that
+offset (00:00:00 UTC for a UTC reference), a year alone January 1st, a month alone its 1st
+(the paper's temporal rules), so a day is the local day [midnight, next midnight).
 
 Covered: yesterday / today / tomorrow / last night / tonight / this morning /
 the day before yesterday; "N days|weeks|months|years ago" (digits, number
@@ -118,8 +121,21 @@ def to_utc(reference: datetime) -> datetime:
     return reference.astimezone(timezone.utc)
 
 
-def _midnight(d: date) -> datetime:
-    return datetime.combine(d, time(0, 0), tzinfo=timezone.utc)
+def zone_of(reference: datetime) -> timezone:
+    """The reference's UTC offset (the one it has at that instant) as a fixed zone."""
+    to_utc(reference)
+    return timezone(reference.utcoffset())
+
+
+def _midnight(d: date, zone: timezone = timezone.utc) -> datetime:
+    """Midnight of day ``d`` in ``zone`` (aware, in that zone)."""
+    return datetime.combine(d, time(0, 0), tzinfo=zone)
+
+
+def _in_utc(t: TimeMention) -> TimeMention:
+    """The mention with its times (and its range end's) as UTC datetimes."""
+    return replace(t, value=to_utc(t.value), until=t.until and to_utc(t.until),
+                   to=t.to and _in_utc(t.to))
 
 
 def _add_months(d: date, months: int) -> date:
@@ -314,14 +330,14 @@ _BARE_MONTH = re.compile(rf"^(?:\w+\s+)*?{_MONTH}$")  # a month said without its
 _DURATION = re.compile(rf"\bfor\s+(?:the\s+(?:past|last)\s+)?{_NUM}\s+{_UNIT}\b", re.IGNORECASE)
 
 
-def _mention(resolve: _Resolver, m: re.Match[str], ref: date) -> TimeMention | None:
+def _mention(resolve: _Resolver, m: re.Match[str], ref: date, zone: timezone) -> TimeMention | None:
     value = resolve(m, ref)
     if value is None:
         return None
     assumed = resolve in (_month_day, _month_only) or (
         resolve is _weekday and (m["which"] or "on").lower() == "on") or (
         resolve is _weekend and m["which"].lower() != "last")  # ("over the weekend": past or coming)
-    return TimeMention(m.start(), m.end(), m[0], _midnight(value), _midnight(_period(resolve, m, value)),
+    return TimeMention(m.start(), m.end(), m[0], _midnight(value, zone), _midnight(_period(resolve, m, value), zone),
                        assumed_past=assumed)
 
 
@@ -334,7 +350,7 @@ def _bound(text: str, t: TimeMention) -> str:
     return "at"
 
 
-def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: date
+def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: date, zone: timezone
                 ) -> tuple[TimeMention, bool]:
     """The mention, made a range when "from|since|between" A is joined to a B; and whether B was
     the following mention (then it is part of this one)."""
@@ -353,7 +369,7 @@ def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: d
     else:
         for pattern, resolve in _BARE_END:
             m = pattern.match(text, join.end())
-            if m is not None and (to := _mention(resolve, m, ref)) is not None:
+            if m is not None and (to := _mention(resolve, m, ref, zone)) is not None:
                 break
     if to is None:
         return t, False
@@ -361,7 +377,7 @@ def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: d
     if to.value < t.value and month is not None and to.text.rstrip().endswith(str(to.value.year)):
         # "from March to May 2020": the year said once belongs to both ends
         start = date(to.value.year, _MONTHS[month["month"].lower()], 1)
-        t = replace(t, value=_midnight(start), until=_midnight(_add_months(start, 1)))
+        t = replace(t, value=_midnight(start, zone), until=_midnight(_add_months(start, 1), zone))
     if to.value < t.value:
         return t, False
     until = "until" in join.re.groupindex and join["until"] is not None
@@ -370,25 +386,27 @@ def _with_range(text: str, t: TimeMention, following: TimeMention | None, ref: d
 
 
 def find_times(text: str, reference: datetime) -> list[TimeMention]:
-    """All non-overlapping time expressions in text, left to right, resolved in UTC.
+    """All non-overlapping time expressions in text, left to right: calendar dates on the
+    reference's local date (its own UTC offset), values in UTC (local midnights).
 
     Where two expressions overlap the earlier, then the longer one wins, so
     "May 8, 2023" is one date rather than "May 8" plus a stray year.  Each has its bound and
     ranges are one mention (see the module docstring).
     """
-    ref = to_utc(reference).date()
-    mentions = _find_times(text, ref)
+    zone = zone_of(reference)
+    ref = reference.astimezone(zone).date()
+    mentions = _find_times(text, ref, zone)
     out: list[TimeMention] = []
     i = 0
     while i < len(mentions):
         t = replace(mentions[i], bound=_bound(text, mentions[i]))
-        t, used = _with_range(text, t, mentions[i + 1] if i + 1 < len(mentions) else None, ref)
-        out.append(t)
+        t, used = _with_range(text, t, mentions[i + 1] if i + 1 < len(mentions) else None, ref, zone)
+        out.append(_in_utc(t))
         i += 2 if used else 1
     return out
 
 
-def _find_times(text: str, ref: date) -> list[TimeMention]:
+def _find_times(text: str, ref: date, zone: timezone) -> list[TimeMention]:
     found: list[tuple[int, int, _Resolver, re.Match[str]]] = []
     for pattern, resolve in _RULES:
         for m in pattern.finditer(text):
@@ -399,7 +417,7 @@ def _find_times(text: str, ref: date) -> list[TimeMention]:
     for start, neg_end, resolve, m in found:
         if start < taken_until:
             continue
-        mention = _mention(resolve, m, ref)
+        mention = _mention(resolve, m, ref, zone)
         if mention is None:
             continue
         mentions.append(mention)
@@ -415,19 +433,22 @@ def find_time(text: str, reference: datetime) -> tuple[datetime | None, str | No
     return mentions[0].value, mentions[0].text
 
 
-def day_of(moment: datetime) -> tuple[datetime, datetime]:
-    """The UTC day containing ``moment`` as [midnight, next midnight)."""
-    start = _midnight(to_utc(moment).date())
+def day_of(moment: datetime, zone: timezone = timezone.utc) -> tuple[datetime, datetime]:
+    """The day of ``zone`` (a fixed offset; UTC by default) containing ``moment`` as UTC
+    [local midnight, next local midnight)."""
+    start = to_utc(_midnight(to_utc(moment).astimezone(zone).date(), zone))
     return start, start + timedelta(days=1)
 
 
 def find_duration(text: str, reference: datetime) -> TimeMention | None:
     """A "for N years"-style duration, valued at the start of a period ending at the reference.
 
-    Only meaningful for a state said to be ongoing ("I've lived here for 3 years").
+    Only meaningful for a state said to be ongoing ("I've lived here for 3 years"); the start
+    is the local midnight of the reference's local date shifted back.
     """
     m = _DURATION.search(text)
     if m is None:
         return None
-    start = _shift(to_utc(reference).date(), -_number(m["n"]), m["unit"].lower())
-    return TimeMention(m.start(), m.end(), m[0], _midnight(start))
+    zone = zone_of(reference)
+    start = _shift(reference.astimezone(zone).date(), -_number(m["n"]), m["unit"].lower())
+    return TimeMention(m.start(), m.end(), m[0], to_utc(_midnight(start, zone)))

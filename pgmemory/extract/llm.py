@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from pgmemory.extract import prompts
-from pgmemory.extract.dates import day_of
+from pgmemory.extract.dates import day_of, zone_of
 from pgmemory.extract.prompts import EntityOut, ExtractionReply, FactOut
 from pgmemory.extract.roles import is_assistant
 from pgmemory.extract.types import (
@@ -47,11 +47,12 @@ _SHORT_ID = re.compile(r"^\s*([A-Za-z])\s*-?\s*(\d+)")
 K = TypeVar("K")
 
 
-def parse_datetime(value: str | None) -> datetime | None:
+def parse_datetime(value: str | None, zone: timezone = timezone.utc) -> datetime | None:
     """An LLM's ISO 8601 string as a tz-aware UTC datetime; None for null or unparseable text.
 
     Accepts a trailing Z, offsets, date-only (midnight), year-month (the 1st) and year-only
-    (January 1st); naive values are taken as UTC.
+    (January 1st); naive values are taken in ``zone`` (the speaker's UTC offset: a date-only
+    "2023-05-07" is the speaker's local midnight, as the offline rules store it).
     """
     if value is None:
         return None
@@ -69,7 +70,7 @@ def parse_datetime(value: str | None) -> datetime | None:
         return None
     try:
         if moment.tzinfo is None or moment.utcoffset() is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=zone).astimezone(timezone.utc)
         else:
             moment = moment.astimezone(timezone.utc)
     except OverflowError:  # an offset that moves year 1 or 9999 out of range
@@ -326,9 +327,10 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
         return None
     relation = normalize_relation(out.relation_type)
     model = fact_types.get(relation)
-    valid_at, invalid_at = parse_datetime(out.valid_at), parse_datetime(out.invalid_at)
+    zone = zone_of(reference)  # the speaker's offset: their dates and days
+    valid_at, invalid_at = parse_datetime(out.valid_at, zone), parse_datetime(out.invalid_at, zone)
     if valid_at is not None and invalid_at is not None and invalid_at == valid_at:
-        valid_at, invalid_at = day_of(valid_at)  # "from May 3 to May 3": that day
+        valid_at, invalid_at = day_of(valid_at, zone)  # "from May 3 to May 3": that day
     elif valid_at is not None and invalid_at is not None and invalid_at < valid_at:
         # The end said is kept (the relation is over), the start in doubt is unknown: a model
         # that puts the reference time as the start of "worked at X until 2018" is read right,
@@ -338,7 +340,7 @@ def _fact(out: FactOut, names: dict[str, str], fact_types: dict[str, type[BaseMo
     if out.kind.strip().lower() == "event" and not out.negated:
         attributes["kind"] = "event"
         if invalid_at is None:
-            valid_at, invalid_at = day_of(valid_at or reference)
+            valid_at, invalid_at = day_of(valid_at or reference, zone)
     sentence = (" ".join(out.fact.split()) or f"{source} {relation.lower().replace('_', ' ')} {target}")
     sentence = sentence[:MAX_CONTENT_CHARS]
     return ExtractedFact(

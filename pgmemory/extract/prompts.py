@@ -150,8 +150,10 @@ FACTS
    world or the user.
 
 DATES (valid_at = when the relation became true; invalid_at = when it stopped)
-- ISO 8601 with timezone, e.g. 2024-01-08T00:00:00Z (use Z when no zone is known).
-- Resolve relative times ("last week", "two years ago", "next Thursday") against the REFERENCE TIME.
+- ISO 8601 with timezone, e.g. 2024-01-08T00:00:00Z (use Z when no zone is known; when the
+  REFERENCE TIME has a UTC offset, write dates with that offset).
+- Resolve relative times ("last week", "two years ago", "next Thursday") against the REFERENCE TIME
+  (its LOCAL DATE when one is given: the speaker's calendar day).
 - Present tense (an ongoing relation with no stated start): valid_at = the REFERENCE TIME.
 - A date without a time of day: 00:00:00. A year alone: January 1st 00:00:00 of that year.
 - EVENTS vs STATES: `kind` = "event" for a one-off happening (visited, went to, attended, met,
@@ -193,6 +195,24 @@ def iso(moment: datetime | None) -> str:
     return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+def local_iso(moment: datetime) -> str:
+    """A reference time as ISO 8601 in the speaker's own UTC offset (as iso() for UTC)."""
+    offset = moment.utcoffset()
+    return moment.astimezone(timezone(offset)).isoformat() if offset else iso(moment)
+
+
+def said_at(moment: datetime) -> str:
+    """A reference time as ISO 8601 in the speaker's own UTC offset (Z for UTC), and when that
+    offset is not UTC a LOCAL DATE line: the speaker's weekday and calendar day, which relative
+    dates ("yesterday", "last Friday") count from."""
+    offset = moment.utcoffset()
+    if not offset:
+        return iso(moment)
+    local = moment.astimezone(timezone(offset))
+    return (f"{local_iso(moment)}\nLOCAL DATE: {local:%A}, {local.date().isoformat()}"
+            f" (the speaker's day, {timezone(offset).tzname(None)})")
+
+
 def render_episode(episode: EpisodeInput) -> str:
     """One episode as prompt text: speaker-prefixed message, plain text, or a JSON document."""
     source = f" (source: {episode.source_description})" if episode.source_description else ""
@@ -216,7 +236,7 @@ def _speaker_line(episode: EpisodeInput) -> str:
 
 
 def _context(episode: EpisodeInput, previous: list[EpisodeInput]) -> list[str]:
-    past = "\n".join(f"[{iso(p.reference_time)}] {render_episode(p)}" for p in previous) or "(none)"
+    past = "\n".join(f"[{local_iso(p.reference_time)}] {render_episode(p)}" for p in previous) or "(none)"
     return [
         f"<PREVIOUS MESSAGES>\n{past}\n</PREVIOUS MESSAGES>",
         f"<CURRENT EPISODE>\n{render_episode(episode)}\n</CURRENT EPISODE>",
@@ -259,7 +279,7 @@ def extraction_messages(
         parts.append(f"<FACT TYPES>\n{type_catalog(edge_types)}\n</FACT TYPES>")
     parts += _context(episode, previous)
     parts.append(_speaker_line(episode))
-    parts.append(f"REFERENCE TIME: {iso(episode.reference_time)}")
+    parts.append(f"REFERENCE TIME: {said_at(episode.reference_time)}")
     return [
         {"role": "system", "content": EXTRACT_SYSTEM},
         {"role": "user", "content": "\n\n".join(parts)},
@@ -327,7 +347,7 @@ def judge_messages(
     )
     parts = [
         f"<CURRENT EPISODE>\n{render_episode(episode)}\n</CURRENT EPISODE>",
-        f"REFERENCE TIME: {iso(episode.reference_time)}",
+        f"REFERENCE TIME: {said_at(episode.reference_time)}",
         f"<EXISTING FACTS>\n{known}\n</EXISTING FACTS>",
         f"<NEW FACTS>\n{asked}\n</NEW FACTS>",
     ]

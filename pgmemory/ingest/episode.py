@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pgmemory.errors import InvalidInput
@@ -40,6 +40,20 @@ class Episode:
     def as_input(self) -> EpisodeInput:
         """The extractor's view of this episode."""
         return EpisodeInput(self.content, self.kind, self.reference_time, self.actor, self.source_description)
+
+
+def offset_seconds(reference_time: datetime) -> float:
+    """The reference time's UTC offset in seconds, as episodes.reference_offset stores it (written
+    as make_interval(secs => ...): a timedelta goes over the wire as -1 day +19:00 for -05:00)."""
+    offset = reference_time.utcoffset()
+    assert offset is not None  # (validated: aware)
+    return offset.total_seconds()
+
+
+def said_time(valid_at: datetime, reference_offset: timedelta | None) -> datetime:
+    """A stored episode's reference time in the speaker's UTC offset (episodes.reference_offset;
+    NULL, as before it was stored, is UTC): the date rules read the speaker's local date from it."""
+    return valid_at.astimezone(timezone.utc if reference_offset is None else timezone(reference_offset))
 
 
 def parse_time(value: Any, field: str = "reference_time") -> datetime:
@@ -78,7 +92,8 @@ def id_in_use(ep: Episode, given: Any = None, differs: str = "content") -> Inval
 
 def stored_differs(stored: Mapping[str, Any], ep: Episode) -> str | None:
     """Which field of the episode stored under ep's id is not ep's (content, kind, actor,
-    reference_time), or None: the same id is the same episode only when all agree."""
+    reference_time as an instant: at another UTC offset it is the same episode, stored with the
+    offset it came with first), or None: the same id is the same episode only when all agree."""
     for field, mine in (("content", ep.content), ("kind", ep.kind), ("actor", ep.actor),
                         ("valid_at", ep.reference_time)):
         if stored[field] != mine:

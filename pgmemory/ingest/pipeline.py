@@ -34,7 +34,7 @@ from pgvector import Vector
 from pgmemory.extract.types import (EntityDecision, EntityQuestion, EpisodeInput, ExtractedFact, Extraction,
                                     Extractor, FactDecision, FactQuestion)
 from pgmemory.ingest.embed_episode import discard, embed_names_and_facts, start_episode_vector, start_own_vector
-from pgmemory.ingest.episode import Episode, id_in_use, stored_differs
+from pgmemory.ingest.episode import Episode, id_in_use, offset_seconds, said_time, stored_differs
 from pgmemory.ingest.invalidation import FactPlan, plan_facts
 from pgmemory.ingest.resolve_entities import ResolvedEntity, read_entity_candidates, resolve_entities
 from pgmemory.ingest.resolve_facts import attach_endpoints, judge_facts
@@ -540,11 +540,12 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
     try:
         row = await conn.fetchrow(
             "INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at,"
-            " status, lease_owner, lease_until, attempts, metadata)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb)"
+            " status, lease_owner, lease_until, attempts, metadata, reference_offset)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, clock_timestamp() + $9::interval, 1, $10::jsonb,"
+            "         make_interval(secs => $11::float8))"
             " ON CONFLICT (group_id, id) DO NOTHING RETURNING 'leased'",
             ep.id, ep.group_id, ep.kind, ep.content, ep.actor, ep.source_description, ep.reference_time,
-            owner, _interval(lease_seconds), ep.metadata)
+            owner, _interval(lease_seconds), ep.metadata, offset_seconds(ep.reference_time))
     except asyncpg.InsufficientPrivilegeError:
         # Row-level security said no ("new row violates ... policy for table episodes"): the group's
         # write lock says why in one line (a login that may only read, or a group not among its own).
@@ -568,7 +569,7 @@ async def _store_raw(conn: asyncpg.Connection, ep: Episode, owner: str, lease_se
 # The LIMIT is a constant, not a parameter: with a parameter the generic plan is costed for 10% of
 # the group's episodes, so the prepared statement was planned anew on every call (custom plan).
 _PREVIOUS = (
-    "SELECT content, kind, valid_at, actor, source_description FROM pgmemory.episodes"
+    "SELECT content, kind, valid_at, reference_offset, actor, source_description FROM pgmemory.episodes"
     " WHERE group_id = $1 AND id <> $2 AND retracted_at IS NULL AND (valid_at, seq) < ($3, coalesce("
     "   (SELECT seq FROM pgmemory.episodes WHERE group_id = $1 AND id = $2), 9223372036854775807))"
     f" ORDER BY valid_at DESC, seq DESC LIMIT {int(CONTEXT_EPISODES)}")
@@ -579,7 +580,8 @@ async def _previous(conn: asyncpg.Connection, ep: Episode) -> list[EpisodeInput]
     the extractor's context and the turn before in the episode's vector. Episodes with the same
     time that arrived later (a queued session's next turns) are not before it."""
     rows = await conn.fetch(_PREVIOUS, ep.group_id, ep.id, ep.reference_time)
-    return [EpisodeInput(r["content"], r["kind"], r["valid_at"], r["actor"], r["source_description"])
+    return [EpisodeInput(r["content"], r["kind"], said_time(r["valid_at"], r["reference_offset"]), r["actor"],
+                         r["source_description"])
             for r in reversed(rows)]
 
 

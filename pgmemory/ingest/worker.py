@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg
 
 from pgmemory.errors import DatabaseUnavailable
-from pgmemory.ingest.episode import Episode
+from pgmemory.ingest.episode import Episode, said_time
 from pgmemory.ingest.pipeline import EpisodeResult, IngestError, Ingestor, expire_dead_leases
 from pgmemory.providers.llm import ProviderError, Usage
 from pgmemory.storage.connect import postgres_lost, unreachable_node
@@ -196,7 +196,9 @@ class Worker:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
                 continue
-            ep = Episode(row["episode_id"], row["group_id"], row["content"], row["kind"], row["valid_at"],
+            # (in the speaker's UTC offset, stored apart: the date rules count from their local date)
+            ep = Episode(row["episode_id"], row["group_id"], row["content"], row["kind"],
+                         row["valid_at"] and said_time(row["valid_at"], row["reference_offset"]),
                          row["actor"], row["source_description"])
             if ep.reference_time is None:
                 await self._refuse(ep, f"InvalidInput: reference_time {row['stated_at']} is out of range: it must be"
@@ -285,7 +287,7 @@ class Worker:
             return await conn.fetchrow(
                 "SELECT e.group_id, e.id AS episode_id, e.content, e.kind, e.actor, e.source_description,"
                 "       CASE WHEN e.valid_at BETWEEN $3 AND $4 THEN e.valid_at END AS valid_at,"
-                "       e.valid_at::text AS stated_at"
+                "       e.valid_at::text AS stated_at, e.reference_offset"
                 " FROM pgmemory.episodes e WHERE e.group_id = $1 AND e.id = $2",
                 claimed["group_id"], claimed["episode_id"], EARLIEST, LATEST)
 

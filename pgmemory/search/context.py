@@ -55,9 +55,13 @@ def is_event(fact: FactHit) -> bool:
 
 
 def fact_when(fact: FactHit) -> str:
-    """'on 2019-03-04' for an event that fits in a day, else 'Date range: <from> - <to>'."""
+    """'on 2019-03-04' for an event that fits in a day, else 'Date range: <from> - <to>'. The day
+    is the UTC date of the span's middle: a speaker's local day (midnight to midnight at their
+    offset, e.g. [05-07 22:00Z, 05-08 22:00Z) at +02:00) is named by its own date, not by the UTC
+    date its start falls on (right for offsets from -12:00 to +12:00)."""
     if is_event(fact) and (fact.valid_to is None or fact.valid_to - fact.valid_from <= EVENT_SPAN):
-        return f"on {_utc(fact.valid_from).strftime('%Y-%m-%d')}"
+        middle = fact.valid_from if fact.valid_to is None else fact.valid_from + (fact.valid_to - fact.valid_from) / 2
+        return f"on {_utc(middle).strftime('%Y-%m-%d')}"
     return f"Date range: {_date(fact.valid_from, 'unknown')} - {_date(fact.valid_to, 'present')}"
 
 

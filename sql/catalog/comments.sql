@@ -65,6 +65,7 @@ BEGIN
             ('schema_migrations', 'applied_at', 'When the migration was applied'),
             ('episodes', 'id', 'Episode id (UUID; unique within its group)'),
             ('episodes', 'valid_at', 'Reference time: when the episode was said or happened (relative dates are read against it)'),
+            ('episodes', 'reference_offset', 'The speaker''s UTC offset at valid_at (''-05:00''): relative dates count from their local date (valid_at AT TIME ZONE reference_offset); NULL: UTC'),
             ('episodes', 'recorded_at', 'When the episode was ingested'),
             ('episodes', 'attempts', 'Processing attempts (leases taken)'),
             ('episodes', 'error', 'Error of the last failed attempt'),
@@ -226,6 +227,7 @@ BEGIN
             ('is_event', 'A one-off event (visited, bought, won): after it happened it stays in every later as-of view'),
             ('lineage', 'Lineage of the fact (its validity intervals share it)'),
             ('said_at', 'Reference time of the episode: when it was said'),
+            ('said_offset', 'The speaker''s UTC offset at said_at (NULL: UTC): their local time is said_at AT TIME ZONE coalesce(said_offset, ''00:00'')'),
             ('episode_id', 'Episode id'),
             ('entity_id', 'Entity id')
         )

@@ -1,7 +1,7 @@
 """OfflineExtractor: split an episode into sentences and run the rules over each."""
 from __future__ import annotations
 
-from pgmemory.extract.dates import find_times, to_utc
+from pgmemory.extract.dates import find_times, to_utc, zone_of
 from pgmemory.extract.offline.facts import (
     apply_rule,
     carry_transition_times,
@@ -30,10 +30,10 @@ class OfflineExtractor:
 
     def extract(self, episode: EpisodeInput, previous: list[EpisodeInput]) -> Extraction:
         """Extract from ``episode`` alone; ``previous`` is accepted for the interface but unused."""
-        reference = to_utc(episode.reference_time)
         if episode.kind == "json":
-            return extract_json(episode.content, reference)
-        ctx = Ctx(None, reference)
+            return extract_json(episode.content, to_utc(episode.reference_time))
+        # (in the speaker's own UTC offset: "yesterday" is the day before the speaker's date)
+        ctx = Ctx(None, episode.reference_time.astimezone(zone_of(episode.reference_time)))
         sentences: list[Sentence] = []
         base = 0
         for speaker, part in segments(episode.content, episode.actor):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pgmemory.extract.dates import TimeMention
+from pgmemory.extract.dates import TimeMention, to_utc
 from pgmemory.extract.offline.text import possessive
 from pgmemory.extract.types import ExtractedEntity, ExtractedFact
 
@@ -75,7 +75,8 @@ class Registry:
 
 @dataclass
 class Ctx:
-    """Per-episode state: the speaker, the UTC reference, entities and facts so far."""
+    """Per-episode state: the speaker, the reference (in the speaker's fixed UTC offset, which
+    gives the local dates), entities and facts so far (their times in UTC)."""
 
     speaker: str | None
     reference: datetime
@@ -95,8 +96,8 @@ class Ctx:
             return
         self.keys.add(key)
         self.facts.append(ExtractedFact(
-            source=source, target=target, relation=relation, fact=text, valid_at=valid,
-            invalid_at=invalid, functional=functional, negated=negated, attributes=attributes))
+            source=source, target=target, relation=relation, fact=text,
+            valid_at=valid and to_utc(valid), invalid_at=invalid and to_utc(invalid), functional=functional, negated=negated, attributes=attributes))
         self.stated.append(stated)
 
     def third_person(self, text: str) -> str:

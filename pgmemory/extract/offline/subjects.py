@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from pgmemory.extract.dates import TimeMention, day_of
+from pgmemory.extract.dates import TimeMention, day_of, zone_of
 from pgmemory.extract.offline.lexicon import AUX, KIN, KIN_ALT, NOT_VERBS, PETS, VERB_FORMS_PAST
 from pgmemory.extract.offline.phrases import clean_name
 from pgmemory.extract.offline.state import Ctx, Sentence
@@ -211,6 +211,7 @@ def times(mode: str, g: Grammar, reference: datetime,
     reference time (or its stated start), its end is not recorded.
     """
     when = g.when
+    zone = zone_of(reference)  # a day is the speaker's local day
     stated = when.starts() if when else None
     said_end = when.stops() if when else None
     if mode in ("start", "end", "event", "experience") and g.neg:
@@ -227,10 +228,10 @@ def times(mode: str, g: Grammar, reference: datetime,
     if mode in ("event", "experience"):  # a one-off event: the stated period (a range's whole span),
         if when is not None:                # else the day it was told
             end = when.to.until if when.to is not None else when.until
-            return when.value, end or day_of(when.value)[1], False
+            return when.value, end or day_of(when.value, zone)[1], False
         if mode == "experience" or g.perfect:  # "have been to": some time before now
             return None, reference, False
-        return (*day_of(reference), False)
+        return (*day_of(reference, zone), False)
     if g.neg:
         return None, when.value if when else reference, True
     if (g.past or g.used_to) and mode in ("state", "social") and when is not None:
@@ -239,7 +240,7 @@ def times(mode: str, g: Grammar, reference: datetime,
                 else None
         if when.bound == "since":
             return (stated, reference, False) if stated is not None and stated < reference else None
-        end = min(when.until or day_of(when.value)[1], reference)
+        end = min(when.until or day_of(when.value, zone)[1], reference)
         return (when.value, end, False) if when.value < end else None
     if g.used_to:
         return None, reference, False
