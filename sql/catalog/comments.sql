@@ -311,6 +311,7 @@ BEGIN
             ('episode_uuid', 'The episode UUID for a writer''s id, derived as in Python'),
             ('enqueue_episode', 'Queue an episode for pgmemory worker (any language); same validation as the Python API'),
             ('claim_episode', 'Internal (worker): lease the next ready episode, never two of one group at once'),
+            ('reachable_queued_groups', 'Internal (worker): the groups with unfinished episodes that can be read now (on Citus, those of the workers that answer)'),
             ('lease_episode', 'Internal: lease one given episode (leased, done or busy)'),
             ('renew_lease', 'Internal: extend a lease this worker holds'),
             ('end_attempt', 'Internal: end a processing attempt (failed with an error, or pending again)'),
