@@ -127,12 +127,24 @@ async def mem(request, db_dsn, fake_openai):
     await m.close()
 
 
-@pytest.fixture(scope="session")
-def served_dsn(admin_dsn):
-    """An initialised database of the server tests (REST, MCP) only: their in-process queue workers
-    then see no other test's pending episodes."""
+def _initialised_database(admin_dsn):
+    """A brand-new database initialised as `pgmemory init` does, dropped afterwards."""
     dsn = create_database(admin_dsn)
     with psycopg.connect(dsn) as conn:
         init_database(conn, DIM)
     yield dsn
     drop_database(admin_dsn, dsn)
+
+
+@pytest.fixture(scope="session")
+def served_dsn(admin_dsn):
+    """An initialised database of the server tests (REST, MCP) only: their in-process queue workers
+    then see no other test's pending episodes."""
+    yield from _initialised_database(admin_dsn)
+
+
+@pytest.fixture
+def own_dsn(admin_dsn):
+    """An initialised database of the test's own: a draining queue worker there takes only this
+    test's episodes (the session's database holds other tests')."""
+    yield from _initialised_database(admin_dsn)

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+
+import psycopg
 
 
 def utc(text: str) -> datetime:
@@ -23,3 +26,20 @@ async def until(condition: Callable[[], object], *, seconds: float = 30.0, every
             return True
         await asyncio.sleep(every)
     return False
+
+
+def server_login(dsn: str) -> Iterator[str]:
+    """For a fixture: the DSN of a new login subject to row-level security, granted every group
+    (how a server should connect), on `dsn`'s database; the login is dropped afterwards."""
+    from pgmemory.storage import grants
+
+    tag = uuid.uuid4().hex[:8]
+    role, password = f"server_{tag}", f"pw-{tag}"
+    with psycopg.connect(dsn) as conn:
+        grants.grant(conn, role, ["*"], kind="app", create_password=password)
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    yield f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        grants.revoke(conn, role, None)
+        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))

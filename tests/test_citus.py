@@ -26,6 +26,7 @@ from pgmemory.storage.doctor import healthy, run_checks
 from pgmemory.storage.setup import init_database
 from tests.citus_cluster import CitusUnavailable, start_cluster
 from tests.communities_support import found_partition, nmi, plant_graph
+from tests import support
 from tests.support import utc
 
 STEP = timedelta(minutes=10)  # between the turns of GROUP_STORIES (neighbours within 30 min)
@@ -120,18 +121,7 @@ def db_dsn(citus_dsn):
 @pytest.fixture(scope="module")
 def server_login(citus_dsn):
     """A login under row-level security granted every group (how a server should connect)."""
-    from pgmemory.storage import grants
-
-    tag = uuid.uuid4().hex[:8]
-    role, password = f"server_{tag}", f"pw-{tag}"
-    with psycopg.connect(citus_dsn) as conn:
-        grants.grant(conn, role, ["*"], kind="app", create_password=password)
-    info = psycopg.conninfo.conninfo_to_dict(citus_dsn)
-    yield f"postgresql://{role}:{password}@{info['host']}:{info['port']}/{info['dbname']}"
-    with psycopg.connect(citus_dsn, autocommit=True) as conn:
-        grants.revoke(conn, role, None)
-        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
-            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+    yield from support.server_login(citus_dsn)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ from pgmemory.storage import grants
 from pgmemory.storage.setup import init_database
 from tests.conftest import DIM
 from tests.fake_openai import Delay, Reply
-from tests.servers import create_database, drop_database
 from tests.support import until
 
 ENQUEUE = "SELECT pgmemory.enqueue_episode(%s, %s, %s, %s, %s, %s, %s)"
@@ -33,14 +32,6 @@ EXTRACTION = {"entities": [{"name": "Ivy"}, {"name": "Acme Corp"}],
                          "fact": "Ivy works for Acme Corp.", "functional": True}]}
 
 
-@pytest.fixture
-def queue_dsn(admin_dsn):
-    """A freshly initialised database of its own: the queue holds only this test's episodes."""
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
 
 
 def enqueue(dsn: str, group: str, content: str, when: str, *, actor: str = "Zoe", episode_id: str | None = None):
@@ -73,21 +64,21 @@ def wait_until(check, what: str, seconds: float = 60) -> None:
     raise AssertionError(f"gave up waiting: {what}")
 
 
-def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
+def test_enqueue_episode_from_sql_validates_and_is_idempotent(own_dsn):
     group = "psql-writer"
-    first = enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
-    again = enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
+    first = enqueue(own_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
+    again = enqueue(own_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="z1")
     # The same id Python derives for the same (group, string id): both surfaces agree.
     assert first == again == episode_uuid(group, "z1")
     # Without an id: the same stable default as Python's, so enqueueing twice is a no-op.
-    plain = [enqueue(queue_dsn, group, "Hi there.", when, actor="Ann") for when in
+    plain = [enqueue(own_dsn, group, "Hi there.", when, actor="Ann") for when in
              ("2024-01-03T10:00:00+02:00", "2024-01-03T10:00:00+02:00", "2024-01-03T08:00:00.250000Z")]
     assert plain[0] == plain[1] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, tzinfo=timezone.utc),
                                                           "Hi there.")
     assert plain[2] == default_episode_uuid(group, "Ann", datetime(2024, 1, 3, 8, 0, 0, 250000, tzinfo=timezone.utc),
                                             "Hi there.")
     given = str(uuid.uuid4())
-    assert str(enqueue(queue_dsn, group, "Hello.", "2024-01-02T00:00:00Z", episode_id=given)) == given
+    assert str(enqueue(own_dsn, group, "Hello.", "2024-01-02T00:00:00Z", episode_id=given)) == given
     bad = [
         (("", "x", "message", None, "2024-01-01Z", "", None), "group_id must be a non-empty string"),
         ((group, "  ", "message", None, "2024-01-01Z", "", None), "episode content is empty"),
@@ -101,11 +92,11 @@ def test_enqueue_episode_from_sql_validates_and_is_idempotent(queue_dsn):
         ((group, "I work at Acme Corp.", "text", "Zoe", "2024-01-01Z", "", "z1"), "its kind differs"),
         ((group, "I work at Acme Corp.", "message", "Zoe", "2024-01-02Z", "", "z1"), "its reference_time differs"),
     ]
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         for args, message in bad:
             with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
                 conn.execute(ENQUEUE, args)
-    rows = episodes(queue_dsn)
+    rows = episodes(own_dsn)
     assert [(r["content"], r["status"], r["attempts"]) for r in rows] == [
         ("I work at Acme Corp.", "pending", 0), ("Hello.", "pending", 0), ("Hi there.", "pending", 0),
         ("Hi there.", "pending", 0)]
@@ -139,9 +130,9 @@ async def test_python_enqueue_refuses_an_id_used_by_another_episode(memory, grou
         "I work at Acme Corp.", "I live in Lima."]
 
 
-def test_sql_uuid5_equals_python(queue_dsn):
+def test_sql_uuid5_equals_python(own_dsn):
     names = ["", "a", "x" * 55, "y" * 56, "z" * 63, "w" * 64, "v" * 65, "Zoë 日本 \U0001F600", "q" * 1000]
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         for name in names:
             got = conn.execute("SELECT pgmemory_internal.uuid5(%s, %s)", (uuid.NAMESPACE_URL, name)).fetchone()[0]
             assert got == uuid.uuid5(uuid.NAMESPACE_URL, name), len(name)
@@ -150,13 +141,13 @@ def test_sql_uuid5_equals_python(queue_dsn):
             assert got == episode_uuid("g", given)
 
 
-async def test_worker_keeps_group_order_one_episode_per_group_at_a_time(queue_dsn):
+async def test_worker_keeps_group_order_one_episode_per_group_at_a_time(own_dsn):
     # Enqueued out of order: the worker must follow reference time within each group.
     for group in ("g-a", "g-b", "g-c"):
-        enqueue(queue_dsn, group, "I left Acme Corp and now work at Globex.", "2024-03-01T00:00:00Z")
-        enqueue(queue_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
-        enqueue(queue_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z")
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+        enqueue(own_dsn, group, "I left Acme Corp and now work at Globex.", "2024-03-01T00:00:00Z")
+        enqueue(own_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
+        enqueue(own_dsn, group, "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     spans: list[tuple[str, object, float, float]] = []
     process = memory.ingestor.process
 
@@ -185,41 +176,41 @@ async def test_worker_keeps_group_order_one_episode_per_group_at_a_time(queue_ds
         assert jobs[group][2] is not None  # Acme ended by the March episode, as in order
     groups_at_once = max(sum(1 for s in spans if s[2] <= t < s[3]) for _, _, t, _ in spans)
     assert groups_at_once > 1  # groups did run in parallel
-    assert {(r["status"], r["attempts"], r["lease_owner"]) for r in episodes(queue_dsn)} == {("done", 1, None)}
+    assert {(r["status"], r["attempts"], r["lease_owner"]) for r in episodes(own_dsn)} == {("done", 1, None)}
 
 
-def test_two_worker_processes_never_process_one_episode(queue_dsn):
+def test_two_worker_processes_never_process_one_episode(own_dsn):
     for n in range(8):
         for group in ("w-a", "w-b", "w-c"):
-            enqueue(queue_dsn, group, f"I work at Company{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
-    procs = [cli(queue_dsn, "worker", "--drain", "--concurrency", "2") for _ in range(2)]
+            enqueue(own_dsn, group, f"I work at Company{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
+    procs = [cli(own_dsn, "worker", "--drain", "--concurrency", "2") for _ in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-800:] for o in outs]
-    rows = episodes(queue_dsn)
+    rows = episodes(own_dsn)
     # attempts counts every lease taken: one each means no episode was processed twice.
     assert len(rows) == 24 and {(r["status"], r["attempts"]) for r in rows} == {("done", 1)}
     done = [int(o[0].strip().splitlines()[-1].split(" done")[0].split()[-1]) for o in outs]
     assert sum(done) == 24
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         assert conn.execute("SELECT count(*) - count(DISTINCT (group_id, lower(name)))"
                             " FROM pgmemory.entities").fetchone()[0] == 0
 
 
-def test_expired_lease_is_taken_over_after_kill_9(queue_dsn, fake_openai):
-    enqueue(queue_dsn, "k-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+def test_expired_lease_is_taken_over_after_kill_9(own_dsn, fake_openai):
+    enqueue(own_dsn, "k-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
     fake_openai.script(Delay(60, Reply(EXTRACTION)))
-    proc = cli(queue_dsn, "worker", "--lease-seconds", "1", llm=fake_openai.base_url)
+    proc = cli(own_dsn, "worker", "--lease-seconds", "1", llm=fake_openai.base_url)
     try:
         wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
         assert proc.poll() is None, proc.stderr.read()
-        (row,) = episodes(queue_dsn)
+        (row,) = episodes(own_dsn)
         assert row["status"] == "processing" and row["lease_owner"] and row["attempts"] == 1
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
 
     async def take_over() -> tuple:
-        memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+        memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
         try:
             return await memory.worker(drain=True, poll_seconds=0.1).run(), await memory.episode_status(
                 row["id"], "k-a")
@@ -227,44 +218,44 @@ def test_expired_lease_is_taken_over_after_kill_9(queue_dsn, fake_openai):
             await memory.close()
 
     # Nobody renews the dead worker's lease; once it has expired, another worker takes the episode.
-    wait_until(lambda: psycopg.connect(queue_dsn).execute(
+    wait_until(lambda: psycopg.connect(own_dsn).execute(
         "SELECT bool_and(lease_until <= clock_timestamp()) FROM pgmemory.episodes").fetchone()[0], "expiry")
     stats, status = asyncio.run(take_over())
     assert stats.done == 1
     assert (status["status"], status["attempts"]) == ("done", 2)
 
 
-def test_sigterm_finishes_the_current_episode_and_stops(queue_dsn, fake_openai):
-    enqueue(queue_dsn, "s-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
-    enqueue(queue_dsn, "s-a", "I live in Lima.", "2024-01-02T00:00:00Z", actor="Ivy")
+def test_sigterm_finishes_the_current_episode_and_stops(own_dsn, fake_openai):
+    enqueue(own_dsn, "s-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    enqueue(own_dsn, "s-a", "I live in Lima.", "2024-01-02T00:00:00Z", actor="Ivy")
     fake_openai.script(Delay(1.5, Reply(EXTRACTION)))
-    proc = cli(queue_dsn, "worker", llm=fake_openai.base_url)
+    proc = cli(own_dsn, "worker", llm=fake_openai.base_url)
     wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "1 done" in out.splitlines()[-1]
-    assert [(r["content"], r["status"], r["lease_owner"]) for r in episodes(queue_dsn)] == [
+    assert [(r["content"], r["status"], r["lease_owner"]) for r in episodes(own_dsn)] == [
         ("I work at Acme Corp.", "done", None), ("I live in Lima.", "pending", None)]
 
 
-def test_sigterm_after_the_grace_period_gives_the_episode_back(queue_dsn, fake_openai):
-    enqueue(queue_dsn, "s-b", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+def test_sigterm_after_the_grace_period_gives_the_episode_back(own_dsn, fake_openai):
+    enqueue(own_dsn, "s-b", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
     fake_openai.script(Delay(60, Reply(EXTRACTION)))
-    proc = cli(queue_dsn, "worker", "--grace-seconds", "0", llm=fake_openai.base_url)
+    proc = cli(own_dsn, "worker", "--grace-seconds", "0", llm=fake_openai.base_url)
     wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    (row,) = episodes(queue_dsn)
+    (row,) = episodes(own_dsn)
     # Given back for the next worker; the call already made is billed.
     assert (row["status"], row["lease_owner"], row["llm_calls"]) == ("pending", None, 1)
 
 
-def test_a_live_lease_is_never_taken_an_expired_one_is(queue_dsn):
-    eid = enqueue(queue_dsn, "l-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
-    enqueue(queue_dsn, "l-a", "I live in Lima.", "2024-01-02T00:00:00Z")
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+def test_a_live_lease_is_never_taken_an_expired_one_is(own_dsn):
+    eid = enqueue(own_dsn, "l-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    enqueue(own_dsn, "l-a", "I live in Lima.", "2024-01-02T00:00:00Z")
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         lease = "SELECT pgmemory_internal.lease_episode('l-a', %s, %s, '1 hour')"
         claim = "SELECT * FROM pgmemory_internal.claim_episode(%s, '1 hour')"
         assert conn.execute(lease, (eid, "A")).fetchone()[0] == "leased"
@@ -281,16 +272,16 @@ def test_a_live_lease_is_never_taken_an_expired_one_is(queue_dsn):
 
 
 @pytest.mark.parametrize("reachable_only", [False, True])
-def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(queue_dsn, reachable_only):
+def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(own_dsn, reachable_only):
     """The claim walks the groups with work in the queue index (issue 9: a few probes per group,
     not a pass over the backlog), yet keeps the order: the group waiting longest goes first
     whatever its name, a group with a live lease is skipped, a group's earliest episode first.
     So does the claim a worker makes while a Citus node is down (p_reachable_only: the groups with
     work read at once, reachable_queued_groups; on one node, all of them)."""
-    waiting_long = [enqueue(queue_dsn, "q-z", f"I live in town {i}.", f"2024-03-0{i}T00:00:00Z") for i in (2, 1)]
-    busy = enqueue(queue_dsn, "q-0", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
-    later = enqueue(queue_dsn, "q-a", "I work at Initech.", "2024-01-01T00:00:00Z")
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    waiting_long = [enqueue(own_dsn, "q-z", f"I live in town {i}.", f"2024-03-0{i}T00:00:00Z") for i in (2, 1)]
+    busy = enqueue(own_dsn, "q-0", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    later = enqueue(own_dsn, "q-a", "I work at Initech.", "2024-01-01T00:00:00Z")
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT pgmemory_internal.lease_episode('q-0', %s, 'A', '1 hour')",
                             (busy,)).fetchone()[0] == "leased"
         claim = "SELECT * FROM pgmemory_internal.claim_episode(%s, '1 hour', '{}', %s)"
@@ -299,12 +290,12 @@ def test_claims_take_the_longest_waiting_free_group_and_its_earliest_episode(que
         assert conn.execute(claim, ("D", reachable_only)).fetchall() == []  # every group with work is busy
 
 
-def test_an_older_database_gets_the_queue_indexes_and_claims_from_its_backlog(queue_dsn):
+def test_an_older_database_gets_the_queue_indexes_and_claims_from_its_backlog(own_dsn):
     """Migration 0300 upgrades a database without the queue's per-group indexes; the episodes
     enqueued before the upgrade are claimed in order afterwards."""
-    first = enqueue(queue_dsn, "u-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
-    enqueue(queue_dsn, "u-a", "I live in Lima.", "2024-01-02T00:00:00Z")
-    with psycopg.connect(queue_dsn) as conn:
+    first = enqueue(own_dsn, "u-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    enqueue(own_dsn, "u-a", "I live in Lima.", "2024-01-02T00:00:00Z")
+    with psycopg.connect(own_dsn) as conn:
         conn.execute("DROP INDEX pgmemory.episodes_queue_age")
         conn.execute("DROP INDEX pgmemory.episodes_leased")
         conn.execute("DELETE FROM pgmemory.schema_migrations WHERE version = 300")
@@ -319,8 +310,8 @@ def test_an_older_database_gets_the_queue_indexes_and_claims_from_its_backlog(qu
             ("u-a", first)]
 
 
-async def test_enqueue_episode_python_api(queue_dsn):
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+async def test_enqueue_episode_python_api(own_dsn):
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         eid = await memory.enqueue_episode("py", "I work at Acme Corp.", actor="Zoe",
                                            reference_time="2024-01-01T00:00:00+00:00", episode_id="p1")
@@ -333,12 +324,12 @@ async def test_enqueue_episode_python_api(queue_dsn):
         await memory.close()
 
 
-def test_sync_memory_runs_a_worker(queue_dsn):
+def test_sync_memory_runs_a_worker(own_dsn):
     """README: SyncMemory has Memory's methods, blocking. Its `worker` had none (a script had to
     drop to asyncio for the queue): now it runs the worker to its end and returns the stats."""
     from pgmemory import SyncMemory
 
-    with SyncMemory(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
+    with SyncMemory(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()) as memory:
         memory.enqueue_episodes([dict(group_id="sync", content=f"I work at Acme Corp {i}.", actor="Zoe",
                                       reference_time=f"2024-01-0{i}T00:00:00+00:00", episode_id=f"s{i}")
                                  for i in (1, 2)])
@@ -350,18 +341,18 @@ def test_sync_memory_runs_a_worker(queue_dsn):
         assert [memory.episode_status(f"s{i}", "sync")["status"] for i in (1, 2)] == ["done", "done"]
 
 
-async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(queue_dsn):
+async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(own_dsn):
     """Session 14: any login may LISTEN on pgmemory_episodes, and the NOTIFY of enqueue_episode
     carried the group id, so a login of one group learnt every other group's writes. The payload
     is empty now; an idle worker still wakes on it (long before its poll) and processes the group."""
     tag = uuid.uuid4().hex[:8]
     role = f"spy_{tag}"
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         grants.grant(conn, role, [f"spy-group-{tag}"], create_password="pw")
-    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+    info = psycopg.conninfo.conninfo_to_dict(own_dsn)
     spy = psycopg.connect(f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}",
                           autocommit=True)
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         spy.execute("LISTEN pgmemory_episodes")
         worker = memory.worker(poll_seconds=120)
@@ -379,23 +370,23 @@ async def test_the_wake_up_names_no_group_and_still_wakes_the_worker(queue_dsn):
     finally:
         await memory.close()
         spy.close()
-        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        with psycopg.connect(own_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
 
 
-async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_back(queue_dsn):
+async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_back(own_dsn):
     """Postgres dropping the worker's connections (a restart, a failover; here its backends are
     terminated, 57P01, again and again) neither stops the worker nor fails an episode: the ones
     interrupted go back to 'pending' and are processed again, in each group's order."""
     for day in range(1, 41):
-        enqueue(queue_dsn, "g-lost", f"I visited Town{day}.", f"2024-01-{(day - 1) % 28 + 1:02d}T{day % 24:02d}:00:00Z")
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+        enqueue(own_dsn, "g-lost", f"I visited Town{day}.", f"2024-01-{(day - 1) % 28 + 1:02d}T{day % 24:02d}:00:00Z")
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     worker = memory.worker(concurrency=2, poll_seconds=0.2)
     run = asyncio.create_task(worker.run())
     kills = 0
     try:
-        with psycopg.connect(queue_dsn, autocommit=True) as admin:
+        with psycopg.connect(own_dsn, autocommit=True) as admin:
             for _ in range(400):
                 done = admin.execute("SELECT count(*) FROM pgmemory.episodes WHERE status = 'done'").fetchone()[0]
                 if done == 40:
@@ -406,15 +397,15 @@ async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_b
                         " WHERE datname = current_database() AND pid <> pg_backend_pid()) t").fetchone()[0]
                 assert not run.done(), run.exception()
                 await asyncio.sleep(0.1)
-        states = {r["status"] for r in episodes(queue_dsn)}
+        states = {r["status"] for r in episodes(own_dsn)}
         assert kills >= 4 and states == {"done"}, (kills, states)
         # After its listener's connection was lost too, an enqueue still wakes it at once.
-        enqueue(queue_dsn, "g-lost", "I visited Town99.", "2024-03-01T00:00:00Z")
+        enqueue(own_dsn, "g-lost", "I visited Town99.", "2024-03-01T00:00:00Z")
         for _ in range(200):
-            if {r["status"] for r in episodes(queue_dsn)} == {"done"}:
+            if {r["status"] for r in episodes(own_dsn)} == {"done"}:
                 break
             await asyncio.sleep(0.05)
-        assert {r["status"] for r in episodes(queue_dsn)} == {"done"}
+        assert {r["status"] for r in episodes(own_dsn)} == {"done"}
     finally:
         worker.stop()
         stats = await run
@@ -422,13 +413,13 @@ async def test_worker_outlives_lost_connections_and_gives_interrupted_episodes_b
     assert stats.failed == 0 and all(e.startswith("communities of group") for e in stats.errors), stats.errors
 
 
-async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_goes_on(queue_dsn):
+async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_goes_on(own_dsn):
     """An episode whose every lease ended unfinished (the worker killed mid-episode each time, as
     an OOM kill of a huge extraction would) is failed once it took queue_max_attempts (5) leases,
     instead of being claimed forever ahead of its group's later episodes."""
-    poison = enqueue(queue_dsn, "p-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="poison")
-    enqueue(queue_dsn, "p-a", "I live in Lima.", "2024-02-01T00:00:00Z", episode_id="next")
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    poison = enqueue(own_dsn, "p-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z", episode_id="poison")
+    enqueue(own_dsn, "p-a", "I live in Lima.", "2024-02-01T00:00:00Z", episode_id="next")
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         for attempt in range(1, 6):
             # Each lease taken by a claimer that then dies: its lease simply expires.
             (claimed,) = conn.execute("SELECT episode_id FROM pgmemory_internal.claim_episode(%s, '1 hour')",
@@ -436,7 +427,7 @@ async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_go
             assert claimed == poison
             conn.execute("UPDATE pgmemory.episodes SET lease_until = clock_timestamp() - interval '1 s'"
                          " WHERE id = %s", (poison,))
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         stats = await memory.worker(drain=True, poll_seconds=0.1).run()
         status = await memory.episode_status(poison, "p-a")
@@ -450,44 +441,44 @@ async def test_a_poisoned_episode_fails_after_its_lost_attempts_and_its_group_go
         await memory.close()
 
 
-async def test_an_episode_stored_with_a_time_no_driver_reads_fails_alone(queue_dsn):
+async def test_an_episode_stored_with_a_time_no_driver_reads_fails_alone(own_dsn):
     """A pending episode written straight into the table (not through enqueue_episode, which
     refuses such times) with a reference time Python cannot hold stopped the worker at its claim:
     it now fails with the reason, and the other groups' episodes are processed."""
-    enqueue(queue_dsn, "g-ok", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    enqueue(own_dsn, "g-ok", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
     bad = uuid.uuid4()
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO pgmemory.episodes (id, group_id, kind, content, actor, source_description, valid_at)"
                      " VALUES (%s, 'g-bad', 'message', 'I live in Lima.', 'Zoe', '', '20000-01-01T00:00:00Z')", (bad,))
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         stats = await asyncio.wait_for(memory.worker(concurrency=2, drain=True).run(), 60)
     finally:
         await memory.close()
     assert (stats.done, stats.failed) == (1, 1)
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         rows = dict(conn.execute("SELECT group_id, status || ': ' || coalesce(error, '') FROM pgmemory.episodes").fetchall())
     assert rows["g-ok"] == "done: "
     assert rows["g-bad"].startswith("failed: ") and "reference_time" in rows["g-bad"] and "out of range" in rows["g-bad"]
 
 
-async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(queue_dsn, monkeypatch):
+async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(own_dsn, monkeypatch):
     """An app's own open transaction holding its group's write lock past lock_timeout: the worker
     gives that episode back (pending, the attempt not counted), processes the other groups
     meanwhile, and processes it once the lock is free; nothing is failed."""
     monkeypatch.setenv("PGMEMORY_LOCK_TIMEOUT", "0.3")
-    busy = enqueue(queue_dsn, "g-busy", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    busy = enqueue(own_dsn, "g-busy", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
     for group in ("g-free1", "g-free2"):
-        enqueue(queue_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
-    holder = psycopg.connect(queue_dsn)
+        enqueue(own_dsn, group, "I live in Lima.", "2024-02-01T00:00:00Z")
+    holder = psycopg.connect(own_dsn)
     holder.execute("SELECT pgmemory_internal.lock_group('g-busy')")  # held until commit
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     run = None
     try:
         run = asyncio.create_task(memory.worker(drain=True, poll_seconds=0.2).run())
 
         def status(group):
-            return {r["group_id"]: r for r in episodes(queue_dsn)}[group]
+            return {r["group_id"]: r for r in episodes(own_dsn)}[group]
         await asyncio.to_thread(
             wait_until, lambda: status("g-free1")["status"] == status("g-free2")["status"] == "done",
             "the free groups processed while g-busy is held", 60)
@@ -511,17 +502,17 @@ async def test_a_group_held_busy_by_another_session_is_set_aside_not_failed(queu
     assert (done["id"], done["status"], done["attempts"]) == (busy, "done", 1)
 
 
-async def test_turns_enqueued_in_one_transaction_with_one_time_are_processed_in_enqueue_order(queue_dsn):
+async def test_turns_enqueued_in_one_transaction_with_one_time_are_processed_in_enqueue_order(own_dsn):
     """A chat session's turns often share one reference time (LoCoMo stamps every turn with the
     session's start) and are enqueued in one transaction (Memory.enqueue_episodes, an app's own
     BEGIN ... COMMIT), so they share recorded_at (now()) too: the claim then fell back to the
     episode's id, a hash, and processed them in an arbitrary order (here "I left Acme" before
     "I work at Acme" in some groups), unlike add_episodes. Enqueue order (seq) breaks the tie."""
     turns = [f"Turn {n}: I visited Town{n}." for n in range(1, 9)]
-    with psycopg.connect(queue_dsn) as conn:  # one transaction
+    with psycopg.connect(own_dsn) as conn:  # one transaction
         for turn in turns:
             conn.execute(ENQUEUE, ("t-one", turn, "message", "Zoe", "2024-01-01T00:00:00Z", "", None))
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     batch = [{"group_id": f"t-{n}", "content": content, "actor": "Ivy", "reference_time": "2024-01-01T00:00:00+00:00"}
              for n in range(6) for content in ("I work at Acme Corp.", "I left Acme Corp and now work at Globex.")]
     await memory.enqueue_episodes(batch)
@@ -547,7 +538,7 @@ def _pid_free_here(pid: int) -> bool:
     return not os.path.exists(f"/proc/{pid}")
 
 
-def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_dsn):
+def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(own_dsn):
     """A lease owner names its host and pid, and a worker ended at once the leases of "this host's"
     processes that no longer run. A process with the same host name whose pid this worker cannot
     see (another container on the host network, `hostNetwork` pods, a second machine with the same
@@ -555,7 +546,7 @@ def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_d
     still worked on it. Here the holder runs in its own pid namespace (unshare) and keeps its lease."""
     if os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"):
         pytest.skip("needs root and unshare to start a process in another pid namespace")
-    eid = enqueue(queue_dsn, "ns-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    eid = enqueue(own_dsn, "ns-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
     pid_max = int(open("/proc/sys/kernel/pid_max").read())
     last = next(p for p in range(pid_max - 50, 400, -997) if _pid_free_here(p + 1) and _pid_free_here(p + 2))
     holder_code = ("import sys, time, psycopg\nfrom pgmemory.ingest.pipeline import worker_id\nowner = worker_id()\n"
@@ -564,7 +555,7 @@ def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_d
                    " (sys.argv[2], owner)).fetchone()[0]\nprint(state, owner, flush=True)\ntime.sleep(120)\n")
     script = f'echo {last} > /proc/sys/kernel/ns_last_pid && "$0" -c "$1" "$2" "$3"; :'
     holder = subprocess.Popen(["unshare", "-fp", "--kill-child", "--mount-proc", "sh", "-c", script, sys.executable, holder_code,
-                               queue_dsn, str(eid)], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               own_dsn, str(eid)], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
         line = holder.stdout.readline().split()
@@ -574,7 +565,7 @@ def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_d
         assert state == "leased" and _pid_free_here(int(owner.split(":")[1])), owner
 
         async def drain() -> tuple:
-            memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+            memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
             try:
                 return await memory.worker(drain=True, poll_seconds=0.1).run(), await memory.episode_status(eid, "ns-a")
             finally:
@@ -582,31 +573,31 @@ def test_a_live_lease_of_a_process_in_another_pid_namespace_is_not_taken(queue_d
 
         stats, status = asyncio.run(drain())
         assert (stats.done, status["status"], status["attempts"]) == (0, "processing", 1)
-        assert episodes(queue_dsn)[0]["lease_owner"] == owner
+        assert episodes(own_dsn)[0]["lease_owner"] == owner
     finally:
         holder.kill()
         holder.wait(10)
 
 
-def test_a_worker_on_a_read_only_login_stops_with_one_line(queue_dsn):
+def test_a_worker_on_a_read_only_login_stops_with_one_line(own_dsn):
     """`pgmemory worker` (and ingest, retry) run with a read-only login (pgmemory grant without
     --app) printed a 40-line traceback ending in "permission denied for table group_locks"; it now
     stops with one line saying the login may only read and how to get a read-write one, and the
     episode stays pending for a worker that may write."""
     tag = uuid.uuid4().hex[:8]
     role = f"ro_{tag}"
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         grants.grant(conn, role, ["ro-a"], create_password="pw")
-    assert cli(queue_dsn, "worker", "--drain").wait(120) == 0  # the owner records the embedder first
-    enqueue(queue_dsn, "ro-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
-    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+    assert cli(own_dsn, "worker", "--drain").wait(120) == 0  # the owner records the embedder first
+    enqueue(own_dsn, "ro-a", "I work at Acme Corp.", "2024-01-01T00:00:00Z")
+    info = psycopg.conninfo.conninfo_to_dict(own_dsn)
     login = f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
     try:
         out, err = cli(login, "worker", "--drain").communicate(timeout=120)
         (line,) = err.strip().splitlines()
         assert line.startswith("pgmemory: error: ") and f"login {role} may only read" in line, err
         assert "pgmemory grant" in line and "--app" in line
-        assert [(r["status"], r["attempts"]) for r in episodes(queue_dsn)] == [("pending", 0)]
+        assert [(r["status"], r["attempts"]) for r in episodes(own_dsn)] == [("pending", 0)]
         with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ep-{tag}.jsonl"), "w") as f:
             f.write('{"group_id": "ro-a", "content": "I live in Lima.", "reference_time": "2024-01-02T00:00:00Z"}\n')
         proc = cli(login, "ingest", f.name)
@@ -614,18 +605,18 @@ def test_a_worker_on_a_read_only_login_stops_with_one_line(queue_dsn):
         (line,) = err.strip().splitlines()
         assert proc.returncode == 2 and "may only read" in line and "--app" in line, err
     finally:
-        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        with psycopg.connect(own_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
 
 
-def test_sql_enqueue_strips_whitespace_as_python_does(queue_dsn):
+def test_sql_enqueue_strips_whitespace_as_python_does(own_dsn):
     """enqueue_episode said it validates like the Python API, but trimmed only spaces where Python
     strips every whitespace character (str.strip): a content of no-break or ideographic spaces was
     queued, an actor of a tab accepted, and an actor with a trailing newline (a line read from a
     file) stored with it, so its derived id differed from Python's for the same episode."""
     when = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         for args, message in [
             (("ws", "\u00a0\u3000\u2009", "message", None, when, "", None), "episode content is empty"),
             (("ws", "Hi.", "message", "\t\n", when, "", None), "actor must be a non-empty string"),
@@ -646,21 +637,21 @@ def test_sql_enqueue_strips_whitespace_as_python_does(queue_dsn):
                             ).fetchone()[0] == ["Zoe"]
 
 
-async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
+async def test_retry_leaves_a_group_a_worker_is_processing_to_it(own_dsn):
     """`pgmemory retry` (run to re-try failed episodes while workers run) re-ran every pending
     episode too, leasing each one alone: with a worker processing a group's first episode, retry
     processed the group's second and third meanwhile, ahead of the first. A group another process
     is working on now keeps its order: retry leaves its episodes to it ("busy")."""
-    first = enqueue(queue_dsn, "rt", "I visited Town1.", "2024-01-01T00:00:00Z")
-    enqueue(queue_dsn, "rt", "I visited Town2.", "2024-01-02T00:00:00Z")
-    enqueue(queue_dsn, "rt", "I visited Town3.", "2024-01-03T00:00:00Z")
-    enqueue(queue_dsn, "rt-free", "I visited Town4.", "2024-01-01T00:00:00Z")
-    failed = enqueue(queue_dsn, "rt", "I visited Town0.", "2023-12-01T00:00:00Z")
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:  # a worker (elsewhere) is on Town1
+    first = enqueue(own_dsn, "rt", "I visited Town1.", "2024-01-01T00:00:00Z")
+    enqueue(own_dsn, "rt", "I visited Town2.", "2024-01-02T00:00:00Z")
+    enqueue(own_dsn, "rt", "I visited Town3.", "2024-01-03T00:00:00Z")
+    enqueue(own_dsn, "rt-free", "I visited Town4.", "2024-01-01T00:00:00Z")
+    failed = enqueue(own_dsn, "rt", "I visited Town0.", "2023-12-01T00:00:00Z")
+    with psycopg.connect(own_dsn, autocommit=True) as conn:  # a worker (elsewhere) is on Town1
         conn.execute("UPDATE pgmemory.episodes SET status = 'failed', error = 'x' WHERE id = %s", (failed,))
         assert conn.execute("SELECT episode_id FROM pgmemory_internal.claim_episode('elsewhere:1:w', '1 hour')"
                             ).fetchone() == (first,)
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         results = await memory.retry()
         by_group = {}
@@ -669,22 +660,22 @@ async def test_retry_leaves_a_group_a_worker_is_processing_to_it(queue_dsn):
         # (a failed episode, already out of its group's order, is retried meanwhile)
         assert by_group == {"rt": ["done", "busy", "busy"], "rt-free": ["done"]}
         # Once the worker is done with Town1, retry (or a worker) takes the rest, in order.
-        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        with psycopg.connect(own_dsn, autocommit=True) as conn:
             conn.execute("SELECT pgmemory_internal.end_attempt('rt', %s, 'elsewhere:1:w', NULL, 0, 0, 0, NULL)", (first,))
         assert [r.status for r in await memory.retry("rt")] == ["done"] * 3
     finally:
         await memory.close()
-    assert {(r["group_id"], r["status"]) for r in episodes(queue_dsn)} == {("rt", "done"), ("rt-free", "done")}
+    assert {(r["group_id"], r["status"]) for r in episodes(own_dsn)} == {("rt", "done"), ("rt-free", "done")}
 
 
-def test_a_second_signal_gives_the_current_episode_back_at_once(queue_dsn, fake_openai):
+def test_a_second_signal_gives_the_current_episode_back_at_once(own_dsn, fake_openai):
     """On SIGINT/SIGTERM a worker finishes its current episode for up to --grace-seconds (30):
     it said nothing meanwhile, and a second Ctrl-C was ignored, so an impatient user waited the
     whole grace period or reached for kill -9. It now says it is stopping, and a second signal
     gives the episode back at once."""
-    enqueue(queue_dsn, "s-c", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
+    enqueue(own_dsn, "s-c", "I work at Acme Corp.", "2024-01-01T00:00:00Z", actor="Ivy")
     fake_openai.script(Delay(60, Reply(EXTRACTION)))
-    proc = cli(queue_dsn, "worker", llm=fake_openai.base_url)
+    proc = cli(own_dsn, "worker", llm=fake_openai.base_url)
     wait_until(lambda: len(fake_openai.requests) == 1 or proc.poll() is not None, "the worker's LLM call")
     proc.send_signal(signal.SIGINT)
     time.sleep(1)
@@ -695,11 +686,11 @@ def test_a_second_signal_gives_the_current_episode_back_at_once(queue_dsn, fake_
     assert time.monotonic() - started < 10, "the second signal did not stop the worker"
     assert proc.returncode == 0, err
     assert "stopping" in err and "again" in err
-    (row,) = episodes(queue_dsn)
+    (row,) = episodes(own_dsn)
     assert (row["status"], row["lease_owner"], row["llm_calls"]) == ("pending", None, 1)
 
 
-async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused_in_one_line(queue_dsn):
+async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused_in_one_line(own_dsn):
     """A json episode holding an escaped NUL ("\\u0000", valid JSON that Python accepts) was refused
     by enqueue_episode with Postgres' own 22P05 "unsupported Unicode escape sequence" (its check
     converted the text to jsonb), and one nested 25,000 deep raised "stack depth limit exceeded"
@@ -710,7 +701,7 @@ async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused
     deepest = '{"k": "[[[\\"[[", "v": ' + "[" * 499 + "1" + "]" * 499 + "}"
     assert json_depth(deepest) == MAX_JSON_DEPTH == 500
     too_deep = {501: "[" * 501 + "]" * 501, 25_000: "[" * 25_000 + "]" * 25_000}
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         eid = conn.execute(ENQUEUE, ("js", nul, "json", None, "2024-01-01T00:00:00Z", "", None)).fetchone()[0]
         deep_id = conn.execute(ENQUEUE, ("js", deepest, "json", None, "2024-01-01T00:00:00Z", "", None)).fetchone()[0]
         for depth, text in too_deep.items():
@@ -719,7 +710,7 @@ async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused
             assert refused.value.diag.message_primary == \
                 f"json episode nests {depth} levels of arrays and objects; the limit is 500"
             assert refused.value.diag.message_hint is None
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())
     try:
         assert await memory.enqueue_episode("js", nul, kind="json", reference_time="2024-01-01T00:00:00Z") == eid
         assert await memory.enqueue_episode("js", deepest, kind="json", reference_time="2024-01-01T00:00:00Z") == deep_id
@@ -731,13 +722,13 @@ async def test_json_episodes_python_accepts_are_queued_and_too_deep_ones_refused
         await memory.close()
 
 
-def test_json_depth_is_counted_alike_in_sql_and_python(queue_dsn):
+def test_json_depth_is_counted_alike_in_sql_and_python(own_dsn):
     """enqueue_episode and Python refuse the same json episodes: the two depth counts agree on
     random texts of brackets, strings with escaped quotes and backslashes, and other characters."""
     rng = random.Random(11)
     parts = ["[", "]", "{", "}", '"', '\\"', "\\\\", "a", ",", ":", " ", "é"]
     texts = ["".join(rng.choice(parts) for _ in range(rng.randint(0, 60))) for _ in range(300)]
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         found = conn.execute("SELECT array_agg(pgmemory_internal.json_depth(t) ORDER BY n)"
                              " FROM unnest(%s::text[]) WITH ORDINALITY AS x (t, n)", (texts,)).fetchone()[0]
     assert found == [json_depth(t) for t in texts]
@@ -745,7 +736,7 @@ def test_json_depth_is_counted_alike_in_sql_and_python(queue_dsn):
 
 
 @pytest.mark.parametrize("status", [503, 401])
-async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_openai, status):
+async def test_an_llm_outage_does_not_fail_the_whole_queue(own_dsn, fake_openai, status):
     """The LLM provider unreachable or overloaded (HTTP 503 after every retry): each episode the
     worker claims fails at once and the worker moves on to the next, so a few minutes of outage
     turn the whole backlog 'failed', and `pgmemory retry` later runs them after the group's
@@ -759,32 +750,32 @@ async def test_an_llm_outage_does_not_fail_the_whole_queue(queue_dsn, fake_opena
     fake_openai.responder = lambda body: Status(status, "overloaded" if status == 503 else "Incorrect API key")
     for n in range(3):
         for group in (f"out-a{status}", f"out-b{status}"):
-            enqueue(queue_dsn, group, f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
+            enqueue(own_dsn, group, f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=1,
                        base_delay=0.01)
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
     try:
         worker = memory.worker(poll_seconds=0.2, communities=False)
         running = asyncio.create_task(worker.run())
         await asyncio.sleep(3)
         assert fake_openai.requests  # the worker did try
-        assert {r["status"] for r in episodes(queue_dsn)} == {"pending"}
+        assert {r["status"] for r in episodes(own_dsn)} == {"pending"}
         assert worker.stats.provider_waits >= 1 and worker.stats.failed == 0
         # The provider answers again: the same worker, still running, processes every episode.
         from bench.scripted_llm import ScriptedModel
 
         fake_openai.responder = ScriptedModel()
-        await until(lambda: {r["status"] for r in episodes(queue_dsn)} == {"done"})
+        await until(lambda: {r["status"] for r in episodes(own_dsn)} == {"done"})
         worker.stop()
         await running
     finally:
         await memory.close()
-    rows = episodes(queue_dsn)
+    rows = episodes(own_dsn)
     assert {r["status"] for r in rows} == {"done"}
     assert max(r["attempts"] for r in rows) == 1  # (a give-back for an outage is not an attempt)
 
 
-async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_back(queue_dsn, fake_openai):
+async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_back(own_dsn, fake_openai):
     """Postgres away from just after the LLM answered until after the attempt should have ended: the
     worker gave the episode back with no usage once the server was back, so the billed extraction
     call was missing from the episode's cost. It now ends that attempt with its usage. (Its own
@@ -796,7 +787,7 @@ async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_b
 
     group = "away"
     # (cut at the entity candidates' answer, read after the extraction call: every connection goes)
-    cutter = await AnswerCutter(queue_dsn, b"exact\x00", then_refuse=True).start()
+    cutter = await AnswerCutter(own_dsn, b"exact\x00", then_refuse=True).start()
     fake_openai.script(extraction_reply(), extraction_reply())  # the attempt cut, then the one that applies
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=5, max_retries=0)
     try:
@@ -810,32 +801,32 @@ async def test_usage_of_an_attempt_postgres_left_unended_is_counted_once_it_is_b
             await cutter.reopen()
 
             async def done() -> bool:
-                return (await _cost(queue_dsn, group, "away"))[0] == "done"
+                return (await _cost(own_dsn, group, "away"))[0] == "done"
 
             await until(done, seconds=15)
             worker.stop()
             await asyncio.wait_for(task, 30)
     finally:
         await cutter.stop()
-    assert await _cost(queue_dsn, group, "away") == ("done", 2, 20, 10)
+    assert await _cost(own_dsn, group, "away") == ("done", 2, 20, 10)
 
 
-async def test_a_worker_waits_out_too_many_connections(queue_dsn):
+async def test_a_worker_waits_out_too_many_connections(own_dsn):
     """Postgres refusing new connections because its slots are full (SQLSTATE 53300: max_connections,
     or a role's or database's CONNECTION LIMIT, reached by other workers and the app) is a passing
     state of the server, like a restart: a slot that met it at its claim raised, so the worker died
     with a traceback (and an episode that met it mid-way was failed). It now waits and goes on."""
     tag = uuid.uuid4().hex[:8]
     role = f"lim_{tag}"
-    with psycopg.connect(queue_dsn, autocommit=True) as conn:
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
         grants.grant(conn, role, ["*"], kind="app", create_password="pw")
         conn.execute(psycopg.sql.SQL("ALTER ROLE {} CONNECTION LIMIT 3").format(psycopg.sql.Identifier(role)))
     for n in range(10):
         for group in ("tm-a", "tm-b", "tm-c", "tm-d"):
-            enqueue(queue_dsn, group, f"I visited Town{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
-    info = psycopg.conninfo.conninfo_to_dict(queue_dsn)
+            enqueue(own_dsn, group, f"I visited Town{n}.", f"2024-01-{n + 1:02d}T00:00:00Z")
+    info = psycopg.conninfo.conninfo_to_dict(own_dsn)
     login = f"postgresql://{role}:pw@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
-    await (await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())).close()  # (the owner
+    await (await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=RuleExtractor())).close()  # (the owner
     # records the embedder first)
     memory = await Memory.open(login, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=8)
     try:
@@ -843,14 +834,14 @@ async def test_a_worker_waits_out_too_many_connections(queue_dsn):
                                                      communities=False).run(), 120)
     finally:
         await memory.close()
-        with psycopg.connect(queue_dsn, autocommit=True) as conn:
+        with psycopg.connect(own_dsn, autocommit=True) as conn:
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
     assert stats.failed == 0, stats.errors[:3]
-    assert {r["status"] for r in episodes(queue_dsn)} == {"done"}
+    assert {r["status"] for r in episodes(own_dsn)} == {"done"}
 
 
-async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_the_others_go(queue_dsn, fake_openai,
+async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_the_others_go(own_dsn, fake_openai,
                                                                                             monkeypatch):
     """An episode the LLM never answers in time (too long for the model, or a prompt its server
     chokes on) while it answers every other: each timeout looked like an outage, so the episode was
@@ -868,23 +859,23 @@ async def test_an_episode_the_llm_always_times_out_on_fails_and_its_group_lets_t
 
     model = ScriptedModel()
     fake_openai.responder = lambda body: Delay(2, EXTRACTION) if "POISON" in str(body["messages"]) else model(body)
-    poison = enqueue(queue_dsn, "slow-a", "POISON, a very long text.", "2024-01-01T00:00:00Z")
+    poison = enqueue(own_dsn, "slow-a", "POISON, a very long text.", "2024-01-01T00:00:00Z")
     for n in range(3):
-        enqueue(queue_dsn, "slow-b", f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
+        enqueue(own_dsn, "slow-b", f"I visited Town{n}.", f"2024-01-0{n + 1}T00:00:00Z")
     client = LLMClient(base_url=fake_openai.base_url, api_key="test", model="fake", timeout=0.3, max_retries=0)
-    memory = await Memory.open(queue_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
+    memory = await Memory.open(own_dsn, embedder=HashEmbedder(), extractor=LLMExtractor(client))
     try:
         worker = memory.worker(poll_seconds=0.1, communities=False)
         running = asyncio.create_task(worker.run())
-        await until(lambda: {r["status"] for r in episodes(queue_dsn)} <= {"done", "failed"}, seconds=40)
+        await until(lambda: {r["status"] for r in episodes(own_dsn)} <= {"done", "failed"}, seconds=40)
         worker.stop()
         await running
     finally:
         await memory.close()
-    rows = {r["id"]: r for r in episodes(queue_dsn)}
+    rows = {r["id"]: r for r in episodes(own_dsn)}
     assert [r["status"] for r in rows.values() if r["group_id"] == "slow-b"] == ["done"] * 3, worker.stats
     assert rows[poison]["status"] == "failed"
-    with psycopg.connect(queue_dsn) as conn:
+    with psycopg.connect(own_dsn) as conn:
         error = conn.execute("SELECT error FROM pgmemory.episodes WHERE id = %s", (poison,)).fetchone()[0]
     assert "timed out" in error and "\n" not in error
     # Given back once, then three times after the other group's episodes were done; the next claim fails it.

@@ -18,7 +18,6 @@ from pgmemory.providers.llm import LLMClient
 from pgmemory.storage.setup import init_database
 from tests.conftest import DIM
 from tests.fake_openai import Reply
-from tests.servers import create_database, drop_database
 from tests.test_migrations import old_database
 
 
@@ -35,14 +34,6 @@ def local_midnight(day: str, tz: timezone) -> datetime:
     return datetime.fromisoformat(day).replace(tzinfo=tz).astimezone(timezone.utc)
 
 
-@pytest.fixture
-def own_dsn(admin_dsn):
-    """A database of its own: the worker drains only this test's episodes."""
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
 
 
 async def believed(memory: Memory, group: str) -> dict[tuple[str, str], tuple]:

@@ -22,6 +22,7 @@ from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.surfaces.api_keys import create_key
 from pgmemory.surfaces.rest import create_app
+from tests import support
 
 
 @pytest.fixture(scope="module")
@@ -521,25 +522,11 @@ async def test_ingest_gives_its_connection_back_without_its_request_groups(rest_
     finally:
         await memory.close()
 
+
 @pytest.fixture(scope="module")
 def server_login(rest_dsn):
     """A login subject to row-level security, granted every group (how a server should connect)."""
-    import uuid
-
-    import psycopg
-
-    from pgmemory.storage import grants
-
-    tag = uuid.uuid4().hex[:8]
-    role, password = f"server_{tag}", f"pw-{tag}"
-    with psycopg.connect(rest_dsn) as conn:
-        grants.grant(conn, role, ["*"], kind="app", create_password=password)
-    info = psycopg.conninfo.conninfo_to_dict(rest_dsn)
-    yield f"postgresql://{role}:{password}@/{info['dbname']}?host={info['host']}&port={info.get('port', 5432)}"
-    with psycopg.connect(rest_dsn, autocommit=True) as conn:
-        grants.revoke(conn, role, None)
-        conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
-            psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+    yield from support.server_login(rest_dsn)
 
 
 async def test_on_a_restricted_login_the_database_narrows_each_request(rest_memory, server_login):

@@ -9,21 +9,9 @@ import re
 import psycopg
 import pytest
 
-from pgmemory.storage.setup import init_database
-from tests.conftest import DIM
-from tests.servers import create_database, drop_database
 from tests.support import utc
 
 
-@pytest.fixture
-def own_dsn(admin_dsn):
-    """A freshly initialised database of its own (a draining worker takes every group's queued
-    episodes, and the session's database holds other tests')."""
-    dsn = create_database(admin_dsn)
-    with psycopg.connect(dsn) as conn:
-        init_database(conn, DIM)
-    yield dsn
-    drop_database(admin_dsn, dsn)
 
 
 async def wait_for_lock_wait(memory, query_part: str, bound_s: float = 30.0) -> None:
