@@ -152,9 +152,33 @@ def kill_server(postmaster: int) -> None:
     alone leaves the backends serving open connections until they notice, so a fast ingest could
     finish its work on them.)"""
     os.kill(postmaster, signal.SIGSTOP)  # no new backend from here on
-    for child in children(postmaster):
-        os.kill(child, signal.SIGKILL)
+    signal_each(children(postmaster), signal.SIGKILL)
     os.kill(postmaster, signal.SIGKILL)
+
+
+def freeze(postmaster: int) -> list[int]:
+    """Every process of the server stopped (SIGSTOP), the postmaster first so that no new child
+    starts; returns those stopped, for `thaw`."""
+    os.kill(postmaster, signal.SIGSTOP)
+    return [postmaster, *signal_each(children(postmaster), signal.SIGSTOP)]
+
+
+def thaw(pids: list[int]) -> None:
+    """The processes `freeze` stopped run again."""
+    signal_each(pids, signal.SIGCONT)
+
+
+def signal_each(pids: list[int], sig: int) -> list[int]:
+    """`sig` sent to each process still there (a backend or helper may end between being listed
+    and being signalled); returns those it reached."""
+    reached = []
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            continue
+        reached.append(pid)
+    return reached
 
 
 def children(parent: int) -> list[int]:
@@ -280,9 +304,7 @@ async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monk
                 # Both pooled connections open and idle, as a serving process has them.
                 await asyncio.gather(*(memory.get_episodes("frozen") for _ in range(4)))
                 postmaster = int((data / "postmaster.pid").read_text().split()[0])
-                frozen = [postmaster, *children(postmaster)]
-                for pid in frozen:
-                    os.kill(pid, signal.SIGSTOP)
+                frozen = freeze(postmaster)
                 bound = 4 * (1 + ANSWER_MARGIN_S) + 30  # the hang guard: a bound, not a timing assert
                 with pytest.raises(Exception) as raised:
                     await asyncio.wait_for(memory.get_episodes("frozen"), bound)
@@ -290,15 +312,13 @@ async def test_a_frozen_server_fails_a_call_instead_of_holding_it(tmp_path, monk
                 assert lost is not None and "did not answer" in unavailable_reason(lost), repr(raised.value)
                 r = await asyncio.wait_for(client.get("/v1/groups/frozen/episodes"), bound)
                 assert r.status_code == 503 and "Postgres did not answer" in r.json()["error"]["message"], r.text
-                for pid in frozen:
-                    os.kill(pid, signal.SIGCONT)
+                thaw(frozen)
                 frozen = []
                 [episode] = await asyncio.wait_for(memory.get_episodes("frozen"), bound)
                 assert episode.content == "Ann: I work at Acme."
                 assert (await client.get("/v1/groups/frozen/episodes")).status_code == 200
         finally:
-            for pid in frozen:
-                os.kill(pid, signal.SIGCONT)
+            thaw(frozen)
             await memory.close()
     finally:
         if (data / "postmaster.pid").exists():
@@ -329,9 +349,7 @@ def test_a_frozen_server_fails_a_psycopg_call_and_a_long_query_is_waited_for(tmp
             conn.execute("SET statement_timeout = 0")
             assert conn.execute("SELECT pg_sleep(3), 'waited'").fetchone()[1] == "waited"  # > the bound: answered
             postmaster = int((data / "postmaster.pid").read_text().split()[0])
-            frozen = [postmaster, *children(postmaster)]
-            for pid in frozen:
-                os.kill(pid, signal.SIGSTOP)
+            frozen = freeze(postmaster)
             outcome: list[BaseException | None] = []
 
             def call() -> None:
@@ -347,13 +365,11 @@ def test_a_frozen_server_fails_a_psycopg_call_and_a_long_query_is_waited_for(tmp
             assert outcome and outcome[0] is not None, "the call on a frozen server did not end"
             lost = connection_lost(outcome[0])
             assert lost is not None and "did not answer" in unavailable_reason(lost), repr(outcome[0])
-            for pid in frozen:
-                os.kill(pid, signal.SIGCONT)
+            thaw(frozen)
             frozen = []
         with connect(dsn) as conn:  # the server, answering again, serves
             assert conn.execute("SELECT 1").fetchone()[0] == 1
     finally:
-        for pid in frozen:
-            os.kill(pid, signal.SIGCONT)
+        thaw(frozen)
         if (data / "postmaster.pid").exists():
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data, user=user, timeout=60)

@@ -5,6 +5,7 @@ processes share one server; pgserver serialises start-up with a file lock.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -14,6 +15,9 @@ from pathlib import Path
 import psycopg
 
 from pgmemory.errors import DatabaseUnavailable
+
+
+START_WAIT_S = 300.0  # the longest wait for another process's start (initdb + tuning restart, three tries)
 
 
 def _ram_mb() -> int:
@@ -69,11 +73,37 @@ def start(data_dir: Path):
     # pgserver keeps its inter-process lock in the runtime dir, read when it is first imported.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"pgmemory-runtime-{os.getuid()}"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
-    check_data_dir(data_dir)
-    server = _start(data_dir)
+    with _starting(data_dir):
+        check_data_dir(data_dir)
+        server = _start(data_dir)
     _tune_once(server, server_uri(server))
     listen.apply(server, data_dir)
     return server
+
+
+@contextlib.contextmanager
+def _starting(data_dir: Path, timeout_s: float = START_WAIT_S):
+    """One process at a time checks and starts the server of a data directory: another one's initdb,
+    half done, would look like a directory of foreign files. The lock is a file in the runtime dir."""
+    import fcntl
+    import hashlib
+
+    key = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    with open(Path(os.environ["XDG_RUNTIME_DIR"]) / f"pgmemory-start-{key}.lock", "a") as lock:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DatabaseUnavailable(f"another process has been starting the embedded Postgres in {data_dir} "
+                                              f"for {timeout_s:.0f} s; its log is {data_dir / 'log'}") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def check_data_dir(data_dir: Path) -> None:
