@@ -39,6 +39,10 @@ async def _add(memory, group: str, turns=TURNS, step=timedelta(days=1)) -> None:
     ("Which city have both Jean and John visited?", "city"),  # singular, with "both"
     ("Which  classical musicians does Melanie enjoy listening to?", "musicians"),  # the phrase's head
     ("What kind of dance pieces did Gina's team perform?", "pieces"),
+    ("What LGBTQ+ events has Caroline participated in?", "events"),  # modifiers with + - / '
+    ("What transgender-specific events has Caroline attended?", "events"),
+    ("What musical artists/bands has Melanie seen?", "bands"),        # of "a/b" the last
+    ("What kind of art does Caroline make?", None),                   # singular: measured worse
     ("What precautionary sign did Melanie see at the cafe?", None),
     ("What is Jon's favourite city?", None),                  # one thing, not several
     ("What does Melanie do to destress?", None),

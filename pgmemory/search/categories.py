@@ -18,9 +18,10 @@ from importlib import resources
 # A question asking for several things: "What/Which [kind(s)/type(s)/sort(s) of] <noun phrase>",
 # its head noun plural, or with "both" / "in common" / "how many times" anywhere. The head is the
 # last word of the (at most 4) words before an auxiliary ("Which classical musicians does ..." ->
-# "musicians"), else the first word after "what" / "which".
+# "musicians"; modifiers may hold digits and + - / ': "What LGBTQ+ events", "transgender-specific";
+# of "artists/bands" the last), else the first word after "what" / "which".
 OPENING = r"^\s*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?"
-PHRASE = re.compile(OPENING + r"(?:[a-z]+\s+){0,3}?([a-z]+)\s+"
+PHRASE = re.compile(OPENING + r"(?:[a-z0-9][a-z0-9+'/-]*\s+){0,3}?(?:[a-z0-9+'-]+/)?([a-z]+)\s+"
                     r"(?:is|was|are|were|do|does|did|has|have|had|can|could|would|will|should)\b")
 HEAD = re.compile(OPENING + r"([a-z]+)\b")
 SEVERAL = re.compile(r"\b(?:both|in common|how many times)\b")
