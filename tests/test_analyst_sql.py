@@ -248,7 +248,8 @@ async def test_memory_sql_reads_infinity_as_the_cli_does(memory, conn):
 
 
 @pytest.mark.parametrize("reversed_, ordered", [
-    ("FOR VALID_TIME BETWEEN '2023-01-01Z' AND '2021-01-01Z'", "FOR VALID_TIME BETWEEN '2021-01-01Z' AND '2023-01-01Z'"),
+    ("FOR VALID_TIME BETWEEN '2023-01-01Z' AND '2021-01-01Z'",
+     "FOR VALID_TIME BETWEEN '2021-01-01Z' AND '2023-01-01Z'"),
     ("FOR SYSTEM_TIME BETWEEN now() AND '2000-01-01Z'", "FOR SYSTEM_TIME BETWEEN '2000-01-01Z' AND now()"),
     ("FOR VALID_TIME FROM '2023-01-01Z' TO '2021-01-01Z'", "FOR VALID_TIME FROM '2021-01-01Z' TO '2023-01-01Z'"),
     ("FOR SYSTEM_TIME FROM now() TO '2000-01-01Z'", "FOR SYSTEM_TIME FROM '2000-01-01Z' TO now()"),
