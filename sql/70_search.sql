@@ -748,14 +748,21 @@ BEGIN
                    'valid_from_unknown', lower_inf(f.valid),
                    'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                    'attributes', f.attributes,
-                   'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                                  FROM pgmemory.fact_episodes fe WHERE fe.group_id = one AND fe.fact_id = f.id
-                                   AND fe.retracted_at IS NULL),  -- a retracted episode: history only
+                   'episodes', fx.episodes,
+                   'said_offset', (SELECT extract(epoch FROM ep.reference_offset)::integer FROM pgmemory.episodes ep
+                                    WHERE ep.group_id = one AND ep.id = fx.first_episode),
                    'distance', NULL::integer, 'embedding', NULL::text)
           FROM fact_hits fh
           JOIN pgmemory.facts f ON f.group_id = one AND f.version_id = fh.version_id
           JOIN pgmemory.entities s ON s.group_id = one AND s.id = f.source_id
-          JOIN pgmemory.entities t ON t.group_id = one AND t.id = f.target_id;
+          JOIN pgmemory.entities t ON t.group_id = one AND t.id = f.target_id
+          -- Its episodes, the first of which gives its speaker's offset (the context names a day by it)
+          CROSS JOIN LATERAL (
+              SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]') AS episodes,
+                     (array_agg(fe.episode_id ORDER BY fe.created_at))[1] AS first_episode
+                FROM pgmemory.fact_episodes fe
+               WHERE fe.group_id = one AND fe.fact_id = f.id
+                 AND fe.retracted_at IS NULL) fx;  -- a retracted episode: history only
     ELSIF cardinality(fact_cos) + cardinality(fact_text) + cardinality(fact_bfs) > 0 THEN
         RETURN QUERY
         WITH fact_ranked AS (
@@ -799,11 +806,10 @@ BEGIN
                    'valid_from_unknown', lower_inf(f.valid),
                    'recorded_from', lower(f.recorded), 'recorded_to', upper(f.recorded),
                    'attributes', f.attributes,
-                   'episodes', (SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]')
-                                  FROM pgmemory.fact_episodes fe
-                                 WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
-                                   AND (known_at IS NULL OR fe.created_at <= known_at)
-                                   AND (fe.retracted_at IS NULL OR fe.retracted_at > known_at)),  -- retracted by then
+                   'episodes', fx.episodes,
+                   'said_offset', (SELECT extract(epoch FROM ep.reference_offset)::integer FROM pgmemory.episodes ep
+                                    WHERE ep.group_id = f.group_id AND (ep.group_id = one OR one IS NULL)
+                                      AND ep.id = fx.first_episode),
                    'distance', (SELECT min(b.distance) FROM from_center b
                                  WHERE b.entity_id IN (f.source_id, f.target_id)),
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN f.embedding::text END)
@@ -821,6 +827,14 @@ BEGIN
           JOIN pgmemory.facts f ON (f.group_id = one OR one IS NULL AND f.group_id = ANY (p_groups)) AND f.version_id = fh.version_id
           JOIN pgmemory.entities s ON s.group_id = f.group_id AND s.id = f.source_id
           JOIN pgmemory.entities t ON t.group_id = f.group_id AND t.id = f.target_id
+          -- Its episodes (as known at known_at), the first of which gives its speaker's offset
+          CROSS JOIN LATERAL (
+              SELECT coalesce(jsonb_agg(fe.episode_id ORDER BY fe.created_at), '[]') AS episodes,
+                     (array_agg(fe.episode_id ORDER BY fe.created_at))[1] AS first_episode
+                FROM pgmemory.fact_episodes fe
+               WHERE fe.group_id = f.group_id AND (fe.group_id = one OR one IS NULL) AND fe.fact_id = f.id
+                 AND (known_at IS NULL OR fe.created_at <= known_at)
+                 AND (fe.retracted_at IS NULL OR fe.retracted_at > known_at)) fx  -- retracted by then
          WHERE meta_filter IS NULL OR with_keys OR f.id = ANY (keep_facts);
     END IF;
     IF cardinality(ent_cos) + cardinality(ent_text) + cardinality(ent_bfs) > 0 THEN
@@ -939,6 +953,7 @@ BEGIN
         -- Each episode with what is returned of it (one join; its vector only when asked for).
         epi_rows AS (
             SELECT eph.*, ep.group_id, ep.content, ep.kind, ep.actor, ep.valid_at, ep.recorded_at, ep.source_description,
+                   extract(epoch FROM ep.reference_offset)::integer AS said_offset,
                    CASE WHEN with_keys OR (p_opts->>'with_embeddings')::boolean THEN ep.embedding END AS embedding
               FROM epi_all eph
               JOIN pgmemory.episodes ep ON ep.id = eph.id AND (ep.group_id = one OR one IS NULL AND ep.group_id = ANY (p_groups))
@@ -967,7 +982,7 @@ BEGIN
         -- every candidate is returned.
         SELECT 'episode', eph.id, NULL::bigint, eph.ranks, jsonb_build_object(
                    'group_id', eph.group_id, 'content', eph.content, 'kind', eph.kind, 'actor', eph.actor,
-                   'valid_at', eph.valid_at, 'recorded_at', eph.recorded_at,
+                   'valid_at', eph.valid_at, 'said_offset', eph.said_offset, 'recorded_at', eph.recorded_at,
                    'source_description', eph.source_description,
                    'neighbour_of', eph.hits,
                    'embedding', CASE WHEN (p_opts->>'with_embeddings')::boolean THEN eph.embedding::text END)

@@ -19,11 +19,13 @@ from tests.support import utc
     ("SELECT fact FROM fact_versions AS f FOR VALID_TIME AS OF '2021-01-01Z'",
      "SELECT fact FROM pgmemory.fact_versions AS f WHERE (f.valid @> CAST('2021-01-01Z' AS TIMESTAMPTZ))"),
     ("SELECT fact FROM fact_versions FOR SYSTEM_TIME BETWEEN '2024-01-01Z' AND '2024-02-01Z'",
-     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.recorded && TSTZRANGE("
-     "CAST('2024-01-01Z' AS TIMESTAMPTZ), CAST('2024-02-01Z' AS TIMESTAMPTZ), '[]'))"),
+     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.recorded && CASE WHEN"
+     " CAST('2024-01-01Z' AS TIMESTAMPTZ) > CAST('2024-02-01Z' AS TIMESTAMPTZ) THEN CAST('empty' AS TSTZRANGE)"
+     " ELSE TSTZRANGE(CAST('2024-01-01Z' AS TIMESTAMPTZ), CAST('2024-02-01Z' AS TIMESTAMPTZ), '[]') END)"),
     ("SELECT fact FROM fact_versions FOR VALID_TIME FROM '2020-01-01Z' TO '2021-01-01Z'",
-     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.valid && TSTZRANGE("
-     "CAST('2020-01-01Z' AS TIMESTAMPTZ), CAST('2021-01-01Z' AS TIMESTAMPTZ), '[)'))"),
+     "SELECT fact FROM pgmemory.fact_versions WHERE (fact_versions.valid && CASE WHEN"
+     " CAST('2020-01-01Z' AS TIMESTAMPTZ) > CAST('2021-01-01Z' AS TIMESTAMPTZ) THEN CAST('empty' AS TSTZRANGE)"
+     " ELSE TSTZRANGE(CAST('2020-01-01Z' AS TIMESTAMPTZ), CAST('2021-01-01Z' AS TIMESTAMPTZ), '[)') END)"),
     ("SELECT fact FROM fact_versions FOR SYSTEM_TIME AS OF now() FOR VALID_TIME AS OF '2021-01-01Z' v",
      "SELECT fact FROM pgmemory.fact_versions AS v WHERE (v.recorded @> CAST(CURRENT_TIMESTAMP AS TIMESTAMPTZ)"
      " AND v.valid @> CAST('2021-01-01Z' AS TIMESTAMPTZ))"),
@@ -242,3 +244,26 @@ async def test_memory_sql_reads_infinity_as_the_cli_does(memory, conn):
     assert r.upper == utc("2021-01-01") and d == utc("2020-01-01")
     (pa, pb, pc, pr, pd, pe), = run(conn, query).rows
     assert (pa, pb, pc, pr.lower, pd) == (a, b, c, r.lower, d)
+
+
+
+@pytest.mark.parametrize("reversed_, ordered", [
+    ("FOR VALID_TIME BETWEEN '2023-01-01Z' AND '2021-01-01Z'",
+     "FOR VALID_TIME BETWEEN '2021-01-01Z' AND '2023-01-01Z'"),
+    ("FOR SYSTEM_TIME BETWEEN now() AND '2000-01-01Z'", "FOR SYSTEM_TIME BETWEEN '2000-01-01Z' AND now()"),
+    ("FOR VALID_TIME FROM '2023-01-01Z' TO '2021-01-01Z'", "FOR VALID_TIME FROM '2021-01-01Z' TO '2023-01-01Z'"),
+    ("FOR SYSTEM_TIME FROM now() TO '2000-01-01Z'", "FOR SYSTEM_TIME FROM '2000-01-01Z' TO now()"),
+])
+def test_a_period_with_reversed_bounds_is_empty_not_an_error(conn, career, reversed_, ordered):
+    """SQL:2011's BETWEEN is ASYMMETRIC and FROM a TO b needs a < b (as in DB2 and MariaDB): reversed
+    bounds select no rows, where Postgres' tstzrange(a, b) with a > b failed the whole query."""
+    query = "SELECT target FROM fact_versions {} WHERE group_id = '%s'" % career["group"]
+    assert run(conn, query.format(reversed_)).rows == []
+    assert run(conn, query.format(ordered)).rows  # the same bounds in order do select
+
+
+def test_a_period_between_equal_bounds_is_that_instant(conn, career):
+    """BETWEEN t AND t is the instant t (closed at both ends): not emptied by the reversed-bounds rule."""
+    query = ("SELECT target FROM fact_versions FOR VALID_TIME BETWEEN '2021-06-01Z' AND '2021-06-01Z'"
+             f" FOR SYSTEM_TIME AS OF now() WHERE group_id = '{career['group']}'")
+    assert run(conn, query).rows == [("Acme",)]

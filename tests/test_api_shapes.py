@@ -185,7 +185,7 @@ def test_search_results_print_each_hit_under_its_kind():
 
 async def test_search_results_to_dict_copies_without_deep_copying(memory, group, monkeypatch):
     """SearchResults.to_dict (the REST / MCP / CLI JSON of every search) is asdict's form, embeddings
-    left out, in new containers, without copy.deepcopy of each UUID and time (dataclasses.asdict's
+    and the speaker's offset (said_offset, read by the context only) left out, in new containers, without copy.deepcopy of each UUID and time (dataclasses.asdict's
     way: most of the ~1.4 ms the REST server spent turning a default search into JSON)."""
     import copy
     from dataclasses import asdict
@@ -199,7 +199,8 @@ async def test_search_results_to_dict_copies_without_deep_copying(memory, group,
     results.episodes.append(EpisodeHit(hit.id, group, {"cosine": 9}, 0.1, content="x", neighbour_of={hit.id: 1},
                                        embedding=[0.5, 0.25]))
     assert results.facts and results.entities and results.episodes
-    expected = {kind: [{k: v for k, v in asdict(h).items() if k != "embedding"} for h in getattr(results, kind)]
+    expected = {kind: [{k: v for k, v in asdict(h).items() if k not in ("embedding", "said_offset")}
+                       for h in getattr(results, kind)]
                 for kind in ("facts", "entities", "communities", "episodes")}
     monkeypatch.setattr(copy, "deepcopy", lambda *args, **kwargs: pytest.fail("deep-copied"))
     got = results.to_dict()

@@ -101,7 +101,40 @@ def test_last_weekend_is_the_one_before_the_weekend_it_is_said_in(said, last, la
     [t] = find_times("We went hiking last weekend", said)
     assert (t.value, t.until) == (last, last + timedelta(days=2))
     assert find_time("We went hiking over the weekend", said)[0] == latest
-    assert find_times("We went hiking this weekend", said) == []  # (not read: past or coming)
+
+
+@pytest.mark.parametrize("said, monday, saturday", [
+    (datetime(2024, 5, 8, 12, tzinfo=timezone.utc), day(2024, 5, 6), day(2024, 5, 11)),  # a Wednesday
+    (datetime(2024, 5, 6, 12, tzinfo=timezone.utc), day(2024, 5, 6), day(2024, 5, 11)),  # a Monday
+    (datetime(2024, 5, 11, 12, tzinfo=timezone.utc), day(2024, 5, 6), day(2024, 5, 11)),  # a Saturday
+    (datetime(2024, 5, 12, 12, tzinfo=timezone.utc), day(2024, 5, 6), day(2024, 5, 11)),  # a Sunday
+])
+def test_this_week_and_this_weekend_are_the_calendar_week_said_in(said, monday, saturday) -> None:
+    """"this week" is the week the reference is in, Monday to Sunday; "this weekend" its Saturday
+    and Sunday (said on a Wednesday, the coming one; on a Sunday, the one it is said in)."""
+    [week] = find_times("I am busy this week", said)
+    assert (week.text, week.value, week.until) == ("this week", monday, monday + timedelta(weeks=1))
+    [weekend] = find_times("We go hiking this weekend", said)
+    assert (weekend.text, weekend.value, weekend.until) == ("this weekend", saturday, saturday + timedelta(days=2))
+    assert not week.assumed_past and not weekend.assumed_past  # the week is said, not guessed
+
+
+def test_this_weekend_is_the_speakers_local_week() -> None:
+    """Late on Sunday at UTC-5 it is already Monday in UTC: the weekend is still the speaker's own."""
+    sunday_evening = datetime(2024, 5, 12, 21, 0, tzinfo=timezone(timedelta(hours=-5)))
+    [weekend] = find_times("We went hiking this weekend", sunday_evening)
+    assert weekend.value == datetime(2024, 5, 11, 5, 0, tzinfo=timezone.utc)  # Saturday 00:00-05:00
+    [week] = find_times("I was busy this week", sunday_evening)
+    assert week.value == datetime(2024, 5, 6, 5, 0, tzinfo=timezone.utc)
+
+
+def test_a_visit_this_weekend_spans_the_weekend_once_it_is_past() -> None:
+    """Said on Sunday, the visit is Saturday and Sunday (not only the day it was told); said on a
+    Wednesday, the weekend is ahead: a plan, recorded as nothing."""
+    sunday, wednesday = (datetime(2024, 5, d, 12, tzinfo=timezone.utc) for d in (12, 8))
+    assert facts(run("I visited Paris this weekend", ref=sunday)) == {
+        ("Alice", "VISITED", "Paris", day(2024, 5, 11), day(2024, 5, 13), False, False)}
+    assert run("I visited Paris this weekend", ref=wednesday).facts == []
 
 
 def test_time_results_are_the_local_midnight_of_the_speakers_day_in_utc() -> None:

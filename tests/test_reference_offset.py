@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import psycopg
 import pytest
 
-from pgmemory import InvalidInput, Memory
+from pgmemory import InvalidInput, Memory, SearchFilters
 from pgmemory.extract.llm import LLMExtractor
 from pgmemory.extract.rules import RuleExtractor
 from pgmemory.providers.embedder import HashEmbedder
@@ -237,3 +237,26 @@ async def test_a_zoneinfo_reference_reads_the_same_directly_and_queued(own_dsn, 
         assert (await believed(memory, group + "-q"))[("LIVES_IN", "Boston")] == expected
     finally:
         await memory.close()
+
+
+@pytest.mark.parametrize("hours", [14, 13, -11])
+async def test_the_context_names_a_day_by_the_speakers_date(memory, group, hours):
+    """A one-day event said at +14:00 is [05-07T10:00Z, 05-08T10:00Z): the context names it by the
+    speaker's date (May 8), as it names the episode, not by a UTC date (its middle is May 7 UTC)."""
+    said = datetime(2024, 5, 8, 9, 0, tzinfo=zone(hours))
+    await memory.add_episode(group, "I went to Paris today.", actor="Alice", reference_time=said)
+    offset = said.strftime("%z")
+    # the usual view, and as known now (search's general statement: known_at, several groups)
+    for filters, groups in ((None, [group]), (SearchFilters(known_at=datetime.now(timezone.utc)), [group, "other"])):
+        text = await memory.context("Paris", group_ids=groups, episodes=True, filters=filters)
+        assert "- Alice went to Paris. (on 2024-05-08)" in text
+        assert f"- [2024-05-08 09:00 {offset[:3]}:{offset[3:]}] Alice: I went to Paris today." in text
+
+
+async def test_the_context_keeps_utc_for_a_speaker_without_an_offset(memory, group):
+    """A UTC speaker (or a row from before offsets were kept) reads as before."""
+    await memory.add_episode(group, "I went to Paris today.", actor="Alice",
+                             reference_time=datetime(2024, 5, 8, 23, 0, tzinfo=timezone.utc))
+    text = await memory.context("Paris", group_ids=[group], episodes=True)
+    assert "- Alice went to Paris. (on 2024-05-08)" in text
+    assert "- [2024-05-08 23:00 UTC] Alice: I went to Paris today." in text

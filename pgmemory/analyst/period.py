@@ -2,8 +2,8 @@
 rewritten into range predicates on the analyst views' `valid` / `recorded` columns.
 
     FOR SYSTEM_TIME AS OF t          ->  recorded @> t        (transaction time T')
-    FOR SYSTEM_TIME BETWEEN a AND b  ->  recorded && [a, b]
-    FOR SYSTEM_TIME FROM a TO b      ->  recorded && [a, b)
+    FOR SYSTEM_TIME BETWEEN a AND b  ->  recorded && [a, b]   (empty if a > b)
+    FOR SYSTEM_TIME FROM a TO b      ->  recorded && [a, b)   (empty if a >= b)
     FOR SYSTEM_TIME ALL              ->  every version (no predicate)
     FOR VALID_TIME ...               ->  the same on valid  (world time T)
 
@@ -83,10 +83,15 @@ def _predicate(column: exp.Column, clause: exp.Version) -> exp.Expr | None:
     if kind == "AS OF":
         return exp.ArrayContainsAll(this=column, expression=_timestamptz(clause.expression))
     if kind in ("BETWEEN", "FROM"):
-        start, end = clause.expression.expressions
+        # Reversed bounds (start > end) are an empty period, as in SQL:2011 (BETWEEN is ASYMMETRIC),
+        # not tstzrange's error. FROM t TO t is already tstzrange's empty range.
+        start, end = (_timestamptz(v) for v in clause.expression.expressions)
         bounds = exp.Literal.string("[]" if kind == "BETWEEN" else "[)")
-        span = exp.Anonymous(this="tstzrange", expressions=[_timestamptz(start), _timestamptz(end), bounds])
-        return exp.ArrayOverlaps(this=column, expression=span)
+        span = exp.Anonymous(this="tstzrange", expressions=[start, end, bounds])
+        empty = exp.Cast(this=exp.Literal.string("empty"), to=exp.DataType.build("tstzrange"))
+        period = exp.Case(ifs=[exp.If(this=exp.GT(this=start.copy(), expression=end.copy()), true=empty)],
+                          default=span)
+        return exp.ArrayOverlaps(this=column, expression=period)
     raise InvalidInput(f"FOR {clause.this} {kind} is not supported: use AS OF, BETWEEN ... AND ..., "
                        "FROM ... TO ... or ALL")
 

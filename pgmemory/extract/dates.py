@@ -12,13 +12,16 @@ the day before yesterday; "N days|weeks|months|years ago" (digits, number
 words up to twelve, "a", "a couple of", "a few" = 3); last|this|next
 week|month|year; "last summer|winter|spring|fall|autumn" and "summer 2019";
 weekdays with last|next|this|on (also "last Fri"); "last weekend" (the one before the
-weekend the reference is in or just after), "over the weekend" (the latest); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
+weekend the reference is in or just after), "over the weekend" (the latest), "this weekend"
+(the Saturday and Sunday of the reference's week); last|this|next March; "May 8, 2023", "8 May 2023", "8th of May,
 2023", "2023-05-08", "May 8" (most recent on or before the reference), each
 also after a preposition ("since March 3" is one mention, not "since March");
 "in|since|from|during|by|around|back in March" (most recent March on or
 before the reference) and "March 2020"; "in|since|... 2019".
 Conventions: "last week" is exactly 7 days back (the paper's example: said on
-2024-01-15, "last week" is ~2024-01-08); "last month|year" is the first day
+2024-01-15, "last week" is ~2024-01-08) and "next week" 7 days ahead, while "this week" is
+the calendar week the reference is in, from its Monday (as "this month" is from the 1st: a
+week of 7 days from the reference would leave out its own past days); "last month|year" is the first day
 of the previous calendar month|year; seasons are meteorological
 (northern hemisphere: spring Mar 1, summer Jun 1, fall Sep 1, winter Dec 1)
 and "last <season>" is the latest start of that season whose season is not
@@ -193,8 +196,8 @@ def _relative_day(m: re.Match[str], ref: date) -> date | None:
 def _relative_period(m: re.Match[str], ref: date) -> date | None:
     which, unit = m["which"].lower(), m["unit"].lower()
     step = {"last": -1, "this": 0, "next": 1}[which]
-    if unit == "week":
-        return ref + timedelta(weeks=step) if step else None
+    if unit == "week":  # last|next: 7 days back|ahead; this: the calendar week's Monday
+        return ref + timedelta(weeks=step) if step else ref - timedelta(days=ref.weekday())
     if unit == "month":
         return _add_months(ref.replace(day=1), step)
     return date(ref.year + step, 1, 1)
@@ -215,9 +218,13 @@ def _month_named(m: re.Match[str], ref: date) -> date | None:
 def _weekend(m: re.Match[str], ref: date) -> date | None:
     """The Saturday of a weekend: "last weekend" the one before the weekend the reference is in
     or just after (said on Monday: the two days before; on Saturday or Sunday: the week before);
-    "over the weekend" the latest one on or before the reference."""
+    "over the weekend" the latest one on or before the reference; "this weekend" the one of the
+    reference's week (said Monday to Friday: the coming one; on Saturday or Sunday: that one)."""
     latest = ref - timedelta(days=(ref.weekday() - 5) % 7)
-    return latest - timedelta(weeks=1) if m["which"].lower() == "last" and ref.weekday() >= 5 else latest
+    which = m["which"].lower()
+    if which == "this":
+        return ref + timedelta(days=5 - ref.weekday())
+    return latest - timedelta(weeks=1) if which == "last" and ref.weekday() >= 5 else latest
 
 
 def _last_season(m: re.Match[str], ref: date) -> date | None:
@@ -291,7 +298,7 @@ _RULES: list[tuple[re.Pattern[str], _Resolver]] = [
          r"|tomorrow|this\s+(?:morning|afternoon|evening))\b", _relative_day),
         (r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", _relative_period),
         (r"\blast\s+(?P<season>spring|summer|fall|autumn|winter)\b", _last_season),
-        (r"\b(?P<which>last|over\s+the)\s+weekend\b", _weekend),
+        (r"\b(?P<which>last|this|over\s+the)\s+weekend\b", _weekend),
         (rf"\b(?P<which>last|this|next)\s+{_MONTH}(?!\w)", _month_named),
         (rf"\b(?:(?:in\s+)?the\s+)?(?P<season>spring|summer|fall|autumn|winter)\s+(?:of\s+)?"
          rf"{_YEAR}\b", _season_of_year),
@@ -336,7 +343,7 @@ def _mention(resolve: _Resolver, m: re.Match[str], ref: date, zone: timezone) ->
         return None
     assumed = resolve in (_month_day, _month_only) or (
         resolve is _weekday and (m["which"] or "on").lower() == "on") or (
-        resolve is _weekend and m["which"].lower() != "last")  # ("over the weekend": past or coming)
+        resolve is _weekend and m["which"].lower().startswith("over"))  # ("over the weekend": past or coming)
     return TimeMention(m.start(), m.end(), m[0], _midnight(value, zone), _midnight(_period(resolve, m, value), zone),
                        assumed_past=assumed)
 

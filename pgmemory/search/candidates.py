@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import asyncpg
@@ -170,6 +170,11 @@ def _time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value).astimezone(timezone.utc)
 
 
+def _offset(seconds: int | None) -> timedelta | None:
+    """A speaker's UTC offset from the detail's seconds (None: no offset kept, UTC)."""
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
 def _embedding(detail: dict[str, Any]) -> list[float] | None:
     raw = detail.get("embedding")
     return json.loads(raw) if raw else None
@@ -195,13 +200,14 @@ def _hit(kind: str, id_: uuid.UUID, version_id: int | None, ranks: dict[str, int
             valid_from_unknown=d["valid_from_unknown"],
             recorded_from=_time(d["recorded_from"]), recorded_to=_time(d["recorded_to"]),
             episodes=[_uuid(e, ids) for e in d["episodes"]], attributes=d["attributes"],
-            distance=d.get("distance"))
+            distance=d.get("distance"), said_offset=_offset(d.get("said_offset")))
     if kind == "entity":
         return EntityHit(**base, name=d["name"], summary=d["summary"], labels=d["labels"],
                          attributes=d["attributes"], mentions=d["mentions"], distance=d.get("distance"))
     if kind == "community":
         return CommunityHit(**base, name=d["name"], summary=d["summary"])
     return EpisodeHit(**base, content=d["content"], kind=d["kind"], actor=d["actor"],
-                      valid_at=_time(d["valid_at"]), recorded_at=_time(d["recorded_at"]),
+                      valid_at=_time(d["valid_at"]), said_offset=_offset(d.get("said_offset")),
+                      recorded_at=_time(d["recorded_at"]),
                       source_description=d["source_description"],
                       neighbour_of={_uuid(e, ids): n for e, n in (d.get("neighbour_of") or {}).items()})

@@ -2,7 +2,10 @@
 with summaries, community summaries and raw episodes on request — never longer than max_chars.
 
 Whole lines only, filled in priority order: facts, then entities, then communities, then
-episodes (a line that does not fit is skipped, shorter later ones may still fit). Dates are UTC.
+episodes (a line that does not fit is skipped, shorter later ones may still fit). Date ranges are
+UTC; a one-day event is named by its speaker's date and a raw message's time is the speaker's
+local time with its offset (a date-only time is the speaker's local midnight: at +14:00, May 8 is
+05-07T10:00Z, which no UTC rendering names as May 8).
 When the paper's long headers would cost lines, short headers are used instead. An entity
 summary's sentences that restate a fact the context shows are left out (an entity left with
 none is not listed), and a line is shown once in its section (hits of several groups holding the
@@ -38,6 +41,19 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+def _offset_text(offset: timedelta) -> str:
+    """'+14:00', '-05:30': an offset as ISO 8601 writes it."""
+    minutes = int(offset.total_seconds()) // 60
+    return f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _said(value: datetime | None, offset: timedelta | None, unknown: str) -> str:
+    """A message's time in its speaker's offset ('2024-05-08 09:00 +14:00'); UTC without one."""
+    if value is None or not offset or value == SINCE_FOREVER:
+        return _date(value, unknown)
+    return value.astimezone(timezone(offset)).strftime("%Y-%m-%d %H:%M ") + _offset_text(offset)
+
+
 def _date(value: datetime | None, unknown: str) -> str:
     if value == SINCE_FOREVER:
         return "forever"
@@ -56,12 +72,14 @@ def is_event(fact: FactHit) -> bool:
 
 def fact_when(fact: FactHit) -> str:
     """'on 2019-03-04' for an event that fits in a day, else 'Date range: <from> - <to>'. The day
-    is the UTC date of the span's middle: a speaker's local day (midnight to midnight at their
-    offset, e.g. [05-07 22:00Z, 05-08 22:00Z) at +02:00) is named by its own date, not by the UTC
-    date its start falls on (right for offsets from -12:00 to +12:00)."""
+    is the date of the span's middle at the speaker's offset (said_offset): their local day
+    (midnight to midnight there, e.g. [05-07 10:00Z, 05-08 10:00Z) at +14:00) is named by its own
+    date, not by the UTC date its start falls on. Without an offset, the UTC date of the middle
+    (right for a local day at offsets from -11:00 to +12:00)."""
     if is_event(fact) and (fact.valid_to is None or fact.valid_to - fact.valid_from <= EVENT_SPAN):
         middle = fact.valid_from if fact.valid_to is None else fact.valid_from + (fact.valid_to - fact.valid_from) / 2
-        return f"on {_utc(middle).strftime('%Y-%m-%d')}"
+        zone = timezone(fact.said_offset) if fact.said_offset and middle != SINCE_FOREVER else timezone.utc
+        return f"on {_utc(middle).astimezone(zone).strftime('%Y-%m-%d')}"
     return f"Date range: {_date(fact.valid_from, 'unknown')} - {_date(fact.valid_to, 'present')}"
 
 
@@ -121,8 +139,9 @@ def _sections(results: SearchResults, communities: bool, episodes: bool,
                                        for c in results.communities]), False))
     if episodes:
         out.append(_Section("EPISODES", EPISODE_HEADER,
-                            _distinct([f"- [{_date(e.valid_at, 'unknown')}] {e.actor + ': ' if e.actor else ''}"
-                                       f"{e.content}" for e in results.episodes]), False))
+                            _distinct([f"- [{_said(e.valid_at, e.said_offset, 'unknown')}] "
+                                       f"{e.actor + ': ' if e.actor else ''}{e.content}"
+                                       for e in results.episodes]), False))
     return out
 
 

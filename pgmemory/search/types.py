@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 # A valid-time start of '-infinity' ("true since forever", as opposed to a NULL start: unknown),
@@ -48,6 +48,9 @@ class FactHit(Hit):
     episodes: list[uuid.UUID] = field(default_factory=list)
     attributes: dict[str, Any] = field(default_factory=dict)
     distance: int | None = None
+    # The UTC offset its first episode's speaker said it at (None: UTC or unknown): a date-only
+    # time is their local midnight, so the context names a day by it. Not in to_dict.
+    said_offset: timedelta | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         from pgmemory.records import clip, short_day
@@ -107,6 +110,8 @@ class EpisodeHit(Hit):
     source_description: str = ""
     # hits this turn is next to -> how many turns away (1: just before or after)
     neighbour_of: dict[uuid.UUID, int] = field(default_factory=dict)
+    # The speaker's UTC offset at valid_at (episodes.reference_offset; None: UTC). Not in to_dict.
+    said_offset: timedelta | None = field(default=None, repr=False)
 
     def __str__(self) -> str:
         from pgmemory.records import clip, short_day
@@ -154,5 +159,6 @@ def _copied(value: Any) -> Any:
     return value
 
 
-_FIELDS = {cls: tuple(f.name for f in fields(cls) if f.name != "embedding")
+# (the answers' shape, as REST declares it: no vectors; times in UTC, without the speaker's offset)
+_FIELDS = {cls: tuple(f.name for f in fields(cls) if f.name not in ("embedding", "said_offset"))
            for cls in (FactHit, EntityHit, CommunityHit, EpisodeHit)}
