@@ -267,3 +267,22 @@ def test_a_period_between_equal_bounds_is_that_instant(conn, career):
     query = ("SELECT target FROM fact_versions FOR VALID_TIME BETWEEN '2021-06-01Z' AND '2021-06-01Z'"
              f" FOR SYSTEM_TIME AS OF now() WHERE group_id = '{career['group']}'")
     assert run(conn, query).rows == [("Acme",)]
+
+
+@pytest.mark.parametrize("with_interval, literal", [
+    ("FOR VALID_TIME FROM timestamptz '2021-06-02Z' - interval '1 day' TO '2021-06-03Z'",
+     "FOR VALID_TIME FROM '2021-06-01Z' TO '2021-06-03Z'"),
+    ("FOR VALID_TIME FROM timestamptz '2021-06-02Z' - interval '1' day TO timestamptz '2021-06-02Z' + interval '1 day'",
+     "FOR VALID_TIME FROM '2021-06-01Z' TO '2021-06-03Z'"),
+    ("FOR SYSTEM_TIME FROM now() - interval '100 years' TO now()", "FOR SYSTEM_TIME FROM '1926-01-01Z' TO now()"),
+])
+def test_a_period_start_ending_in_an_interval_is_read(conn, career, with_interval, literal):
+    """"FROM now() - interval '1 day' TO now()": the TO ends the period's start (sqlglot read it as an
+    interval span "day to <unit>", and the query failed with an internal error)."""
+    query = "SELECT target FROM fact_versions {} WHERE group_id = '%s' ORDER BY 1" % career["group"]
+    rows = run(conn, query.format(with_interval)).rows
+    assert rows and rows == run(conn, query.format(literal)).rows
+
+
+def test_an_interval_span_of_two_units_is_still_read():
+    assert prepare("SELECT interval '1' day to second AS span") == "SELECT INTERVAL '1' DAY TO SECOND AS span"

@@ -26,6 +26,7 @@ from pgmemory.errors import InvalidInput
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
 
 SYSTEM_TIME, VALID_TIME = "SYSTEM_TIME", "VALID_TIME"
+INTERVAL_UNITS = frozenset(("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND"))  # of "DAY TO SECOND"
 # Views that carry a period, and the range column of each axis.
 PERIODS: dict[str, dict[str, str]] = {
     "fact_versions": {SYSTEM_TIME: "recorded", VALID_TIME: "valid"},
@@ -50,6 +51,20 @@ class Temporal(Postgres):
 
         def _parse_historical_data(self):
             return self._parse_version() or super()._parse_historical_data()
+
+        def _parse_interval(self, *args, **kwargs):
+            """An interval's TO spans two units only ("interval '1' day to second"): before anything
+            else it ends a FROM ... TO period's start ("FROM now() - interval '1 day' TO now()")."""
+            start = self._index
+            interval = super()._parse_interval(*args, **kwargs)
+            span = interval.find(exp.IntervalSpan) if interval is not None else None
+            if span is not None and not (
+                    isinstance(span.expression, exp.Var) and span.expression.name.upper() in INTERVAL_UNITS):
+                to = next(i for i in range(start, self._index) if self._tokens[i].text.upper() == "TO")
+                self._retreat(to)  # (what followed TO, maybe read as a sum of intervals, is read again)
+                interval = span.parent
+                interval.set("unit", span.this)
+            return interval
 
 
 def parse(query: str) -> list[exp.Expr | None]:
