@@ -130,11 +130,14 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
         pid = await conn.fetchval("SELECT pg_backend_pid()")
         cpu: dict[str, float] = {"baseline": 0.0, "current": 0.0}
         config = resolve_config(recipe)
-        baseline = (options(replace(config, candidates=baseline_candidates), SearchFilters(),
-                            with_embeddings=False, limit=limit)
-                    if baseline_candidates else options(config, SearchFilters(), with_embeddings=False))
-        opts = {"baseline": baseline,
-                "current": options(config, SearchFilters(), with_embeddings=False, limit=limit)}
+        def opts(label: str, query: str | None) -> dict:
+            """The call's options; each is given the query's words (a list question's members)."""
+            if label == "current":
+                return options(config, SearchFilters(), with_embeddings=False, limit=limit, query=query)
+            if baseline_candidates:
+                return options(replace(config, candidates=baseline_candidates), SearchFilters(),
+                               with_embeddings=False, limit=limit, query=query)
+            return options(config, SearchFilters(), with_embeddings=False, query=query)
         times: dict[str, list[float]] = {"baseline": [], "current": []}
         differ = 0
         overlap: dict[str, list[float]] = {}
@@ -145,9 +148,7 @@ async def measure(dsn: str, queries: list[tuple[str, str, list[float]]], rev: st
                 fn = f"{'pg_temp' if label == 'baseline' else 'pgmemory'}.search_{'group' if as_memory else 'candidates'}"
                 cpu_before = backend_cpu_s(pid)
                 started = time.perf_counter()
-                call_opts = opts[label]
-                if label == "current" and limit is not None:  # as Memory.search asks (the query's words)
-                    call_opts = options(config, SearchFilters(), with_embeddings=False, limit=limit, query=q)
+                call_opts = opts(label, q)
                 if as_memory:
                     found = await conn.fetch(CALL_GROUP.format(fn=fn), g, q, v, call_opts)
                 else:
