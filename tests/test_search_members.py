@@ -10,7 +10,7 @@ import pytest
 
 from pgmemory.errors import InvalidInput
 from pgmemory.ingest.episode import episode_uuid
-from pgmemory.search.categories import category, member_lexemes, members
+from pgmemory.search.categories import MAX_MEMBERS, category, member_lexemes, members
 from pgmemory.search.config import resolve_config
 
 T0 = datetime(2023, 5, 1, 10, 0, tzinfo=timezone.utc)
@@ -102,6 +102,16 @@ async def test_the_default_recipe_ranks_members_and_other_questions_have_none(me
     assert all("members" not in h.ranks for h in found.episodes)
     found = await memory.search(QUESTION, group_ids=[group], config=resolve_config(None, methods=("cosine",)))
     assert all("members" not in h.ranks for h in found.episodes)
+
+
+async def test_a_list_question_of_a_category_covering_most_nouns_searches_without_members(memory, group):
+    """"What objects has Ann bought?": objects has more members than the SQL accepts (25,634 > 20,000);
+    the search failed with "members: 25634 lexemes". Such a category narrows nothing: no members."""
+    assert len(members("objects")) > MAX_MEMBERS
+    await _add(memory, group)
+    found = await memory.search("What objects has Ann bought?", group_ids=[group])
+    assert found.episodes and all("members" not in h.ranks for h in found.episodes)
+    assert len(member_lexemes("What persons has Ann met?")) == len(members("persons")) > 10000  # under: sent
 
 
 async def test_members_of_a_search_of_several_groups_come_from_each_group(memory, group):

@@ -98,7 +98,14 @@ def members(noun: str) -> tuple[str, ...]:
     return _nouns().members(noun.casefold())
 
 
+# A category with more members than this ("objects": 25,634; "entities": 51,606) holds much of the
+# vocabulary and narrows nothing: it sends none (the SQL's bound on the option, sql/70_search.sql).
+MAX_MEMBERS = 20000
+
+
 def member_lexemes(question: str) -> tuple[str, ...]:
-    """The lexemes of the members of a list question's category; () for other questions."""
+    """The lexemes of the members of a list question's category; () for other questions and for
+    categories of more than MAX_MEMBERS members."""
     noun = category(question)
-    return members(noun) if noun else ()
+    found = members(noun) if noun else ()
+    return found if len(found) <= MAX_MEMBERS else ()
