@@ -37,15 +37,16 @@ CALLS = {  # kind -> the call with the default filters of a search now (schema p
 
 
 def baseline_functions(rev: str) -> str:
-    """The baseline's *_text_hits and text_one_pass definitions, and the text_scored / text_top_k /
-    text_scores / bm25_terms they call (those it has), renamed into pg_temp (calls among them too;
-    the other helpers, such as bm25_share, stay current), with text_top_k's generic plans as init
-    sets them."""
+    """The baseline's *_text_hits, episode_lexeme_hits and text_one_pass definitions, and the
+    text_scored / text_top_k / text_scores / bm25_terms / bm25_term_rows they call (those it has),
+    renamed into pg_temp (calls among them too; the other helpers, such as bm25_share, stay
+    current), with text_top_k's generic plans as init sets them."""
     root = Path(__file__).parent.parent
     text = subprocess.run(["git", "show", f"{rev}:sql/fulltext/tsvector.sql"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
     chunks = re.split(r"(?=^CREATE OR REPLACE FUNCTION )", text, flags=re.M)
-    names = r"(fact_text_hits|entity_text_hits|episode_text_hits|text_one_pass|text_scored|text_top_k|text_scores|bm25_terms)"
+    names = (r"(fact_text_hits|entity_text_hits|episode_text_hits|episode_lexeme_hits|text_one_pass|text_scored|text_top_k"
+             r"|text_scores|bm25_terms|bm25_term_rows)")
     wanted = [c[:c.index("$$;", c.index("AS $$")) + 3] for c in chunks
               if re.match(rf"CREATE OR REPLACE FUNCTION pgmemory_internal\.{names}\(", c)]
     body = re.sub(rf"pgmemory_internal\.{names}\(", r"pg_temp.\1(", "\n".join(wanted))

@@ -73,7 +73,7 @@ def baseline_function(rev: str, with_fulltext: bool = False, as_memory: bool = F
             "pgmemory.search_candidates(", "pg_temp.search_candidates(")
     if not with_fulltext:
         return body
-    for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits", "text_one_pass"):
+    for name in ("fact_text_hits", "entity_text_hits", "episode_text_hits", "episode_lexeme_hits", "text_one_pass"):
         body = body.replace(f"pgmemory_internal.{name}(", f"pg_temp.{name}(")
     return baseline_functions(rev) + "\n" + body
 
