@@ -59,9 +59,7 @@ LANGUAGE sql STABLE AS $$
                  * (1 + 1e-9))::double precision AS bound1
         FROM pgmemory.text_stats s
         JOIN pgmemory.term_stats t ON t.group_id = p_group AND t.kind = s.kind
-       WHERE s.group_id = p_group AND s.kind = p_kind AND t.docs > 0
-         -- (a semi-join, not = ANY: planning = ANY of a category's 15,000 members cost ~30 ms)
-         AND t.term IN (SELECT unnest(p_lexemes))
+       WHERE s.group_id = p_group AND s.kind = p_kind AND t.docs > 0 AND t.term = ANY (p_lexemes)
 $$;
 
 DO $$
