@@ -54,8 +54,12 @@ $$;
 -- (SET LOCAL, which Citus carries to the workers; a session's own setting reaches no worker).
 CREATE OR REPLACE FUNCTION pgmemory_internal.check_request_group(p_group_id text)
 RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    requested text[] := pgmemory_internal.requested_groups();
 BEGIN
-    IF pgmemory_internal.requested_groups() IS NULL THEN
+    -- (A group asked for passes without reading the catalogs: a writer may call this many times
+    -- over, nested; row-level security still holds the login to its grants.)
+    IF requested IS NULL OR p_group_id = ANY (requested) THEN
         RETURN;
     END IF;
     PERFORM pgmemory_internal.check_group(p_group_id);
