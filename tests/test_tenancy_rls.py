@@ -587,7 +587,8 @@ async def test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another
     node, a plain autocommit statement under the session's setting. test_citus runs it on the
     cluster, where every such call is delegated to B's worker outside a transaction; there the
     request's calls outside a transaction wrote B before 2026-12-04 (run on B's worker without
-    the request's groups). A and its writes stay allowed."""
+    the request's groups). A and its writes stay allowed. And with no narrowing, a login granted
+    only A is refused B by its grants (row-level security, on B's worker on Citus)."""
     import asyncio
     import json
 
@@ -612,9 +613,11 @@ async def test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another
         writers = _writers(conn)
         before = _group_rows(conn, b)
         grants.grant(conn, role, ["*"], kind="app", create_password=password)
+        grants.grant(conn, f"{role}_a", [a], kind="app", create_password=password)  # granted A only, not narrowed
     # Real arguments where they matter (B's own fact and episode), constants elsewhere.
     real = {"pgmemory.add_fact": "'Bob', 'KNOWS', 'Ann', 'Bob knows Ann.'",
             "pgmemory.enqueue_episode": "'Bob was here.', 'message', 'Bob', '2024-01-03T00:00:00Z'::timestamptz",
+            "pgmemory.detect_communities": "30, 1.0",
             "pgmemory.retract_fact": f"'{fact_b}'::uuid", "pgmemory.delete_episode": f"'{episode_b}'::uuid, false",
             "pgmemory_internal.end_attempt": f"'{episode_b}'::uuid, 'w', 'failed', 0, 0, 0, 0",
             "pgmemory_internal.lease_episode": f"'{episode_b}'::uuid, 'w', '1 minute'::interval"}
@@ -648,6 +651,16 @@ async def test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another
                     except psycopg.Error as exc:
                         refused("session setting", name, exc)
 
+        # The grants themselves, with no narrowing: the public writers, each one autocommit statement
+        # (on Citus delegated to B's worker, where row-level security reads the login's grants).
+        with psycopg.connect(login_dsn(db_dsn, f"{role}_a", password), autocommit=True) as conn:
+            for name in ("pgmemory.add_fact", "pgmemory.enqueue_episode", "pgmemory.retract_fact",
+                         "pgmemory.delete_episode", "pgmemory.erase_group", "pgmemory.detect_communities"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege) as denied:
+                    conn.execute(calls[name], (b,))
+                assert denied.value.diag.message_primary == (
+                    f"login {role}_a may not write group {b} (not among its groups; the owner grants it: pgmemory grant)")
+
         memory = await Memory.open(login, embedder=HashEmbedder(), on_acquire=NarrowToRequestGroups())
 
         async def request() -> None:
@@ -679,9 +692,10 @@ async def test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another
             after = _group_rows(conn, b)
     finally:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
-            grants.revoke(conn, role, None)
-            conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
-                psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+            for r in (role, f"{role}_a"):
+                grants.revoke(conn, r, None)
+                conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+                    psycopg.sql.Identifier(r), psycopg.sql.Identifier(r)))
     expected = f"login {role} may not write group {b} "
     wrong = sorted(f"{form}: {name}: {m or 'ran, no error'}" for (form, name), m in refusals.items()
                    if not m.startswith(expected) or "\n" in m)
