@@ -44,6 +44,33 @@ BEGIN
 END
 $$;
 
+-- Refuse, in one line (42501) naming the login and the group, a write to group p_group_id by a
+-- session narrowed to other groups (pgmemory.groups: a server's request) and subject to row-level
+-- security; nothing when no narrowing is asked (the login's grants then hold, by row-level
+-- security) or for the owner. Every writer with a group calls it first, so the group it was given
+-- is checked where it runs: on one node a writer that locks nothing refused no other group (it
+-- wrote nothing there, silently); on Citus a writer runs on its group's worker or, inside a
+-- transaction, on the coordinator, and either way reads the narrowing of its transaction
+-- (SET LOCAL, which Citus carries to the workers; a session's own setting reaches no worker).
+CREATE OR REPLACE FUNCTION pgmemory_internal.check_request_group(p_group_id text)
+RETURNS void LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    requested text[] := pgmemory_internal.requested_groups();
+BEGIN
+    -- (A group asked for passes without reading the catalogs: a writer may call this many times
+    -- over, nested; row-level security still holds the login to its grants.)
+    IF requested IS NULL OR p_group_id = ANY (requested) THEN
+        RETURN;
+    END IF;
+    PERFORM pgmemory_internal.check_group(p_group_id);
+    IF NOT p_group_id = ANY (pgmemory_internal.session_groups(ARRAY[p_group_id])) THEN
+        RAISE EXCEPTION 'login % may not write group % (not among the groups this session is narrowed to: pgmemory.groups %)',
+              pgmemory_internal.session_role(), p_group_id, current_setting('pgmemory.groups', true)
+              USING ERRCODE = '42501';
+    END IF;
+END
+$$;
+
 -- Refuse a login that may only read (an analyst's) before it writes, in one line (42501) naming
 -- what it tried (p_what): checked on p_table, the table that writer changes first (lock_group:
 -- group_locks, claim_episode: episodes), so the line comes before any permission error of its own.

@@ -53,6 +53,7 @@ DECLARE
     first boolean;
     renamed uuid[] := '{}';
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     FOREACH ent IN ARRAY coalesce(p_entities, '{}') LOOP
         nm := NULL;
         first := true;

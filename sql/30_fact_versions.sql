@@ -97,8 +97,10 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     cur pgmemory.facts;
     new_version bigint;
-    new_valid tstzrange := pgmemory_internal.valid_range(p_valid_from, p_valid_to);
+    new_valid tstzrange;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
+    new_valid := pgmemory_internal.valid_range(p_valid_from, p_valid_to);
     SELECT * INTO cur FROM pgmemory.facts
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) FOR UPDATE;
     IF NOT FOUND THEN
@@ -139,6 +141,7 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     cur_valid tstzrange;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     SELECT valid INTO cur_valid FROM pgmemory.facts WHERE group_id = p_group AND id = p_id AND upper_inf(recorded);
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fact % has no current version to invalidate', p_id USING ERRCODE = 'P0002';
@@ -155,6 +158,7 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     later_at timestamptz;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     DELETE FROM pgmemory.facts
      WHERE group_id = p_group AND id = p_id AND upper_inf(recorded) AND lower(recorded) = now();
     IF FOUND THEN

@@ -87,6 +87,7 @@ DECLARE
     comps uuid[];
     target uuid;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     IF cardinality(fresh) = 0 THEN  -- the usual case: a repeat names lineages already exclusive
         RETURN;
     END IF;
@@ -129,6 +130,7 @@ $$;
 -- rebuild_exclusions: the pair (p_lineage, p_other) kept on the live claim p_seq of p_lineage.
 CREATE OR REPLACE FUNCTION pgmemory_internal.keep_exclusion(p_group text, p_seq bigint, p_lineage uuid, p_other uuid)
 RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     UPDATE pgmemory.fact_claims SET contradicts = contradicts || p_other
      WHERE group_id = p_group AND seq = p_seq AND NOT p_other = ANY (contradicts);
     INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
@@ -152,6 +154,7 @@ DECLARE
     pb uuid;
     paired uuid[] := '{}';
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     FOR pa, pb IN
         WITH RECURSIVE now_iv AS (
             SELECT f.lineage, f.source_id, f.relation, f.valid FROM pgmemory.facts f
@@ -220,6 +223,7 @@ DECLARE
     n uuid;
     n_seq bigint;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- (Pairs are symmetric and p_lineages is closed under them: every pair touching it is in it.)
     SELECT array_agg(e.lineage), array_agg(e.other) INTO old_a, old_b
       FROM pgmemory.lineage_exclusions e
@@ -227,14 +231,18 @@ BEGIN
        AND pgmemory_internal.same_slot(p_group, e.lineage, e.other);
     DELETE FROM pgmemory.lineage_exclusions WHERE group_id = p_group AND lineage = ANY (p_lineages);
     DELETE FROM pgmemory.lineage_components WHERE group_id = p_group AND lineage = ANY (p_lineages);
+    -- Both ways, one statement each, the group taken from the claim's row: an INSERT ... SELECT
+    -- Citus pushes down to the group's shards also when the function runs on the coordinator (a
+    -- call inside a transaction, as a server's request makes it); one with a UNION it pulled to the
+    -- coordinator and copied back, which row-level security refuses ("COPY FROM not supported").
     INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
-    SELECT DISTINCT p_group, a, b FROM (
-        SELECT fc.lineage AS a, x AS b FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
-         WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL
-        UNION ALL
-        SELECT x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
-         WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL) p
-     WHERE a <> b;
+    SELECT fc.group_id, fc.lineage, x FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+     WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL AND x <> fc.lineage
+    ON CONFLICT DO NOTHING;
+    INSERT INTO pgmemory.lineage_exclusions (group_id, lineage, other)
+    SELECT fc.group_id, x, fc.lineage FROM pgmemory.fact_claims fc, unnest(fc.contradicts) x
+     WHERE fc.group_id = p_group AND fc.lineage = ANY (p_lineages) AND fc.retracted_by IS NULL AND x <> fc.lineage
+    ON CONFLICT DO NOTHING;
     FOR pa, pb IN SELECT x.a, x.b FROM unnest(old_a, old_b) AS x (a, b)
                  WHERE NOT EXISTS (SELECT FROM pgmemory.lineage_exclusions e
                                     WHERE e.group_id = p_group AND e.lineage = x.a AND e.other = x.b) LOOP
@@ -267,8 +275,12 @@ BEGIN
             EXIT WHEN cardinality(grown) = cardinality(comp);
             comp := grown;
         END LOOP;
+        -- (Through the group's own 'write' row of group_locks, which its callers hold, the group
+        -- taken from that row: pushed down to the group's shards also from the coordinator; with
+        -- no table read Citus copied the rows there, which row-level security refuses.)
         INSERT INTO pgmemory.lineage_components (group_id, lineage, component)
-        SELECT p_group, l, root FROM unnest(comp) l;
+        SELECT gl.group_id, l, root FROM pgmemory.group_locks gl CROSS JOIN unnest(comp) l
+         WHERE gl.group_id = p_group AND gl.purpose = 'write';
         placed := placed || comp;
     END LOOP;
 END
@@ -593,6 +605,7 @@ DECLARE
     hi timestamptz; new_lo timestamptz; new_hi timestamptz; nid uuid; cl record; one_seq bigint;
     changed uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     IF p_only THEN
         comp := ARRAY(SELECT DISTINCT s FROM unnest(p_seeds) s WHERE s IS NOT NULL);
         nf := cardinality(comp);

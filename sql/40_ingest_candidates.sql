@@ -189,6 +189,7 @@ $$;
 -- apply_if_unchanged, add_fact, retract_fact, delete_episode, erase_history.
 CREATE OR REPLACE FUNCTION pgmemory_internal.count_group_change(p_group text)
 RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     INSERT INTO pgmemory.group_versions AS v (group_id, version) VALUES (p_group, 1)
     ON CONFLICT (group_id) DO UPDATE SET version = v.version + 1
     RETURNING v.version
@@ -203,6 +204,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory.bump_group_version(p_group text)
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.lock_group(p_group);  -- (checks the group, check_group)
     RETURN pgmemory_internal.count_group_change(p_group);
 END

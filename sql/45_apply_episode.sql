@@ -58,6 +58,7 @@ DECLARE
     unrenamed uuid[] := '{}';  -- entities whose new name another entity of the group has
     distributed boolean := coalesce((pgmemory_internal.setting('distributed'))::boolean, false);
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     IF p_plan->>'group' IS DISTINCT FROM p_group THEN
         RAISE EXCEPTION 'episode plan of group % applied to group %', p_plan->>'group', p_group
             USING ERRCODE = '22023';
@@ -279,6 +280,7 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_bare uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     WITH open_facts AS NOT MATERIALIZED (  -- inlined: Citus would plan a shared CTE apart
         SELECT ent.id, u.fact, u.rec, u.version_id
           FROM unnest(p_entities) AS ent (id)

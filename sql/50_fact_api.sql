@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.entity_by_name(p_group text, p_name
                                                    OUT entity_id uuid, OUT created boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     SELECT e.id INTO entity_id FROM pgmemory.entities e
      WHERE e.group_id = p_group AND lower(e.name) = lower(p_name) AND e.retired_at IS NULL
      ORDER BY e.created_at, e.id LIMIT 1;
@@ -52,6 +53,7 @@ DECLARE
     ends uuid[] := '{}';
     touched uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     IF coalesce(btrim(p_group), '') = '' THEN
         RAISE EXCEPTION 'group must be a non-empty string' USING ERRCODE = '22023';
     END IF;
@@ -180,6 +182,7 @@ DECLARE
     b_valid tstzrange[];
     paired uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT lower(f.valid), upper(f.valid) INTO lo, hi FROM pgmemory.facts f

@@ -96,6 +96,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.forget_retracted_episode(p_group text, p_id uuid)
 RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     DELETE FROM pgmemory.episodes WHERE group_id = p_group AND id = p_id AND retracted_at IS NOT NULL;
     RETURN FOUND;
 END
@@ -130,6 +131,7 @@ DECLARE
     v_stored text;
     v_depth integer;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.check_group(p_group);
     IF p_kind IS NULL OR p_kind NOT IN ('message', 'text', 'json') THEN
         RAISE EXCEPTION 'unknown episode kind %: use one of message, text, json', quote_nullable(p_kind)
@@ -399,6 +401,7 @@ DECLARE
     v_status text;
     v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- The group's 'claim' row, as claim_episode takes it (a claim is one short statement): a
     -- claimer's lease committed meanwhile is seen by the check below, and a claimer skips the group
     -- while this takes it.
@@ -435,6 +438,7 @@ RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();  -- Citus refuses volatile calls inside an UPDATE
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     UPDATE pgmemory.episodes e SET lease_until = v_now + p_lease
      WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
        AND e.lease_owner = p_worker;
@@ -455,6 +459,7 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.end_attempt(p_group text, p_episode
                                                 p_error text, p_calls integer, p_prompt_tokens integer,
                                                 p_completion_tokens integer, p_attempt integer)
 RETURNS void LANGUAGE sql VOLATILE AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- (each condition written out: a SET expression sees the row as it is when it is updated)
     UPDATE pgmemory.episodes e
        SET llm_calls = e.llm_calls + CASE WHEN p_attempt IS NOT NULL AND e.status = 'done'
@@ -487,6 +492,7 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.set_aside_episode(p_group text, p_e
                                                                p_calls integer, p_prompt_tokens integer,
                                                                p_completion_tokens integer)
 RETURNS void LANGUAGE sql VOLATILE AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     UPDATE pgmemory.episodes e SET attempts = greatest(e.attempts - 1, 0)
      WHERE e.group_id = p_group AND e.id = p_episode AND e.status = 'processing'
        AND e.lease_owner = p_worker;
@@ -506,6 +512,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.lock_group(p_group text)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.check_group(p_group);  -- (every writer of a group comes here first)
     PERFORM pgmemory_internal.check_writer('pgmemory.group_locks', format('writing group %s', p_group));
     LOOP
@@ -580,6 +587,7 @@ DECLARE
     v_owner text;
     v_applied jsonb;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.lock_group(p_group);
     SELECT e.status, e.lease_owner INTO v_status, v_owner
       FROM pgmemory.episodes e WHERE e.group_id = p_group AND e.id = p_episode FOR UPDATE;

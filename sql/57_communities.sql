@@ -107,6 +107,7 @@ DECLARE
     n_ended integer;
     n_members integer;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     IF p_group IS NULL THEN
         RAISE EXCEPTION 'group_id must be a non-empty string' USING ERRCODE = '22023';
     END IF;
@@ -272,13 +273,19 @@ BEGIN
                                  JOIN unnest(central_ids, central_names) AS e (id, name) ON e.id = x.id)), '{}')
       INTO new_ids, new_names
       FROM lp_found f WHERE f.keep IS NULL;
+    -- (Both through the group's 'write' row of group_locks, held since lock_group above, the group
+    -- taken from it: pushed down to the group's shards also when this runs on the coordinator, in a
+    -- server request's transaction; with no table read Citus copied the rows there, which
+    -- row-level security refuses.)
     INSERT INTO pgmemory.communities (id, group_id, name)
-    SELECT x.id, p_group, x.name FROM unnest(new_ids, new_names) AS x (id, name);
+    SELECT x.id, gl.group_id, x.name FROM pgmemory.group_locks gl CROSS JOIN unnest(new_ids, new_names) AS x (id, name)
+     WHERE gl.group_id = p_group AND gl.purpose = 'write';
     GET DIAGNOSTICS n_new = ROW_COUNT;
     SELECT coalesce(array_agg(f.id), '{}'), coalesce(array_agg(m), '{}') INTO member_of, member_ids
       FROM lp_found f, unnest(f.members) AS m WHERE f.keep IS NULL;
     INSERT INTO pgmemory.community_members (community_id, entity_id, group_id, how)
-    SELECT x.c, x.e, p_group, 'detected' FROM unnest(member_of, member_ids) AS x (c, e);
+    SELECT x.c, x.e, gl.group_id, 'detected' FROM pgmemory.group_locks gl CROSS JOIN unnest(member_of, member_ids) AS x (c, e)
+     WHERE gl.group_id = p_group AND gl.purpose = 'write';
     n_kept := (SELECT count(*) FROM lp_found WHERE keep IS NOT NULL);
     n_members := (SELECT coalesce(sum(cardinality(members)), 0) FROM lp_found);
 
@@ -310,6 +317,7 @@ DECLARE
     gone uuid[];
     left_from uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- Index probes per entity (an episode touches a handful): its membership, then its facts
     -- until one has its other end in the same community.
     SELECT coalesce(array_agg(m.entity_id), '{}'), coalesce(array_agg(DISTINCT m.community_id), '{}')
@@ -370,6 +378,7 @@ DECLARE
     joined uuid[] := '{}';
     stranded integer := 0;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- Members whose facts inside their community no longer hold leave it first (they may join
     -- another below, as entities without a community).
     IF cardinality(coalesce(p_ended, p_changed)) > 0 THEN
@@ -482,6 +491,7 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     gone uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     UPDATE pgmemory.communities c
        SET revision = c.revision + 1, updated_at = now(),
            summary = CASE WHEN p_erase THEN '' ELSE c.summary END,
@@ -587,6 +597,7 @@ CREATE OR REPLACE FUNCTION pgmemory_internal.write_community_summary(
     p_group text, p_community uuid, p_revision integer, p_name text, p_summary text,
     p_embedding vector, p_kind text)
 RETURNS boolean LANGUAGE sql AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     UPDATE pgmemory.communities
        SET name = p_name, summary = p_summary, name_embedding = p_embedding, summary_kind = p_kind,
            summarized_revision = greatest(summarized_revision, p_revision), updated_at = now()
@@ -598,6 +609,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.add_community_usage(p_group text, p_calls integer, p_prompt integer,
                                                         p_completion integer)
 RETURNS void LANGUAGE sql AS $$
+    SELECT pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     INSERT INTO pgmemory.community_state AS s (group_id, llm_calls, prompt_tokens, completion_tokens)
     VALUES (p_group, p_calls, p_prompt, p_completion)
     ON CONFLICT (group_id) DO UPDATE

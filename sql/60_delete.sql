@@ -47,6 +47,7 @@ DECLARE
     b_valid tstzrange[];
     paired uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     SELECT e.status INTO v_status FROM pgmemory.episodes e
@@ -184,6 +185,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgmemory_internal.prune_retractions(p_group text, p_lineages uuid[], p_texts text[])
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     DELETE FROM pgmemory.fact_claims r
      WHERE r.group_id = p_group AND r.lineage = ANY (p_lineages) AND r.kind = 'retract'
        AND NOT EXISTS (SELECT FROM pgmemory.fact_claims c
@@ -208,6 +210,7 @@ DECLARE
                                AND (f.source_id = ANY (p_entities) OR f.target_id = ANY (p_entities)));
     gone uuid[];
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     DELETE FROM pgmemory.facts WHERE group_id = p_group AND id = ANY (removed);
     DELETE FROM pgmemory.fact_episodes WHERE group_id = p_group AND fact_id = ANY (removed);
     gone := ARRAY(SELECT e.id FROM pgmemory.entities e
@@ -233,6 +236,7 @@ DECLARE
     removed integer;
     gone integer;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     DELETE FROM pgmemory.retractions r WHERE r.group_id = p_group AND r.episode_id = p_episode RETURNING * INTO t;
     PERFORM pgmemory_internal.prune_retractions(p_group, t.lineages, t.texts);  -- (lineages: the component then)
     DELETE FROM pgmemory.episodes e
@@ -300,6 +304,7 @@ DECLARE
     bridge_lo timestamptz[] := '{}';
     bridge_hi timestamptz[] := '{}';
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     -- Its text that no live claim or mention still says.
     own := ARRAY(SELECT t FROM unnest(p_texts) t
                   WHERE t <> '' AND NOT EXISTS (SELECT 1 FROM pgmemory.fact_claims fc
@@ -417,6 +422,7 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
 BEGIN
+    PERFORM pgmemory_internal.check_request_group(p_group);  -- (a group the session is not narrowed to: refused)
     PERFORM pgmemory_internal.lock_group(p_group);
     PERFORM pgmemory_internal.count_group_change(p_group);  -- read -> decide -> apply writers re-read (sql/50_queue.sql)
     DELETE FROM pgmemory.facts WHERE group_id = p_group;

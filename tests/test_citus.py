@@ -56,6 +56,7 @@ from tests.test_tenancy import (  # noqa: F401
     test_unknown_seed_gets_the_same_answer_as_a_foreign_one,
 )
 from tests.test_tenancy_rls import (  # noqa: F401
+    test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another,
     test_a_server_request_reads_only_its_groups_even_without_a_group_filter,
 )
 # The REST routes and the MCP tools on the cluster, served as `pgmemory serve` / `pgmemory mcp`

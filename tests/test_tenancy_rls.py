@@ -541,3 +541,163 @@ async def test_a_server_request_reads_only_its_groups_even_without_a_group_filte
             grants.revoke(conn, role, None)
             conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
                 psycopg.sql.Identifier(role), psycopg.sql.Identifier(role)))
+
+
+# What the writer test below passes for each argument type of a writer it calls with dummy
+# arguments: constants (Citus delegates a call only when its arguments are constant expressions).
+_DUMMY = {
+    "text": "'x'", "text[]": "'{}'::text[]", "uuid": "'00000000-0000-0000-0000-000000000000'::uuid",
+    "uuid[]": "'{}'::uuid[]", "jsonb": "'{}'::jsonb", "integer": "0", "bigint": "0", "boolean": "false",
+    "double precision": "0", "interval": "'1 minute'::interval", "vector": "NULL", "vector[]": "'{}'",
+    "timestamp with time zone": "'2024-01-01T00:00:00Z'::timestamptz",
+    "timestamp with time zone[]": "'{}'::timestamptz[]", "tstzrange[]": "'{}'::tstzrange[]",
+}
+
+
+def _writers(conn) -> list[tuple[str, str, list[str]]]:
+    """Every function that writes (VOLATILE) and takes the group as its first argument p_group:
+    (schema.name, signature, argument types). No EXECUTE is revoked from any, so a login may call
+    each; on Citus each is delegated to its group's worker."""
+    return [(f"{s}.{n}", sig, types) for s, n, sig, types in conn.execute(
+        "SELECT p.pronamespace::regnamespace::text, p.proname, p.oid::regprocedure::text,"
+        "       ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t)"
+        "  FROM pg_proc p WHERE p.pronamespace IN ('pgmemory'::regnamespace, 'pgmemory_internal'::regnamespace)"
+        "   AND p.prokind = 'f' AND p.provolatile = 'v' AND p.proargnames[1] = 'p_group'"
+        "   AND p.proargtypes[0] = 'text'::regtype ORDER BY 3").fetchall()]
+
+
+def _group_rows(conn, group: str) -> dict[str, str]:
+    """A digest of every row of `group` in every table (read by the owner)."""
+    tables = [t for (t,) in conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'group_id'"
+        " WHERE c.relnamespace = 'pgmemory'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1")]
+    return {t: conn.execute(psycopg.sql.SQL(
+        "SELECT count(*) || ':' || coalesce(md5(string_agg(r::text, '|' ORDER BY r::text)), '')"
+        " FROM pgmemory.{} r WHERE group_id = %s").format(psycopg.sql.Identifier(t)), (group,)).fetchone()[0]
+        for t in tables}
+
+
+async def test_a_login_narrowed_to_a_group_cannot_make_any_writer_act_on_another(db_dsn):
+    """A login granted every group (as a server's), narrowed to A through pgmemory.groups, calls
+    every writing function (VOLATILE, group first: enqueue_episode, add_fact, retract_fact,
+    delete_episode, erase_group, the queue's and the apply's helpers, ...) for group B: each is
+    refused with one line naming B, and none of B's rows changes. The forms: a transaction narrowed
+    as NarrowingConnection narrows it (SET LOCAL, propagated by Citus), a request's connection
+    (Memory with NarrowToRequestGroups) calling outside a transaction and inside one, and, on one
+    node, a plain autocommit statement under the session's setting. test_citus runs it on the
+    cluster, where every such call is delegated to B's worker outside a transaction; there the
+    request's calls outside a transaction wrote B before 2026-12-04 (run on B's worker without
+    the request's groups). A and its writes stay allowed. And with no narrowing, a login granted
+    only A is refused B by its grants (row-level security, on B's worker on Citus)."""
+    import asyncio
+    import json
+
+    from pgmemory import Memory
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage import citus
+    from pgmemory.storage.request_groups import NarrowToRequestGroups, narrow_to, propagated_narrowing
+
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"w-a-{tag}", f"w-b-{tag}"
+    role, password = f"server_{tag}", f"pw-{tag}"
+    await (await Memory.open(db_dsn, embedder=HashEmbedder())).close()  # (the database's embedder, for the login)
+    with psycopg.connect(db_dsn) as conn:
+        for g in (a, b):
+            conn.execute("SELECT pgmemory.add_fact(%s, 'Ann', 'WORKS_FOR', 'Acme', 'Ann works for Acme.')", (g,))
+            conn.execute("SELECT pgmemory.enqueue_episode(%s, 'I live in Lima.', 'message', 'Zoe',"
+                         " '2024-01-02T00:00:00Z')", (g,))
+        conn.commit()
+        on_citus = citus.citus_installed(conn)
+        fact_b = conn.execute("SELECT id FROM pgmemory.facts WHERE group_id = %s", (b,)).fetchone()[0]
+        episode_b = conn.execute("SELECT id FROM pgmemory.episodes WHERE group_id = %s", (b,)).fetchone()[0]
+        writers = _writers(conn)
+        before = _group_rows(conn, b)
+        grants.grant(conn, role, ["*"], kind="app", create_password=password)
+        grants.grant(conn, f"{role}_a", [a], kind="app", create_password=password)  # granted A only, not narrowed
+    # Real arguments where they matter (B's own fact and episode), constants elsewhere.
+    real = {"pgmemory.add_fact": "'Bob', 'KNOWS', 'Ann', 'Bob knows Ann.'",
+            "pgmemory.enqueue_episode": "'Bob was here.', 'message', 'Bob', '2024-01-03T00:00:00Z'::timestamptz",
+            "pgmemory.detect_communities": "30, 1.0",
+            "pgmemory.retract_fact": f"'{fact_b}'::uuid", "pgmemory.delete_episode": f"'{episode_b}'::uuid, false",
+            "pgmemory_internal.end_attempt": f"'{episode_b}'::uuid, 'w', 'failed', 0, 0, 0, 0",
+            "pgmemory_internal.lease_episode": f"'{episode_b}'::uuid, 'w', '1 minute'::interval"}
+    calls = {name: f"SELECT {name}({', '.join(['%s::text', real.get(name) or ', '.join(_DUMMY[t] for t in types[1:])])})"
+             if len(types) > 1 else f"SELECT {name}(%s::text)" for name, _, types in writers}
+    assert len(calls) == len(writers) >= 30 and {"pgmemory.erase_group", "pgmemory_internal.apply_if_unchanged",
+                                                 "pgmemory_internal.lock_group"} <= set(calls)
+    narrowed_to_a = json.dumps([a])
+    login = login_dsn(db_dsn, role, password)
+    refusals: dict[tuple[str, str], str] = {}
+
+    def refused(form: str, name: str, exc: BaseException | None) -> None:
+        message = getattr(getattr(exc, "diag", None), "message_primary", None) or (str(exc) if exc else "")
+        refusals[(form, name)] = message
+
+    try:
+        with psycopg.connect(login, autocommit=True) as conn:
+            conn.execute("SELECT set_config('pgmemory.groups', %s, false)", (narrowed_to_a,))
+            for name, sql in calls.items():
+                try:  # as NarrowingConnection begins a transaction
+                    with conn.transaction():
+                        conn.execute(propagated_narrowing(narrowed_to_a))
+                        conn.execute(sql, (b,))
+                    refused("transaction", name, None)
+                except psycopg.Error as exc:
+                    refused("transaction", name, exc)
+                if not on_citus:  # (Citus carries no session setting to a worker: docs/scale-out.md)
+                    try:
+                        conn.execute(sql, (b,))
+                        refused("session setting", name, None)
+                    except psycopg.Error as exc:
+                        refused("session setting", name, exc)
+
+        # The grants themselves, with no narrowing: the public writers, each one autocommit statement
+        # (on Citus delegated to B's worker, where row-level security reads the login's grants).
+        with psycopg.connect(login_dsn(db_dsn, f"{role}_a", password), autocommit=True) as conn:
+            for name in ("pgmemory.add_fact", "pgmemory.enqueue_episode", "pgmemory.retract_fact",
+                         "pgmemory.delete_episode", "pgmemory.erase_group", "pgmemory.detect_communities"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege) as denied:
+                    conn.execute(calls[name], (b,))
+                assert denied.value.diag.message_primary == (
+                    f"login {role}_a may not write group {b} (not among its groups; the owner grants it: pgmemory grant)")
+
+        memory = await Memory.open(login, embedder=HashEmbedder(), on_acquire=NarrowToRequestGroups())
+
+        async def request() -> None:
+            narrow_to([a])
+            async with memory.pool.acquire() as conn:
+                for name, sql in calls.items():
+                    call = sql.replace("%s", "$1")
+                    try:
+                        await conn.fetchval(call, b)
+                        refused("request", name, None)
+                    except Exception as exc:  # asyncpg's errors
+                        refused("request", name, exc)
+                    try:
+                        async with conn.transaction():
+                            await conn.fetchval(call, b)
+                        refused("request transaction", name, None)
+                    except Exception as exc:
+                        refused("request transaction", name, exc)
+                # A itself: written outside a transaction and inside one.
+                added = await conn.fetchval("SELECT pgmemory.add_fact($1, 'Ann', 'KNOWS', 'Bea', 'Ann knows Bea.')", a)
+                async with conn.transaction():
+                    await conn.fetchval("SELECT pgmemory.retract_fact($1, $2)", a, uuid.UUID(added["fact_id"]))
+                assert await conn.fetchval("SELECT count(*) FROM pgmemory.facts WHERE group_id = $1", a) == 2
+        try:
+            await asyncio.create_task(request())
+        finally:
+            await memory.close()
+        with psycopg.connect(db_dsn) as conn:
+            after = _group_rows(conn, b)
+    finally:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            for r in (role, f"{role}_a"):
+                grants.revoke(conn, r, None)
+                conn.execute(psycopg.sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(
+                    psycopg.sql.Identifier(r), psycopg.sql.Identifier(r)))
+    expected = f"login {role} may not write group {b} "
+    wrong = sorted(f"{form}: {name}: {m or 'ran, no error'}" for (form, name), m in refusals.items()
+                   if not m.startswith(expected) or "\n" in m)
+    changed = sorted(t for t in before if before[t] != after[t])
+    assert (changed, wrong) == ([], []), f"B's rows changed in {changed}; not refused in one line naming B:\n" + "\n".join(wrong)

@@ -10,17 +10,17 @@ On a Citus cluster the shards are read in the workers' own sessions, which never
 setting of the coordinator: Citus carries only `SET LOCAL` there, made inside a transaction block
 under `citus.propagate_set_commands = 'local'`. So there a request's connection
 (NarrowingConnection) runs each statement made outside a transaction in a transaction of its own,
-and begins every transaction (its own or the code's) with those two SET LOCALs. Except a call of
-a function that writes (VOLATILE) and is delegated to its group's worker: in a transaction Citus
-would run it on the coordinator, where it cannot run some of them under row-level security
-("COPY FROM not supported with row-level security"), nor force-delegate them (their pushed-down
-INSERT ... SELECT); so it runs outside one, on the worker, as before: its group is its first
-argument and every query of it pins that group (tests/test_sql_routing.py).
+and begins every transaction (its own or the code's) with those two SET LOCALs. A call of a
+function that writes runs in it too: Citus then runs the writer on the coordinator (it delegates
+only force-delegated functions inside a transaction, and the writers cannot be: their pushed-down
+INSERT ... SELECTs), which reads the request's groups, so the writer refuses another group
+(pgmemory_internal.check_request_group) and its queries, routed to the group's worker, carry them
+too. Outside a transaction it was delegated to the worker, which never saw them: a request
+narrowed to A wrote B (until 2026-12-04).
 """
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -30,16 +30,6 @@ from asyncpg.transaction import Transaction
 from psycopg import sql as pgsql
 
 REQUEST_GROUPS: ContextVar[tuple[str, ...] | None] = ContextVar("pgmemory_request_groups", default=None)
-
-# A statement that is one call of a function: SELECT schema.name( ...
-_CALL = re.compile(r"\s*SELECT\s+([A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*)\s*\(", re.IGNORECASE)
-# pgmemory's functions delegated to the worker of their first argument's group (storage/citus.py,
-# routable_functions) that write: called outside a transaction (see the module).
-_DELEGATED_WRITERS = (
-    "SELECT p.pronamespace::regnamespace::text || '.' || p.proname FROM pg_proc p"
-    " WHERE p.pronamespace::regnamespace::text IN ('pgmemory', 'pgmemory_internal') AND p.prokind = 'f'"
-    "   AND p.proargnames[1] = 'p_group' AND p.proargtypes[0] = 'text'::regtype AND p.provolatile = 'v'")
-
 
 def narrow_to(groups: Sequence[str]) -> None:
     """The current request (task) may see only these groups."""
@@ -86,18 +76,15 @@ class NarrowingConnection(asyncpg.Connection):
     """The pools' connection class: as asyncpg's until narrow_transactions() gives it the
     narrowing SET LOCALs (a request's connection on Citus); then a statement made outside a
     transaction runs in one of its own (as in autocommit: committed when it returns, rolled back
-    when it fails), but for a call of a delegated writer, and every transaction begins with them.
+    when it fails), and every transaction begins with them.
     (A statement run through prepare() outside a transaction is not wrapped: no request path
     has one; a cursor needs a transaction, which begins with them.)"""
 
     _narrowing: str | None = None
-    _writers: frozenset[str] = frozenset()
 
-    def narrow_transactions(self, narrowing: str | None, writers: frozenset[str] = frozenset()) -> None:
-        """Begin every transaction with `narrowing` from now on (None: as asyncpg does); calls of
-        `writers` (schema.name) stay outside transactions."""
+    def narrow_transactions(self, narrowing: str | None) -> None:
+        """Begin every transaction with `narrowing` from now on (None: as asyncpg does)."""
         self._narrowing = narrowing
-        self._writers = writers
 
     def transaction(self, *, isolation: str | None = None, readonly: bool = False,
                     deferrable: bool = False) -> Transaction:
@@ -111,9 +98,6 @@ class NarrowingConnection(asyncpg.Connection):
     async def _narrowed(self, run: Any, query: str, *args: Any, **kwargs: Any) -> Any:
         # (asyncpg's own BEGIN and COMMIT come here too, with _top_xact set or a transaction open)
         if self._narrowing is None or self._top_xact is not None or self.is_in_transaction():
-            return await run(query, *args, **kwargs)
-        call = _CALL.match(query)
-        if call and call[1] in self._writers:
             return await run(query, *args, **kwargs)
         async with self.transaction():
             return await run(query, *args, **kwargs)
@@ -151,18 +135,18 @@ class NarrowToRequestGroups:
 
     def __init__(self) -> None:
         self.enabled: bool | None = None
-        self.writers: frozenset[str] | None = None  # on Citus: the delegated writers; None elsewhere
+        self.citus = False  # a Citus coordinator: transactions narrowed too
 
     async def __call__(self, conn: asyncpg.Connection) -> None:
-        if self.writers is not None:
+        if self.citus:
             conn.narrow_transactions(None)  # what the connection's previous user set
         if self.enabled is None:
             enabled = await database_narrows(conn)
-            if enabled and await conn.fetchval("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')"):
-                self.writers = frozenset(r[0] for r in await conn.fetch(_DELEGATED_WRITERS))
+            self.citus = enabled and await conn.fetchval(
+                "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
             self.enabled = enabled
         if self.enabled:
             await apply_request_groups(conn)
             requested = _requested()
-            if self.writers is not None and requested:
-                conn.narrow_transactions(propagated_narrowing(requested), self.writers)
+            if self.citus and requested:
+                conn.narrow_transactions(propagated_narrowing(requested))

@@ -267,6 +267,7 @@ BEGIN
             ('stale_lineages', 'Internal (init): the lineages a change of the fold order may have left stale, by group'),
             ('check_time', 'Internal (SQL writers): refuse a time outside 1000-01-01..2999-12-31 UTC (or the one infinity allowed) in one line'),
             ('check_writer', 'Internal (SQL writers): refuse a login that may only read, in one line naming what it tried'),
+            ('check_request_group', 'Internal (SQL writers): refuse, in one line, a group outside the groups a session under row-level security is narrowed to (pgmemory.groups)'),
             ('check_group', 'Internal (SQL writers): refuse a group id the Python surfaces refuse (empty, over 200 characters, unprintable characters, *)'),
             ('is_printable', 'Internal (SQL writers): is a text printable as Python''s str.isprintable() says (but for unassigned code points)'),
             ('json_depth', 'Internal (SQL writers): how deep the arrays and objects of JSON text nest (enqueue_episode refuses over 500, as Python does)'),
