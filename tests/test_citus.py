@@ -1010,3 +1010,61 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
         worker.stop(now=True)
         await asyncio.wait_for(running, 60)
     assert worker.stats.done == 3 and worker.stats.failed == 0
+
+
+async def test_with_a_worker_down_rest_and_mcp_answer_for_the_other_groups_and_name_the_node(
+        memory, server, mcp_memory, citus_cluster, db_dsn):
+    """`pgmemory serve` and `pgmemory mcp` while one worker is stopped: a search, an episode
+    posted or a read of a group whose shards it holds is a 503 `database_unavailable` (REST)
+    or a tool error (MCP) in one line naming the node; the same requests for a group on the
+    other worker are answered as usual, and so are they all once the node is back."""
+    from mcp import Client
+
+    from pgmemory.surfaces.api_keys import create_key
+    from pgmemory.surfaces.mcp_server import build_server
+
+    client, _ = server
+    (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "sdown").items(), reverse=True)
+    node = f"127.0.0.1:{down_port}"
+    _, secret = await create_key(memory.pool, "worker-down", read=[], write=[down, up])
+    key = {"X-API-Key": secret}
+    for g in (down, up):
+        await memory.add_episode(g, "I work at Acme.", actor="Ann",
+                                 reference_time=datetime(2024, 1, 1, tzinfo=timezone.utc))
+
+    async def rest(g: str) -> list:
+        return [await client.post("/v1/search", headers=key, json={"query": "where does Ann work", "group_ids": [g]}),
+                await client.post("/v1/context", headers=key, json={"query": "Ann", "group_ids": [g]}),
+                await client.post(f"/v1/groups/{g}/episodes", headers=key,
+                                  json={"content": "I moved to Boston.", "actor": "Ann",
+                                        "reference_time": "2024-01-02T00:00:00Z"}),
+                await client.post(f"/v1/groups/{g}/episodes?wait=true", headers=key,
+                                  json={"content": "I moved to Austin.", "actor": "Ann",
+                                        "reference_time": "2024-01-04T00:00:00Z"}),
+                await client.get(f"/v1/groups/{g}/episodes", headers=key)]
+
+    async def mcp(mcp_client, g: str) -> list:
+        return [await mcp_client.call_tool("search_memory_facts", {"query": "Ann", "group_ids": [g]}),
+                await mcp_client.call_tool("add_memory", {"name": "move", "episode_body": "Ann: I moved to Denver.",
+                                                          "group_id": g, "reference_time": "2024-01-03T00:00:00Z"}),
+                await mcp_client.call_tool("add_memory", {"name": "move", "episode_body": "Ann: I moved to Miami.",
+                                                          "group_id": g, "reference_time": "2024-01-05T00:00:00Z",
+                                                          "wait": True}),
+                await mcp_client.call_tool("get_episodes", {"group_id": g})]
+
+    async with Client(build_server(mcp_memory, worker_concurrency=0, auth=False)) as mcp_client:
+        with _worker_stopped(citus_cluster, down_port) as back:
+            for r in await rest(down):
+                assert r.status_code == 503, (r.request.url, r.text)
+                error = r.json()["error"]
+                assert error["code"] == "database_unavailable" and "\n" not in error["message"], r.text
+                assert f"Citus worker {node}" in error["message"] and "unreachable" in error["message"], r.text
+            assert [r.status_code for r in await rest(up)] == [200, 200, 202, 200, 200]
+            for result in await mcp(mcp_client, down):
+                assert result.is_error, result.structured_content
+                [text] = [c.text for c in result.content]
+                assert "\n" not in text and f"Citus worker {node}" in text and "unreachable" in text, text
+            assert [result.is_error for result in await mcp(mcp_client, up)] == [False, False, False, False]
+            back()
+        assert [r.status_code for r in await rest(down)] == [200, 200, 202, 200, 200]
+        assert [result.is_error for result in await mcp(mcp_client, down)] == [False, False, False, False]
