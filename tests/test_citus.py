@@ -1068,3 +1068,88 @@ async def test_with_a_worker_down_rest_and_mcp_answer_for_the_other_groups_and_n
             back()
         assert [r.status_code for r in await rest(down)] == [200, 200, 202, 200, 200]
         assert [result.is_error for result in await mcp(mcp_client, down)] == [False, False, False, False]
+
+
+@contextlib.contextmanager
+def _worker_frozen(cluster, port: int):
+    """Every process of the worker on `port` stopped (SIGSTOP, tests/test_faults.py `freeze`: a hung
+    host, a partition that drops packets; it refuses nothing) and thawed at the end of the block,
+    whatever happened."""
+    from tests.test_faults import freeze, thaw
+
+    if cluster is None:
+        pytest.skip("freezes a worker: only on the cluster the suite starts")
+    i = cluster.ports.index(port)
+    frozen = freeze(int((cluster.root / f"n{i}" / "postmaster.pid").read_text().split()[0]))
+    try:
+        yield
+    finally:
+        thaw(frozen)
+
+
+async def test_with_a_worker_frozen_its_groups_fail_in_bounded_time_naming_it_and_the_others_are_served(
+        citus_cluster, db_dsn, monkeypatch):
+    """A worker that stops answering without refusing connections (every process SIGSTOPped): a
+    search and an ingest of a group it holds fail with one line naming the node, the other worker's
+    group is searched and ingested meanwhile, and once it answers its group is served again. The
+    pool's sessions hold open connections to it, as a serving process's do: the coordinator waits on
+    those for ever, so a call fails once pgmemory's search or statement timeout has passed and the
+    coordinator got no new connection to the node (WorkerUnreachable); a new session's call fails
+    within Citus's connection timeout, which pgmemory sets to 5 s. (The search failed after its
+    timeout and as long again as the statement timeout, blamed on locks; an ingest after twice
+    the statement timeout, as "Postgres did not answer".)"""
+    import asyncio
+
+    from pgmemory import Memory
+    from pgmemory.errors import WorkerUnreachable
+    from pgmemory.extract.rules import RuleExtractor
+    from pgmemory.ingest.pipeline import IngestError
+    from pgmemory.providers.embedder import HashEmbedder
+    from pgmemory.storage import connect as connect_module
+    from pgmemory.storage.connect import unreachable_node
+
+    monkeypatch.setenv("PGMEMORY_STATEMENT_TIMEOUT", "6")  # (more than the 5 s of a new connection, as by default)
+    monkeypatch.setenv("PGMEMORY_SEARCH_TIMEOUT", "2")
+    monkeypatch.setattr(connect_module, "ANSWER_MARGIN_S", 1.0)
+    (down_port, down), (up_port, up) = sorted(_group_on_each_worker(db_dsn, "frozen").items(), reverse=True)
+    node = f"127.0.0.1:{down_port}"
+    bound = 120  # the hang guard of each call: a bound, not a timing assert
+
+    def episode(group: str, text: str, day: int) -> dict:
+        return {"group_id": group, "content": text, "actor": "Ann",
+                "reference_time": datetime(2024, 1, day, tzinfo=timezone.utc)}
+
+    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=3,
+                               lease_seconds=3)
+    try:
+        for g in (down, up):
+            await memory.add_episodes([episode(g, "I work at Acme.", 1)])
+        await asyncio.gather(*(memory.search("Ann", group_ids=[down]) for _ in range(3)))
+        with _worker_frozen(citus_cluster, down_port):
+            with pytest.raises(WorkerUnreachable) as held:  # on a session holding a connection to it
+                await asyncio.wait_for(memory.search("where does Ann work", group_ids=[down]), bound)
+            with pytest.raises(Exception) as new:  # on a new session (the held ones were dropped)
+                await asyncio.wait_for(memory.search("where does Ann work", group_ids=[down]), bound)
+            for raised in (held.value, new.value):
+                assert unreachable_node(raised) == node and "\n" not in str(raised), repr(raised)
+                assert node in str(raised), str(raised)
+            [failed] = await asyncio.wait_for(memory.add_episodes([episode(down, "I moved to Boston.", 2)]), bound)
+            assert isinstance(failed, IngestError) and isinstance(failed.cause, WorkerUnreachable), repr(failed)
+            assert failed.cause.node == node and "\n" not in str(failed.cause), str(failed.cause)
+            assert f"Citus worker {node}, which holds group '{down}', is unreachable" in str(failed.cause)
+            found = await asyncio.wait_for(memory.search("where does Ann work", group_ids=[up]), bound)
+            assert [f.fact for f in found.facts] == ["Ann works for Acme."]
+            [stored] = await asyncio.wait_for(memory.add_episodes([episode(up, "I moved to Boston.", 2)]), bound)
+            assert stored.status == "done", repr(stored)
+        # The same again once it answers. (A store the frozen worker had received runs when it thaws,
+        # leased to this process: "busy" until the lease ends; a new `pgmemory ingest` takes it over.)
+        for _ in range(60):
+            [stored] = await asyncio.wait_for(memory.add_episodes([episode(down, "I moved to Boston.", 2)]), bound)
+            if stored.status != "busy":
+                break
+            await asyncio.sleep(0.5)
+        assert stored.status == "done", repr(stored)
+        found = await asyncio.wait_for(memory.search("where did Ann move", group_ids=[down]), bound)
+        assert "Ann moved to Boston." in [f.fact for f in found.facts]
+    finally:
+        await memory.close()

@@ -5,21 +5,24 @@ engine's hot paths. Both fail fast with DatabaseUnavailable naming host and port
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import re
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import psycopg
 from pgvector.asyncpg import register_vector
 
 from pgmemory.config import Settings, Timeouts
-from pgmemory.errors import DatabaseUnavailable, error_line, exception_chain
+from pgmemory.errors import DatabaseUnavailable, WorkerUnreachable, error_line, exception_chain
 from pgmemory.storage.embedded import embedded_dsn
 from pgmemory.storage.request_groups import NarrowingConnection
 
@@ -29,6 +32,10 @@ CONNECT_TIMEOUT_S = 5
 # runs, so only a server that stopped answering (frozen, or a network that drops packets) meets
 # it, and is then unavailable instead of holding the caller for ever.
 ANSWER_MARGIN_S = 5.0
+# Session settings of every connection besides the timeouts. On a Citus coordinator, how long a
+# call waits for a new connection to a worker (Citus's default is 30 s): a worker that stopped
+# answering then fails it within CONNECT_TIMEOUT_S, naming the node. (A placeholder elsewhere.)
+CITUS_SETTINGS = {"citus.node_connection_timeout": f"{CONNECT_TIMEOUT_S * 1000}ms"}
 
 
 def resolve_dsn(settings: Settings | None = None) -> str:
@@ -128,7 +135,7 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
     failing within CONNECT_TIMEOUT_S with a clear error; a call on it that the server stops
     answering fails too (AnsweringConnection)."""
     timeouts = Timeouts.from_env()
-    options = " ".join(f"-c {k}={v}" for k, v in timeouts.server_settings().items())
+    options = " ".join(f"-c {k}={v}" for k, v in {**timeouts.server_settings(), **CITUS_SETTINGS}.items())
     try:
         conn = AnsweringConnection.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
                                            options=options)
@@ -158,7 +165,7 @@ def connection_lost(exc: BaseException) -> BaseException | None:
     """The lost-connection error behind `exc` (itself, a cause or context, or a member of an
     exception group), or None when the server did not go away."""
     for e in exception_chain(exc):
-        if isinstance(e, _CONNECTION_LOST) or _protocol_interrupted(e):
+        if isinstance(e, (WorkerUnreachable, *_CONNECTION_LOST)) or _protocol_interrupted(e):
             return e
         if isinstance(e, psycopg.OperationalError) and (e.sqlstate is None or e.sqlstate[:2] in ("08", "57")):
             return e
@@ -173,6 +180,8 @@ def postgres_lost(exc: BaseException) -> bool:
     slots are full (53300: max_connections or a CONNECTION LIMIT, taken by other clients) is
     unavailable for now too: waited out the same way."""
     for e in exception_chain(exc):
+        if isinstance(e, WorkerUnreachable):  # (a Citus worker that stopped answering: its groups wait)
+            return True
         if isinstance(e, (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError,
                           asyncpg.exceptions.TooManyConnectionsError)) \
                 and not isinstance(e, asyncpg.exceptions.QueryCanceledError):
@@ -190,7 +199,8 @@ def postgres_lost(exc: BaseException) -> bool:
 # "connection establishment for node host:port failed"; and a worker's own shutdown relayed, whose
 # context names it ("while executing command on host:port").
 _REMOTE_NODE = re.compile(r"connection to the remote node (?:[^@\s]*@)?(\S+:\d+) failed"
-                          r"|connection establishment for node (\S+:\d+) failed")
+                          r"|connection establishment for node (\S+:\d+) failed"
+                          r"|could not establish any connections to the node (\S+:\d+) after")
 _REMOTE_CONTEXT = re.compile(r"while executing command on (\S+:\d+)")
 
 
@@ -198,13 +208,15 @@ def unreachable_node(exc: BaseException) -> str | None:
     """The Citus worker (host:port) that an error says the coordinator could not reach, else None.
     The coordinator answered: only the groups whose shards that worker holds are affected."""
     for e in exception_chain(exc):
+        if isinstance(e, WorkerUnreachable):
+            return e.node
         state = getattr(e, "sqlstate", None)
         if not isinstance(state, str) or not isinstance(e, (asyncpg.PostgresError, psycopg.Error)):
             continue
         if state.startswith("08"):
             found = _REMOTE_NODE.search(error_line(e))
             if found:
-                return found.group(1) or found.group(2)
+                return next(node for node in found.groups() if node)
         if state in ("57P01", "57P02", "57P03"):  # the worker shutting down, relayed by the coordinator
             context = getattr(e, "context", None) or getattr(getattr(e, "diag", None), "context", None) or ""
             found = _REMOTE_CONTEXT.search(context)
@@ -242,13 +254,85 @@ def _json_dumps(value: object) -> str:
     return json.dumps(value, default=str)
 
 
-async def _init_async_connection(conn: asyncpg.Connection) -> None:
-    schema = await conn.fetchval(
-        "SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
-        " WHERE t.typname = 'vector'")
+class WorkerProbe:
+    """Which Citus workers stopped answering, asked of the coordinator on a connection of its own
+    (citus.unreachable_workers: a new connection to each worker, CONNECT_TIMEOUT_S to answer).
+    One probe at a time per pool; its answer serves the calls that time out meanwhile."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.pool: asyncpg.Pool | None = None
+        self._lock = asyncio.Lock()
+        self._last: tuple[float, list[str]] = (0.0, [])
+
+    async def silent_workers(self) -> list[str]:
+        """The workers that do not answer now ("host:port (reason)"); [] when all answer or the
+        coordinator does not answer either (then it is the one lost)."""
+        async with self._lock:
+            at, found = self._last
+            if time.monotonic() - at > CONNECT_TIMEOUT_S:
+                found = await asyncio.to_thread(self._probe)
+                self._last = (time.monotonic(), found)
+            if found and self.pool is not None:
+                # Idle pooled sessions hold connections to the silent worker, which a call would
+                # wait on again: replaced by new ones, whose new connection to it fails within
+                # CONNECT_TIMEOUT_S (CITUS_SETTINGS), naming it.
+                await self.pool.expire_connections()
+            return found
+
+    def _probe(self) -> list[str]:
+        from pgmemory.storage.citus import unreachable_workers
+
+        try:
+            with connect(self.dsn, autocommit=True) as conn:
+                # (the workers' connections are given CONNECT_TIMEOUT_S, whatever the statement timeout)
+                conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{2 * CONNECT_TIMEOUT_S}s",))
+                return unreachable_workers(conn, CONNECT_TIMEOUT_S * 1000)
+        except (DatabaseUnavailable, psycopg.Error, OSError):
+            return []
+
+
+class PoolConnection(NarrowingConnection):
+    """The pools' connection (a NarrowingConnection). On a Citus coordinator a call that got no
+    answer in time (TimeoutError: the statement timeout + ANSWER_MARGIN_S, or its own) is asked
+    about: the coordinator answers but waits on a worker that stopped answering (a hung host, a
+    partition; it waits on an open connection with no timeout), so the call fails with
+    WorkerUnreachable naming that worker, and this session, stuck until the worker answers, is
+    dropped at once instead of waiting as long again for its cancel."""
+
+    _probe: WorkerProbe | None = None  # set by the pool's init on a Citus coordinator
+
+    async def _narrowed(self, run: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        probe = self._probe
+        if probe is None:
+            return await super()._narrowed(run, query, *args, **kwargs)
+
+        async def answered(*a: Any, **k: Any) -> Any:
+            try:
+                return await run(*a, **k)
+            except TimeoutError as exc:
+                silent = await probe.silent_workers()
+                if not silent:
+                    raise
+                self.terminate()
+                nodes = [worker.split(" ", 1)[0] for worker in silent]
+                raise WorkerUnreachable(
+                    f"database unavailable: Citus worker {', '.join(nodes)} did not answer (the call got no answer "
+                    f"in time, nor did a new connection from the coordinator within {CONNECT_TIMEOUT_S} s: a hung "
+                    "host or a network partition; the coordinator answers)", nodes[0]) from exc
+        return await super()._narrowed(answered, query, *args, **kwargs)
+
+
+async def _init_async_connection(conn: asyncpg.Connection, probe: WorkerProbe | None = None) -> None:
+    schema, citus = await conn.fetchrow(
+        "SELECT (SELECT n.nspname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+        "         WHERE t.typname = 'vector'),"
+        "       EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
     if schema:
         await register_vector(conn, schema=schema)
     await conn.set_type_codec("jsonb", encoder=_json_dumps, decoder=json.loads, schema="pg_catalog")
+    if citus and isinstance(conn, PoolConnection):
+        conn._probe = probe
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -265,12 +349,19 @@ async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10,
     background and log a traceback for each attempt. `on_acquire` runs on a connection each time
     it is handed out (in the acquiring task: it may read that task's context variables; the
     connections are NarrowingConnection, which a server's hook narrows on Citus). A query
-    with no timeout of its own is given up after the statement timeout + ANSWER_MARGIN_S (TimeoutError)."""
+    with no timeout of its own is given up after the statement timeout + ANSWER_MARGIN_S (TimeoutError;
+    on Citus, WorkerUnreachable when a worker stopped answering: PoolConnection)."""
     timeouts = Timeouts.from_env()
+    probe = WorkerProbe(dsn)
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await _init_async_connection(conn, probe)
     try:
-        return await asyncpg.create_pool(
+        probe.pool = await asyncpg.create_pool(
             dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
-            init=_init_async_connection, reset=_keep_session, setup=on_acquire, connection_class=NarrowingConnection,
-            command_timeout=timeouts.statement_s + ANSWER_MARGIN_S, server_settings=timeouts.server_settings())
+            init=init, reset=_keep_session, setup=on_acquire, connection_class=PoolConnection,
+            command_timeout=timeouts.statement_s + ANSWER_MARGIN_S,
+            server_settings={**timeouts.server_settings(), **CITUS_SETTINGS})
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
         raise _unavailable(dsn, exc) from None
+    return probe.pool

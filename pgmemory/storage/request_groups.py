@@ -29,6 +29,8 @@ import asyncpg
 from asyncpg.transaction import Transaction
 from psycopg import sql as pgsql
 
+from pgmemory.errors import WorkerUnreachable
+
 REQUEST_GROUPS: ContextVar[tuple[str, ...] | None] = ContextVar("pgmemory_request_groups", default=None)
 
 def narrow_to(groups: Sequence[str]) -> None:
@@ -70,6 +72,14 @@ class _NarrowingTransaction(Transaction):
         narrowing = self._connection._narrowing
         if narrowing is not None and not self._nested:
             await asyncpg.Connection.execute(self._connection, narrowing)
+
+    async def __aexit__(self, extype: Any, ex: Any, tb: Any) -> None:
+        if isinstance(ex, WorkerUnreachable) and self._connection.is_closed():
+            # The connection was dropped for a Citus worker that stopped answering (its session
+            # rolls back): that error stands, not "the underlying connection is closed".
+            self._managed = False
+            return
+        await super().__aexit__(extype, ex, tb)
 
 
 class NarrowingConnection(asyncpg.Connection):
