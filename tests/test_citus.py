@@ -1088,7 +1088,7 @@ def _worker_frozen(cluster, port: int):
 
 
 async def test_with_a_worker_frozen_its_groups_fail_in_bounded_time_naming_it_and_the_others_are_served(
-        citus_cluster, db_dsn, monkeypatch):
+        citus_cluster, db_dsn, server_login, monkeypatch):
     """A worker that stops answering without refusing connections (every process SIGSTOPped): a
     search and an ingest of a group it holds fail with one line naming the node, the other worker's
     group is searched and ingested meanwhile, and once it answers its group is served again. The
@@ -1097,8 +1097,11 @@ async def test_with_a_worker_frozen_its_groups_fail_in_bounded_time_naming_it_an
     coordinator got no new connection to the node (WorkerUnreachable); a new session's call fails
     within Citus's connection timeout, which pgmemory sets to 5 s. (The search failed after its
     timeout and as long again as the statement timeout, blamed on locks; an ingest after twice
-    the statement timeout, as "Postgres did not answer".)"""
+    the statement timeout, as "Postgres did not answer".) A REST server's request is a 503 naming
+    the node (its connections narrowed to the request's groups, each statement in a transaction)."""
     import asyncio
+
+    import httpx
 
     from pgmemory import Memory
     from pgmemory.errors import WorkerUnreachable
@@ -1107,6 +1110,8 @@ async def test_with_a_worker_frozen_its_groups_fail_in_bounded_time_naming_it_an
     from pgmemory.providers.embedder import HashEmbedder
     from pgmemory.storage import connect as connect_module
     from pgmemory.storage.connect import unreachable_node
+    from pgmemory.storage.request_groups import NarrowToRequestGroups
+    from pgmemory.surfaces.rest import create_app
 
     monkeypatch.setenv("PGMEMORY_STATEMENT_TIMEOUT", "6")  # (more than the 5 s of a new connection, as by default)
     monkeypatch.setenv("PGMEMORY_SEARCH_TIMEOUT", "2")
@@ -1119,28 +1124,38 @@ async def test_with_a_worker_frozen_its_groups_fail_in_bounded_time_naming_it_an
         return {"group_id": group, "content": text, "actor": "Ann",
                 "reference_time": datetime(2024, 1, day, tzinfo=timezone.utc)}
 
-    memory = await Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=3,
-                               lease_seconds=3)
+    async with Memory.open(db_dsn, embedder=HashEmbedder(), extractor=RuleExtractor()):
+        pass  # the owner records the embedder first, as `pgmemory init` would
+    memory = await Memory.open(server_login, embedder=HashEmbedder(), extractor=RuleExtractor(), pool_size=3,
+                               lease_seconds=3, on_acquire=NarrowToRequestGroups())
+    app = create_app(memory, auth=False, worker_concurrency=0)
     try:
         for g in (down, up):
             await memory.add_episodes([episode(g, "I work at Acme.", 1)])
         await asyncio.gather(*(memory.search("Ann", group_ids=[down]) for _ in range(3)))
-        with _worker_frozen(citus_cluster, down_port):
-            with pytest.raises(WorkerUnreachable) as held:  # on a session holding a connection to it
-                await asyncio.wait_for(memory.search("where does Ann work", group_ids=[down]), bound)
-            with pytest.raises(Exception) as new:  # on a new session (the held ones were dropped)
-                await asyncio.wait_for(memory.search("where does Ann work", group_ids=[down]), bound)
-            for raised in (held.value, new.value):
-                assert unreachable_node(raised) == node and "\n" not in str(raised), repr(raised)
-                assert node in str(raised), str(raised)
-            [failed] = await asyncio.wait_for(memory.add_episodes([episode(down, "I moved to Boston.", 2)]), bound)
-            assert isinstance(failed, IngestError) and isinstance(failed.cause, WorkerUnreachable), repr(failed)
-            assert failed.cause.node == node and "\n" not in str(failed.cause), str(failed.cause)
-            assert f"Citus worker {node}, which holds group '{down}', is unreachable" in str(failed.cause)
-            found = await asyncio.wait_for(memory.search("where does Ann work", group_ids=[up]), bound)
-            assert [f.fact for f in found.facts] == ["Ann works for Acme."]
-            [stored] = await asyncio.wait_for(memory.add_episodes([episode(up, "I moved to Boston.", 2)]), bound)
-            assert stored.status == "done", repr(stored)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://pgmemory") as client:
+            with _worker_frozen(citus_cluster, down_port):
+                async def rest_search(group: str) -> httpx.Response:
+                    return await asyncio.wait_for(client.post("/v1/search", json={"query": "where does Ann work",
+                                                                                   "group_ids": [group]}), bound)
+                r = await rest_search(down)  # on a session holding a connection to it
+                assert r.status_code == 503 and r.json()["error"]["code"] == "database_unavailable", r.text
+                assert f"Citus worker {node} did not answer" in r.json()["error"]["message"], r.text
+                with pytest.raises(Exception) as raised:  # on a new session (the held ones were dropped)
+                    await asyncio.wait_for(memory.search("where does Ann work", group_ids=[down]), bound)
+                assert unreachable_node(raised.value) == node and "\n" not in str(raised.value), repr(raised.value)
+                assert node in str(raised.value), str(raised.value)
+                [failed] = await asyncio.wait_for(memory.add_episodes([episode(down, "I moved to Boston.", 2)]), bound)
+                assert isinstance(failed, IngestError) and isinstance(failed.cause, WorkerUnreachable), repr(failed)
+                assert failed.cause.node == node and "\n" not in str(failed.cause), str(failed.cause)
+                assert f"Citus worker {node}, which holds group '{down}', is unreachable" in str(failed.cause)
+                found = await asyncio.wait_for(memory.search("where does Ann work", group_ids=[up]), bound)
+                assert [f.fact for f in found.facts] == ["Ann works for Acme."]
+                r = await rest_search(up)
+                assert r.status_code == 200 and [f["fact"] for f in r.json()["facts"]] == ["Ann works for Acme."], r.text
+                [stored] = await asyncio.wait_for(memory.add_episodes([episode(up, "I moved to Boston.", 2)]), bound)
+                assert stored.status == "done", repr(stored)
         # The same again once it answers. (A store the frozen worker had received runs when it thaws,
         # leased to this process: "busy" until the lease ends; a new `pgmemory ingest` takes it over.)
         for _ in range(60):
