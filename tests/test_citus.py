@@ -1003,7 +1003,9 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
             assert worker.stats.unreachable == {f"127.0.0.1:{down_port}"}
             assert worker.stats.failed == 0
             back()
-            await until(lambda: _statuses(db_dsn, down) == ["done"], "process the group of the node once back")
+            # (its count follows the commit: waited for, not raced by the stop below)
+            await until(lambda: _statuses(db_dsn, down) == ["done"] and worker.stats.done == 3,
+                        "process the group of the node once back")
             await until(lambda: not worker.stats.unreachable, "stop naming the node once it is back")
     finally:
         holder.close()
