@@ -22,6 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pgmemory.errors import InvalidInput
+from pgmemory.ingest.episode import validate_episode
+
 LOCOMO_CATEGORIES: dict[int, str] = {
     1: "multi-hop",
     2: "temporal",
@@ -206,12 +209,14 @@ def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
     sessions = sorted(
         (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key))
     )
-    turns: list[Turn] = []
+    unique = _TurnList()
     for _, key in sessions:
         raw_time = _get(conv, f"{key}_date_time", str, where)
         time = parse_locomo_time(raw_time, f"{where}: {key}_date_time")
         for j, raw in enumerate(_get(conv, key, list, where)):
-            turns.append(_locomo_turn(f"{where}: {key} turn {j}", raw, key, time))
+            twhere = f"{where}: {key} turn {j}"
+            unique.add(twhere, f"{key} turn {j}", _locomo_turn(twhere, raw, key, time))
+    turns = unique.turns
     known = {t.turn_id for t in turns}
     notes: list[EvidenceNote] = []
     questions = [
@@ -241,7 +246,43 @@ def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
     caption = raw.get("blip_caption")
     if isinstance(caption, str) and caption.strip():
         text = f"{text} [shares a photo: {caption.strip()}]"
-    return Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
+    turn = Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
+    return _check_turn(where, turn, "text", "speaker", " and the turn has no 'blip_caption'")
+
+
+def _check_turn(where: str, turn: Turn, text_key: str, speaker_key: str, no_text: str = "") -> Turn:
+    """Refuse now, naming the turn, what ingesting it as an episode would refuse later (an empty
+    text or speaker, a NUL character, a lone surrogate, a text over the episode limit): there the
+    error names only the batch position, after the run directory was claimed."""
+    if not turn.text.strip():
+        raise _fail(where, f"'{text_key}' is empty{no_text}")
+    if not turn.speaker.strip():
+        raise _fail(where, f"'{speaker_key}' is empty")
+    try:
+        validate_episode("eval", turn.text, actor=turn.speaker, reference_time=turn.time,
+                         episode_id=turn.turn_id)
+    except InvalidInput as exc:
+        raise _fail(where, str(exc)) from None
+    return turn
+
+
+class _TurnList:
+    """A LoCoMo conversation's turns with unique ids: one id for two different turns is refused,
+    naming both (ingestion would refuse the batch, naming neither); an exact repeat is kept once
+    (as ingestion keeps it, so the group's episode count matches and it can be reused)."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self._seen: dict[str, tuple[str, Turn]] = {}
+
+    def add(self, where: str, label: str, turn: Turn) -> None:
+        """Append `turn` (found at `where`, called `label` in messages) unless it repeats one."""
+        first = self._seen.setdefault(turn.turn_id, (label, turn))
+        if first[1] is turn:
+            self.turns.append(turn)
+        elif first[1] != turn:
+            raise _fail(where, f"dia_id {turn.turn_id!r} is also {first[0]}'s, with another text, "
+                               "speaker or time; turn ids must be unique")
 
 
 def _locomo_question(where: str, raw: Any, question_id: str, known: set[str],
@@ -375,13 +416,13 @@ def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
             twhere = f"{where}: haystack session {s} ({sid}) turn {j}"
             if not isinstance(raw, dict):
                 raise _fail(twhere, f"must be an object, got {type(raw).__name__}")
-            turn = Turn(
+            turn = _check_turn(twhere, Turn(
                 turn_id=f"{sid}:{j}",
                 speaker=_get(raw, "role", str, twhere),
                 text=_get(raw, "content", str, twhere),
                 time=time,
                 session_id=sid,
-            )
+            ), "content", "role")
             turns.append(turn)
             by_session.setdefault(sid, []).append(turn.turn_id)
             if raw.get("has_answer") is True:
