@@ -326,6 +326,24 @@ async def test_irregular_evidence_is_read_counted_and_reported(memory, tmp_path)
     assert "| `D8:99` | – | `D8:99` (no such turn) |" in report
 
 
+async def test_a_turn_with_nothing_to_ingest_is_skipped_and_reported(memory, tmp_path):
+    """An empty turn (no text, no caption) does not stop the run: it is skipped, and results.json
+    and the report name it."""
+    path = irregular_copy(tmp_path)
+    data = json.loads(path.read_text())
+    data[0]["conversation"]["session_1"].append({"speaker": "Maya", "dia_id": "D1:99", "text": " "})
+    path.write_text(json.dumps(data), encoding="utf-8")
+    conversations = load_conversations("locomo", path)
+    results = await run_eval(options(path, tmp_path / "out"), conversations, memory, None)
+    assert results["evidence"]["turns_skipped"] == [{
+        "conversation_id": data[0]["sample_id"], "turn": "session_1 turn 3 (D1:99)",
+        "reason": "'text' is empty and the turn has no 'blip_caption'"}]
+    assert results["systems"]["pgmemory"]["overall"]["n"] == 10
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "1 turns held nothing to ingest and were skipped" in report
+    assert "| session_1 turn 3 (D1:99) | 'text' is empty and the turn has no 'blip_caption' |" in report
+
+
 def test_cli_reads_every_conversation_into_a_fresh_run_directory(db_dsn, tmp_path):
     env = {**os.environ, "PGMEMORY_DSN": db_dsn, "PGMEMORY_EMBEDDER": "hash",
            "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -219,22 +219,12 @@ def _turn(data: list[dict], session: str, j: int) -> dict:
     ("mutate", "message"),
     [
         (
-            lambda d: _turn(d, "session_2", 0).update(text="  "),
-            "bad.json: conversation 0 (sample_id conv-x): session_2 turn 0: 'text' is empty "
-            "and the turn has no 'blip_caption'",
-        ),
-        (
-            lambda d: _turn(d, "session_1", 1).update(text="", blip_caption=None),
-            "bad.json: conversation 0 (sample_id conv-x): session_1 turn 1: 'text' is empty "
-            "and the turn has no 'blip_caption'",
-        ),
-        (
-            lambda d: _turn(d, "session_1", 0).update(speaker=" "),
-            "bad.json: conversation 0 (sample_id conv-x): session_1 turn 0: 'speaker' is empty",
-        ),
-        (
             lambda d: _turn(d, "session_2", 0).update(text="a\x00b"),
             "bad.json: conversation 0 (sample_id conv-x): session_2 turn 0: content contains a NUL",
+        ),
+        (
+            lambda d: _turn(d, "session_2", 0).update(text="x" * 50_001),
+            "bad.json: conversation 0 (sample_id conv-x): session_2 turn 0: episode content has 50001 characters",
         ),
         (
             lambda d: _turn(d, "session_2", 0).update(dia_id="D1:2"),
@@ -244,14 +234,32 @@ def _turn(data: list[dict], session: str, j: int) -> dict:
     ],
 )
 def test_locomo_turns_ingestion_would_refuse_are_named_when_read(tmp_path: Path, mutate, message: str) -> None:
-    """An empty text (an image turn without a caption too), an empty speaker, a NUL character or
-    one dia_id for two different turns is refused by the reader, naming the turn, before a run
-    writes anything: ingestion would refuse it later as 'episode 4: ...', naming no file or turn,
-    after the run directory was claimed."""
+    """A NUL character, an over-long text or one dia_id for two different turns is refused by the
+    reader, naming the turn, before a run writes anything: ingestion would refuse it later as
+    'episode 4: ...', naming no file or turn, after the run directory was claimed."""
     data = _locomo()
     mutate(data)
     with pytest.raises(EvalFormatError, match="^" + re.escape(message)):
         read_locomo(_write(tmp_path, "bad.json", data))
+
+
+def test_locomo_turns_with_nothing_to_ingest_are_skipped_and_listed(tmp_path: Path) -> None:
+    """An empty text without a caption, a blank text, an empty speaker: the turn is skipped and
+    listed with why; the other turns and questions are read, and evidence naming a skipped turn
+    counts as naming no turn."""
+    data = _locomo()
+    _turn(data, "session_2", 0).update(text="  ")
+    _turn(data, "session_1", 1).update(text="", blip_caption=None)
+    _turn(data, "session_1", 0).update(speaker=" ")
+    [conv] = read_locomo(_write(tmp_path, "ok.json", data))
+    assert conv.turns == []
+    assert conv.skipped_turns == [
+        {"turn": "session_1 turn 0 (D1:1)", "reason": "'speaker' is empty"},
+        {"turn": "session_1 turn 1 (D1:2)", "reason": "'text' is empty and the turn has no 'blip_caption'"},
+        {"turn": "session_2 turn 0 (D2:1)", "reason": "'text' is empty and the turn has no 'blip_caption'"},
+    ]
+    assert all(not q.evidence for q in conv.questions)
+    assert conv.evidence_counts()["skipped"] > 0
 
 
 def test_locomo_image_turn_with_empty_text_is_its_caption_and_a_repeated_turn_is_read_once(tmp_path: Path) -> None:
@@ -260,15 +268,16 @@ def test_locomo_image_turn_with_empty_text_is_its_caption_and_a_repeated_turn_is
     data[0]["conversation"]["session_1"].append(dict(_turn(data, "session_1", 0)))
     [conv] = read_locomo(_write(tmp_path, "ok.json", data))
     assert [t.turn_id for t in conv.turns] == ["D1:1", "D1:2", "D2:1"]
-    assert conv.turns[1].text.strip() == "[shares a photo: a photo of a red kayak]"
+    assert conv.turns[1].text == "[shares a photo: a photo of a red kayak]"
+    assert conv.skipped_turns == []
 
 
-def test_longmemeval_empty_turn_is_named_when_read(tmp_path: Path) -> None:
+def test_longmemeval_empty_turn_is_skipped_and_listed(tmp_path: Path) -> None:
     data = _longmemeval()
     data[0]["haystack_sessions"][0][1]["content"] = ""
-    with pytest.raises(EvalFormatError, match="^" + re.escape(
-            "lme.json: item 0 (question_id q1): haystack session 0 (late) turn 1: 'content' is empty")):
-        read_longmemeval(_write(tmp_path, "lme.json", data))
+    conv = read_longmemeval(_write(tmp_path, "lme.json", data))[0]
+    assert conv.skipped_turns == [{"turn": "haystack session 0 (late) turn 1", "reason": "'content' is empty"}]
+    assert "late:1" not in {t.turn_id for t in conv.turns} and conv.turns
 
 
 def test_locomo_irregular_evidence_is_normalised_or_skipped_and_counted() -> None:

@@ -359,6 +359,7 @@ async def evaluate_conversation(run: _Run, conversation: Conversation, report: I
         "ingest": report.to_dict(),
         "evidence": {**conversation.evidence_counts(),
                      "notes": [n.to_dict() for n in conversation.evidence_notes]},
+        "turns_skipped": conversation.skipped_turns,
         "facts": await _fact_count(run.memory, group),
         "qa_usage": {"calls": conv.usage.calls, "prompt_tokens": conv.usage.prompt_tokens,
                      "completion_tokens": conv.usage.completion_tokens},

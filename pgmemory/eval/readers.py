@@ -11,7 +11,11 @@ LoCoMo evidence is data, not structure: the public file has entries such as
 ``"D8:6; D9:17"``, ``"D9:1 D4:4 D4:6"``, ``"D:11:26"``, ``"D30:05"``, a bare
 ``"D"`` and ids of turns that do not exist.  What names a turn of the
 conversation is normalised and kept, the rest is skipped; every such entry
-is recorded as an :class:`EvidenceNote` so the report can count both.
+is recorded as an :class:`EvidenceNote` so the report can count both.  A turn
+holding nothing to ingest (an empty text without a photo caption, an empty
+speaker) is skipped and listed too; one ingestion would refuse otherwise (a NUL
+character, an over-long text, one dia_id for two different turns) stops the
+read, naming the turn.
 """
 from __future__ import annotations
 
@@ -98,6 +102,7 @@ class Conversation:
     questions: list[Question] = field(default_factory=list)
     evidence_as_is: int = 0
     evidence_notes: list[EvidenceNote] = field(default_factory=list)
+    skipped_turns: list[dict[str, str]] = field(default_factory=list)  # {"turn": where, "reason": why}
 
     def evidence_counts(self) -> dict[str, int]:
         """Evidence entries read as they stood, ids recovered from irregular entries
@@ -210,12 +215,17 @@ def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
         (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.fullmatch(key))
     )
     unique = _TurnList()
+    skipped: list[dict[str, str]] = []
     for _, key in sessions:
         raw_time = _get(conv, f"{key}_date_time", str, where)
         time = parse_locomo_time(raw_time, f"{where}: {key}_date_time")
         for j, raw in enumerate(_get(conv, key, list, where)):
             twhere = f"{where}: {key} turn {j}"
-            unique.add(twhere, f"{key} turn {j}", _locomo_turn(twhere, raw, key, time))
+            turn = _locomo_turn(twhere, raw, key, time)
+            if (why := _check_turn(twhere, turn, "text", "speaker", " and the turn has no 'blip_caption'")):
+                skipped.append({"turn": f"{key} turn {j} ({turn.turn_id})", "reason": why})
+            else:
+                unique.add(twhere, f"{key} turn {j}", turn)
     turns = unique.turns
     known = {t.turn_id for t in turns}
     notes: list[EvidenceNote] = []
@@ -225,7 +235,8 @@ def _locomo_conversation(where: str, item: dict[str, Any]) -> Conversation:
     ]
     entries = sum(len(_evidence_entries(q)) for q in qa if isinstance(q, dict))
     return Conversation(conversation_id=sample_id, turns=turns, questions=questions,
-                        evidence_as_is=entries - sum(1 for n in notes if n.raw is not None), evidence_notes=notes)
+                        evidence_as_is=entries - sum(1 for n in notes if n.raw is not None), evidence_notes=notes,
+                        skipped_turns=skipped)
 
 
 def _evidence_entries(raw: dict[str, Any]) -> list[Any]:
@@ -245,25 +256,26 @@ def _locomo_turn(where: str, raw: Any, session_id: str, time: datetime) -> Turn:
     text = _get(raw, "text", str, where)
     caption = raw.get("blip_caption")
     if isinstance(caption, str) and caption.strip():
-        text = f"{text} [shares a photo: {caption.strip()}]"
-    turn = Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
-    return _check_turn(where, turn, "text", "speaker", " and the turn has no 'blip_caption'")
+        photo = f"[shares a photo: {caption.strip()}]"
+        text = f"{text} {photo}" if text.strip() else photo
+    return Turn(turn_id=dia_id, speaker=speaker, text=text, time=time, session_id=session_id)
 
 
-def _check_turn(where: str, turn: Turn, text_key: str, speaker_key: str, no_text: str = "") -> Turn:
-    """Refuse now, naming the turn, what ingesting it as an episode would refuse later (an empty
-    text or speaker, a NUL character, a lone surrogate, a text over the episode limit): there the
-    error names only the batch position, after the run directory was claimed."""
+def _check_turn(where: str, turn: Turn, text_key: str, speaker_key: str, no_text: str = "") -> str | None:
+    """Why a turn holding nothing to ingest (an empty text or speaker) is skipped, or None; what
+    ingestion would refuse otherwise (a NUL character, a lone surrogate, a text over the episode
+    limit) is refused now, naming the turn: ingestion would name only the batch position, after
+    the run directory was claimed."""
     if not turn.text.strip():
-        raise _fail(where, f"'{text_key}' is empty{no_text}")
+        return f"'{text_key}' is empty{no_text}"
     if not turn.speaker.strip():
-        raise _fail(where, f"'{speaker_key}' is empty")
+        return f"'{speaker_key}' is empty"
     try:
         validate_episode("eval", turn.text, actor=turn.speaker, reference_time=turn.time,
                          episode_id=turn.turn_id)
     except InvalidInput as exc:
         raise _fail(where, str(exc)) from None
-    return turn
+    return None
 
 
 class _TurnList:
@@ -409,6 +421,7 @@ def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
         dated.append((parse_longmemeval_date(date, f"{swhere}: haystack_dates"), s, sid, session))
     dated.sort(key=lambda d: (d[0], d[1]))
     turns: list[Turn] = []
+    skipped: list[dict[str, str]] = []
     flagged: list[str] = []
     by_session: dict[str, list[str]] = {}
     for time, s, sid, session in dated:
@@ -416,13 +429,16 @@ def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
             twhere = f"{where}: haystack session {s} ({sid}) turn {j}"
             if not isinstance(raw, dict):
                 raise _fail(twhere, f"must be an object, got {type(raw).__name__}")
-            turn = _check_turn(twhere, Turn(
+            turn = Turn(
                 turn_id=f"{sid}:{j}",
                 speaker=_get(raw, "role", str, twhere),
                 text=_get(raw, "content", str, twhere),
                 time=time,
                 session_id=sid,
-            ), "content", "role")
+            )
+            if (why := _check_turn(twhere, turn, "content", "role")):
+                skipped.append({"turn": f"haystack session {s} ({sid}) turn {j}", "reason": why})
+                continue
             turns.append(turn)
             by_session.setdefault(sid, []).append(turn.turn_id)
             if raw.get("has_answer") is True:
@@ -437,7 +453,8 @@ def _lme_item(where: str, item: dict[str, Any]) -> Conversation:
         question_time=qtime,
         adversarial=qid.endswith("_abs"),
     )
-    return Conversation(conversation_id=qid, turns=turns, questions=[q], evidence_as_is=len(evidence))
+    return Conversation(conversation_id=qid, turns=turns, questions=[q], evidence_as_is=len(evidence),
+                        skipped_turns=skipped)
 
 
 def parse_longmemeval_date(raw: str, where: str = "date") -> datetime:

@@ -87,7 +87,8 @@ def ranked_turns_lines(results: dict[str, Any]) -> list[str]:
 
 
 def evidence_lines(results: dict[str, Any], limit: int = 20) -> list[str]:
-    """Gold evidence read from the file: counts, and the irregular entries (at most `limit`)."""
+    """Gold evidence read from the file: counts, the irregular entries and the turns skipped (at most
+    `limit` of each)."""
     e = results["evidence"]
     lines = [(f"{e['as_is']:,} evidence entries read as they stood, {e['normalised']:,} ids recovered from "
               f"irregular entries (normalised), {e['skipped']:,} tokens skipped (unreadable, empty, naming no "
@@ -101,6 +102,14 @@ def evidence_lines(results: dict[str, Any], limit: int = 20) -> list[str]:
         lines += _table(["conversation", "question", "entry", "read as", "skipped"], rows)
         if len(e["notes"]) > limit:
             lines.append(f"\n{len(e['notes']) - limit} more in results.json (`evidence.notes`).")
+        lines.append("")
+    if skipped := e.get("turns_skipped"):
+        lines += [f"{len(skipped):,} turns held nothing to ingest and were skipped (evidence naming them "
+                  "counts as naming no turn):", ""]
+        lines += _table(["conversation", "turn", "why"],
+                        [[t["conversation_id"], t["turn"], t["reason"]] for t in skipped[:limit]])
+        if len(skipped) > limit:
+            lines.append(f"\n{len(skipped) - limit} more in results.json (`evidence.turns_skipped`).")
         lines.append("")
     return lines
 

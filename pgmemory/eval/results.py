@@ -85,9 +85,12 @@ _EVIDENCE_COUNTS = ("as_is", "normalised", "skipped", "questions_without_evidenc
 
 def evidence_summary(partials: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Gold evidence over all conversations: ids read as is, normalised, skipped, questions left
-    without evidence, and every irregular entry with its conversation."""
+    without evidence, every irregular entry and every turn skipped (nothing to ingest), with its
+    conversation."""
     out: dict[str, Any] = {key: sum(p["evidence"][key] for p in partials) for key in _EVIDENCE_COUNTS}
     out["notes"] = [{"conversation_id": p["conversation_id"], **n} for p in partials for n in p["evidence"]["notes"]]
+    out["turns_skipped"] = [{"conversation_id": p["conversation_id"], **t}
+                            for p in partials for t in p.get("turns_skipped", [])]
     return out
 
 
