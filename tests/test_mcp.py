@@ -113,7 +113,11 @@ async def test_every_tool_in_process(mcp_memory):
         assert "time zone" in await refused(client, "search_memory_facts", query="x", as_of="2021-01-01T00:00")
         assert "not found" in await refused(client, "get_entity_edge", uuid="00000000-0000-0000-0000-000000000001")
         assert "does not exist in group" in await refused(client, "delete_episode", uuid="nope")
-        assert "limit" in await refused(client, "search_memory_facts", query="x", max_facts=0)
+        # A count out of range names the argument the caller gave, not the search's own `limit`.
+        assert (await refused(client, "search_memory_facts", query="x", max_facts=0)).endswith(
+            ": max_facts must be between 1 and 100, got 0")
+        assert (await refused(client, "search_memory_nodes", query="x", max_nodes=101)).endswith(
+            ": max_nodes must be between 1 and 100, got 101")
         assert "fact id" in await refused(client, "delete_entity_edge", uuid="not-a-uuid")
         # An empty time, label or centre is refused, not read as "none given".
         assert (await refused(client, "search_memory_facts", query="x", as_of="")).endswith(": as_of is empty")

@@ -89,7 +89,10 @@ def test_rest_answers_503_on_one_connection_while_postgres_is_down(outage):
             stop()
             try:
                 assert client.get("/health").json() == {"status": "ok"}
-                assert client.get("/ready").status_code == 503
+                ready = client.get("/ready")
+                # The probe says why in words, as the other 503s do (not an exception's class name).
+                assert ready.status_code == 503 and ready.json()["error"] == {
+                    "code": "not_ready", "message": "database not ready: cannot connect to Postgres (is the server running?)"}
                 # The same kept-alive connection, request after request: a JSON 503 each time.
                 for method, url, body in [("POST", "/v1/search", search), ("GET", "/v1/groups/up/episodes", None),
                                           ("POST", "/v1/groups/up/episodes", {"content": "Ann: I live in Oslo."}),

@@ -25,13 +25,14 @@ from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
 from pgmemory.records import jsonable
-from pgmemory.search.config import METHODS, SearchConfig, SearchFilters
+from pgmemory.search.config import MAX_LIMIT, METHODS, SearchConfig, SearchFilters
 from pgmemory.storage.connect import connection_lost, unavailable_reason
 from pgmemory.storage.request_groups import narrow_to
 from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (MAX_GROUPS, Count, enqueue_json, ingest_json, provider_line, time_or_now,
                                    validation_line)
+from pgmemory.validate import check_int
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -202,6 +203,7 @@ def _tools(server: MCPServer, state: State) -> None:
         center_node_uuid: rank by graph distance from that entity. as_of / known_at (ISO 8601 with a
         zone): entities as they were at that valid time / as believed at that transaction time."""
         groups = await _groups(ctx, state, group_ids)
+        check_int(max_nodes, "max_nodes", 1, MAX_LIMIT)  # named as the caller gave it, not as the search's `limit`
         config = _config("entities", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_nodes, config=config,
                                      filters=_filters(as_of, known_at, labels=(entity,) if entity is not None else ()))
@@ -218,6 +220,7 @@ def _tools(server: MCPServer, state: State) -> None:
         time); known_at: as believed at that time (transaction time); both ISO 8601 with a zone.
         Ended facts are left out unless include_invalidated."""
         groups = await _groups(ctx, state, group_ids)
+        check_int(max_facts, "max_facts", 1, MAX_LIMIT)
         config = _config("facts", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_facts, config=config,
                                      filters=_filters(as_of, known_at, include_invalidated))

@@ -294,7 +294,9 @@ def _routes(app: FastAPI) -> None:
         try:
             await _memory(request).pool.fetchval("SELECT 1", timeout=5)
         except Exception as exc:  # noqa: BLE001 - any failure means not ready
-            return _error(503, "not_ready", f"database not ready: {type(exc).__name__}")
+            lost = connection_lost(exc)  # why in words when Postgres is down or gone, as the other 503s say
+            reason = unavailable_reason(lost) if lost is not None else type(exc).__name__
+            return _error(503, "not_ready", f"database not ready: {reason}")
         return JSONResponse({"status": "ready"})
 
     @v1.post("/groups/{group_id}/episodes", status_code=202, tags=["episodes"],
