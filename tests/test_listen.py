@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
+import asyncpg
 import psycopg
 import pytest
 
@@ -63,6 +64,35 @@ def test_listen_on_loopback_with_passwords_then_off(own_server, capsys, monkeypa
         tcp(port, "open sesame")
     with psycopg.connect(embedded_dsn(own_server)) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+async def test_a_running_process_follows_the_server_to_its_new_port(own_server, monkeypatch):
+    """`pgmemory listen` restarts the server on another port, which moves its socket: a pool and a
+    DSN made before (a running `pgmemory serve` or worker) reconnect there, not fail until restarted."""
+    import asyncio
+
+    from pgmemory.storage.connect import connect, create_pool
+
+    old_dsn = embedded_dsn(own_server)
+    pool = await create_pool(old_dsn, max_size=2)
+    try:
+        assert await pool.fetchval("SELECT current_setting('port')::int") == 5432
+        monkeypatch.setenv("PGMEMORY_DATA_DIR", str(own_server))
+        monkeypatch.delenv("PGMEMORY_DSN", raising=False)
+        for args, port in ((["listen", "--port", str(new := free_port())], new), (["listen", "--off"], 5432)):
+            assert await asyncio.to_thread(main, args) == 0
+            for _ in range(3):  # the idle connection the restart ended fails once
+                try:
+                    assert await pool.fetchval("SELECT current_setting('port')::int") == port
+                    break
+                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                    await asyncio.sleep(0.2)
+            else:
+                pytest.fail(f"the pool did not reconnect after {args}")
+            with connect(old_dsn) as conn:
+                assert conn.execute("SELECT current_setting('port')::int").fetchone() == (port,)
+    finally:
+        await pool.close()
 
 
 def test_listen_refuses_bad_addresses_and_other_servers(monkeypatch, capsys):

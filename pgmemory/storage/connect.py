@@ -23,7 +23,7 @@ from pgvector.asyncpg import register_vector
 
 from pgmemory.config import Settings, Timeouts
 from pgmemory.errors import DatabaseUnavailable, WorkerUnreachable, error_line, exception_chain
-from pgmemory.storage.embedded import embedded_dsn
+from pgmemory.storage.embedded import current_dsn, embedded_dsn
 from pgmemory.storage.request_groups import NarrowingConnection
 
 CONNECT_TIMEOUT_S = 5
@@ -80,7 +80,7 @@ def _server_answers(dsn: str) -> bool:
     """Does the server answer a new connection within CONNECT_TIMEOUT_S (any answer, a refusal
     included)? Only a frozen or unreachable one does not."""
     try:
-        psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True).close()
+        psycopg.connect(current_dsn(dsn), connect_timeout=CONNECT_TIMEOUT_S, autocommit=True).close()
     except psycopg.OperationalError as exc:
         return "timeout expired" not in str(exc)
     return True
@@ -137,7 +137,7 @@ def connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection:
     timeouts = Timeouts.from_env()
     options = " ".join(f"-c {k}={v}" for k, v in {**timeouts.server_settings(), **CITUS_SETTINGS}.items())
     try:
-        conn = AnsweringConnection.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
+        conn = AnsweringConnection.connect(current_dsn(dsn), autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
                                            options=options)
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"invalid DSN: {exc}") from None
@@ -356,9 +356,12 @@ async def create_pool(dsn: str, *, min_size: int = 0, max_size: int = 10,
 
     async def init(conn: asyncpg.Connection) -> None:
         await _init_async_connection(conn, probe)
+
+    async def connect_now(dsn: str, **kwargs: Any) -> asyncpg.Connection:
+        return await asyncpg.connect(current_dsn(dsn), **kwargs)  # (the embedded server may have moved port)
     try:
         probe.pool = await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
+            dsn, connect=connect_now, min_size=min_size, max_size=max_size, timeout=CONNECT_TIMEOUT_S,
             init=init, reset=_keep_session, setup=on_acquire, connection_class=PoolConnection,
             command_timeout=timeouts.statement_s + ANSWER_MARGIN_S,
             server_settings={**timeouts.server_settings(), **CITUS_SETTINGS})

@@ -66,6 +66,32 @@ def server_uri(server) -> str:
     return uri if port in (None, 5432, "5432") else f"{uri}&port={int(port)}"
 
 
+def current_dsn(dsn: str) -> str:
+    """The DSN with the port the embedded server listens on now, when it names one (its socket
+    directory is its data directory, holding postmaster.pid): `pgmemory listen` restarts it on
+    another port, which moves its socket, and a process already running reconnects there instead
+    of failing until restarted. Any other DSN (or a server not running) is returned as it is."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(dsn)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        host = dict(query).get("host", "")
+        if parts.hostname or not host.startswith("/"):
+            return dsn
+        lines = (Path(host) / "postmaster.pid").read_text().splitlines()
+    except (OSError, ValueError):
+        return dsn
+    if len(lines) < 5 or lines[4] != host or not lines[3].strip().isdigit():
+        return dsn
+    port = lines[3].strip()
+    if dict(query).get("port", "5432") == port:
+        return dsn
+    kept = [(k, v) for k, v in query if k != "port"]
+    return urlunsplit(parts._replace(query=urlencode(kept + ([] if port == "5432" else [("port", port)]),
+                                                     safe="/")))
+
+
 def start(data_dir: Path):
     """Start (or reuse) the embedded server, tuned, listening as `pgmemory listen` asked."""
     from pgmemory.storage import listen
