@@ -64,6 +64,12 @@ def test_period_clauses_become_range_predicates(query, expected):
     ("SELECT * FROM current_facts FOR SYSTEM_TIME AS OF now()", "current_facts has no system_time period"),
     ("SET ROLE postgres", "only SELECT queries are allowed"),
     ("SELECT FROM WHERE", "could not parse the query"),
+    ("SELECT FROM", "could not parse the query: Expected table name but got the end of the query. Line 1, Col: 11"),
+    ("SELECT * FROM fact_versions WHERE", "could not parse the query: an incomplete WHERE"),
+    ("SELECT * FROM fact_versions FOR SYSTEM_TIME", "FOR SYSTEM_TIME needs its period: AS OF t"),
+    ("SELECT * FROM fact_versions FOR SYSTEM_TIME AS OF", "FOR SYSTEM_TIME needs its period"),
+    ("SELECT * FROM fact_versions FOR VALID_TIME BETWEEN '2024-01-01'", "FOR VALID_TIME needs its period"),
+    ("SELECT * FROM fact_versions FOR VALID_TIME FROM '2024-01-01' TO", "FOR VALID_TIME needs its period"),
     ("   ", "the query must be a non-empty string"),
 ])
 def test_anything_but_one_read_of_the_views_is_refused(query, message):

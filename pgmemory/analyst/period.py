@@ -14,6 +14,8 @@ query is parsed, the tree rewritten, and the SQL generated from the tree.
 """
 from __future__ import annotations
 
+import re
+
 import logging
 
 import sqlglot
@@ -73,7 +75,16 @@ def parse(query: str) -> list[exp.Expr | None]:
         return sqlglot.parse(query, dialect=Temporal)
     except (ParseError, TokenError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-        raise InvalidInput(f"could not parse the query: {first}") from None
+        raise InvalidInput(f"could not parse the query: {_readable(first)}") from None
+
+
+def _readable(message: str) -> str:
+    """sqlglot's message in the query's words: a token as its text ("the end of the query" for
+    the sentinel), a clause missing its part as "an incomplete WHERE"."""
+    message = re.sub(r"<Token token_type: TokenType\.SENTINEL\b[^>]*>", "the end of the query", message)
+    message = re.sub(r"<Token token_type: TokenType\.\w+, text: (.*?), line: \d+[^>]*>", r"'\1'", message)
+    return re.sub(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>",
+                  lambda m: f"an incomplete {m.group(1).upper()}", message)
 
 
 def _clauses(table: exp.Table) -> list[exp.Version]:
@@ -95,6 +106,10 @@ def _predicate(column: exp.Column, clause: exp.Version) -> exp.Expr | None:
     kind = clause.args.get("kind")
     if kind == "ALL":
         return None
+    value = clause.expression
+    bounds = getattr(value, "expressions", ())
+    if value is None or (kind in ("BETWEEN", "FROM") and (len(bounds) != 2 or None in bounds)):
+        raise InvalidInput(f"FOR {clause.this} needs its period: AS OF t, BETWEEN a AND b, FROM a TO b or ALL")
     if kind == "AS OF":
         return exp.ArrayContainsAll(this=column, expression=_timestamptz(clause.expression))
     if kind in ("BETWEEN", "FROM"):
