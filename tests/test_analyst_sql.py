@@ -292,3 +292,13 @@ def test_a_period_start_ending_in_an_interval_is_read(conn, career, with_interva
 
 def test_an_interval_span_of_two_units_is_still_read():
     assert prepare("SELECT interval '1' day to second AS span") == "SELECT INTERVAL '1' DAY TO SECOND AS span"
+
+
+def test_a_query_nested_too_deeply_is_one_line_not_a_recursion_error():
+    """sqlglot parses recursively: some 50 nested parentheses raised RecursionError (a traceback
+    out of `pgmemory sql`) instead of a refusal."""
+    for query in ("SELECT " + "(" * 60 + "1" + ")" * 60, "SELECT * FROM (" * 200 + "SELECT 1" + ") s" * 200,
+                  "SELECT " + "coalesce(" * 100 + "1" + ")" * 100):
+        with pytest.raises(InvalidInput, match="nested too deeply"):
+            prepare(query)
+

@@ -56,11 +56,17 @@ def prepare(query: str) -> str:
         raise InvalidInput("the query must be a non-empty string")
     if "\x00" in query:
         raise InvalidInput("the query contains a NUL character")
-    tree = policy.single_query(period.parse(query))
-    policy.check(tree)
-    period.rewrite_periods(tree)
-    policy.qualify_views(tree)
-    return tree.sql(dialect="postgres", comments=False)
+    try:
+        tree = policy.single_query(period.parse(query))
+        policy.check(tree)
+        period.rewrite_periods(tree)
+        policy.qualify_views(tree)
+        return tree.sql(dialect="postgres", comments=False)
+    except RecursionError:
+        # sqlglot parses, walks and generates recursively: some 50 nested parentheses or
+        # subqueries exhaust Python's stack (was a RecursionError traceback out of `pgmemory sql`).
+        raise InvalidInput("the query is nested too deeply to be read (fewer nested parentheses or "
+                           "subqueries; a WITH can name a step instead)") from None
 
 
 def _checked(query: str, groups: object, max_rows: object, timeout_s: object) -> tuple[str, list[str] | None]:
