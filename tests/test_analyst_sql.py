@@ -302,3 +302,69 @@ def test_a_query_nested_too_deeply_is_one_line_not_a_recursion_error():
         with pytest.raises(InvalidInput, match="nested too deeply"):
             prepare(query)
 
+
+@pytest.mark.parametrize("query, message", [
+    ("WITH fact_versions AS (SELECT 1) SELECT * FROM fact_versions FOR SYSTEM_TIME AS OF now()",
+     "fact_versions here is a WITH query, which has no period"),
+    ("SELECT * FROM entities_at('g', now(), NULL) FOR VALID_TIME ALL", "entities_at has no valid_time period"),
+])
+def test_a_period_clause_on_what_has_no_period_names_it(query, message):
+    """A CTE named like a view is not the view (its clause became a predicate on a column the CTE
+    lacks, a database error); a function in FROM was named '' in the message."""
+    with pytest.raises(InvalidInput, match=message):
+        prepare(query)
+
+
+# fact_versions' columns with `recorded` and `valid` swapped by a column alias list.
+SWAPPED = ("id, version_id, group_id, source, relation, target, fact, valid_from, valid_to, valid_from_unknown,"
+           " recorded_from, recorded_to, believed, is_event, recorded, valid")
+
+
+@pytest.mark.parametrize("with_clause, by_hand", [
+    # The view with the clause on the nullable side of a RIGHT JOIN (the predicate went into the
+    # WHERE and dropped the right side's unmatched rows).
+    ("SELECT a.target, f.target FROM fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f"
+     " RIGHT JOIN fact_versions a ON a.version_id = f.version_id WHERE a.group_id = '{g}'",
+     "SELECT a.target, f.target FROM (SELECT * FROM fact_versions WHERE valid @> timestamptz '2021-06-01Z') f"
+     " RIGHT JOIN fact_versions a ON a.version_id = f.version_id WHERE a.group_id = '{g}'"),
+    # The preserved side of a RIGHT JOIN ... ON (the predicate in the ON filtered nothing).
+    ("SELECT a.target, f.target FROM fact_versions a RIGHT JOIN fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f"
+     " ON a.version_id = f.version_id WHERE f.group_id = '{g}'",
+     "SELECT a.target, f.target FROM fact_versions a RIGHT JOIN fact_versions f ON a.version_id = f.version_id"
+     " WHERE f.group_id = '{g}' AND f.valid @> timestamptz '2021-06-01Z'"),
+    # A FULL JOIN (neither the ON nor the WHERE restricts one side only).
+    ("SELECT a.target, f.target FROM (SELECT * FROM fact_versions WHERE group_id = '{g}') a"
+     " FULL JOIN fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f ON a.version_id = f.version_id AND f.group_id = '{g}'"
+     " WHERE coalesce(a.group_id, f.group_id) = '{g}'",
+     "SELECT a.target, f.target FROM (SELECT * FROM fact_versions WHERE group_id = '{g}') a"
+     " FULL JOIN (SELECT * FROM fact_versions WHERE valid @> timestamptz '2021-06-01Z') f"
+     " ON a.version_id = f.version_id AND f.group_id = '{g}' WHERE coalesce(a.group_id, f.group_id) = '{g}'"),
+    # A LEFT JOIN by USING or NATURAL has no ON: the predicate went into the WHERE.
+    ("SELECT a.target, f.target FROM fact_versions a"
+     " LEFT JOIN fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f USING (version_id) WHERE a.group_id = '{g}'",
+     "SELECT a.target, f.target FROM fact_versions a LEFT JOIN fact_versions f"
+     " ON f.version_id = a.version_id AND f.valid @> timestamptz '2021-06-01Z' WHERE a.group_id = '{g}'"),
+    ("SELECT count(*), count(f.target) FROM (SELECT version_id, group_id FROM fact_versions) a"
+     " NATURAL LEFT JOIN fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f WHERE a.group_id = '{g}'",
+     "SELECT count(*), count(f.target) FROM fact_versions a LEFT JOIN fact_versions f"
+     " ON f.version_id = a.version_id AND f.valid @> timestamptz '2021-06-01Z' WHERE a.group_id = '{g}'"),
+    # A parenthesized join under a RIGHT JOIN.
+    ("SELECT a.target, f.target FROM (fact_versions FOR VALID_TIME AS OF '2021-06-01Z' f"
+     " JOIN entity_history e ON e.id = f.source_id) RIGHT JOIN fact_versions a ON a.version_id = f.version_id"
+     " WHERE a.group_id = '{g}'",
+     "SELECT a.target, f.target FROM ((SELECT * FROM fact_versions WHERE valid @> timestamptz '2021-06-01Z') f"
+     " JOIN entity_history e ON e.id = f.source_id) RIGHT JOIN fact_versions a ON a.version_id = f.version_id"
+     " WHERE a.group_id = '{g}'"),
+    # A column alias list renaming the period's column: the clause is on the view's `recorded`,
+    # not on whatever the alias list names `recorded`.
+    ("SELECT f.target FROM fact_versions FOR SYSTEM_TIME AS OF '{t1}' f(%s) WHERE f.group_id = '{g}'" % SWAPPED,
+     "SELECT f.target FROM fact_versions f WHERE f.group_id = '{g}' AND f.recorded @> timestamptz '{t1}'"),
+])
+def test_a_period_clause_restricts_its_view_whatever_the_join(conn, career, with_clause, by_hand):
+    """FOR ... on a view means that view's rows in the period, as a derived table of them would:
+    under outer joins the ON or the WHERE it was ANDed into did not (rows of the other side lost,
+    or rows outside the period kept)."""
+    params = dict(g=career["group"], t1=career["t1"].isoformat())
+    expected = sorted(run(conn, by_hand.format(**params)).rows, key=repr)
+    assert expected  # the story answers something
+    assert sorted(run(conn, with_clause.format(**params)).rows, key=repr) == expected

@@ -23,6 +23,7 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 
+from pgmemory.analyst.policy import _is_cte
 from pgmemory.errors import InvalidInput
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
@@ -132,12 +133,20 @@ def rewrite_periods(tree: exp.Expr) -> exp.Expr:
         clauses = _clauses(table)
         if not clauses:
             continue
-        name = table.name.lower()
-        axes = PERIODS.get(name)
+        # A CTE has no period whatever its name (one named fact_versions is not the view); a
+        # function in FROM is named by its function (table.name is empty).
+        if isinstance(table.this, exp.Func):
+            name, axes = (table.this.name or table.this.key).lower(), None
+        else:
+            name = table.name.lower()
+            axes = None if _is_cte(table) else PERIODS.get(name)
         seen: set[str] = set()
         predicates = []
         for clause in clauses:
             axis = clause.this
+            if axes is None and _is_cte(table):
+                raise InvalidInput(f"{name} here is a WITH query, which has no period; "
+                                   f"FOR {axis} applies to the views themselves")
             if axes is None or axis not in axes:
                 carriers = ", ".join(v for v, a in sorted(PERIODS.items()) if axis in a)
                 raise InvalidInput(f"{name} has no {axis.lower()} period; FOR {axis} applies to {carriers}")
@@ -158,12 +167,58 @@ def rewrite_periods(tree: exp.Expr) -> exp.Expr:
 
 
 def _attach(table: exp.Table, predicate: exp.Expr) -> None:
-    """AND the predicate into the ON of the join bringing `table` in, else the SELECT's WHERE."""
+    """Restrict `table` to the rows the predicate keeps: ANDed into the ON of the inner or left
+    join bringing it in, else into the WHERE of its SELECT when no outer join there makes it the
+    nullable side (where a WHERE would drop the rows the outer join added, and the ON of a right
+    or full join would filter nothing). Anywhere else (a right or full join, a left join by USING
+    or NATURAL, a parenthesized join, a column alias list that may rename the period's column)
+    the view becomes a subquery of its rows in the period, under the same alias."""
     parent = table.parent
-    if isinstance(parent, exp.Join) and parent.args.get("on") is not None:
+    alias = table.args.get("alias")
+    renamed = alias is not None and bool(alias.args.get("columns"))
+    if not renamed and isinstance(parent, exp.Join) and parent.this is table \
+            and parent.args.get("on") is not None and parent.side.upper() in ("", "LEFT"):
         parent.set("on", exp.and_(exp.paren(parent.args["on"]), exp.paren(predicate)))
         return
     select = table.find_ancestor(exp.Select)
     if select is None:
         raise InvalidInput(f"a period clause on {table.name} needs a SELECT around it")
-    select.where(exp.paren(predicate), copy=False)
+    if not renamed and not _nullable(table, select):
+        select.where(exp.paren(predicate), copy=False)
+        return
+    _as_subquery(table, predicate)
+
+
+def _nullable(table: exp.Table, select: exp.Select) -> bool:
+    """Could an outer join of `select` null-extend `table` (or is it anywhere but the SELECT's own
+    FROM and joins, as in a parenthesized join, where that is not worked out)?"""
+    joins = list(select.args.get("joins") or [])
+    from_ = select.args.get("from_") or select.args.get("from")
+    if isinstance(table.parent, exp.From) and table.parent is from_ and table.parent.this is table:
+        position = 0
+    elif isinstance(table.parent, exp.Join) and table.parent.this is table and any(j is table.parent for j in joins):
+        position = next(i for i, j in enumerate(joins) if j is table.parent) + 1
+        if joins[position - 1].side.upper() in ("LEFT", "FULL"):
+            return True
+    else:
+        return True
+    return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[position:])
+
+
+def _as_subquery(table: exp.Table, predicate: exp.Expr) -> None:
+    """Replace `table` by (SELECT * FROM table AS name WHERE predicate) AS its alias (column list
+    included), any joins it heads (a parenthesized join) moved after the subquery."""
+    alias = table.args.get("alias")
+    name = alias.this if alias is not None and alias.this is not None else table.this
+    joins = table.args.get("joins")
+    inner = table.copy()
+    inner.set("joins", None)
+    inner.set("alias", exp.TableAlias(this=name.copy()) if alias is not None else None)
+    query = exp.Select(expressions=[exp.Star()]).from_(inner, copy=False).where(exp.paren(predicate), copy=False)
+    outer = exp.TableAlias(this=name.copy())
+    if alias is not None and alias.args.get("columns"):
+        outer.set("columns", [c.copy() for c in alias.args["columns"]])
+    subquery = exp.Subquery(this=query, alias=outer)
+    if joins:  # moved, not copied: a clause on a table they join may still be rewritten there
+        subquery.set("joins", list(joins))
+    table.replace(subquery)
