@@ -368,3 +368,25 @@ def test_a_period_clause_restricts_its_view_whatever_the_join(conn, career, with
     expected = sorted(run(conn, by_hand.format(**params)).rows, key=repr)
     assert expected  # the story answers something
     assert sorted(run(conn, with_clause.format(**params)).rows, key=repr) == expected
+
+
+@pytest.mark.parametrize("query", ["SELECT $1", "SELECT * FROM fact_versions WHERE id = $1::uuid", "SELECT ?",
+                                   "SELECT %s", "SELECT :name", "SELECT $name"])
+def test_query_parameters_are_refused(query):
+    with pytest.raises(InvalidInput, match="query parameters are not supported"):
+        prepare(query)
+
+
+async def test_memory_sql_refuses_parameters_and_unreadable_times_in_one_line(memory, conn):
+    """Memory.sql raised asyncpg's InterfaceError (two lines) for "$1", and asyncpg's bare
+    OverflowError / ValueError for a time outside Python's years 1 to 9999, where `pgmemory sql`
+    answers one InvalidInput line."""
+    with pytest.raises(InvalidInput, match="query parameters"):
+        await memory.sql("SELECT $1")
+    for query in ("SELECT '10000-01-01Z'::timestamptz", "SELECT '0044-03-15 BC'::date",
+                  "SELECT '294276-12-31'::timestamp"):
+        with pytest.raises(InvalidInput, match="the query failed") as raised:
+            await memory.sql(query)
+        assert "\n" not in str(raised.value)
+        with pytest.raises(InvalidInput, match="the query failed"):
+            run(conn, query)

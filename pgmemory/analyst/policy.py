@@ -115,6 +115,11 @@ def check(query: exp.Expr) -> None:
     for node in query.walk():
         if isinstance(node, FORBIDDEN):
             raise _refuse(f"only reads are allowed: {node.key.upper()} is refused")
+        if isinstance(node, (exp.Parameter, exp.Placeholder)):
+            # No values are ever bound: "$1" reached asyncpg (Memory.sql), which raised its own
+            # two-line InterfaceError, not a refusal.
+            raise _refuse(f"query parameters are not supported ({node.sql(dialect='postgres')}): "
+                          "write the values into the query")
         if isinstance(node, exp.Table):
             _check_table(node)
         elif isinstance(node, exp.Anonymous):

@@ -214,6 +214,11 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
                 rows = [tuple(_infinity_words(v) if i in timed else v for i, v in enumerate(r)) for r in rows]
         except asyncpg.PostgresError as exc:
             raise _failure(exc, timeout_s) from None
+        except (OverflowError, ValueError) as exc:
+            # asyncpg decodes a time Python cannot hold (after 9999, before year 1) with a bare
+            # OverflowError / ValueError; psycopg's DataError is "the query failed" already.
+            raise InvalidInput(f"the query failed: a value of the result cannot be read in Python ({exc}):"
+                               " a time after year 9999 or before year 1? cast it to text") from None
     return SqlResult(columns, rows[:max_rows], len(rows) > max_rows, final)
 
 
