@@ -390,3 +390,18 @@ async def test_memory_sql_refuses_parameters_and_unreadable_times_in_one_line(me
         assert "\n" not in str(raised.value)
         with pytest.raises(InvalidInput, match="the query failed"):
             run(conn, query)
+
+
+def test_json_output_is_valid_json_for_any_column_type(conn):
+    """`pgmemory sql --format json` raised a TypeError traceback for bytea, a time of day, a
+    multirange or an inet column, and printed NaN / Infinity, which JSON does not have."""
+    from pgmemory.surfaces.sql_cli import render
+
+    result = run(conn, "SELECT '\\x00ff'::bytea AS b, '12:00+05'::timetz AS tz, '{[1,2)}'::int4multirange AS m,"
+                       " '192.168.0.1/24'::inet AS i, 'NaN'::numeric AS n, '-Infinity'::float8 AS f,"
+                       " ARRAY['\\x01'::bytea] AS ab")
+    rendered = render(result, "json")
+    row, = json.loads(rendered, parse_constant=lambda word: pytest.fail(f"{word} is not JSON"))
+    assert row == {"b": "\\x00ff", "tz": "12:00:00+05:00", "m": ["[1,2)"], "i": "192.168.0.1/24",
+                   "n": "NaN", "f": "-Infinity", "ab": ["\\x01"]}
+    assert "\\x00ff" in render(result, "table") and "\\x00ff" in render(result, "csv")

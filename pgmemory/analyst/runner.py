@@ -223,14 +223,25 @@ async def run_async(conn: Any, query: str, *, groups: list[str] | None = None,
 
 
 def plain(value: Any) -> Any:
-    """A value as JSON-friendly plain data (times in ISO 8601, ranges as [lower, upper))."""
-    from datetime import date, datetime, timedelta
+    """A value as JSON-friendly plain data (times in ISO 8601, ranges as [lower, upper)); a type
+    JSON has no form for (bytea, multiranges, inet, money, ...) as its Postgres text, a NaN or
+    infinite number as the word, so `pgmemory sql --format json` prints valid JSON whatever the
+    query selects (bytes, a time of day, a multirange or an inet address raised a TypeError
+    traceback, and NaN printed as JSON's invalid NaN)."""
+    import math
+    from datetime import date, datetime, time, timedelta
     from decimal import Decimal
     from uuid import UUID
 
+    from psycopg.types.multirange import Multirange
     from psycopg.types.range import Range
 
-    if isinstance(value, (datetime, date)):
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else ("NaN" if math.isnan(value) else
+                                                   ("Infinity" if value > 0 else "-Infinity"))
+    if isinstance(value, (datetime, date, time)):
         return value.isoformat()
     if isinstance(value, Range) or type(value).__name__ == "Range":  # psycopg's or asyncpg's
         if value.isempty:
@@ -242,12 +253,16 @@ def plain(value: Any) -> Any:
         else:
             bounds = ("[" if value.lower_inc else "(") + ("]" if value.upper_inc else ")")
         return f"{bounds[0]}{lower},{upper}{bounds[1]}"
+    if isinstance(value, Multirange):  # asyncpg gives a list of ranges (below)
+        return [plain(r) for r in value]
     if isinstance(value, (UUID, timedelta)):
         return str(value)
     if isinstance(value, Decimal):
-        return float(value)
+        return float(value) if value.is_finite() else plain(float(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
-    return value
+    return str(value)
