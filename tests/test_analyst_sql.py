@@ -405,3 +405,23 @@ def test_json_output_is_valid_json_for_any_column_type(conn):
     assert row == {"b": "\\x00ff", "tz": "12:00:00+05:00", "m": ["[1,2)"], "i": "192.168.0.1/24",
                    "n": "NaN", "f": "-Infinity", "ab": ["\\x01"]}
     assert "\\x00ff" in render(result, "table") and "\\x00ff" in render(result, "csv")
+
+
+async def test_text_that_is_not_utf8_is_refused_in_one_line(memory, conn, capsys, monkeypatch, db_dsn):
+    """A lone surrogate (argv or a pipe holding bytes that are not UTF-8, read with surrogateescape)
+    reached the drivers: psycopg raised UnicodeEncodeError (a traceback out of `pgmemory sql`), and
+    asyncpg broke the pooled connection (Memory.sql: InterfaceError, the connection is closed)."""
+    import io
+    import sys
+
+    with pytest.raises(InvalidInput, match="not valid UTF-8"):
+        prepare("SELECT '\udcff'")
+    with pytest.raises(InvalidInput, match="not valid UTF-8"):
+        run(conn, "SELECT '\udcff'")
+    with pytest.raises(InvalidInput, match="not valid UTF-8"):
+        await memory.sql("SELECT 1 AS \"\ud800\"")
+    assert (await memory.sql("SELECT 1 AS one")).rows == [(1,)]
+    monkeypatch.setenv("PGMEMORY_DSN", db_dsn)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"SELECT 1 AS \xff"), encoding="utf-8"))
+    assert main(["sql", "-"]) == 2
+    assert capsys.readouterr().err.strip() == "pgmemory: error: the query is not valid UTF-8 text (character 13)"

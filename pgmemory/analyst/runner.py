@@ -57,6 +57,13 @@ def prepare(query: str) -> str:
     if "\x00" in query:
         raise InvalidInput("the query contains a NUL character")
     try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (bytes that were not UTF-8, read with surrogateescape from argv or a
+        # pipe): psycopg raised UnicodeEncodeError (a traceback out of `pgmemory sql`), and asyncpg
+        # broke the pooled connection (Memory.sql raised InterfaceError "connection is closed").
+        raise InvalidInput(f"the query is not valid UTF-8 text (character {exc.start + 1})") from None
+    try:
         tree = policy.single_query(period.parse(query))
         policy.check(tree)
         period.rewrite_periods(tree)

@@ -47,7 +47,9 @@ def sql_command(query: str, *, groups: list[str] | None, fmt: str, max_rows: int
                 explain: bool) -> int:
     """Run (or with explain, only show) one analyst query; 0 on success."""
     if query == "-":
-        query = sys.stdin.read()
+        # as bytes: a pipe that is not UTF-8 is refused by prepare() in one line, not a decode traceback
+        raw = getattr(sys.stdin, "buffer", None)
+        query = sys.stdin.read() if raw is None else raw.read().decode("utf-8", "surrogateescape")
     if explain:
         print(prepare(query))
         return 0
