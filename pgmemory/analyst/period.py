@@ -8,8 +8,10 @@ rewritten into range predicates on the analyst views' `valid` / `recorded` colum
     FOR VALID_TIME ...               ->  the same on valid  (world time T)
 
 A clause follows the view name (before or after its alias); both axes may be given on one view.
-The predicate lands in the ON of the join that brings the view in (so outer joins keep their
-meaning), else in the WHERE of the SELECT whose FROM names it. Nothing is spliced as text: the
+The predicate lands in the ON of the inner or left join that brings the view in, else in the
+WHERE of the SELECT whose FROM names it when no outer join there null-extends the view; elsewhere
+(right / full joins, USING or NATURAL left joins, parenthesized joins, column alias lists) the
+view becomes a subquery of its rows in the period (_attach). Nothing is spliced as text: the
 query is parsed, the tree rewritten, and the SQL generated from the tree.
 """
 from __future__ import annotations
