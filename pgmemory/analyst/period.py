@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 
-from pgmemory.analyst.policy import _is_cte
+from pgmemory.analyst.policy import is_cte
 from pgmemory.errors import InvalidInput
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # no "falling back to Command" warnings on stderr
@@ -141,12 +141,12 @@ def rewrite_periods(tree: exp.Expr) -> exp.Expr:
             name, axes = (table.this.name or table.this.key).lower(), None
         else:
             name = table.name.lower()
-            axes = None if _is_cte(table) else PERIODS.get(name)
+            axes = None if is_cte(table) else PERIODS.get(name)
         seen: set[str] = set()
         predicates = []
         for clause in clauses:
             axis = clause.this
-            if axes is None and _is_cte(table):
+            if axes is None and is_cte(table):
                 raise InvalidInput(f"{name} here is a WITH query, which has no period; "
                                    f"FOR {axis} applies to the views themselves")
             if axes is None or axis not in axes:

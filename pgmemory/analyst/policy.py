@@ -95,7 +95,7 @@ def _visible_ctes(node: exp.Expr) -> set[str]:
     return visible
 
 
-def _is_cte(table: exp.Table) -> bool:
+def is_cte(table: exp.Table) -> bool:
     """Does this table reference name a CTE (unqualified, with a CTE of that name visible here)?"""
     return (isinstance(table.this, exp.Identifier) and not table.text("db") and not table.text("catalog")
             and _identifier_name(table.this) in _visible_ctes(table))
@@ -151,7 +151,7 @@ def _check_table(table: exp.Table) -> None:
     schema = table.text("db").lower()
     if table.text("catalog") or (schema and schema != "pgmemory"):
         raise _refuse(f"{table.sql()} is not an analyst view: use {', '.join(sorted(ALLOWED_VIEWS))}")
-    if _is_cte(table):
+    if is_cte(table):
         return
     if name not in ALLOWED_VIEWS:
         raise _refuse(f"{name} is not an analyst view: use {', '.join(sorted(ALLOWED_VIEWS))}")
@@ -160,7 +160,7 @@ def _check_table(table: exp.Table) -> None:
 def qualify_views(query: exp.Expr) -> exp.Expr:
     """Name schema pgmemory on every analyst view (so no search_path can redirect a name)."""
     for table in list(query.find_all(exp.Table)):
-        if isinstance(table.this, exp.Identifier) and not table.text("db") and not _is_cte(table):
+        if isinstance(table.this, exp.Identifier) and not table.text("db") and not is_cte(table):
             table.set("db", exp.to_identifier("pgmemory"))
         elif isinstance(table.this, exp.Anonymous) and table.this.name.lower() in (
                 "entities_at", "entity_versions_of") and not table.text("db"):
