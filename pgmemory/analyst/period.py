@@ -117,13 +117,14 @@ def _predicate(column: exp.Column, clause: exp.Version) -> exp.Expr | None:
         return exp.ArrayContainsAll(this=column, expression=_timestamptz(clause.expression))
     if kind in ("BETWEEN", "FROM"):
         # Reversed bounds (start > end) are an empty period, as in SQL:2011 (BETWEEN is ASYMMETRIC),
-        # not tstzrange's error. FROM t TO t is already tstzrange's empty range.
+        # not tstzrange's error; so is a NULL bound (unknown, as AS OF NULL: no rows), not
+        # tstzrange's unbounded end. FROM t TO t is already tstzrange's empty range.
         start, end = (_timestamptz(v) for v in clause.expression.expressions)
         bounds = exp.Literal.string("[]" if kind == "BETWEEN" else "[)")
         span = exp.Anonymous(this="tstzrange", expressions=[start, end, bounds])
         empty = exp.Cast(this=exp.Literal.string("empty"), to=exp.DataType.build("tstzrange"))
-        period = exp.Case(ifs=[exp.If(this=exp.GT(this=start.copy(), expression=end.copy()), true=empty)],
-                          default=span)
+        period = exp.Case(ifs=[exp.If(this=exp.LTE(this=start.copy(), expression=end.copy()), true=span)],
+                          default=empty)
         return exp.ArrayOverlaps(this=column, expression=period)
     raise InvalidInput(f"FOR {clause.this} {kind} is not supported: use AS OF, BETWEEN ... AND ..., "
                        "FROM ... TO ... or ALL")
