@@ -705,3 +705,18 @@ async def test_a_reference_time_with_an_offset_dates_by_the_speakers_day(server)
         "query": "where does Dana work", "group_ids": ["group-a"]})).json()
     fact = next(f for f in found["facts"] if "Initech" in f["fact"])
     assert datetime.fromisoformat(fact["valid_from"]) == datetime(2023, 5, 7, 5, 0, tzinfo=timezone.utc)
+
+
+async def test_a_batch_episode_with_an_empty_reference_time_is_refused_as_a_single_one_is(server):
+    """reference_time "" is a 400 in a batch too (it was read as "now": "" is falsy), and the batch stores nothing."""
+    client, keys = server
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    single = await client.post("/v1/groups/group-a/episodes", headers=keys["a"],
+                               json={"content": "Ann: an empty time.", "reference_time": ""})
+    batch = await client.post("/v1/groups/group-a/episodes/batch", headers=keys["a"],
+                              json={"episodes": [{"content": "Ann: one.", "reference_time": "2024-01-01T00:00:00Z"},
+                                                 {"content": "Ann: an empty time.", "reference_time": ""}]})
+    assert error(single) == error(batch) == (400, "invalid_input")
+    assert batch.json()["error"]["message"] == "episode 2: reference_time is empty"
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert after == before

@@ -315,8 +315,10 @@ def _routes(app: FastAPI) -> None:
               summary="Add a batch of episodes (all validated first, nothing stored if one is bad)")
     async def add_batch(group_id: str, body: EpisodesIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
+        # An empty reference_time is refused as in a single episode, not read as "now" ("" is falsy).
         items = [{**e.model_dump(exclude_none=True), "group_id": group_id,
-                  "reference_time": e.reference_time or time_or_now(None)} for e in body.episodes]
+                  "reference_time": time_or_now(None) if e.reference_time is None else e.reference_time}
+                 for e in body.episodes]
         return await enqueue_batch_json(_memory(request), group_id, items)
 
     @v1.post("/groups/{group_id}/messages", status_code=202, tags=["episodes"],
