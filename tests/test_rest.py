@@ -720,3 +720,31 @@ async def test_a_batch_episode_with_an_empty_reference_time_is_refused_as_a_sing
     assert batch.json()["error"]["message"] == "episode 2: reference_time is empty"
     after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
     assert after == before
+
+
+@pytest.mark.parametrize("method, url, allowed", [
+    ("PUT", "/v1/search", "POST"),
+    ("PUT", "/v1/groups/group-a/episodes", "GET, POST"),  # two routes on one path: both named, not the first's
+    ("POST", "/v1/groups/group-a/episodes/00000000-0000-0000-0000-000000000001", "DELETE, GET"),
+    ("DELETE", "/health", "GET"),
+])
+async def test_a_method_not_allowed_names_the_allowed_ones_and_sends_allow(server, method, url, allowed):
+    """A 405 carries the Allow header (RFC 9110: the handler dropped Starlette's) listing every method
+    the path takes, and says so in its one line (it was 'Method Not Allowed')."""
+    client, keys = server
+    r = await client.request(method, url, headers=keys["a"])
+    assert error(r) == (405, "method_not_allowed")
+    assert r.headers["allow"] == allowed
+    assert r.json()["error"]["message"] == (f"method {method} is not allowed on this path: use "
+                                            f"{allowed.replace(', ', ' or ')}")
+
+
+async def test_a_json_body_without_a_content_type_says_to_send_one(server):
+    """No Content-Type at all: FastAPI hands the body over as bytes; the 422 says what to send (it
+    said 'body: Input should be a valid dictionary or object to extract fields from')."""
+    client, keys = server
+    r = await client.post("/v1/search", headers=keys["a"], content=b'{"query": "x", "group_ids": ["group-a"]}')
+    assert "content-type" not in r.request.headers
+    assert error(r) == (422, "invalid_request")
+    assert r.json()["error"]["message"] == ("body: send JSON with Content-Type: application/json "
+                                            "(no Content-Type was given)")

@@ -190,17 +190,24 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if isinstance(exc.body, bytes) and exc.body and media and not media.endswith("json"):
-            # FastAPI reads a body as JSON only when it says it is: a text/plain one reached the model as bytes
-            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json "
-                                                  f"(not {media[:60]})")
+        if isinstance(exc.body, bytes) and exc.body and not media.endswith("json"):
+            # FastAPI reads a body as JSON only when it says it is: a text/plain one (or one with no
+            # Content-Type at all) reached the model as bytes
+            said = f"not {media[:60]}" if media else "no Content-Type was given"
+            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json ({said})")
         return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == BODY_UNREADABLE and exc.__cause__ is not None:
             return _error(422, "invalid_request", body_line(exc.__cause__))
-        return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+        if exc.status_code == 405:
+            allowed = _allowed_methods(request) or [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")
+                                                    if m.strip()]
+            return _error(405, "method_not_allowed", f"method {request.method[:20]} is not allowed on this path: use "
+                                                     f"{' or '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
+        return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail),
+                      headers=exc.headers)
 
     @app.exception_handler(PgMemoryError)
     async def pgmemory_error(_request: Request, exc: PgMemoryError) -> JSONResponse:
@@ -209,6 +216,17 @@ def _handlers(app: FastAPI) -> None:
         if isinstance(exc, (DatabaseUnavailable, SetupError)):
             return _error(503, "database_unavailable", str(exc))
         return _error(500, "internal", str(exc))
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route takes on the request's path (the Allow header of a 405: Starlette
+    names only the first matching route's, e.g. POST for a PUT to /v1/groups/G/episodes, which
+    GET takes too). Each method is tried against the routes as the router matches them."""
+    from starlette.routing import Match
+
+    return [method for method in ("DELETE", "GET", "PATCH", "POST", "PUT")
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in request.app.router.routes)]
 
 
 # The two ways to send a key, declared (auto_error off: caller answers 401 itself) so that
