@@ -123,7 +123,7 @@ async def test_every_tool_in_process(mcp_memory):
         assert (await refused(client, "search_memory_facts", query="x", as_of="")).endswith(": as_of is empty")
         assert (await refused(client, "search_memory_nodes", query="x", known_at="")).endswith(": known_at is empty")
         assert "labels values is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
-        assert "center must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
+        assert "center_node_uuid must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
         # Wrongly typed or missing arguments: one line naming the argument.
         assert await refused(client, "search_memory_facts", query=5) == \
             "Error executing tool search_memory_facts: query: Input should be a valid string"
@@ -263,3 +263,18 @@ async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
         await proc.wait()
         for group in ("mcp-h", "mcp-other"):
             await mcp_memory.erase_group(group)
+
+
+async def test_a_bad_id_is_named_as_the_argument_it_came_in(mcp_memory):
+    """An id the tools refuse is named by the argument the model sent (uuid, before_id,
+    center_node_uuid), not by the Python API's name for it (episode_id, center)."""
+    async with Client(build_server(mcp_memory, default_group="mcp-names", worker_concurrency=0, auth=False)) as client:
+        assert (await refused(client, "delete_episode", uuid=" ")).endswith(": uuid must be a UUID or a non-empty string")
+        assert (await refused(client, "add_memory", name="n", episode_body="Ann: hi.", uuid="")).endswith(
+            ": uuid must be a UUID or a non-empty string")
+        assert (await refused(client, "get_episodes", before_id="")).endswith(
+            ": before_id must be a UUID or a non-empty string")
+        for tool in ("search_memory_facts", "search_memory_nodes"):
+            assert (await refused(client, tool, query="x", center_node_uuid="not-a-uuid")).endswith(
+                ": center_node_uuid must be a UUID, got 'not-a-uuid'")
+        assert (await call(client, "get_episodes"))["episodes"] == []  # nothing was written

@@ -748,3 +748,18 @@ async def test_a_json_body_without_a_content_type_says_to_send_one(server):
     assert error(r) == (422, "invalid_request")
     assert r.json()["error"]["message"] == ("body: send JSON with Content-Type: application/json "
                                             "(no Content-Type was given)")
+
+
+@pytest.mark.parametrize("method, url, body, says", [
+    ("GET", "/v1/groups/group-a/episodes?before_id=", None, "before_id must be a UUID or a non-empty string"),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "center_node_uuid": "not-a-uuid"},
+     "center_node_uuid must be a UUID, got 'not-a-uuid'"),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "center_node_uuid": "12"},
+     "center_node_uuid must be a UUID, got '12'"),
+])
+async def test_a_bad_id_is_named_as_the_parameter_it_came_in(server, method, url, body, says):
+    """Not as the Python API's name for it (episode_id, center)."""
+    client, keys = server
+    r = await client.request(method, url, headers=keys["a"], json=body)
+    assert error(r) == (400, "invalid_input")
+    assert r.json()["error"]["message"] == says

@@ -68,14 +68,15 @@ def parse_time(value: Any, field: str = "reference_time") -> datetime:
     return check_time(value, field)
 
 
-def episode_uuid(group_id: str, episode_id: Any) -> uuid.UUID:
+def episode_uuid(group_id: str, episode_id: Any, name: str = "episode_id") -> uuid.UUID:
     """The episode's UUID within its group: given as one, or derived (uuid5) from any other id.
-    Ids are scoped to their group (the key is (group_id, id)), so a UUID used elsewhere is fine."""
+    Ids are scoped to their group (the key is (group_id, id)), so a UUID used elsewhere is fine.
+    A refusal names the id as `name` (the argument the caller gave it as, e.g. before_id)."""
     if isinstance(episode_id, uuid.UUID):
         return episode_id
     if not isinstance(episode_id, str) or not episode_id.strip():
-        raise InvalidInput("episode_id must be a UUID or a non-empty string")
-    check_text(episode_id, "episode_id", max_chars=MAX_EPISODE_ID_CHARS)
+        raise InvalidInput(f"{name} must be a UUID or a non-empty string")
+    check_text(episode_id, name, max_chars=MAX_EPISODE_ID_CHARS)
     try:
         return uuid.UUID(episode_id)
     except ValueError:

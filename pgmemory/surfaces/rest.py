@@ -37,6 +37,7 @@ from pgmemory.surfaces.rest_models import (ContextIn, ContextOut, EpisodeIn, Epi
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (body_line, enqueue_batch_json, enqueue_json, filters_from_json, ingest_json,
                                     provider_line, results_json, time_or_now, validation_line)
+from pgmemory.validate import check_uuid
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -262,6 +263,7 @@ def search_config(body: SearchIn) -> SearchConfig | str:
     """The body's recipe; with center_node_uuid, ranked by graph distance from that entity (as MCP's
     search tools do). A recipe that needs a centre without one is refused naming the field to send."""
     if body.center_node_uuid is not None:
+        check_uuid(body.center_node_uuid, "center_node_uuid")  # named as sent, not as SearchConfig's center
         return resolve_config(body.recipe, reranker="node_distance", center=body.center_node_uuid)
     recipe = RECIPES.get(body.recipe)
     if recipe is not None and recipe.reranker == "node_distance" and recipe.center is None:
