@@ -122,7 +122,7 @@ async def test_every_tool_in_process(mcp_memory):
         # An empty time, label or centre is refused, not read as "none given".
         assert (await refused(client, "search_memory_facts", query="x", as_of="")).endswith(": as_of is empty")
         assert (await refused(client, "search_memory_nodes", query="x", known_at="")).endswith(": known_at is empty")
-        assert "labels values is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
+        assert "entity is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
         assert "center_node_uuid must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
         # Wrongly typed or missing arguments: one line naming the argument.
         assert await refused(client, "search_memory_facts", query=5) == \
@@ -278,3 +278,11 @@ async def test_a_bad_id_is_named_as_the_argument_it_came_in(mcp_memory):
             assert (await refused(client, tool, query="x", center_node_uuid="not-a-uuid")).endswith(
                 ": center_node_uuid must be a UUID, got 'not-a-uuid'")
         assert (await call(client, "get_episodes"))["episodes"] == []  # nothing was written
+
+
+async def test_an_empty_entity_label_is_named_as_entity(mcp_memory):
+    """search_memory_nodes' entity="" was refused as 'labels values is empty' (the filter it becomes)."""
+    async with Client(build_server(mcp_memory, default_group="mcp-names", worker_concurrency=0, auth=False)) as client:
+        assert (await refused(client, "search_memory_nodes", query="x", entity=" ")).endswith(": entity is empty")
+        assert (await refused(client, "search_memory_nodes", query="x", entity="L" * 201)).endswith(
+            ": entity has 201 characters; the limit is 200")

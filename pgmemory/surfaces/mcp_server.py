@@ -32,7 +32,7 @@ from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (MAX_GROUPS, Count, enqueue_json, ingest_json, provider_line, time_or_now,
                                    validation_line)
-from pgmemory.validate import check_int, check_uuid
+from pgmemory.validate import check_int, check_text, check_uuid
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -207,6 +207,8 @@ def _tools(server: MCPServer, state: State) -> None:
         zone): entities as they were at that valid time / as believed at that transaction time."""
         groups = await _groups(ctx, state, group_ids)
         check_int(max_nodes, "max_nodes", 1, MAX_LIMIT)  # named as the caller gave it, not as the search's `limit`
+        if entity is not None:
+            check_text(entity, "entity", max_chars=200)  # named as the caller gave it, not as the filter's labels
         config = _config("entities", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_nodes, config=config,
                                      filters=_filters(as_of, known_at, labels=(entity,) if entity is not None else ()))
