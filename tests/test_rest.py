@@ -763,3 +763,16 @@ async def test_a_bad_id_is_named_as_the_parameter_it_came_in(server, method, url
     r = await client.request(method, url, headers=keys["a"], json=body)
     assert error(r) == (400, "invalid_input")
     assert r.json()["error"]["message"] == says
+
+
+async def test_erase_needs_one_confirmation_not_the_last_of_several(server, rest_memory):
+    """?confirm=other&confirm=<group> does not erase the group (the last value used to win)."""
+    client, keys = server
+    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], json={"content": "Ann: keep me."})
+    assert r.status_code == 202
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    for query in ("confirm=group-b&confirm=group-a", "confirm=group-a&confirm=group-a"):
+        assert error(await client.delete(f"/v1/groups/group-a?{query}", headers=keys["a"])) == \
+            (400, "confirmation_required")
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert [e["id"] for e in after] == [e["id"] for e in before] and before

@@ -451,6 +451,10 @@ def _routes(app: FastAPI) -> None:
     async def erase_group(group_id: str, request: Request, key: ApiKey | None = Key,
                           confirm: str | None = None) -> dict:
         allow(key, [group_id], write=True)
+        given = len(request.query_params.getlist("confirm"))
+        if given > 1:  # ?confirm=B&confirm=A is not a confirmation of A (the last one used to win)
+            raise ApiError(400, "confirmation_required", f"erasing a group cannot be undone: give ?confirm=<group id> "
+                                                         f"once (it was given {given} times)")
         if confirm != group_id:
             raise ApiError(400, "confirmation_required",
                            "erasing a group cannot be undone: repeat the group id as ?confirm=<group id>")
