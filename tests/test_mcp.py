@@ -286,3 +286,15 @@ async def test_an_empty_entity_label_is_named_as_entity(mcp_memory):
         assert (await refused(client, "search_memory_nodes", query="x", entity=" ")).endswith(": entity is empty")
         assert (await refused(client, "search_memory_nodes", query="x", entity="L" * 201)).endswith(
             ": entity has 201 characters; the limit is 200")
+
+
+async def test_a_json_episode_with_nan_or_a_huge_integer_is_refused_in_one_line(mcp_memory):
+    """source=json: NaN was ingested with wait=true (refused queued) and a 5000-digit integer was an
+    unexpected ValueError; both are one line now, and nothing is stored."""
+    async with Client(build_server(mcp_memory, default_group="mcp-json", worker_concurrency=0, auth=False)) as client:
+        for wait in (False, True):
+            assert (await refused(client, "add_memory", name="j", episode_body='{"a": NaN}', source="json",
+                                  wait=wait)).endswith(": json episode is not valid JSON: NaN is not a JSON value")
+            assert "json episode cannot be read: Exceeds the limit (4300 digits)" in await refused(
+                client, "add_memory", name="j", episode_body="[" + "9" * 5000 + "]", source="json", wait=wait)
+        assert (await call(client, "get_episodes"))["episodes"] == []

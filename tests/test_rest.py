@@ -768,11 +768,31 @@ async def test_a_bad_id_is_named_as_the_parameter_it_came_in(server, method, url
 async def test_erase_needs_one_confirmation_not_the_last_of_several(server, rest_memory):
     """?confirm=other&confirm=<group> does not erase the group (the last value used to win)."""
     client, keys = server
-    r = await client.post("/v1/groups/group-a/episodes", headers=keys["a"], json={"content": "Ann: keep me."})
-    assert r.status_code == 202
+    r = await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={"content": "Ann: keep me."})
+    assert r.status_code == 200  # processed now: no status left to change under a later test
     before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
     for query in ("confirm=group-b&confirm=group-a", "confirm=group-a&confirm=group-a"):
         assert error(await client.delete(f"/v1/groups/group-a?{query}", headers=keys["a"])) == \
             (400, "confirmation_required")
     after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
     assert [e["id"] for e in after] == [e["id"] for e in before] and before
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"a": NaN}', "json episode is not valid JSON: NaN is not a JSON value"),
+    ('[1, -Infinity]', "json episode is not valid JSON: -Infinity is not a JSON value"),
+    ("[" + "9" * 5000 + "]", "json episode cannot be read: Exceeds the limit (4300 digits) for integer string "
+                             "conversion: value has 5000 digits"),
+])
+@pytest.mark.parametrize("wait", ["false", "true"])
+async def test_a_json_episode_python_reads_but_json_has_not_is_a_400(server, content, says, wait):
+    """NaN/Infinity were refused queued (by Postgres' json) but ingested with ?wait=true (json.loads
+    reads them); an integer of over 4300 digits was a 500 (json.loads' ValueError) either way."""
+    client, keys = server
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    r = await client.post(f"/v1/groups/group-a/episodes?wait={wait}", headers=keys["a"],
+                          json={"kind": "json", "content": content})
+    assert error(r) == (400, "invalid_input")
+    assert r.json()["error"]["message"] == says
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert [e["id"] for e in after] == [e["id"] for e in before]

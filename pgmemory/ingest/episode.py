@@ -136,6 +136,16 @@ _JSON_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _NOT_BRACKET = re.compile(r"[^][{}]")
 
 
+class NotJson(ValueError):
+    """A constant json.loads reads but JSON does not have."""
+
+
+def _not_json(constant: str) -> Any:
+    """json.loads reads NaN, Infinity and -Infinity, which JSON (and Postgres' json, which
+    enqueue_episode checks with) does not have: refused here too, so both paths take the same texts."""
+    raise NotJson(f"{constant} is not a JSON value")
+
+
 def json_depth(text: str) -> int:
     """How deep the arrays and objects of JSON `text` nest: the most brackets open at once
     outside strings. SQL's pgmemory_internal.json_depth (enqueue_episode) takes the same steps,
@@ -163,9 +173,11 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
         if (depth := json_depth(content)) > MAX_JSON_DEPTH:
             raise InvalidInput(f"json episode nests {depth} levels of arrays and objects; the limit is {MAX_JSON_DEPTH}")
         try:
-            json.loads(content)
-        except json.JSONDecodeError as exc:
+            json.loads(content, parse_constant=_not_json)
+        except (json.JSONDecodeError, NotJson) as exc:
             raise InvalidInput(f"json episode is not valid JSON: {exc}") from None
+        except ValueError as exc:  # an integer over Python's 4300 digits (was an internal error: a 500)
+            raise InvalidInput(f"json episode cannot be read: {str(exc).split(';')[0]}") from None
     if reference_time is None:
         raise InvalidInput("reference_time is required (when the episode was said or happened)")
     reference_time = parse_time(reference_time)
