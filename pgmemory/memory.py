@@ -581,7 +581,7 @@ class Memory:
         if status is not None and status not in reads.EPISODE_STATUSES:
             raise InvalidInput(f"unknown episode status {status!r:.40}: use {', '.join(reads.EPISODE_STATUSES)}")
         before_t = None if before is None else parse_time(before, "before")
-        anchor = None if before_id is None else episode_uuid(group, before_id)
+        anchor = None if before_id is None else episode_uuid(group, before_id, "before_id")
         async with self.pool.acquire() as conn:
             rows = await reads.get_episodes(conn, group, last_n=last_n, before=before_t, status=status,
                                             before_id=anchor)

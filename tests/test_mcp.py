@@ -122,8 +122,8 @@ async def test_every_tool_in_process(mcp_memory):
         # An empty time, label or centre is refused, not read as "none given".
         assert (await refused(client, "search_memory_facts", query="x", as_of="")).endswith(": as_of is empty")
         assert (await refused(client, "search_memory_nodes", query="x", known_at="")).endswith(": known_at is empty")
-        assert "labels values is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
-        assert "center must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
+        assert "entity is empty" in await refused(client, "search_memory_nodes", query="x", entity="")
+        assert "center_node_uuid must be a UUID" in await refused(client, "search_memory_facts", query="x", center_node_uuid="")
         # Wrongly typed or missing arguments: one line naming the argument.
         assert await refused(client, "search_memory_facts", query=5) == \
             "Error executing tool search_memory_facts: query: Input should be a valid string"
@@ -263,3 +263,38 @@ async def test_http_transport_needs_a_key_for_the_group(mcp_dsn, mcp_memory):
         await proc.wait()
         for group in ("mcp-h", "mcp-other"):
             await mcp_memory.erase_group(group)
+
+
+async def test_a_bad_id_is_named_as_the_argument_it_came_in(mcp_memory):
+    """An id the tools refuse is named by the argument the model sent (uuid, before_id,
+    center_node_uuid), not by the Python API's name for it (episode_id, center)."""
+    async with Client(build_server(mcp_memory, default_group="mcp-names", worker_concurrency=0, auth=False)) as client:
+        assert (await refused(client, "delete_episode", uuid=" ")).endswith(": uuid must be a UUID or a non-empty string")
+        assert (await refused(client, "add_memory", name="n", episode_body="Ann: hi.", uuid="")).endswith(
+            ": uuid must be a UUID or a non-empty string")
+        assert (await refused(client, "get_episodes", before_id="")).endswith(
+            ": before_id must be a UUID or a non-empty string")
+        for tool in ("search_memory_facts", "search_memory_nodes"):
+            assert (await refused(client, tool, query="x", center_node_uuid="not-a-uuid")).endswith(
+                ": center_node_uuid must be a UUID, got 'not-a-uuid'")
+        assert (await call(client, "get_episodes"))["episodes"] == []  # nothing was written
+
+
+async def test_an_empty_entity_label_is_named_as_entity(mcp_memory):
+    """search_memory_nodes' entity="" was refused as 'labels values is empty' (the filter it becomes)."""
+    async with Client(build_server(mcp_memory, default_group="mcp-names", worker_concurrency=0, auth=False)) as client:
+        assert (await refused(client, "search_memory_nodes", query="x", entity=" ")).endswith(": entity is empty")
+        assert (await refused(client, "search_memory_nodes", query="x", entity="L" * 201)).endswith(
+            ": entity has 201 characters; the limit is 200")
+
+
+async def test_a_json_episode_with_nan_or_a_huge_integer_is_refused_in_one_line(mcp_memory):
+    """source=json: NaN was ingested with wait=true (refused queued) and a 5000-digit integer was an
+    unexpected ValueError; both are one line now, and nothing is stored."""
+    async with Client(build_server(mcp_memory, default_group="mcp-json", worker_concurrency=0, auth=False)) as client:
+        for wait in (False, True):
+            assert (await refused(client, "add_memory", name="j", episode_body='{"a": NaN}', source="json",
+                                  wait=wait)).endswith(": json episode is not valid JSON: NaN is not a JSON value")
+            assert "json episode cannot be read: Exceeds the limit (4300 digits)" in await refused(
+                client, "add_memory", name="j", episode_body="[" + "9" * 5000 + "]", source="json", wait=wait)
+        assert (await call(client, "get_episodes"))["episodes"] == []

@@ -705,3 +705,94 @@ async def test_a_reference_time_with_an_offset_dates_by_the_speakers_day(server)
         "query": "where does Dana work", "group_ids": ["group-a"]})).json()
     fact = next(f for f in found["facts"] if "Initech" in f["fact"])
     assert datetime.fromisoformat(fact["valid_from"]) == datetime(2023, 5, 7, 5, 0, tzinfo=timezone.utc)
+
+
+async def test_a_batch_episode_with_an_empty_reference_time_is_refused_as_a_single_one_is(server):
+    """reference_time "" is a 400 in a batch too (it was read as "now": "" is falsy), and the batch stores nothing."""
+    client, keys = server
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    single = await client.post("/v1/groups/group-a/episodes", headers=keys["a"],
+                               json={"content": "Ann: an empty time.", "reference_time": ""})
+    batch = await client.post("/v1/groups/group-a/episodes/batch", headers=keys["a"],
+                              json={"episodes": [{"content": "Ann: one.", "reference_time": "2024-01-01T00:00:00Z"},
+                                                 {"content": "Ann: an empty time.", "reference_time": ""}]})
+    assert error(single) == error(batch) == (400, "invalid_input")
+    assert batch.json()["error"]["message"] == "episode 2: reference_time is empty"
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert after == before
+
+
+@pytest.mark.parametrize("method, url, allowed", [
+    ("PUT", "/v1/search", "POST"),
+    ("PUT", "/v1/groups/group-a/episodes", "GET, POST"),  # two routes on one path: both named, not the first's
+    ("POST", "/v1/groups/group-a/episodes/00000000-0000-0000-0000-000000000001", "DELETE, GET"),
+    ("DELETE", "/health", "GET"),
+])
+async def test_a_method_not_allowed_names_the_allowed_ones_and_sends_allow(server, method, url, allowed):
+    """A 405 carries the Allow header (RFC 9110: the handler dropped Starlette's) listing every method
+    the path takes, and says so in its one line (it was 'Method Not Allowed')."""
+    client, keys = server
+    r = await client.request(method, url, headers=keys["a"])
+    assert error(r) == (405, "method_not_allowed")
+    assert r.headers["allow"] == allowed
+    assert r.json()["error"]["message"] == (f"method {method} is not allowed on this path: use "
+                                            f"{allowed.replace(', ', ' or ')}")
+
+
+async def test_a_json_body_without_a_content_type_says_to_send_one(server):
+    """No Content-Type at all: FastAPI hands the body over as bytes; the 422 says what to send (it
+    said 'body: Input should be a valid dictionary or object to extract fields from')."""
+    client, keys = server
+    r = await client.post("/v1/search", headers=keys["a"], content=b'{"query": "x", "group_ids": ["group-a"]}')
+    assert "content-type" not in r.request.headers
+    assert error(r) == (422, "invalid_request")
+    assert r.json()["error"]["message"] == ("body: send JSON with Content-Type: application/json "
+                                            "(no Content-Type was given)")
+
+
+@pytest.mark.parametrize("method, url, body, says", [
+    ("GET", "/v1/groups/group-a/episodes?before_id=", None, "before_id must be a UUID or a non-empty string"),
+    ("POST", "/v1/search", {"query": "x", "group_ids": ["group-a"], "center_node_uuid": "not-a-uuid"},
+     "center_node_uuid must be a UUID, got 'not-a-uuid'"),
+    ("POST", "/v1/context", {"query": "x", "group_ids": ["group-a"], "center_node_uuid": "12"},
+     "center_node_uuid must be a UUID, got '12'"),
+])
+async def test_a_bad_id_is_named_as_the_parameter_it_came_in(server, method, url, body, says):
+    """Not as the Python API's name for it (episode_id, center)."""
+    client, keys = server
+    r = await client.request(method, url, headers=keys["a"], json=body)
+    assert error(r) == (400, "invalid_input")
+    assert r.json()["error"]["message"] == says
+
+
+async def test_erase_needs_one_confirmation_not_the_last_of_several(server, rest_memory):
+    """?confirm=other&confirm=<group> does not erase the group (the last value used to win)."""
+    client, keys = server
+    r = await client.post("/v1/groups/group-a/episodes?wait=true", headers=keys["a"], json={"content": "Ann: keep me."})
+    assert r.status_code == 200  # processed now: no status left to change under a later test
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    for query in ("confirm=group-b&confirm=group-a", "confirm=group-a&confirm=group-a"):
+        assert error(await client.delete(f"/v1/groups/group-a?{query}", headers=keys["a"])) == \
+            (400, "confirmation_required")
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert [e["id"] for e in after] == [e["id"] for e in before] and before
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"a": NaN}', "json episode is not valid JSON: NaN is not a JSON value"),
+    ('[1, -Infinity]', "json episode is not valid JSON: -Infinity is not a JSON value"),
+    ("[" + "9" * 5000 + "]", "json episode cannot be read: Exceeds the limit (4300 digits) for integer string "
+                             "conversion: value has 5000 digits"),
+])
+@pytest.mark.parametrize("wait", ["false", "true"])
+async def test_a_json_episode_python_reads_but_json_has_not_is_a_400(server, content, says, wait):
+    """NaN/Infinity were refused queued (by Postgres' json) but ingested with ?wait=true (json.loads
+    reads them); an integer of over 4300 digits was a 500 (json.loads' ValueError) either way."""
+    client, keys = server
+    before = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    r = await client.post(f"/v1/groups/group-a/episodes?wait={wait}", headers=keys["a"],
+                          json={"kind": "json", "content": content})
+    assert error(r) == (400, "invalid_input")
+    assert r.json()["error"]["message"] == says
+    after = (await client.get("/v1/groups/group-a/episodes?last_n=1000", headers=keys["a"])).json()["episodes"]
+    assert [e["id"] for e in after] == [e["id"] for e in before]

@@ -68,14 +68,15 @@ def parse_time(value: Any, field: str = "reference_time") -> datetime:
     return check_time(value, field)
 
 
-def episode_uuid(group_id: str, episode_id: Any) -> uuid.UUID:
+def episode_uuid(group_id: str, episode_id: Any, name: str = "episode_id") -> uuid.UUID:
     """The episode's UUID within its group: given as one, or derived (uuid5) from any other id.
-    Ids are scoped to their group (the key is (group_id, id)), so a UUID used elsewhere is fine."""
+    Ids are scoped to their group (the key is (group_id, id)), so a UUID used elsewhere is fine.
+    A refusal names the id as `name` (the argument the caller gave it as, e.g. before_id)."""
     if isinstance(episode_id, uuid.UUID):
         return episode_id
     if not isinstance(episode_id, str) or not episode_id.strip():
-        raise InvalidInput("episode_id must be a UUID or a non-empty string")
-    check_text(episode_id, "episode_id", max_chars=MAX_EPISODE_ID_CHARS)
+        raise InvalidInput(f"{name} must be a UUID or a non-empty string")
+    check_text(episode_id, name, max_chars=MAX_EPISODE_ID_CHARS)
     try:
         return uuid.UUID(episode_id)
     except ValueError:
@@ -135,6 +136,16 @@ _JSON_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _NOT_BRACKET = re.compile(r"[^][{}]")
 
 
+class NotJson(ValueError):
+    """A constant json.loads reads but JSON does not have."""
+
+
+def _not_json(constant: str) -> Any:
+    """json.loads reads NaN, Infinity and -Infinity, which JSON (and Postgres' json, which
+    enqueue_episode checks with) does not have: refused here too, so both paths take the same texts."""
+    raise NotJson(f"{constant} is not a JSON value")
+
+
 def json_depth(text: str) -> int:
     """How deep the arrays and objects of JSON `text` nest: the most brackets open at once
     outside strings. SQL's pgmemory_internal.json_depth (enqueue_episode) takes the same steps,
@@ -162,9 +173,11 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
         if (depth := json_depth(content)) > MAX_JSON_DEPTH:
             raise InvalidInput(f"json episode nests {depth} levels of arrays and objects; the limit is {MAX_JSON_DEPTH}")
         try:
-            json.loads(content)
-        except json.JSONDecodeError as exc:
+            json.loads(content, parse_constant=_not_json)
+        except (json.JSONDecodeError, NotJson) as exc:
             raise InvalidInput(f"json episode is not valid JSON: {exc}") from None
+        except ValueError as exc:  # an integer over Python's 4300 digits (was an internal error: a 500)
+            raise InvalidInput(f"json episode cannot be read: {str(exc).split(';')[0]}") from None
     if reference_time is None:
         raise InvalidInput("reference_time is required (when the episode was said or happened)")
     reference_time = parse_time(reference_time)

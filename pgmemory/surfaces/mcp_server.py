@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import StrictBool, ValidationError
 
 from pgmemory.errors import PgMemoryError
-from pgmemory.ingest.episode import validate_group_id
+from pgmemory.ingest.episode import episode_uuid, validate_group_id
 from pgmemory.ingest.pipeline import IngestError
 from pgmemory.memory import Memory
 from pgmemory.providers.llm import ProviderError
@@ -32,7 +32,7 @@ from pgmemory.surfaces.api_keys import ApiKey, KeyStore
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (MAX_GROUPS, Count, enqueue_json, ingest_json, provider_line, time_or_now,
                                    validation_line)
-from pgmemory.validate import check_int
+from pgmemory.validate import check_int, check_text, check_uuid
 
 INSTRUCTIONS = (
     "pgmemory is a bi-temporal knowledge-graph memory. add_memory stores an episode (text, chat "
@@ -161,6 +161,7 @@ def _config(kind: str, center: str | None) -> SearchConfig:
     """A search of one kind: hybrid with RRF, or with a centre every method ranked by graph distance."""
     if center is None:
         return SearchConfig(kinds=(kind,), methods=("cosine", "fulltext"), reranker="rrf")
+    check_uuid(center, "center_node_uuid")  # named as the caller gave it, not as SearchConfig's center
     return SearchConfig(kinds=(kind,), methods=METHODS, reranker="node_distance", center=center)
 
 
@@ -181,6 +182,8 @@ def _tools(server: MCPServer, state: State) -> None:
         [group] = await _groups(ctx, state, group_id, write=True)
         if source not in SOURCES:
             raise ToolError(f"unknown source {source!r:.40}: use text, message or json")
+        if uuid is not None:
+            episode_uuid(group, uuid, "uuid")  # a bad id is named as the argument it came in, not episode_id
         fields = dict(kind=SOURCES[source], reference_time=time_or_now(reference_time),
                       source_description=source_description, episode_id=uuid,
                       metadata={**(metadata or {}), "name": name} if name else metadata)
@@ -204,6 +207,8 @@ def _tools(server: MCPServer, state: State) -> None:
         zone): entities as they were at that valid time / as believed at that transaction time."""
         groups = await _groups(ctx, state, group_ids)
         check_int(max_nodes, "max_nodes", 1, MAX_LIMIT)  # named as the caller gave it, not as the search's `limit`
+        if entity is not None:
+            check_text(entity, "entity", max_chars=200)  # named as the caller gave it, not as the filter's labels
         config = _config("entities", center_node_uuid)
         results = await mem().search(query, group_ids=groups, limit=max_nodes, config=config,
                                      filters=_filters(as_of, known_at, labels=(entity,) if entity is not None else ()))
@@ -242,6 +247,7 @@ def _tools(server: MCPServer, state: State) -> None:
         """Delete an episode as if it had never been added (its facts re-derived from the others);
         erase: also remove its text from history (an episode deleted earlier can still be erased)."""
         [group] = await _groups(ctx, state, group_id, write=True)
+        episode_uuid(group, uuid, "uuid")  # a bad id is named as the argument it came in
         return asdict(await mem().delete_episode(group, uuid, erase=erase))
 
     @server.tool()

@@ -37,6 +37,7 @@ from pgmemory.surfaces.rest_models import (ContextIn, ContextOut, EpisodeIn, Epi
 from pgmemory.surfaces.serving import served_memory
 from pgmemory.surfaces.wire import (body_line, enqueue_batch_json, enqueue_json, filters_from_json, ingest_json,
                                     provider_line, results_json, time_or_now, validation_line)
+from pgmemory.validate import check_uuid
 
 log = logging.getLogger("pgmemory.rest")
 
@@ -190,17 +191,24 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if isinstance(exc.body, bytes) and exc.body and media and not media.endswith("json"):
-            # FastAPI reads a body as JSON only when it says it is: a text/plain one reached the model as bytes
-            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json "
-                                                  f"(not {media[:60]})")
+        if isinstance(exc.body, bytes) and exc.body and not media.endswith("json"):
+            # FastAPI reads a body as JSON only when it says it is: a text/plain one (or one with no
+            # Content-Type at all) reached the model as bytes
+            said = f"not {media[:60]}" if media else "no Content-Type was given"
+            return _error(422, "invalid_request", f"body: send JSON with Content-Type: application/json ({said})")
         return _error(422, "invalid_request", validation_line(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == BODY_UNREADABLE and exc.__cause__ is not None:
             return _error(422, "invalid_request", body_line(exc.__cause__))
-        return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+        if exc.status_code == 405:
+            allowed = _allowed_methods(request) or [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")
+                                                    if m.strip()]
+            return _error(405, "method_not_allowed", f"method {request.method[:20]} is not allowed on this path: use "
+                                                     f"{' or '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
+        return _error(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail),
+                      headers=exc.headers)
 
     @app.exception_handler(PgMemoryError)
     async def pgmemory_error(_request: Request, exc: PgMemoryError) -> JSONResponse:
@@ -209,6 +217,17 @@ def _handlers(app: FastAPI) -> None:
         if isinstance(exc, (DatabaseUnavailable, SetupError)):
             return _error(503, "database_unavailable", str(exc))
         return _error(500, "internal", str(exc))
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route takes on the request's path (the Allow header of a 405: Starlette
+    names only the first matching route's, e.g. POST for a PUT to /v1/groups/G/episodes, which
+    GET takes too). Each method is tried against the routes as the router matches them."""
+    from starlette.routing import Match
+
+    return [method for method in ("DELETE", "GET", "PATCH", "POST", "PUT")
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+                   for route in request.app.router.routes)]
 
 
 # The two ways to send a key, declared (auto_error off: caller answers 401 itself) so that
@@ -244,6 +263,7 @@ def search_config(body: SearchIn) -> SearchConfig | str:
     """The body's recipe; with center_node_uuid, ranked by graph distance from that entity (as MCP's
     search tools do). A recipe that needs a centre without one is refused naming the field to send."""
     if body.center_node_uuid is not None:
+        check_uuid(body.center_node_uuid, "center_node_uuid")  # named as sent, not as SearchConfig's center
         return resolve_config(body.recipe, reranker="node_distance", center=body.center_node_uuid)
     recipe = RECIPES.get(body.recipe)
     if recipe is not None and recipe.reranker == "node_distance" and recipe.center is None:
@@ -315,8 +335,10 @@ def _routes(app: FastAPI) -> None:
               summary="Add a batch of episodes (all validated first, nothing stored if one is bad)")
     async def add_batch(group_id: str, body: EpisodesIn, request: Request, key: ApiKey | None = Key) -> dict:
         allow(key, [group_id], write=True)
+        # An empty reference_time is refused as in a single episode, not read as "now" ("" is falsy).
         items = [{**e.model_dump(exclude_none=True), "group_id": group_id,
-                  "reference_time": e.reference_time or time_or_now(None)} for e in body.episodes]
+                  "reference_time": time_or_now(None) if e.reference_time is None else e.reference_time}
+                 for e in body.episodes]
         return await enqueue_batch_json(_memory(request), group_id, items)
 
     @v1.post("/groups/{group_id}/messages", status_code=202, tags=["episodes"],
@@ -429,6 +451,10 @@ def _routes(app: FastAPI) -> None:
     async def erase_group(group_id: str, request: Request, key: ApiKey | None = Key,
                           confirm: str | None = None) -> dict:
         allow(key, [group_id], write=True)
+        given = len(request.query_params.getlist("confirm"))
+        if given > 1:  # ?confirm=B&confirm=A is not a confirmation of A (the last one used to win)
+            raise ApiError(400, "confirmation_required", f"erasing a group cannot be undone: give ?confirm=<group id> "
+                                                         f"once (it was given {given} times)")
         if confirm != group_id:
             raise ApiError(400, "confirmation_required",
                            "erasing a group cannot be undone: repeat the group id as ?confirm=<group id>")
