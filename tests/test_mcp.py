@@ -150,6 +150,9 @@ async def test_every_tool_in_process(mcp_memory):
             ": last_n: Value error, a count must be a number, not true or false")
         assert (await refused(client, "add_memory", name="x", episode_body="x", wait="no")).endswith(
             ": wait: Input should be a valid boolean")
+        # An empty list is not the default group here: erasing is never a fallback.
+        assert "group_ids is empty" in await refused(client, "clear_graph", group_ids=[], confirm=True)
+        assert (await call(client, "get_episodes"))["episodes"]
         erased = await call(client, "clear_graph", confirm=True)
         assert erased["erased"]["mcp-a"] >= 1
         assert (await call(client, "get_episodes"))["episodes"] == []

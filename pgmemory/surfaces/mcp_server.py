@@ -273,6 +273,8 @@ def _tools(server: MCPServer, state: State) -> None:
     async def clear_graph(ctx: Context, group_ids: list[str] | None = None, confirm: Flag = False) -> dict[str, Any]:
         """Erase everything of the given groups (default: the server's group). Cannot be undone:
         confirm must be true."""
+        if group_ids is not None and not group_ids:  # (an empty list is the default group elsewhere)
+            raise ToolError("group_ids is empty: name the groups to erase, or leave it out for the server's group")
         groups = await _groups(ctx, state, group_ids, write=True)
         if confirm is not True:
             raise ToolError("clear_graph erases the groups for good: call it again with confirm=true")
