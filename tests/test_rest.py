@@ -70,6 +70,9 @@ async def test_health_ready_and_openapi_need_no_key(server):
     client, _ = server
     assert (await client.get("/health")).json() == {"status": "ok"}
     assert (await client.get("/ready")).json() == {"status": "ready"}
+    for path in ("/health", "/ready"):  # load balancers' checks send HEAD (it was a 405)
+        head = await client.head(path)
+        assert head.status_code == 200 and head.content == b""
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert {"/v1/search", "/v1/context", "/v1/groups/{group_id}/episodes", "/v1/groups/{group_id}/messages",
             "/v1/groups/{group_id}/entities/{entity_id}/facts"} <= set(paths)

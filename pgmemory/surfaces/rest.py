@@ -305,10 +305,14 @@ def _routes(app: FastAPI) -> None:
     Key = Depends(caller)
     v1 = APIRouter(prefix="/v1", responses=ERRORS)
 
+    # HEAD too (out of the schema: one operation per path there): load balancers' health checks
+    # often send it, and a 405 marked the server down
+    @app.head("/health", include_in_schema=False)
     @app.get("/health", tags=["health"], summary="Liveness: the process answers")
     async def health() -> dict:
         return {"status": "ok"}
 
+    @app.head("/ready", include_in_schema=False)
     @app.get("/ready", tags=["health"], summary="Readiness: Postgres answers through the pool")
     async def ready(request: Request) -> JSONResponse:
         try:
