@@ -1003,15 +1003,19 @@ async def test_with_a_worker_down_the_queue_worker_goes_on_with_the_other_groups
             assert worker.stats.unreachable == {f"127.0.0.1:{down_port}"}
             assert worker.stats.failed == 0
             back()
-            # (its count follows the commit: waited for, not raced by the stop below)
-            await until(lambda: _statuses(db_dsn, down) == ["done"] and worker.stats.done == 3,
-                        "process the group of the node once back")
+            await until(lambda: _statuses(db_dsn, down) == ["done"], "process the group of the node once back")
             await until(lambda: not worker.stats.unreachable, "stop naming the node once it is back")
     finally:
         holder.close()
         worker.stop(now=True)
         await asyncio.wait_for(running, 60)
-    assert worker.stats.done == 3 and worker.stats.failed == 0
+    # The interrupted episode is done once, by this worker after the node is back, or by the commit
+    # it had sent when the node stopped (the coordinator commits; Citus completes the node's
+    # prepared part once it is back), which the worker saw fail and gave back uncounted.
+    assert worker.stats.done in (2, 3) and worker.stats.failed == 0
+    with psycopg.connect(db_dsn) as conn:  # ... and once only: one fact, one mention of Acme
+        assert conn.execute("SELECT count(*) FROM pgmemory.current_facts WHERE group_id = %s",
+                            (down,)).fetchone() == (1,)
 
 
 async def test_with_a_worker_down_rest_and_mcp_answer_for_the_other_groups_and_name_the_node(
