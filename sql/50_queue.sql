@@ -176,6 +176,11 @@ BEGIN
         RAISE EXCEPTION 'actor has % characters; the limit is 200', length(p_actor) USING ERRCODE = '22023';
     END IF;
     p_actor := pgmemory_internal.py_strip(p_actor);  -- (stored, compared and in the id stripped, as in Python)
+    IF p_actor ~ '[\x01-\x1f\x7f-\x9f]' THEN  -- (a name is one line, as Python checks it)
+        RAISE EXCEPTION 'actor contains a control character (U+%): a speaker''s name is one line',
+              upper(lpad(to_hex(ascii(substring(p_actor FROM '[\x01-\x1f\x7f-\x9f]'))), 4, '0'))
+              USING ERRCODE = '22023';
+    END IF;
     IF p_source_description IS NULL THEN
         RAISE EXCEPTION 'source_description must be a string' USING ERRCODE = '22023';
     END IF;

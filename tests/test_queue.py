@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 from pgmemory import InvalidInput, Memory
 from pgmemory.extract.rules import RuleExtractor
-from pgmemory.ingest.episode import MAX_JSON_DEPTH, default_episode_uuid, episode_uuid, json_depth
+from pgmemory.ingest.episode import MAX_JSON_DEPTH, default_episode_uuid, episode_uuid, json_depth, validate_episode
 from pgmemory.providers.embedder import HashEmbedder
 from pgmemory.storage import grants
 from pgmemory.storage.setup import init_database
@@ -635,6 +636,21 @@ def test_sql_enqueue_strips_whitespace_as_python_does(own_dsn):
         conn.execute(ENQUEUE, ("ws", "I work at Acme Corp.", "message", "Zoe", when, "", "w1"))  # the same actor
         assert conn.execute("SELECT array_agg(DISTINCT actor) FROM pgmemory.episodes WHERE group_id = 'ws'"
                             ).fetchone()[0] == ["Zoe"]
+
+
+@pytest.mark.parametrize("actor, code", [("Alice\nMallory", "000A"), ("Al\x1bice", "001B"), ("Al\u0085ice", "0085")])
+def test_an_actor_with_a_control_character_is_refused_by_python_and_sql_alike(own_dsn, actor, code):
+    """A speaker's name is one line: "Alice\nMallory" became an entity whose name printed as two lines
+    of a context. Python's validation and enqueue_episode refuse it with the same line."""
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    message = f"actor contains a control character (U+{code}): a speaker's name is one line"
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        validate_episode("cc", "Hi.", actor=actor, reference_time=when)
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=re.escape(message)):
+            conn.execute(ENQUEUE, ("cc", "Hi.", "message", actor, when, "", None))
+        assert conn.execute("SELECT count(*) FROM pgmemory.episodes WHERE group_id = 'cc'").fetchone() == (0,)
+    assert validate_episode("cc", "Hi.", actor=" Alice\n", reference_time=when).actor == "Alice"  # ends stripped
 
 
 async def test_retry_leaves_a_group_a_worker_is_processing_to_it(own_dsn):

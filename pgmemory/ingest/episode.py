@@ -185,6 +185,10 @@ def validate_episode(group_id: Any, content: Any, *, kind: Any = "message", acto
         if not isinstance(actor, str) or not actor.strip():
             raise InvalidInput("actor must be a non-empty string or None")
         actor = check_text(actor, "actor", max_chars=MAX_ACTOR_CHARS).strip()
+        if control := next((c for c in actor if ord(c) < 32 or 127 <= ord(c) < 160), None):
+            # a name is one line: "Alice\nMallory" became an entity whose name printed as two
+            # lines of a context (sql/50_queue.sql checks the same characters)
+            raise InvalidInput(f"actor contains a control character (U+{ord(control):04X}): a speaker's name is one line")
     check_text(source_description, "source_description", max_chars=MAX_CONTENT_CHARS, allow_empty=True)
     eid = (default_episode_uuid(group_id, actor, reference_time, content) if episode_id is None
            else episode_uuid(group_id, episode_id))
